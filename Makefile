@@ -1,0 +1,41 @@
+# `make demo` and `make test` are the two commands a fresh machine needs (see README.md).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: all venv build demo test lint typecheck pytest clean
+
+all: test
+
+# The virtualenv, installed from the lock of exact versions; redone when either file changes.
+$(STAMP): pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c requirements.lock -e '.[dev]'
+	touch $@
+
+venv: $(STAMP)
+
+# etcd, kube-apiserver, kube-scheduler and kwok from their Go modules; cached, so instant
+# after the first time (see `ascheduler cluster build --help`).
+build: venv
+	$(BIN)/ascheduler cluster build
+
+demo: build
+	$(BIN)/python -m ascheduler.devcluster.demo
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv
+	$(BIN)/mypy --strict ascheduler
+
+pytest: build
+	$(BIN)/pytest
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info

@@ -1,0 +1,3 @@
+from ascheduler.cli import main
+
+raise SystemExit(main())

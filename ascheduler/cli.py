@@ -1,0 +1,135 @@
+"""The `ascheduler` command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ascheduler import __version__
+
+
+def _say(message: str) -> None:
+    print(f"ascheduler: {message}", file=sys.stderr, flush=True)
+
+
+def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cluster = sub.add_parser(
+        "cluster",
+        help="build and run a local control plane (etcd, kube-apiserver, kwok) on loopback",
+        description="A real Kubernetes control plane on loopback for development, tests, the "
+        "demo and benchmarks. Binaries are built from their Go modules once and cached.",
+    )
+    verbs = cluster.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    build = verbs.add_parser("build", help="build etcd, kube-apiserver, kube-scheduler and kwok")
+    build.add_argument("--force", action="store_true", help="rebuild even if cached")
+
+    def with_state_dir(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument(
+            "--state-dir",
+            type=Path,
+            default=None,
+            help="where the plane keeps its state (default: <cache>/plane)",
+        )
+        return p
+
+    up = with_state_dir(verbs.add_parser("up", help="start a plane and print its KUBECONFIG"))
+    up.add_argument(
+        "--benchmark",
+        action="store_true",
+        help="turn off API priority-and-fairness and inflight limits",
+    )
+    up.add_argument(
+        "--apiserver-port",
+        type=int,
+        default=0,
+        help="kube-apiserver's port on 127.0.0.1 (default: a free one)",
+    )
+    up.add_argument("--nodes", type=int, default=0, help="also create this many fake nodes")
+    with_state_dir(verbs.add_parser("down", help="stop every process of the plane and remove it"))
+    with_state_dir(verbs.add_parser("status", help="show the plane's processes"))
+    with_state_dir(verbs.add_parser("env", help="print `export KUBECONFIG=...` for the plane"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ascheduler",
+        description="An asyncio-native Kubernetes scheduler with kube-scheduler's semantics.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("version", help="print the version")
+    _cluster_parser(sub)
+    return parser
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    from ascheduler.devcluster import BuildError, ControlPlane, PlaneError, ensure_built
+
+    try:
+        if args.verb == "build":
+            bins = ensure_built(force=args.force, progress=_say)
+            for path in bins.all():
+                print(path)
+            return 0
+        if args.verb == "up":
+            bins = ensure_built(progress=_say)
+            plane = ControlPlane(
+                args.state_dir,
+                bins=bins,
+                benchmark=args.benchmark,
+                apiserver_port=args.apiserver_port,
+                progress=_say,
+            )
+            state = plane.up()
+            if args.nodes:
+                _say(f"creating {args.nodes} fake nodes")
+                asyncio.run(_create_nodes(state.admin_kubeconfig, args.nodes))
+            _say(f"plane ready at {state.server} (state in {state.state_dir})")
+            print(f"export KUBECONFIG={state.admin_kubeconfig}")
+            return 0
+        plane_or_none = ControlPlane.attach(args.state_dir)
+        if plane_or_none is None:
+            _say("no plane is up" + (f" in {args.state_dir}" if args.state_dir else ""))
+            return 0 if args.verb == "down" else 1
+        if args.verb == "down":
+            plane_or_none.down()
+            _say("plane stopped")
+        elif args.verb == "status":
+            state = plane_or_none.require_state()
+            print(f"server {state.server}")
+            for record in state.processes:
+                alive = plane_or_none.status()[record.name]
+                print(
+                    f"{record.name:16} pid {record.pid:<8} {'running' if alive else 'DEAD'}"
+                    f"  log {record.log}"
+                )
+            return 0 if all(plane_or_none.status().values()) else 1
+        elif args.verb == "env":
+            for key, value in plane_or_none.env().items():
+                print(f"export {key}={value}")
+        return 0
+    except (BuildError, PlaneError) as exc:
+        _say(f"error: {exc}")
+        return 1
+
+
+async def _create_nodes(kubeconfig: Path, count: int) -> None:
+    from ascheduler.devcluster.nodes import FakeNodes, create_fake_nodes, wait_nodes_ready
+    from ascheduler.kube import KubeClient
+
+    async with await KubeClient.connect(str(kubeconfig)) as kube:
+        names = await create_fake_nodes(kube, FakeNodes(count=count))
+        await wait_nodes_ready(kube, names)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "version":
+        print(f"ascheduler {__version__}")
+        return 0
+    if args.command == "cluster":
+        return _cluster(args)
+    raise AssertionError(f"unhandled command {args.command!r}")

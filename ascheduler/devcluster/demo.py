@@ -1,0 +1,135 @@
+"""`make demo`: a local plane, fake nodes, a scheduler, a handful of pods, and where each landed.
+
+Everything it starts it stops again, by pid, unless `--keep` leaves the plane up for poking at
+(then `ascheduler cluster down --state-dir <dir>` stops it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ascheduler.devcluster import BuildError, ControlPlane, PlaneError, ensure_built
+from ascheduler.devcluster.nodes import FakeNodes, create_fake_nodes, wait_nodes_ready
+from ascheduler.kube import KubeClient
+
+NAMESPACE = "demo"
+SCHEDULER_NAME = "default-scheduler"
+
+
+def _say(message: str) -> None:
+    print(f"demo: {message}", file=sys.stderr, flush=True)
+
+
+def demo_pods() -> list[dict[str, Any]]:
+    def pod(name: str, cpu: str, memory: str, **extra: Any) -> dict[str, Any]:
+        limits = extra.pop("limits", None)
+        resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": memory}}
+        if limits:
+            resources["limits"] = limits
+            resources["requests"].update(limits)
+        return {
+            "metadata": {"name": name, "labels": {"app": "demo"}},
+            "spec": {
+                "schedulerName": SCHEDULER_NAME,
+                "containers": [
+                    {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": resources}
+                ],
+                **extra,
+            },
+        }
+
+    return [
+        *(pod(f"web-{i}", "500m", "1Gi") for i in range(4)),
+        *(pod(f"batch-{i}", "2", "8Gi") for i in range(2)),
+        pod("trainer-0", "1", "4Gi", limits={"nvidia.com/gpu": "2"}),
+        pod("zone-b-cache", "250m", "512Mi", nodeSelector={"topology.kubernetes.io/zone": "b"}),
+    ]
+
+
+async def _run(plane: ControlPlane) -> list[tuple[str, str]]:
+    state = plane.require_state()
+    async with await KubeClient.connect(str(state.admin_kubeconfig)) as kube:
+        names = [
+            *await create_fake_nodes(
+                kube, FakeNodes(count=3, prefix="cpu", labels={"topology.kubernetes.io/zone": "a"})
+            ),
+            *await create_fake_nodes(
+                kube,
+                FakeNodes(count=1, prefix="zone-b", labels={"topology.kubernetes.io/zone": "b"}),
+            ),
+            *await create_fake_nodes(
+                kube,
+                FakeNodes(
+                    count=1,
+                    prefix="gpu",
+                    cpu="16",
+                    memory="64Gi",
+                    extended={"nvidia.com/gpu": "4"},
+                    labels={"topology.kubernetes.io/zone": "a"},
+                ),
+            ),
+        ]
+        await wait_nodes_ready(kube, names)
+        _say(f"{len(names)} fake nodes Ready: {', '.join(names)}")
+
+        plane.start_kube_scheduler()
+        _say(f"scheduler started (schedulerName {SCHEDULER_NAME})")
+        await kube.post("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+        pods = demo_pods()
+        for body in pods:
+            await kube.post(f"/api/v1/namespaces/{NAMESPACE}/pods", body)
+        _say(f"created {len(pods)} pods in namespace {NAMESPACE}")
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 120
+        while True:
+            listing = await kube.get(f"/api/v1/namespaces/{NAMESPACE}/pods")
+            placed = [
+                (p["metadata"]["name"], p["spec"].get("nodeName") or "") for p in listing["items"]
+            ]
+            if all(node for _, node in placed) or loop.time() > deadline:
+                return sorted(placed)
+            await asyncio.sleep(0.2)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ascheduler.devcluster.demo", description=__doc__
+    )
+    parser.add_argument("--keep", action="store_true", help="leave the plane running")
+    args = parser.parse_args(argv)
+
+    state_dir = Path(tempfile.mkdtemp(prefix="ascheduler-demo-"))
+    try:
+        bins = ensure_built(progress=_say)
+        plane = ControlPlane(state_dir, bins=bins, progress=_say, die_with_parent=not args.keep)
+        plane.up()
+    except (BuildError, PlaneError) as exc:
+        _say(f"error: {exc}")
+        return 1
+    try:
+        placed = asyncio.run(_run(plane))
+    finally:
+        if not args.keep:
+            plane.down()
+            _say("plane stopped")
+    width = max(len(name) for name, _ in placed)
+    print(f"{'POD':<{width}}  NODE")
+    for name, node in placed:
+        print(f"{name:<{width}}  {node or '(pending)'}")
+    if args.keep:
+        print(
+            f"\nplane left running: export KUBECONFIG={plane.require_state().admin_kubeconfig}"
+            f"\nstop it with: ascheduler cluster down --state-dir {state_dir}"
+        )
+    return 0 if all(node for _, node in placed) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,197 @@
+"""Raw JSON access to the API server.
+
+kubernetes-asyncio loads kubeconfigs and in-cluster settings well; its generated model classes
+are slow to build and some responses (a Binding's) do not even deserialize. So we take its
+`Configuration` (server, TLS material, bearer token with its refresh hook) and speak JSON
+ourselves over one aiohttp session, parsing with orjson. A scheduler keeps two of these: one for
+long-lived watches, one for writes, so a burst of binds never queues behind a watch.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+from kubernetes_asyncio.client import Configuration
+from kubernetes_asyncio.config import load_incluster_config, load_kube_config
+
+JSON = dict[str, Any]
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+class ApiError(Exception):
+    """A non-2xx answer. `status` is the HTTP code; `reason` the Status object's reason."""
+
+    def __init__(self, status: int, reason: str, message: str, *, method: str, path: str) -> None:
+        self.status = status
+        self.reason = reason
+        self.message = message
+        super().__init__(f"{method} {path}: {status} {reason}: {message}")
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+    @property
+    def retryable(self) -> bool:
+        return self.status == 429 or self.status >= 500
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: bytes
+
+    def json(self) -> JSON:
+        data = orjson.loads(self.body) if self.body else {}
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+        return data
+
+
+def _in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    )
+
+
+async def load_configuration(
+    kubeconfig: str | None = None, *, context: str | None = None
+) -> Configuration:
+    """A kubeconfig file if given (or `$KUBECONFIG`), else in-cluster settings when running in a
+    pod, else `~/.kube/config`."""
+    config = Configuration()
+    path = kubeconfig or os.environ.get("KUBECONFIG")
+    if path is None and _in_cluster():
+        load_incluster_config(client_configuration=config)  # type: ignore[no-untyped-call]
+    else:
+        await load_kube_config(
+            config_file=path, context=context, client_configuration=config, persist_config=False
+        )
+    return config
+
+
+def _ssl_context(config: Configuration) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=config.ssl_ca_cert)
+    if config.cert_file:
+        ctx.load_cert_chain(config.cert_file, keyfile=config.key_file)
+    if not config.verify_ssl:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+class KubeClient:
+    """One connection pool to one API server."""
+
+    def __init__(
+        self, config: Configuration, *, pool_size: int = 64, user_agent: str = "ascheduler"
+    ) -> None:
+        self.config = config
+        self.server = str(config.host).rstrip("/")
+        connector = aiohttp.TCPConnector(limit=pool_size, ssl=_ssl_context(config))
+        self.session = aiohttp.ClientSession(
+            connector=connector,
+            headers={"User-Agent": user_agent, "Accept": "application/json"},
+            read_bufsize=2**21,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+        )
+
+    @classmethod
+    async def connect(
+        cls,
+        kubeconfig: str | None = None,
+        *,
+        context: str | None = None,
+        pool_size: int = 64,
+        user_agent: str = "ascheduler",
+    ) -> KubeClient:
+        return cls(
+            await load_configuration(kubeconfig, context=context),
+            pool_size=pool_size,
+            user_agent=user_agent,
+        )
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def headers(self, content_type: str | None = None) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        token = await self.config.get_api_key_with_prefix("BearerToken")
+        if token:
+            headers["Authorization"] = str(token)
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = 60.0,
+    ) -> Response:
+        """Send one request; raise `ApiError` for any status >= 400."""
+        data = None if body is None else orjson.dumps(body)
+        headers = await self.headers(content_type if data is not None else None)
+        async with self.session.request(
+            method,
+            self.server + path,
+            params=params,
+            data=data,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        ) as resp:
+            payload = await resp.read()
+            if resp.status >= 400:
+                raise _api_error(resp.status, payload, method=method, path=path)
+            return Response(resp.status, payload)
+
+    async def get(self, path: str, *, params: Mapping[str, str | int] | None = None) -> JSON:
+        return (await self.request("GET", path, params=params)).json()
+
+    async def post(self, path: str, body: Any) -> JSON:
+        return (await self.request("POST", path, body=body)).json()
+
+    async def patch(self, path: str, body: Any, *, content_type: str = MERGE_PATCH) -> JSON:
+        return (await self.request("PATCH", path, body=body, content_type=content_type)).json()
+
+    async def delete(self, path: str, *, body: Any = None) -> JSON:
+        return (await self.request("DELETE", path, body=body)).json()
+
+
+def _api_error(status: int, payload: bytes, *, method: str, path: str) -> ApiError:
+    reason, message = "", payload[:500].decode(errors="replace")
+    try:
+        data = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        reason = str(data.get("reason", ""))
+        message = str(data.get("message", message))
+    return ApiError(status, reason, message, method=method, path=path)

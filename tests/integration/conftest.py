@@ -1,0 +1,81 @@
+"""One real control plane for the whole integration session, a namespace per test.
+
+The plane is built (once, cached) and started before the first integration test and stopped,
+by pid, after the last. Its processes also die with the test run if it is killed outright.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from ascheduler.devcluster import ControlPlane, ensure_built
+from ascheduler.devcluster.plane import PlaneState
+from ascheduler.kube import KubeClient
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
+
+
+def _progress(message: str) -> None:
+    print(f"[plane] {message}", file=sys.stderr, flush=True)
+
+
+@pytest.fixture(scope="session")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    bins = ensure_built(progress=_progress)
+    cp = ControlPlane(
+        tmp_path_factory.mktemp("plane"), bins=bins, die_with_parent=True, progress=_progress
+    )
+    cp.up()
+    try:
+        yield cp
+    finally:
+        cp.down(remove_state=False)
+
+
+@pytest.fixture(scope="session")
+def plane_state(plane: ControlPlane) -> PlaneState:
+    return plane.require_state()
+
+
+@pytest.fixture(scope="session")
+async def kube(plane_state: PlaneState) -> AsyncIterator[KubeClient]:
+    """An admin client on the session's event loop."""
+    async with await KubeClient.connect(str(plane_state.admin_kubeconfig)) as client:
+        yield client
+
+
+def _namespace_name(nodeid: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", nodeid.rsplit("::", 1)[-1].lower()).strip("-")[:40]
+    digest = hashlib.sha1(nodeid.encode()).hexdigest()[:6]
+    return re.sub("-+", "-", f"t-{slug}-{digest}")
+
+
+@pytest.fixture
+async def namespace(kube: KubeClient, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """A fresh namespace; its pods are force-deleted and the namespace finalized afterwards
+    (the plane runs no controller-manager to do it)."""
+    name = _namespace_name(request.node.nodeid)
+    await kube.post("/api/v1/namespaces", {"metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        await kube.request(
+            "DELETE", f"/api/v1/namespaces/{name}/pods", params={"gracePeriodSeconds": 0}
+        )
+        await kube.request("DELETE", f"/api/v1/namespaces/{name}")
+        await kube.request(
+            "PUT",
+            f"/api/v1/namespaces/{name}/finalize",
+            body={"metadata": {"name": name}, "spec": {"finalizers": []}},
+        )
