@@ -61,6 +61,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("version", help="print the version")
+    run = sub.add_parser(
+        "run",
+        help="run the scheduler",
+        description="Schedule every pod whose spec.schedulerName names one of the profiles "
+        "(default: ascheduler) and leave all other pods alone.",
+    )
+    run.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)",
+    )
+    run.add_argument(
+        "--scheduler-name",
+        action="append",
+        dest="scheduler_names",
+        metavar="NAME",
+        help="serve this schedulerName with the default plugins (repeatable; default: ascheduler)",
+    )
+    run.add_argument(
+        "--binding-concurrency",
+        type=int,
+        default=256,
+        help="binding cycles in flight at most (default: 256)",
+    )
+    run.add_argument(
+        "--percentage-of-nodes-to-score",
+        type=int,
+        default=0,
+        help="as kube-scheduler's; 0 picks it from the cluster size",
+    )
+    run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     _cluster_parser(sub)
     return parser
 
@@ -125,6 +156,23 @@ async def _create_nodes(kubeconfig: Path, count: int) -> None:
         await wait_nodes_ready(kube, names)
 
 
+def _run(args: argparse.Namespace) -> int:
+    import uvloop
+
+    from ascheduler import app, logs
+    from ascheduler.framework import multipoint
+
+    logs.configure(args.log_level)
+    names = args.scheduler_names or [app.DEFAULT_SCHEDULER_NAME]
+    options = app.RunOptions(
+        kubeconfig=args.kubeconfig,
+        profiles=[multipoint(name) for name in dict.fromkeys(names)],
+        percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
+        binding_concurrency=max(1, args.binding_concurrency),
+    )
+    return uvloop.run(app.main(options))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "version":
@@ -132,4 +180,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "cluster":
         return _cluster(args)
+    if args.command == "run":
+        return _run(args)
     raise AssertionError(f"unhandled command {args.command!r}")

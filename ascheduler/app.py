@@ -1,0 +1,197 @@
+"""Wiring for `ascheduler run`: clients, informers, cache, queue, profiles, the loop.
+
+Two API clients: one for the long-lived watches, one for writes (bindings, events,
+conditions), so a burst of binds never queues behind a watch. Scheduling starts only once both
+informers have synced, so the first pods are placed on a complete picture of the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import structlog
+
+from ascheduler.cache import Cache
+from ascheduler.events import StatusWriter
+from ascheduler.framework import (
+    ClusterEvent,
+    Framework,
+    Handle,
+    ProfileSpec,
+    QueuedPodInfo,
+    WaitingPods,
+    multipoint,
+)
+from ascheduler.framework.interface import PluginFactory
+from ascheduler.kube import KubeClient
+from ascheduler.kube.informer import Informer
+from ascheduler.model import NodeInfo, PodInfo, parse_node, parse_pod
+from ascheduler.plugins import IN_TREE
+from ascheduler.queue import QueueSettings, SchedulingQueue
+from ascheduler.scheduler import INVALID_SPEC, EventRouter, Scheduler
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_SCHEDULER_NAME = "ascheduler"
+#: kube-scheduler's pod informer leaves out pods that have finished.
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+@dataclass
+class RunOptions:
+    kubeconfig: str | None = None
+    profiles: Sequence[ProfileSpec] = field(
+        default_factory=lambda: [multipoint(DEFAULT_SCHEDULER_NAME)]
+    )
+    registry: Mapping[str, PluginFactory] = field(default_factory=lambda: dict(IN_TREE))
+    percentage_of_nodes_to_score: int = 0
+    queue: QueueSettings = field(default_factory=QueueSettings)
+    binding_concurrency: int = 256
+    write_pool: int = 128
+
+
+@dataclass
+class Runtime:
+    """Everything `ascheduler run` builds, exposed for tests and benchmarks."""
+
+    scheduler: Scheduler
+    pod_informer: Informer[PodInfo]
+    node_informer: Informer[NodeInfo]
+    writer: StatusWriter
+    watch_client: KubeClient
+    write_client: KubeClient
+
+    async def close(self) -> None:
+        await self.watch_client.close()
+        await self.write_client.close()
+
+
+def build_frameworks(
+    options: RunOptions, cache: Cache, kube: KubeClient | None
+) -> dict[str, Framework]:
+    waiting = WaitingPods()
+    frameworks = {}
+    for spec in options.profiles:
+        handle = Handle(cache=cache, waiting_pods=waiting, kube=kube, profile=spec.scheduler_name)
+        frameworks[spec.scheduler_name] = Framework(
+            spec,
+            options.registry,
+            handle,
+            percentage_of_nodes_to_score=options.percentage_of_nodes_to_score,
+        )
+    return frameworks
+
+
+def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) -> SchedulingQueue:
+    first = next(iter(frameworks.values()))
+
+    def pre_enqueue(pod: PodInfo):  # type: ignore[no-untyped-def]
+        fw = frameworks.get(pod.scheduler_name, first)
+        return fw.run_pre_enqueue(pod)
+
+    @lru_cache(maxsize=1024)
+    def helps(profile: str, plugins: frozenset[str], event: ClusterEvent) -> bool:
+        if INVALID_SPEC in plugins:
+            return False  # only an update of the pod itself can help
+        fw = frameworks.get(profile, first)
+        return event in fw.events_for(plugins)
+
+    def event_filter(qp: QueuedPodInfo, event: ClusterEvent) -> bool:
+        return helps(qp.pod.scheduler_name, qp.unschedulable_plugins, event)
+
+    return SchedulingQueue(
+        sort_key=first.queue_sort.sort_key,
+        pre_enqueue=pre_enqueue,
+        event_filter=event_filter,
+        settings=settings,
+    )
+
+
+async def build(options: RunOptions) -> Runtime:
+    watch_client = await KubeClient.connect(
+        options.kubeconfig, pool_size=8, user_agent="ascheduler/watch"
+    )
+    write_client = await KubeClient.connect(
+        options.kubeconfig, pool_size=options.write_pool, user_agent="ascheduler"
+    )
+    cache = Cache()
+    frameworks = build_frameworks(options, cache, write_client)
+    queue = build_queue(frameworks, options.queue)
+    writer = StatusWriter(write_client)
+    scheduler = Scheduler(
+        frameworks=frameworks,
+        cache=cache,
+        queue=queue,
+        writer=writer,
+        binding_concurrency=options.binding_concurrency,
+    )
+    router = EventRouter(scheduler)
+    pods = Informer(
+        watch_client,
+        "/api/v1/pods",
+        parse=parse_pod,
+        key=lambda p: p.uid,
+        version=lambda p: p.resource_version,
+        handler=router.pods,
+        field_selector=POD_FIELD_SELECTOR,
+        name="pods",
+    )
+    nodes = Informer(
+        watch_client,
+        "/api/v1/nodes",
+        parse=parse_node,
+        key=lambda n: n.name,
+        version=lambda n: n.resource_version,
+        handler=router.nodes,
+        name="nodes",
+    )
+    return Runtime(scheduler, pods, nodes, writer, watch_client, write_client)
+
+
+async def serve(runtime: Runtime, stop: asyncio.Event) -> None:
+    """Run until `stop` is set: informers first, scheduling once they have synced."""
+    scheduler = runtime.scheduler
+    async with asyncio.TaskGroup() as group:
+        informers = [
+            group.create_task(runtime.node_informer.run()),
+            group.create_task(runtime.pod_informer.run()),
+        ]
+        writer = group.create_task(runtime.writer.run())
+        flushes = group.create_task(scheduler.queue.run_flushes())
+        await runtime.node_informer.synced.wait()
+        await runtime.pod_informer.synced.wait()
+        log.info(
+            "informers_synced",
+            nodes=runtime.scheduler.cache.table.n,
+            pods=len(runtime.pod_informer.store),
+        )
+        loop = group.create_task(scheduler.run())
+        await stop.wait()
+        log.info("shutting_down", binding_in_flight=scheduler.binding_in_flight)
+        scheduler.queue.close()
+        await loop  # waits for binding cycles in flight
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(runtime.writer.queue.join(), timeout=5.0)
+        for task in (*informers, writer, flushes):
+            task.cancel()
+
+
+async def main(options: RunOptions) -> int:
+    runtime = await build(options)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await serve(runtime, stop)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+        await runtime.close()
+    return 0

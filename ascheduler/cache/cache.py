@@ -1,0 +1,151 @@
+"""The scheduler's cache: nodes with the aggregated requests of the pods on them.
+
+Pod states (as kube-scheduler's cache documents them):
+
+    Initial --assume--> Assumed --finish_binding--> Assumed(bound) --add (watch)--> Added
+       |                   |                                                     |
+       |                   +--forget (binding failed)--> Initial                 +--remove--> gone
+       +--add (watch: a pod assigned by anyone)--> Added --update--> Added
+
+* `assume` counts the pod on its node the moment the scheduling cycle picks the node, so the
+  next cycle sees the node as used although the bind has not landed.
+* The watch confirming the pod (`add` with `spec.nodeName`) replaces the assumed entry: the pod
+  is never counted twice. If it landed on another node than assumed, it moves.
+* `forget` is the only way an assumed pod leaves without the watch, and only a failed binding
+  calls it. Assumed pods never expire silently: a bind that succeeded is confirmed by the watch,
+  and one that failed is forgotten by its binding cycle.
+* Pods may arrive before their node (the informers are independent); their usage is applied
+  when the node appears.
+
+All methods are plain synchronous code on the event loop: see `NodeTable` for why the table
+doubles as the scheduling cycle's snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+
+from ascheduler.cache.table import NodeTable
+from ascheduler.model import NodeInfo, PodInfo
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(slots=True)
+class _PodState:
+    pod: PodInfo
+    node: str
+    assumed: bool
+    binding_finished: bool = False
+
+
+class CacheError(RuntimeError):
+    """A state-machine violation (assume twice, forget a pod not assumed...)."""
+
+
+class Cache:
+    def __init__(self) -> None:
+        self.table = NodeTable()
+        self._pods: dict[str, _PodState] = {}
+        self._by_node: dict[str, set[str]] = {}
+
+    # -- nodes -------------------------------------------------------------------------------
+
+    def add_node(self, node: NodeInfo) -> None:
+        if node.errors:
+            log.warning("node_invalid_fields", node=node.name, errors=list(node.errors))
+        if node.name in self.table.index:
+            self.update_node(node)
+            return
+        row = self.table.add(node)
+        for uid in self._by_node.get(node.name, ()):
+            self.table.add_usage(row, self._pods[uid].pod, 1)
+
+    def update_node(self, node: NodeInfo) -> None:
+        if node.name not in self.table.index:
+            self.add_node(node)
+            return
+        if node.errors and node.errors != self.table.infos[self.table.index[node.name]].errors:
+            log.warning("node_invalid_fields", node=node.name, errors=list(node.errors))
+        self.table.update(node)
+
+    def remove_node(self, name: str) -> None:
+        if name in self.table.index:
+            self.table.remove(name)
+
+    def node(self, name: str) -> NodeInfo | None:
+        row = self.table.index.get(name)
+        return None if row is None else self.table.infos[row]
+
+    # -- pods --------------------------------------------------------------------------------
+
+    def _count(self, pod: PodInfo, node: str, sign: int) -> None:
+        row = self.table.index.get(node)
+        if row is not None:
+            self.table.add_usage(row, pod, sign)
+
+    def _place(self, pod: PodInfo, node: str, *, assumed: bool) -> None:
+        self._pods[pod.uid] = _PodState(pod, node, assumed)
+        self._by_node.setdefault(node, set()).add(pod.uid)
+        self._count(pod, node, 1)
+
+    def _unplace(self, uid: str) -> _PodState:
+        state = self._pods.pop(uid)
+        members = self._by_node.get(state.node)
+        if members is not None:
+            members.discard(uid)
+            if not members:
+                del self._by_node[state.node]
+        self._count(state.pod, state.node, -1)
+        return state
+
+    def assume(self, pod: PodInfo, node: str) -> None:
+        if pod.uid in self._pods:
+            raise CacheError(f"pod {pod.key} ({pod.uid}) is already in the cache")
+        self._place(pod, node, assumed=True)
+
+    def finish_binding(self, pod: PodInfo) -> None:
+        state = self._pods.get(pod.uid)
+        if state is not None and state.assumed:
+            state.binding_finished = True
+
+    def forget(self, pod: PodInfo) -> None:
+        state = self._pods.get(pod.uid)
+        if state is None or not state.assumed:
+            raise CacheError(f"pod {pod.key} ({pod.uid}) is not assumed; cannot forget it")
+        self._unplace(pod.uid)
+
+    def add_pod(self, pod: PodInfo) -> None:
+        """An assigned pod seen by the watch (confirms an assumed one)."""
+        if pod.uid in self._pods:
+            self._unplace(pod.uid)
+        self._place(pod, pod.node_name, assumed=False)
+
+    def update_pod(self, pod: PodInfo) -> None:
+        self.add_pod(pod)
+
+    def remove_pod(self, pod: PodInfo) -> None:
+        if pod.uid in self._pods:
+            self._unplace(pod.uid)
+
+    def is_assumed(self, uid: str) -> bool:
+        state = self._pods.get(uid)
+        return state is not None and state.assumed
+
+    def has_pod(self, uid: str) -> bool:
+        return uid in self._pods
+
+    def pod_node(self, uid: str) -> str | None:
+        state = self._pods.get(uid)
+        return None if state is None else state.node
+
+    def assumed_count(self) -> int:
+        return sum(1 for s in self._pods.values() if s.assumed)
+
+    def pod_count(self) -> int:
+        return len(self._pods)
+
+    def pods_on(self, node: str) -> list[PodInfo]:
+        return [self._pods[uid].pod for uid in self._by_node.get(node, ())]

@@ -1,0 +1,181 @@
+"""`NodeTable`: every node as a row of integer columns, so filters and scores run over all nodes
+at once with numpy instead of a Python loop per node.
+
+Rows are dense (0..n-1); removing a node moves the last row into its place. Resources are rows
+of the `alloc` / `requested` matrices: cpu (millicores), memory, ephemeral-storage, pods (the
+node's pod count is its `pods` request), then any other resource (`nvidia.com/gpu`, hugepages)
+as it is first seen. `nonzero` holds cpu and memory with kube-scheduler's per-container
+defaults, which the scoring plugins use.
+
+The table is also the scheduling cycle's snapshot. kube-scheduler copies its cache into a
+snapshot because informer goroutines keep mutating the cache during a cycle; here informers,
+binding tasks and the scheduling cycle share one event loop and the cycle never awaits, so the
+table cannot change under a cycle. `spec_generation` counts changes to what node-shape masks
+depend on (labels, taints, unschedulable, the set of nodes); plugins cache such masks per pod
+shape until it moves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ascheduler.model import NodeInfo, PodInfo
+from ascheduler.model.pod import HostPort
+
+CPU: Final = 0
+MEMORY: Final = 1
+EPHEMERAL: Final = 2
+PODS: Final = 3
+BASE_RESOURCES: Final = ("cpu", "memory", "ephemeral-storage", "pods")
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+class NodeTable:
+    def __init__(self, capacity: int = 256) -> None:
+        self.resource_index: dict[str, int] = {r: i for i, r in enumerate(BASE_RESOURCES)}
+        self.resource_names: list[str] = list(BASE_RESOURCES)
+        self.n = 0
+        self._cap = capacity
+        self._alloc = np.zeros((len(BASE_RESOURCES), capacity), dtype=np.int64)
+        self._requested = np.zeros((len(BASE_RESOURCES), capacity), dtype=np.int64)
+        self._nonzero = np.zeros((2, capacity), dtype=np.int64)
+        self._unschedulable = np.zeros(capacity, dtype=np.bool_)
+        self.names: list[str] = []
+        self.infos: list[NodeInfo] = []
+        self.index: dict[str, int] = {}
+        #: Host ports in use per row (only rows with such pods have entries).
+        self.ports: list[dict[HostPort, int]] = []
+        self.spec_generation = 0
+        self._masks: dict[Hashable, tuple[int, Any]] = {}
+
+    # -- columns (views of the live rows) -------------------------------------------------
+
+    @property
+    def alloc(self) -> IntArray:
+        return self._alloc[:, : self.n]
+
+    @property
+    def requested(self) -> IntArray:
+        return self._requested[:, : self.n]
+
+    @property
+    def nonzero(self) -> IntArray:
+        return self._nonzero[:, : self.n]
+
+    @property
+    def unschedulable(self) -> BoolArray:
+        return self._unschedulable[: self.n]
+
+    def resource_row(self, name: str) -> int:
+        """The row of resource `name`, adding one (zero everywhere) the first time it is seen."""
+        row = self.resource_index.get(name)
+        if row is None:
+            row = len(self.resource_names)
+            self.resource_index[name] = row
+            self.resource_names.append(name)
+            self._alloc = np.vstack([self._alloc, np.zeros((1, self._cap), dtype=np.int64)])
+            self._requested = np.vstack([self._requested, np.zeros((1, self._cap), np.int64)])
+        return row
+
+    # -- per pod-shape caches ----------------------------------------------------------------
+
+    def cached(self, key: Hashable) -> Any:
+        """A value cached under `key` while no node's spec has changed, else None."""
+        hit = self._masks.get(key)
+        if hit is not None and hit[0] == self.spec_generation:
+            return hit[1]
+        return None
+
+    def remember(self, key: Hashable, value: Any) -> None:
+        if len(self._masks) > 4096:
+            self._masks.clear()
+        self._masks[key] = (self.spec_generation, value)
+
+    # -- rows --------------------------------------------------------------------------------
+
+    def _grow(self) -> None:
+        cap = self._cap * 2
+        for attr in ("_alloc", "_requested", "_nonzero"):
+            old = getattr(self, attr)
+            new = np.zeros((old.shape[0], cap), dtype=np.int64)
+            new[:, : self._cap] = old
+            setattr(self, attr, new)
+        unsched = np.zeros(cap, dtype=np.bool_)
+        unsched[: self._cap] = self._unschedulable
+        self._unschedulable = unsched
+        self._cap = cap
+
+    def add(self, info: NodeInfo) -> int:
+        if self.n == self._cap:
+            self._grow()
+        row = self.n
+        self.n += 1
+        self.names.append(info.name)
+        self.infos.append(info)
+        self.ports.append({})
+        self.index[info.name] = row
+        self._requested[:, row] = 0
+        self._nonzero[:, row] = 0
+        self._set_spec(row, info)
+        self.spec_generation += 1
+        return row
+
+    def update(self, info: NodeInfo) -> None:
+        row = self.index[info.name]
+        if not self.infos[row].spec_equal(info):
+            self.spec_generation += 1
+        self.infos[row] = info
+        self._set_spec(row, info)
+
+    def _set_spec(self, row: int, info: NodeInfo) -> None:
+        self._alloc[:, row] = 0
+        for name, value in info.allocatable.items():
+            self._alloc[self.resource_row(name), row] = value
+        self._unschedulable[row] = info.unschedulable
+
+    def remove(self, name: str) -> None:
+        row = self.index.pop(name)
+        last = self.n - 1
+        if row != last:
+            for arr in (self._alloc, self._requested, self._nonzero):
+                arr[:, row] = arr[:, last]
+            self._unschedulable[row] = self._unschedulable[last]
+            self.names[row] = self.names[last]
+            self.infos[row] = self.infos[last]
+            self.ports[row] = self.ports[last]
+            self.index[self.names[row]] = row
+        self.names.pop()
+        self.infos.pop()
+        self.ports.pop()
+        self.n = last
+        self.spec_generation += 1
+
+    def add_usage(self, row: int, pod: PodInfo, sign: int) -> None:
+        """Add (sign=1) or remove (sign=-1) a pod's requests on a row."""
+        for name, value in pod.requests.items():
+            self._requested[self.resource_row(name), row] += sign * value
+        self._requested[PODS, row] += sign
+        self._nonzero[CPU, row] += sign * pod.nonzero_cpu
+        self._nonzero[MEMORY, row] += sign * pod.nonzero_memory
+        if pod.host_ports:
+            used = self.ports[row]
+            for port in pod.host_ports:
+                count = used.get(port, 0) + sign
+                if count > 0:
+                    used[port] = count
+                else:
+                    used.pop(port, None)
+
+    def request_vector(self, requests: Mapping[str, int]) -> IntArray:
+        """A pod's requests as a column over this table's resource rows (`pods` = 1)."""
+        vec = np.zeros(len(self.resource_names), dtype=np.int64)
+        for name, value in requests.items():
+            vec[self.resource_row(name)] = value
+        vec[PODS] = 1
+        return vec

@@ -1,0 +1,163 @@
+"""Events and the PodScheduled condition, written in the background.
+
+The scheduling loop only enqueues (never awaits); a few workers send `events.k8s.io/v1` Events
+(`Scheduled`, `FailedScheduling`) and patch `PodScheduled=False` onto pods that did not fit. The
+queue is bounded: when the API server cannot keep up, new items are dropped and counted; the
+scheduling loop never waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import secrets
+import socket
+from dataclasses import dataclass
+from typing import Any, Final
+
+import structlog
+
+from ascheduler.kube import ApiError, KubeClient
+from ascheduler.kube.client import STRATEGIC_MERGE_PATCH
+from ascheduler.model import PodInfo
+
+log = structlog.get_logger(__name__)
+
+NOTE_LIMIT: Final = 1024
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def truncate_note(note: str) -> str:
+    """kube-scheduler's cut: at most 1024 bytes, the first 1020 then ` ...`."""
+    raw = note.encode()
+    if len(raw) <= NOTE_LIMIT:
+        return note
+    return raw[: NOTE_LIMIT - 4].decode(errors="ignore") + " ..."
+
+
+@dataclass(frozen=True)
+class _Event:
+    pod: PodInfo
+    profile: str
+    type: str
+    reason: str
+    action: str
+    note: str
+
+
+@dataclass(frozen=True)
+class _Condition:
+    pod: PodInfo
+    reason: str
+    message: str
+
+
+class StatusWriter:
+    def __init__(
+        self,
+        kube: KubeClient | None,
+        *,
+        maxsize: int = 10000,
+        workers: int = 4,
+        hostname: str | None = None,
+    ) -> None:
+        self.kube = kube
+        self.queue: asyncio.Queue[_Event | _Condition] = asyncio.Queue(maxsize=maxsize)
+        self.workers = workers
+        self.hostname = hostname or socket.gethostname()
+        self.dropped = 0
+        self.sent = 0
+
+    def _put(self, item: _Event | _Condition) -> None:
+        try:
+            self.queue.put_nowait(item)
+        except asyncio.QueueFull:
+            self.dropped += 1
+
+    def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
+        self._put(
+            _Event(
+                pod,
+                profile,
+                "Normal",
+                "Scheduled",
+                "Binding",
+                f"Successfully assigned {pod.key} to {node}",
+            )
+        )
+
+    def failed(
+        self, pod: PodInfo, message: str, profile: str, *, reason: str = "Unschedulable"
+    ) -> None:
+        self._put(_Event(pod, profile, "Warning", "FailedScheduling", "Scheduling", message))
+        if pod.scheduled_condition != ("False", reason, message):
+            self._put(_Condition(pod, reason, message))
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(self.workers):
+                group.create_task(self._work())
+
+    async def _work(self) -> None:
+        while True:
+            item = await self.queue.get()
+            try:
+                if self.kube is not None:
+                    await self._send(item)
+                    self.sent += 1
+            except ApiError as exc:
+                if not exc.not_found:  # the pod is gone: nothing to report on
+                    log.warning("status_write_failed", pod=item.pod.key, error=str(exc))
+            except (OSError, TimeoutError) as exc:
+                log.warning("status_write_failed", pod=item.pod.key, error=str(exc))
+            finally:
+                self.queue.task_done()
+
+    async def _send(self, item: _Event | _Condition) -> None:
+        assert self.kube is not None
+        pod = item.pod
+        if isinstance(item, _Event):
+            body: dict[str, Any] = {
+                "apiVersion": "events.k8s.io/v1",
+                "kind": "Event",
+                "metadata": {
+                    "name": f"{pod.name}.{secrets.token_hex(8)}",
+                    "namespace": pod.namespace,
+                },
+                "eventTime": _now(),
+                "reportingController": item.profile,
+                "reportingInstance": f"{item.profile}-{self.hostname}",
+                "action": item.action,
+                "reason": item.reason,
+                "type": item.type,
+                "note": truncate_note(item.note),
+                "regarding": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "namespace": pod.namespace,
+                    "name": pod.name,
+                    "uid": pod.uid,
+                },
+            }
+            await self.kube.request(
+                "POST", f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events", body=body
+            )
+            return
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": item.reason,
+            "message": item.message,
+        }
+        if pod.scheduled_condition is None or pod.scheduled_condition[0] != "False":
+            condition["lastTransitionTime"] = _now()[:19] + "Z"  # only when the status changes
+        patch = {"metadata": {"uid": pod.uid}, "status": {"conditions": [condition]}}
+        await self.kube.request(
+            "PATCH",
+            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+            body=patch,
+            content_type=STRATEGIC_MERGE_PATCH,
+        )

@@ -1,0 +1,443 @@
+"""`Framework`: one profile's plugins, run extension point by extension point.
+
+Plugins are enabled kube-scheduler's `multiPoint` way by default: a plugin listed once takes
+part in every extension point it implements. The scheduling cycle calls `find_nodes` (PreFilter,
+Filter, PostFilter, PreScore, Score, NormalizeScore), then `reserve` and `permit`; the binding
+cycle calls `wait_on_permit`, `pre_bind`, `bind` and `post_bind`.
+
+When no node fits, `Diagnosis` says why the way kube-scheduler's FitError does: each node counts
+under the reasons of the first filter that rejected it, and the message reads
+`0/5 nodes are available: 2 Insufficient cpu, 3 node(s) had untolerated taint(s).`
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+
+from ascheduler.cache.table import BoolArray, IntArray, NodeTable
+from ascheduler.framework.errors import ConfigError, PluginArgsError
+from ascheduler.framework.handle import Handle
+from ascheduler.framework.interface import (
+    SUCCESS,
+    BindPlugin,
+    ClusterEvent,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    NormalizeScorePlugin,
+    PermitPlugin,
+    Plugin,
+    PluginFactory,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+    Status,
+)
+from ascheduler.framework.waiting import WaitingPod
+from ascheduler.model import PodInfo
+
+NO_NODES_MESSAGE: Final = "no nodes available to schedule pods"
+MAX_PERMIT_TIMEOUT: Final = 15 * 60.0
+MIN_FEASIBLE_NODES_TO_FIND: Final = 100
+MIN_FEASIBLE_PERCENTAGE: Final = 5
+EXTENSION_POINTS: Final = (
+    "preEnqueue",
+    "queueSort",
+    "preFilter",
+    "filter",
+    "postFilter",
+    "preScore",
+    "score",
+    "reserve",
+    "permit",
+    "preBind",
+    "bind",
+    "postBind",
+)
+_PROTOCOLS: Final[dict[str, type]] = {
+    "preEnqueue": PreEnqueuePlugin,
+    "queueSort": QueueSortPlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+}
+
+
+@dataclass(frozen=True)
+class PluginRef:
+    name: str
+    weight: int = 1
+
+
+@dataclass(frozen=True)
+class ProfileSpec:
+    """A profile: the plugins of each extension point, in order, and their arguments."""
+
+    scheduler_name: str
+    points: Mapping[str, Sequence[PluginRef]]
+    args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+#: kube-scheduler's default profile, restricted to the plugins ascheduler implements.
+DEFAULT_PLUGINS: Final = (
+    PluginRef("SchedulingGates"),
+    PluginRef("PrioritySort"),
+    PluginRef("NodeUnschedulable"),
+    PluginRef("NodeName"),
+    PluginRef("TaintToleration", 3),
+    PluginRef("NodeAffinity", 2),
+    PluginRef("NodePorts"),
+    PluginRef("NodeResourcesFit", 1),
+    PluginRef("NodeResourcesBalancedAllocation", 1),
+    PluginRef("DefaultBinder"),
+)
+
+
+def multipoint(
+    scheduler_name: str,
+    plugins: Sequence[PluginRef] = DEFAULT_PLUGINS,
+    args: Mapping[str, Mapping[str, Any]] | None = None,
+) -> ProfileSpec:
+    """Every listed plugin at every extension point it implements (resolved at build time)."""
+    return ProfileSpec(scheduler_name, {"multiPoint": tuple(plugins)}, dict(args or {}))
+
+
+@dataclass
+class Diagnosis:
+    """Why a pod fits no node."""
+
+    num_nodes: int
+    reason_counts: dict[str, int] = field(default_factory=dict)
+    prefilter_message: str = ""
+    rejecting_plugins: set[str] = field(default_factory=set)
+    unresolvable: bool = False
+
+    def message(self) -> str:
+        if self.num_nodes == 0:
+            return NO_NODES_MESSAGE
+        head = f"0/{self.num_nodes} nodes are available:"
+        if self.prefilter_message:
+            return f"{head} {self.prefilter_message}."
+        parts = sorted(f"{count} {reason}" for reason, count in self.reason_counts.items())
+        return f"{head} {', '.join(parts)}."
+
+
+@dataclass
+class ScheduleResult:
+    node: str | None
+    status: Status
+    diagnosis: Diagnosis | None = None
+    feasible: int = 0
+
+
+def num_feasible_nodes_to_find(num_nodes: int, percentage: int) -> int:
+    """kube-scheduler's `numFeasibleNodesToFind`: how many feasible nodes to score."""
+    if num_nodes < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
+        return num_nodes
+    pct = percentage or max(50 - num_nodes // 125, MIN_FEASIBLE_PERCENTAGE)
+    return max(num_nodes * pct // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+class Framework:
+    def __init__(
+        self,
+        spec: ProfileSpec,
+        registry: Mapping[str, PluginFactory],
+        handle: Handle,
+        *,
+        percentage_of_nodes_to_score: int = 0,
+    ) -> None:
+        self.profile = spec.scheduler_name
+        self.handle = handle
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self._next_start = 0
+        self.plugins: dict[str, Plugin] = {}
+        self.weights: dict[str, int] = {}
+        problems: list[str] = []
+        points: dict[str, list[Plugin]] = {p: [] for p in EXTENSION_POINTS}
+
+        def instance(ref: PluginRef, path: str) -> Plugin | None:
+            if ref.name in self.plugins:
+                return self.plugins[ref.name]
+            factory = registry.get(ref.name)
+            if factory is None:
+                problems.append(f"{path}.name: unknown plugin {ref.name!r}")
+                return None
+            try:
+                plugin = factory(spec.args.get(ref.name, {}), handle)
+            except PluginArgsError as exc:
+                problems.append(f"pluginConfig[{ref.name}].args.{exc}")
+                return None
+            self.plugins[ref.name] = plugin
+            return plugin
+
+        for i, ref in enumerate(spec.points.get("multiPoint", ())):
+            plugin = instance(ref, f"plugins.multiPoint.enabled[{i}]")
+            if plugin is None:
+                continue
+            for point, proto in _PROTOCOLS.items():
+                if isinstance(plugin, proto):
+                    points[point].append(plugin)
+            self.weights.setdefault(ref.name, ref.weight)
+        for point in EXTENSION_POINTS:
+            for i, ref in enumerate(spec.points.get(point, ())):
+                plugin = instance(ref, f"plugins.{point}.enabled[{i}]")
+                if plugin is None:
+                    continue
+                if not isinstance(plugin, _PROTOCOLS[point]):
+                    problems.append(
+                        f"plugins.{point}.enabled[{i}].name: plugin {ref.name!r} "
+                        f"does not implement {point}"
+                    )
+                    continue
+                if plugin not in points[point]:
+                    points[point].append(plugin)
+                if point == "score":
+                    self.weights[ref.name] = ref.weight
+        if len(points["queueSort"]) != 1:
+            problems.append(
+                f"plugins.queueSort: exactly one plugin must be enabled, found "
+                f"{len(points['queueSort'])}"
+            )
+        if not points["bind"]:
+            problems.append("plugins.bind: at least one plugin must be enabled")
+        if problems:
+            raise ConfigError(problems)
+
+        self.pre_enqueue_plugins: list[PreEnqueuePlugin] = points["preEnqueue"]  # type: ignore[assignment]
+        self.queue_sort: QueueSortPlugin = points["queueSort"][0]  # type: ignore[assignment]
+        self.pre_filter_plugins: list[PreFilterPlugin] = points["preFilter"]  # type: ignore[assignment]
+        self.filter_plugins: list[FilterPlugin] = points["filter"]  # type: ignore[assignment]
+        self.post_filter_plugins: list[PostFilterPlugin] = points["postFilter"]  # type: ignore[assignment]
+        self.pre_score_plugins: list[PreScorePlugin] = points["preScore"]  # type: ignore[assignment]
+        self.score_plugins: list[ScorePlugin] = points["score"]  # type: ignore[assignment]
+        self.reserve_plugins: list[ReservePlugin] = points["reserve"]  # type: ignore[assignment]
+        self.permit_plugins: list[PermitPlugin] = points["permit"]  # type: ignore[assignment]
+        self.pre_bind_plugins: list[PreBindPlugin] = points["preBind"]  # type: ignore[assignment]
+        self.bind_plugins: list[BindPlugin] = points["bind"]  # type: ignore[assignment]
+        self.post_bind_plugins: list[PostBindPlugin] = points["postBind"]  # type: ignore[assignment]
+        self._normalizes = {
+            p.name for p in self.score_plugins if isinstance(p, NormalizeScorePlugin)
+        }
+        self._events = {
+            name: (
+                p.events_to_register()
+                if isinstance(p, EnqueueExtensions)
+                else frozenset(ClusterEvent)
+            )
+            for name, p in self.plugins.items()
+        }
+        self._rng = random.Random()
+
+    # -- queueing ----------------------------------------------------------------------------
+
+    def run_pre_enqueue(self, pod: PodInfo) -> Status:
+        for plugin in self.pre_enqueue_plugins:
+            status = plugin.pre_enqueue(pod)
+            if not status.ok:
+                return status.with_plugin(plugin.name)
+        return SUCCESS
+
+    def events_for(self, plugins: frozenset[str]) -> frozenset[ClusterEvent]:
+        """The cluster events that may help a pod these plugins rejected."""
+        if not plugins:
+            return frozenset(ClusterEvent)
+        events: set[ClusterEvent] = set()
+        for name in plugins:
+            events |= self._events.get(name, frozenset(ClusterEvent))
+        return frozenset(events)
+
+    # -- the scheduling cycle ----------------------------------------------------------------
+
+    def find_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> ScheduleResult:
+        """PreFilter .. NormalizeScore: the node to assume, or why there is none."""
+        n = nodes.n
+        if n == 0:
+            return ScheduleResult(
+                None, Status.unschedulable(NO_NODES_MESSAGE), Diagnosis(num_nodes=0)
+            )
+        candidates: BoolArray | None = None
+        narrowed_by: list[str] = []
+        for pre in self.pre_filter_plugins:
+            result, status = pre.pre_filter(state, pod, nodes)
+            if status.code is Code.SKIP:
+                state.skip_filter.add(pre.name)
+                continue
+            if not status.ok:
+                if status.rejected:
+                    unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+                    diag = Diagnosis(
+                        n,
+                        prefilter_message=status.message,
+                        rejecting_plugins={pre.name},
+                        unresolvable=unresolvable,
+                    )
+                    return ScheduleResult(None, status.with_plugin(pre.name), diag)
+                return ScheduleResult(None, status.with_plugin(pre.name))
+            if result is not None and result.node_names is not None:
+                allowed = np.fromiter(
+                    (name in result.node_names for name in nodes.names), dtype=np.bool_, count=n
+                )
+                candidates = allowed if candidates is None else candidates & allowed
+                narrowed_by.append(pre.name)
+
+        applied = []
+        rejected = np.zeros(n, dtype=np.bool_) if candidates is None else ~candidates
+        for plugin in self.filter_plugins:
+            if plugin.name in state.skip_filter:
+                continue
+            outcome = plugin.filter(state, pod, nodes)
+            if outcome is not None:
+                applied.append((plugin.name, outcome))
+                rejected |= outcome.rejected
+        feasible: IntArray = np.flatnonzero(~rejected)
+        if feasible.size == 0:
+            diag = self._diagnose(n, candidates, narrowed_by, applied)
+            status = Status.unschedulable(diag.message(), resolvable=not diag.unresolvable)
+            return ScheduleResult(None, status, diag)
+        feasible = self._sample(feasible, n)
+        if feasible.size == 1:
+            return ScheduleResult(nodes.names[int(feasible[0])], SUCCESS, feasible=1)
+        row = self._best(state, pod, nodes, feasible)
+        return ScheduleResult(nodes.names[row], SUCCESS, feasible=int(feasible.size))
+
+    def _sample(self, feasible: IntArray, n: int) -> IntArray:
+        """The first `numFeasibleNodesToFind` feasible rows from a start that rotates by the
+        rows examined, as kube-scheduler walks its node list (so load spreads over all nodes).
+        Filtering ran over every row already (it is cheap in columns); scoring is what the
+        sample bounds."""
+        k = num_feasible_nodes_to_find(n, self.percentage_of_nodes_to_score)
+        start = self._next_start % n
+        if feasible.size <= k:
+            self._next_start = start
+            return feasible
+        split = int(np.searchsorted(feasible, start))
+        ordered = np.concatenate((feasible[split:], feasible[:split]))
+        chosen = ordered[:k]
+        self._next_start = (int(chosen[-1]) + 1) % n
+        return np.sort(chosen)
+
+    def _diagnose(
+        self,
+        n: int,
+        candidates: BoolArray | None,
+        narrowed_by: list[str],
+        applied: list[tuple[str, Any]],
+    ) -> Diagnosis:
+        diag = Diagnosis(num_nodes=n)
+        alive = np.ones(n, dtype=np.bool_) if candidates is None else candidates.copy()
+        if candidates is not None:
+            outside = int((~candidates).sum())
+            if outside:
+                reason = f"node(s) didn't satisfy plugin(s) [{', '.join(narrowed_by)}]"
+                diag.reason_counts[reason] = outside
+                diag.rejecting_plugins.update(narrowed_by)
+        resolvable_seen = False
+        for name, outcome in applied:
+            for rejection in outcome.rejections:
+                count = int((rejection.nodes & alive).sum())
+                if count:
+                    diag.reason_counts[rejection.reason] = (
+                        diag.reason_counts.get(rejection.reason, 0) + count
+                    )
+                    diag.rejecting_plugins.add(name)
+                    if rejection.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                        resolvable_seen = True
+            alive &= ~outcome.rejected
+        diag.unresolvable = not resolvable_seen and candidates is None
+        return diag
+
+    def _best(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray) -> int:
+        total = np.zeros(feasible.size, dtype=np.int64)
+        for pre in self.pre_score_plugins:
+            status = pre.pre_score(state, pod, nodes, feasible)
+            if status.code is Code.SKIP:
+                state.skip_score.add(pre.name)
+        for plugin in self.score_plugins:
+            if plugin.name in state.skip_score:
+                continue
+            scores = plugin.score(state, pod, nodes, feasible)
+            if plugin.name in self._normalizes:
+                scores = plugin.normalize(state, pod, scores)  # type: ignore[attr-defined]
+            total += scores * self.weights.get(plugin.name, 1)
+        top = np.flatnonzero(total == total.max())
+        pick = int(top[0]) if top.size == 1 else int(top[self._rng.randrange(top.size)])
+        return int(feasible[pick])
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        for i, plugin in enumerate(self.reserve_plugins):
+            status = plugin.reserve(state, pod, node)
+            if not status.ok:
+                self._unreserve(state, pod, node, upto=i + 1)
+                return status.with_plugin(plugin.name)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        self._unreserve(state, pod, node, upto=len(self.reserve_plugins))
+
+    def _unreserve(self, state: CycleState, pod: PodInfo, node: str, *, upto: int) -> None:
+        for plugin in reversed(self.reserve_plugins[:upto]):
+            plugin.unreserve(state, pod, node)
+
+    def permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """SUCCESS, a rejection, or WAIT (the pod is then registered as waiting)."""
+        timeouts: dict[str, float] = {}
+        for plugin in self.permit_plugins:
+            status, timeout = plugin.permit(state, pod, node)
+            if status.code is Code.WAIT:
+                timeouts[plugin.name] = min(max(timeout, 0.0), MAX_PERMIT_TIMEOUT)
+            elif not status.ok:
+                return status.with_plugin(plugin.name)
+        if timeouts:
+            self.handle.waiting_pods.add(WaitingPod(pod, node, timeouts))
+            return Status(Code.WAIT)
+        return SUCCESS
+
+    # -- the binding cycle -------------------------------------------------------------------
+
+    async def wait_on_permit(self, pod: PodInfo) -> Status:
+        waiting = self.handle.waiting_pods.get(pod.uid)
+        if waiting is None:
+            return SUCCESS
+        try:
+            return await waiting.wait()
+        finally:
+            self.handle.waiting_pods.remove(pod.uid)
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        for plugin in self.pre_bind_plugins:
+            status = await plugin.pre_bind(state, pod, node)
+            if not status.ok:
+                return status.with_plugin(plugin.name)
+        return SUCCESS
+
+    async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        for plugin in self.bind_plugins:
+            status = await plugin.bind(state, pod, node)
+            if status.code is Code.SKIP:
+                continue
+            return status if status.ok else status.with_plugin(plugin.name)
+        return Status.error("no bind plugin bound the pod")
+
+    def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        for plugin in self.post_bind_plugins:
+            plugin.post_bind(state, pod, node)

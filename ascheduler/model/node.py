@@ -1,0 +1,75 @@
+"""`NodeInfo`: what the scheduler needs of a node, parsed once from the API's JSON.
+
+A node whose allocatable holds garbage does not crash anything: the bad resource counts as
+zero (so nothing lands there for it) and the field is named in `errors`, which the cache logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ascheduler.model.affinity import SpecError, Taint, parse_taint
+from ascheduler.model.quantity import QuantityError, parse_resource
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    uid: str
+    resource_version: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    #: cpu in millicores, `pods` as a count, everything else in base units.
+    allocatable: Mapping[str, int]
+    annotations: Mapping[str, str]
+    errors: tuple[str, ...] = ()
+
+    def spec_equal(self, other: NodeInfo) -> bool:
+        """Everything but allocatable that filters and scores read."""
+        return (
+            self.labels == other.labels
+            and self.taints == other.taints
+            and self.unschedulable == other.unschedulable
+        )
+
+
+def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    errors: list[str] = []
+    allocatable: dict[str, int] = {}
+    raw_alloc = status.get("allocatable") or status.get("capacity") or {}
+    for name, text in raw_alloc.items() if isinstance(raw_alloc, Mapping) else ():
+        try:
+            value = parse_resource(str(name), text)
+        except QuantityError as exc:
+            errors.append(f"status.allocatable.{name}: {exc}")
+            continue
+        allocatable[str(name)] = max(0, value)
+    taints: list[Taint] = []
+    for i, t in enumerate(spec.get("taints") or []):
+        try:
+            taints.append(parse_taint(t, f"spec.taints[{i}]"))
+        except SpecError as exc:
+            errors.append(str(exc))
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    return NodeInfo(
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {},
+        taints=tuple(taints),
+        unschedulable=bool(spec.get("unschedulable")),
+        allocatable=allocatable,
+        annotations=(
+            {str(k): str(v) for k, v in annotations.items()}
+            if isinstance(annotations, Mapping)
+            else {}
+        ),
+        errors=tuple(errors),
+    )

@@ -1,0 +1,298 @@
+"""`PodInfo`: what the scheduler needs of a pod, parsed once from the API's JSON.
+
+Parsing never raises: a field that cannot be understood is recorded in `errors` with its path
+(`spec.containers[0].resources.requests.cpu: not a quantity: 'lots'`), and the scheduler
+reports the pod with that message instead of scheduling it, while everything else goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ascheduler.model.affinity import (
+    NodeSelectorTerm,
+    PreferredTerm,
+    SpecError,
+    Toleration,
+    parse_term,
+    parse_toleration,
+)
+from ascheduler.model.quantity import QuantityError, parse_resource
+
+#: kube-scheduler's defaults for containers that request no cpu / memory, used for scoring only.
+DEFAULT_MILLI_CPU_REQUEST: Final = 100
+DEFAULT_MEMORY_REQUEST: Final = 200 * 1024 * 1024
+#: Pod-level `spec.resources` may set only these; they replace the containers' aggregate.
+_POD_LEVEL_RESOURCES: Final = ("cpu", "memory")
+
+HostPort = tuple[str, str, int]  # (hostIP, protocol, port)
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    uid: str
+    namespace: str
+    name: str
+    resource_version: str
+    scheduler_name: str
+    node_name: str
+    priority: int
+    phase: str
+    deleting: bool
+    scheduling_gates: tuple[str, ...]
+    #: Effective requests (cpu in millicores, others in base units), zero entries dropped.
+    requests: Mapping[str, int]
+    #: cpu and memory with kube-scheduler's non-zero defaults, for scoring.
+    nonzero_cpu: int
+    nonzero_memory: int
+    host_ports: tuple[HostPort, ...]
+    tolerations: tuple[Toleration, ...]
+    node_selector: tuple[tuple[str, str], ...]
+    required_terms: tuple[NodeSelectorTerm, ...] | None
+    preferred_terms: tuple[PreferredTerm, ...]
+    #: (status, reason, message) of the PodScheduled condition, if present.
+    scheduled_condition: tuple[str, str, str] | None
+    nominated_node_name: str
+    creation_timestamp: str
+    errors: tuple[str, ...] = field(default=())
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def assigned(self) -> bool:
+        return bool(self.node_name)
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    def scheduling_spec_equal(self, other: PodInfo) -> bool:
+        """Whether an update left everything scheduling depends on unchanged."""
+        return (
+            self.requests == other.requests
+            and self.priority == other.priority
+            and self.scheduling_gates == other.scheduling_gates
+            and self.tolerations == other.tolerations
+            and self.node_selector == other.node_selector
+            and self.required_terms == other.required_terms
+            and self.preferred_terms == other.preferred_terms
+            and self.host_ports == other.host_ports
+            and self.node_name == other.node_name
+            and self.errors == other.errors
+        )
+
+
+def _add(total: dict[str, int], extra: Mapping[str, int]) -> None:
+    for name, value in extra.items():
+        total[name] = total.get(name, 0) + value
+
+
+def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
+    for name, value in other.items():
+        if value > total.get(name, 0):
+            total[name] = value
+
+
+def _requests(raw: Any, path: str, errors: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if raw is None:
+        return out
+    if not isinstance(raw, Mapping):
+        errors.append(f"{path}: expected an object")
+        return out
+    for name, text in raw.items():
+        try:
+            value = parse_resource(str(name), text)
+        except QuantityError as exc:
+            errors.append(f"{path}.{name}: {exc}")
+            continue
+        if value < 0:
+            errors.append(f"{path}.{name}: negative quantity {text!r}")
+            continue
+        out[str(name)] = value
+    return out
+
+
+def _with_defaults(requests: Mapping[str, int], raw: Any) -> dict[str, int]:
+    has = raw if isinstance(raw, Mapping) else {}
+    return {
+        "cpu": requests.get("cpu", 0) if "cpu" in has else DEFAULT_MILLI_CPU_REQUEST,
+        "memory": requests.get("memory", 0) if "memory" in has else DEFAULT_MEMORY_REQUEST,
+    }
+
+
+def effective_requests(
+    spec: Mapping[str, Any], errors: list[str]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """(requests, non-zero cpu/memory) by Kubernetes' rules (component-helpers `PodRequests`):
+    max(sum of containers, each init container over the sidecars started before it), pod-level
+    requests replacing the aggregate, plus overhead."""
+    total: dict[str, int] = {}
+    nonzero: dict[str, int] = {}
+    containers = spec.get("containers") or []
+    for i, c in enumerate(containers if isinstance(containers, list) else []):
+        raw = ((c or {}).get("resources") or {}).get("requests")
+        req = _requests(raw, f"spec.containers[{i}].resources.requests", errors)
+        _add(total, req)
+        _add(nonzero, _with_defaults(req, raw))
+
+    init_max: dict[str, int] = {}
+    init_nonzero_max: dict[str, int] = {}
+    sidecars: dict[str, int] = {}
+    sidecars_nonzero: dict[str, int] = {}
+    inits = spec.get("initContainers") or []
+    for i, c in enumerate(inits if isinstance(inits, list) else []):
+        raw = ((c or {}).get("resources") or {}).get("requests")
+        req = _requests(raw, f"spec.initContainers[{i}].resources.requests", errors)
+        req_nonzero = _with_defaults(req, raw)
+        if (c or {}).get("restartPolicy") == "Always":
+            _add(total, req)
+            _add(nonzero, req_nonzero)
+            _add(sidecars, req)
+            _add(sidecars_nonzero, req_nonzero)
+            candidate, candidate_nonzero = dict(sidecars), dict(sidecars_nonzero)
+        else:
+            candidate, candidate_nonzero = dict(req), dict(req_nonzero)
+            _add(candidate, sidecars)
+            _add(candidate_nonzero, sidecars_nonzero)
+        _max_into(init_max, candidate)
+        _max_into(init_nonzero_max, candidate_nonzero)
+    _max_into(total, init_max)
+    _max_into(nonzero, init_nonzero_max)
+
+    pod_level = _requests(
+        ((spec.get("resources") or {}).get("requests")), "spec.resources.requests", errors
+    )
+    for name in _POD_LEVEL_RESOURCES:
+        if name in pod_level:
+            total[name] = pod_level[name]
+            nonzero[name] = pod_level[name]
+    overhead = _requests(spec.get("overhead"), "spec.overhead", errors)
+    _add(total, overhead)
+    for name in ("cpu", "memory"):
+        nonzero[name] = nonzero.get(name, 0) + overhead.get(name, 0)
+    return {k: v for k, v in total.items() if v}, nonzero
+
+
+def _host_ports(spec: Mapping[str, Any], errors: list[str]) -> tuple[HostPort, ...]:
+    ports: list[HostPort] = []
+    groups = [("containers", spec.get("containers") or [])]
+    groups.append(
+        (
+            "initContainers",
+            [
+                c
+                for c in spec.get("initContainers") or []
+                if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"
+            ],
+        )
+    )
+    for group, containers in groups:
+        for i, c in enumerate(containers if isinstance(containers, list) else []):
+            for j, p in enumerate((c or {}).get("ports") or []):
+                host_port = (p or {}).get("hostPort") or 0
+                if not host_port:
+                    continue
+                if not isinstance(host_port, int) or not 0 < host_port < 65536:
+                    errors.append(f"spec.{group}[{i}].ports[{j}].hostPort: invalid {host_port!r}")
+                    continue
+                ports.append(
+                    (str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), host_port)
+                )
+    return tuple(ports)
+
+
+def _affinity(
+    spec: Mapping[str, Any], errors: list[str]
+) -> tuple[tuple[NodeSelectorTerm, ...] | None, tuple[PreferredTerm, ...]]:
+    node_affinity = ((spec.get("affinity") or {}).get("nodeAffinity")) or {}
+    required: tuple[NodeSelectorTerm, ...] | None = None
+    preferred: list[PreferredTerm] = []
+    base = "spec.affinity.nodeAffinity"
+    req = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if req is not None:
+        terms = (req or {}).get("nodeSelectorTerms") or []
+        path = f"{base}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+        parsed: list[NodeSelectorTerm] = []
+        for i, t in enumerate(terms if isinstance(terms, list) else []):
+            try:
+                parsed.append(parse_term(t, f"{path}[{i}]"))
+            except SpecError as exc:
+                errors.append(str(exc))
+        required = tuple(parsed)
+    prefs = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+    path = f"{base}.preferredDuringSchedulingIgnoredDuringExecution"
+    for i, p in enumerate(prefs if isinstance(prefs, list) else []):
+        weight = (p or {}).get("weight")
+        if not isinstance(weight, int) or not 1 <= weight <= 100:
+            errors.append(f"{path}[{i}].weight: must be an integer in 1..100, got {weight!r}")
+            continue
+        try:
+            preferred.append(
+                PreferredTerm(weight, parse_term(p.get("preference"), f"{path}[{i}].preference"))
+            )
+        except SpecError as exc:
+            errors.append(str(exc))
+    return required, tuple(preferred)
+
+
+def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    errors: list[str] = []
+
+    requests, nonzero = effective_requests(spec, errors)
+    tolerations: list[Toleration] = []
+    for i, t in enumerate(spec.get("tolerations") or []):
+        try:
+            tolerations.append(parse_toleration(t, f"spec.tolerations[{i}]"))
+        except SpecError as exc:
+            errors.append(str(exc))
+    selector = spec.get("nodeSelector") or {}
+    if not isinstance(selector, Mapping):
+        errors.append("spec.nodeSelector: expected a map of strings")
+        selector = {}
+    required, preferred = _affinity(spec, errors)
+    priority = spec.get("priority") or 0
+    if not isinstance(priority, int):
+        errors.append(f"spec.priority: expected an integer, got {priority!r}")
+        priority = 0
+    condition = None
+    for c in status.get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            condition = (
+                str(c.get("status", "")),
+                str(c.get("reason", "")),
+                str(c.get("message", "")),
+            )
+    return PodInfo(
+        uid=str(meta.get("uid", "")),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        node_name=str(spec.get("nodeName") or ""),
+        priority=priority,
+        phase=str(status.get("phase") or "Pending"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        scheduling_gates=tuple(
+            str((g or {}).get("name", "")) for g in spec.get("schedulingGates") or []
+        ),
+        requests=requests,
+        nonzero_cpu=nonzero.get("cpu", 0),
+        nonzero_memory=nonzero.get("memory", 0),
+        host_ports=_host_ports(spec, errors),
+        tolerations=tuple(tolerations),
+        node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
+        required_terms=required,
+        preferred_terms=preferred,
+        scheduled_condition=condition,
+        nominated_node_name=str(status.get("nominatedNodeName") or ""),
+        creation_timestamp=str(meta.get("creationTimestamp") or ""),
+        errors=tuple(errors),
+    )

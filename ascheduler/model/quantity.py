@@ -1,0 +1,81 @@
+"""Kubernetes resource quantities (`100m`, `1.5Gi`, `2e3`) as exact integers.
+
+cpu is kept in millicores (kube-scheduler's `MilliValue`), everything else in base units
+(`Value`: bytes for memory). Both round up, as Kubernetes does. Values are clamped to
+`MAX_QUANTITY`, so an absurd request ("1000000Ei") stays an ordinary integer that no node can
+satisfy instead of overflowing the int64 columns the scheduler computes on.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+from typing import Final
+
+MAX_QUANTITY: Final = 2**62
+
+_BINARY: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL: Final = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 1000),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_QUANTITY_RE: Final = re.compile(
+    r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?:(?P<exp>[eE][+-]?[0-9]+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$"
+)
+
+
+class QuantityError(ValueError):
+    """Not a Kubernetes quantity."""
+
+
+def parse_fraction(text: object) -> Fraction:
+    if isinstance(text, bool):
+        raise QuantityError(f"not a quantity: {text!r}")
+    if isinstance(text, int):
+        return Fraction(text)
+    if isinstance(text, float):
+        if not math.isfinite(text):
+            raise QuantityError(f"not a quantity: {text!r}")
+        return Fraction(text)
+    if not isinstance(text, str):
+        raise QuantityError(f"not a quantity: {text!r}")
+    match = _QUANTITY_RE.match(text.strip())
+    if match is None or len(text) > 64:
+        raise QuantityError(f"not a quantity: {text!r}")
+    number = Fraction(match["num"])
+    if match["exp"]:
+        exponent = int(match["exp"][1:])
+        if abs(exponent) > 30:
+            raise QuantityError(f"quantity exponent out of range: {text!r}")
+        return number * Fraction(10) ** exponent
+    suffix = match["suffix"] or ""
+    return number * (_BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix])
+
+
+def _clamp(value: int) -> int:
+    return max(-MAX_QUANTITY, min(MAX_QUANTITY, value))
+
+
+def parse_value(text: object) -> int:
+    """Base units, rounded up: `1.5Gi` -> 1610612736, `100m` -> 1."""
+    return _clamp(math.ceil(parse_fraction(text)))
+
+
+def parse_milli(text: object) -> int:
+    """Thousandths, rounded up: `100m` -> 100, `1.5` -> 1500, `1u` -> 1."""
+    return _clamp(math.ceil(parse_fraction(text) * 1000))
+
+
+def parse_resource(name: str, text: object) -> int:
+    """A resource's quantity in the unit the scheduler uses for it (millicores for cpu)."""
+    return parse_milli(text) if name == "cpu" else parse_value(text)

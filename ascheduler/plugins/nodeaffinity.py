@@ -1,0 +1,101 @@
+"""NodeAffinity: `spec.nodeSelector` and required node-affinity terms filter nodes; preferred
+terms score them by the sum of the weights they match (weight 2 in the default profile).
+
+Masks and raw scores depend only on the pod's selector/terms and the nodes' labels, so they are
+cached per pod shape until a node's spec changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import numpy as np
+
+from ascheduler.cache.table import BoolArray, IntArray, NodeTable
+from ascheduler.framework.handle import Handle
+from ascheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    SKIP,
+    SUCCESS,
+    ClusterEvent,
+    Code,
+    CycleState,
+    FilterResult,
+    Status,
+)
+from ascheduler.model import PodInfo
+
+NAME: Final = "NodeAffinity"
+REASON: Final = "node(s) didn't match Pod's node affinity/selector"
+
+
+def _required_match(pod: PodInfo, name: str, labels: Mapping[str, str]) -> bool:
+    if any(labels.get(k) != v for k, v in pod.node_selector):
+        return False
+    if pod.required_terms is None:
+        return True
+    return any(term.matches(name, labels) for term in pod.required_terms)
+
+
+class NodeAffinity:
+    name = NAME
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
+        if not pod.node_selector and pod.required_terms is None:
+            return None
+        key = (NAME, "filter", pod.node_selector, pod.required_terms)
+        mask: BoolArray | None = nodes.cached(key)
+        if mask is None:
+            mask = np.fromiter(
+                (not _required_match(pod, info.name, info.labels) for info in nodes.infos),
+                dtype=np.bool_,
+                count=nodes.n,
+            )
+            nodes.remember(key, mask)
+        if not mask.any():
+            return None
+        return FilterResult.single(REASON, mask, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    def pre_score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> Status:
+        if not pod.preferred_terms:
+            return SKIP
+        key = (NAME, "score", pod.preferred_terms)
+        raw: IntArray | None = nodes.cached(key)
+        if raw is None:
+            raw = np.fromiter(
+                (
+                    sum(
+                        p.weight
+                        for p in pod.preferred_terms
+                        if p.term.matches(info.name, info.labels)
+                    )
+                    for info in nodes.infos
+                ),
+                dtype=np.int64,
+                count=nodes.n,
+            )
+            nodes.remember(key, raw)
+        state.write(NAME, raw)
+        return SUCCESS
+
+    def score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> IntArray:
+        raw: IntArray = state.read(NAME)
+        return raw[feasible]
+
+    def normalize(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        top = int(scores.max()) if scores.size else 0
+        if top == 0:
+            return np.zeros_like(scores)
+        return (MAX_NODE_SCORE * scores) // top
+
+    def events_to_register(self) -> frozenset[ClusterEvent]:
+        return frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_LABEL})
+
+
+def new(args: Mapping[str, Any], handle: Handle) -> NodeAffinity:
+    return NodeAffinity()

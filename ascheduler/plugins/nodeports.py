@@ -1,0 +1,49 @@
+"""NodePorts: a pod's host ports must be free on the node (same protocol and port, and the
+same host IP or either side 0.0.0.0, conflict)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import numpy as np
+
+from ascheduler.cache.table import NodeTable
+from ascheduler.framework.handle import Handle
+from ascheduler.framework.interface import ClusterEvent, CycleState, FilterResult
+from ascheduler.model import PodInfo
+from ascheduler.model.pod import HostPort
+
+NAME: Final = "NodePorts"
+REASON: Final = "node(s) didn't have free ports for the requested pod ports"
+_ANY_IP: Final = "0.0.0.0"
+
+
+def conflicts(wanted: HostPort, used: Mapping[HostPort, int]) -> bool:
+    ip, proto, port = wanted
+    for uip, uproto, uport in used:
+        if uport == port and uproto == proto and (ip == uip or _ANY_IP in (ip, uip)):
+            return True
+    return False
+
+
+class NodePorts:
+    name = NAME
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
+        if not pod.host_ports:
+            return None
+        mask = np.zeros(nodes.n, dtype=np.bool_)
+        for row, used in enumerate(nodes.ports):
+            if used and any(conflicts(p, used) for p in pod.host_ports):
+                mask[row] = True
+        if not mask.any():
+            return None
+        return FilterResult.single(REASON, mask)
+
+    def events_to_register(self) -> frozenset[ClusterEvent]:
+        return frozenset({ClusterEvent.NODE_ADD, ClusterEvent.ASSIGNED_POD_DELETE})
+
+
+def new(args: Mapping[str, Any], handle: Handle) -> NodePorts:
+    return NodePorts()

@@ -1,0 +1,313 @@
+"""NodeResourcesFit and NodeResourcesBalancedAllocation.
+
+Fit filters nodes whose free allocatable cannot hold the pod's effective requests (`Too many
+pods`, `Insufficient cpu`, `Insufficient nvidia.com/gpu`, ... every failing resource listed), and
+scores by LeastAllocated (default), MostAllocated or RequestedToCapacityRatio. Balanced
+allocation prefers nodes whose cpu and memory utilisation stay close. Both work on the table's
+columns: one vector operation per resource, whatever the number of nodes. Integer arithmetic
+follows kube-scheduler's, so the scores are the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+
+from ascheduler.cache.table import CPU, MEMORY, PODS, BoolArray, IntArray, NodeTable
+from ascheduler.framework.errors import PluginArgsError
+from ascheduler.framework.handle import Handle
+from ascheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    SKIP,
+    SUCCESS,
+    ClusterEvent,
+    Code,
+    CycleState,
+    FilterResult,
+    Rejection,
+    Status,
+)
+from ascheduler.model import PodInfo
+
+FIT: Final = "NodeResourcesFit"
+BALANCED: Final = "NodeResourcesBalancedAllocation"
+MAX_CUSTOM_SCORE: Final = 10
+MAX_UTILIZATION: Final = 100
+STRATEGIES: Final = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
+
+
+@dataclass(frozen=True)
+class ResourceSpec:
+    name: str
+    weight: int
+
+
+def _trunc_div(num: IntArray, den: IntArray | int) -> IntArray:
+    """Go's integer division (truncates toward zero), elementwise."""
+    q: IntArray = np.abs(num) // np.abs(den)
+    return np.where((num < 0) != (np.asarray(den) < 0), -q, q)
+
+
+def _resource_specs(
+    raw: Any, path: str, default: Sequence[ResourceSpec]
+) -> tuple[ResourceSpec, ...]:
+    if raw is None:
+        return tuple(default)
+    if not isinstance(raw, list) or not raw:
+        raise PluginArgsError(f"{path}: expected a non-empty list")
+    specs = []
+    for i, item in enumerate(raw):
+        name = (item or {}).get("name")
+        weight = (item or {}).get("weight", 1)
+        if not isinstance(name, str) or not name:
+            raise PluginArgsError(f"{path}[{i}].name: required")
+        if not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise PluginArgsError(f"{path}[{i}].weight: must be an integer in 1..100")
+        specs.append(ResourceSpec(name, weight))
+    return tuple(specs)
+
+
+_DEFAULT_RESOURCES: Final = (ResourceSpec("cpu", 1), ResourceSpec("memory", 1))
+
+
+class _ResourceScorer:
+    """kube-scheduler's `resourceAllocationScorer`: per resource (allocatable, requested after
+    placing the pod) columns over the feasible rows, skipping resources a node does not have."""
+
+    def __init__(self, resources: Sequence[ResourceSpec], *, use_requested: bool) -> None:
+        self.resources = tuple(resources)
+        self.use_requested = use_requested
+
+    def columns(
+        self, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> list[tuple[int, IntArray, IntArray]]:
+        """[(weight, allocatable, requested)] for each resource."""
+        out = []
+        for spec in self.resources:
+            if spec.name in ("cpu", "memory") and not self.use_requested:
+                row = CPU if spec.name == "cpu" else MEMORY
+                pod_req = pod.nonzero_cpu if spec.name == "cpu" else pod.nonzero_memory
+                node_req = nodes.nonzero[row, feasible]
+            else:
+                pod_req = pod.requests.get(spec.name, 0)
+                if pod_req == 0 and spec.name not in ("cpu", "memory", "ephemeral-storage"):
+                    continue  # an extended resource the pod does not ask for
+                row = nodes.resource_row(spec.name)
+                node_req = nodes.requested[row, feasible]
+            out.append((spec.weight, nodes.alloc[row, feasible], node_req + pod_req))
+        return out
+
+
+class NodeResourcesFit:
+    name = FIT
+
+    def __init__(
+        self,
+        *,
+        strategy: str,
+        resources: Sequence[ResourceSpec],
+        shape: Sequence[tuple[int, int]],
+        ignored: frozenset[str],
+        ignored_groups: frozenset[str],
+    ) -> None:
+        self.strategy = strategy
+        self.scorer = _ResourceScorer(resources, use_requested=False)
+        self.shape = tuple((u, s * (MAX_NODE_SCORE // MAX_CUSTOM_SCORE)) for u, s in shape)
+        self.ignored = ignored
+        self.ignored_groups = ignored_groups
+
+    def _checked(self, name: str) -> bool:
+        if name in self.ignored:
+            return False
+        return not ("/" in name and name.split("/", 1)[0] in self.ignored_groups)
+
+    # -- filter ------------------------------------------------------------------------------
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
+        wanted = [(n, v) for n, v in pod.requests.items() if v > 0 and self._checked(n)]
+        rows = [(nodes.resource_row(n), n, v) for n, v in wanted]
+        alloc, requested = nodes.alloc, nodes.requested
+        rejections = []
+        rejected: BoolArray | None = None
+        too_many = requested[PODS] + 1 > alloc[PODS]
+        if too_many.any():
+            rejections.append(Rejection("Too many pods", too_many))
+            rejected = too_many
+        for row, name, value in rows:
+            short = value > alloc[row] - requested[row]
+            if not short.any():
+                continue
+            reason = f"Insufficient {name}"
+            never = short & (value > alloc[row])
+            if never.any():
+                # More than the node's whole allocatable: no eviction could ever help there.
+                rejections.append(Rejection(reason, never, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+                short = short & ~never
+                rejected = never if rejected is None else rejected | never
+            if short.any():
+                rejections.append(Rejection(reason, short))
+                rejected = short if rejected is None else rejected | short
+        if rejected is None:
+            return None
+        return FilterResult(rejected, rejections)
+
+    # -- score -------------------------------------------------------------------------------
+
+    def score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> IntArray:
+        total = np.zeros(feasible.size, dtype=np.int64)
+        weights = np.zeros(feasible.size, dtype=np.int64)
+        rtc = self.strategy == "RequestedToCapacityRatio"
+        for weight, alloc, req in self.scorer.columns(pod, nodes, feasible):
+            present = alloc > 0
+            safe = np.where(present, alloc, 1)
+            if self.strategy == "LeastAllocated":
+                score = np.where(req > alloc, 0, ((alloc - req) * MAX_NODE_SCORE) // safe)
+            elif self.strategy == "MostAllocated":
+                score = (np.minimum(req, alloc) * MAX_NODE_SCORE) // safe
+            else:
+                util = np.where(req > alloc, MAX_UTILIZATION, (req * MAX_UTILIZATION) // safe)
+                score = self._broken_linear(util)
+                present = present & (score > 0)
+            total += np.where(present, score * weight, 0)
+            weights += np.where(present, weight, 0)
+        out = np.zeros(feasible.size, dtype=np.int64)
+        nz = weights > 0
+        if rtc:
+            # math.Round: half away from zero (scores are never negative here).
+            out[nz] = np.floor(total[nz] / weights[nz] + 0.5).astype(np.int64)
+        else:
+            out[nz] = total[nz] // weights[nz]
+        return out
+
+    def _broken_linear(self, util: IntArray) -> IntArray:
+        shape = self.shape
+        out = np.full(util.shape, shape[-1][1], dtype=np.int64)
+        done = np.zeros(util.shape, dtype=np.bool_)
+        for i, (u, s) in enumerate(shape):
+            hit = ~done & (util <= u)
+            if i == 0:
+                out[hit] = s
+            else:
+                pu, ps = shape[i - 1]
+                out[hit] = ps + _trunc_div((s - ps) * (util[hit] - pu), u - pu)
+            done |= hit
+        return out
+
+    def events_to_register(self) -> frozenset[ClusterEvent]:
+        return frozenset(
+            {
+                ClusterEvent.NODE_ADD,
+                ClusterEvent.NODE_ALLOCATABLE,
+                ClusterEvent.ASSIGNED_POD_DELETE,
+                ClusterEvent.ASSIGNED_POD_UPDATE,
+            }
+        )
+
+
+class NodeResourcesBalancedAllocation:
+    name = BALANCED
+
+    def __init__(self, resources: Sequence[ResourceSpec]) -> None:
+        self.scorer = _ResourceScorer(resources, use_requested=True)
+        self.names = frozenset(r.name for r in resources)
+
+    def pre_score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> Status:
+        if not any(pod.requests.get(n, 0) for n in self.names):
+            return SKIP
+        return SUCCESS
+
+    def score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> IntArray:
+        cols = self.scorer.columns(pod, nodes, feasible)
+        if not cols:
+            return np.zeros(feasible.size, dtype=np.int64)
+        fractions = []
+        present = []
+        for _weight, alloc, req in cols:
+            has = alloc > 0
+            fractions.append(np.minimum(req / np.where(has, alloc, 1), 1.0))
+            present.append(has)
+        frac = np.array(fractions)
+        mask = np.array(present)
+        count = mask.sum(axis=0)
+        frac = np.where(mask, frac, 0.0)
+        mean = frac.sum(axis=0) / np.maximum(count, 1)
+        var = np.where(mask, (frac - mean) ** 2, 0.0).sum(axis=0) / np.maximum(count, 1)
+        std = np.sqrt(var)
+        if len(cols) == 2:
+            two = np.abs(frac[0] - frac[1]) / 2
+            std = np.where(count == 2, two, np.where(count > 2, std, 0.0))
+        else:
+            std = np.where(count >= 2, std, 0.0)
+        result: IntArray = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+        return result
+
+    def events_to_register(self) -> frozenset[ClusterEvent]:
+        return frozenset(
+            {ClusterEvent.NODE_ADD, ClusterEvent.NODE_ALLOCATABLE, ClusterEvent.ASSIGNED_POD_DELETE}
+        )
+
+
+def _strategy(
+    args: Mapping[str, Any],
+) -> tuple[str, tuple[ResourceSpec, ...], tuple[tuple[int, int], ...]]:
+    raw = args.get("scoringStrategy") or {}
+    if not isinstance(raw, Mapping):
+        raise PluginArgsError("scoringStrategy: expected an object")
+    kind = raw.get("type", "LeastAllocated")
+    if kind not in STRATEGIES:
+        raise PluginArgsError(
+            f"scoringStrategy.type: unknown strategy {kind!r}, expected one of "
+            f"{', '.join(STRATEGIES)}"
+        )
+    resources = _resource_specs(
+        raw.get("resources"), "scoringStrategy.resources", _DEFAULT_RESOURCES
+    )
+    shape: list[tuple[int, int]] = []
+    if kind == "RequestedToCapacityRatio":
+        points = ((raw.get("requestedToCapacityRatio") or {}).get("shape")) or []
+        path = "scoringStrategy.requestedToCapacityRatio.shape"
+        if not isinstance(points, list) or not points:
+            raise PluginArgsError(f"{path}: at least one point is required")
+        for i, p in enumerate(points):
+            u, s = (p or {}).get("utilization"), (p or {}).get("score")
+            if not isinstance(u, int) or not 0 <= u <= MAX_UTILIZATION:
+                raise PluginArgsError(f"{path}[{i}].utilization: must be an integer in 0..100")
+            if not isinstance(s, int) or not 0 <= s <= MAX_CUSTOM_SCORE:
+                raise PluginArgsError(f"{path}[{i}].score: must be an integer in 0..10")
+            if shape and u <= shape[-1][0]:
+                raise PluginArgsError(f"{path}[{i}].utilization: values must increase")
+            shape.append((u, s))
+    return kind, resources, tuple(shape)
+
+
+def _string_set(args: Mapping[str, Any], key: str) -> frozenset[str]:
+    raw = args.get(key) or []
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise PluginArgsError(f"{key}: expected a list of strings")
+    return frozenset(raw)
+
+
+def new_fit(args: Mapping[str, Any], handle: Handle) -> NodeResourcesFit:
+    kind, resources, shape = _strategy(args)
+    return NodeResourcesFit(
+        strategy=kind,
+        resources=resources,
+        shape=shape,
+        ignored=_string_set(args, "ignoredResources"),
+        ignored_groups=_string_set(args, "ignoredResourceGroups"),
+    )
+
+
+def new_balanced(args: Mapping[str, Any], handle: Handle) -> NodeResourcesBalancedAllocation:
+    return NodeResourcesBalancedAllocation(
+        _resource_specs(args.get("resources"), "resources", _DEFAULT_RESOURCES)
+    )

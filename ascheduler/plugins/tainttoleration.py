@@ -1,0 +1,98 @@
+"""TaintToleration: NoSchedule / NoExecute taints a pod does not tolerate reject the node;
+untolerated PreferNoSchedule taints lower its score (weight 3 in the default profile).
+
+Masks and counts depend only on the pod's tolerations and the nodes' taints, so they are
+computed once per toleration set and reused until a node's spec changes. Only tainted rows are
+ever looked at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import numpy as np
+
+from ascheduler.cache.table import BoolArray, IntArray, NodeTable
+from ascheduler.framework.handle import Handle
+from ascheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    SKIP,
+    SUCCESS,
+    ClusterEvent,
+    Code,
+    CycleState,
+    FilterResult,
+    Status,
+)
+from ascheduler.model import PodInfo
+from ascheduler.model.affinity import tolerated
+
+NAME: Final = "TaintToleration"
+REASON: Final = "node(s) had untolerated taint(s)"
+_FILTER_EFFECTS: Final = ("NoSchedule", "NoExecute")
+
+
+def _tainted_rows(nodes: NodeTable) -> list[int]:
+    rows: list[int] | None = nodes.cached(("tainted-rows",))
+    if rows is None:
+        rows = [i for i, info in enumerate(nodes.infos) if info.taints]
+        nodes.remember(("tainted-rows",), rows)
+    return rows
+
+
+class TaintToleration:
+    name = NAME
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
+        key = (NAME, "filter", pod.tolerations)
+        mask: BoolArray | None = nodes.cached(key)
+        if mask is None:
+            mask = np.zeros(nodes.n, dtype=np.bool_)
+            for row in _tainted_rows(nodes):
+                mask[row] = any(
+                    t.effect in _FILTER_EFFECTS and not tolerated(pod.tolerations, t)
+                    for t in nodes.infos[row].taints
+                )
+            nodes.remember(key, mask)
+        if not mask.any():
+            return None
+        return FilterResult.single(REASON, mask, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    def pre_score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> Status:
+        key = (NAME, "score", pod.tolerations)
+        counts: IntArray | None = nodes.cached(key)
+        if counts is None:
+            counts = np.zeros(nodes.n, dtype=np.int64)
+            for row in _tainted_rows(nodes):
+                counts[row] = sum(
+                    1
+                    for t in nodes.infos[row].taints
+                    if t.effect == "PreferNoSchedule" and not tolerated(pod.tolerations, t)
+                )
+            nodes.remember(key, counts)
+        if not counts.any():
+            return SKIP  # every node scores the same
+        state.write(NAME, counts)
+        return SUCCESS
+
+    def score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> IntArray:
+        counts: IntArray = state.read(NAME)
+        return counts[feasible]
+
+    def normalize(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        top = int(scores.max()) if scores.size else 0
+        if top == 0:
+            return np.full_like(scores, MAX_NODE_SCORE)
+        return MAX_NODE_SCORE - (MAX_NODE_SCORE * scores) // top
+
+    def events_to_register(self) -> frozenset[ClusterEvent]:
+        return frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_TAINT})
+
+
+def new(args: Mapping[str, Any], handle: Handle) -> TaintToleration:
+    return TaintToleration()

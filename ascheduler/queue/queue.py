@@ -1,0 +1,376 @@
+"""The scheduling queue: where every unscheduled pod of ours waits for its next attempt.
+
+A pod is in exactly one place:
+
+* **active**: a heap ordered by the QueueSort plugin (PrioritySort: priority, then the time it
+  entered the queue); `pop()` takes its head.
+* **backoff**: a heap by the time its backoff ends (per pod `initial * 2^(attempts-1)`, capped at
+  `max`); moved to active when that time comes. When active is empty, a pod that was merely
+  unschedulable may be popped from backoff early (kube-scheduler >= 1.33); one that failed with
+  an error always serves its backoff.
+* **unschedulable**: pods no node fits. They leave when a cluster event one of their rejecting
+  plugins registered for happens (`move_all`), when they are updated, or after
+  `unschedulable_timeout` (5 min) regardless.
+* **gated**: pods a PreEnqueue plugin holds back (scheduling gates); re-checked on update.
+* **in flight**: popped and being scheduled or bound. Events that arrive meanwhile are recorded,
+  so a pod rejected on an outdated view is retried instead of parked (the race kube-scheduler's
+  in-flight events close).
+
+Time comes from an injected clock, so tests move time instead of sleeping. Everything runs on
+the event loop: no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from ascheduler.framework.interface import ClusterEvent, QueuedPodInfo, Status
+from ascheduler.model import PodInfo
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+
+class MonotonicClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    initial_backoff: float = 1.0
+    max_backoff: float = 10.0
+    unschedulable_timeout: float = 300.0
+
+
+SortKey = Callable[[QueuedPodInfo], tuple[Any, ...]]
+PreEnqueue = Callable[[PodInfo], Status]
+EventFilter = Callable[[QueuedPodInfo, ClusterEvent], bool]
+
+
+class _Heap:
+    """A heap of pods by key with removal by uid (stale entries skipped on pop)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[Any, int, str]] = []
+        self.items: dict[str, tuple[int, QueuedPodInfo]] = {}
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self.items
+
+    def push(self, key: Any, qp: QueuedPodInfo) -> None:
+        seq = next(self._seq)
+        self.items[qp.pod.uid] = (seq, qp)
+        heapq.heappush(self._heap, (key, seq, qp.pod.uid))
+
+    def remove(self, uid: str) -> QueuedPodInfo | None:
+        entry = self.items.pop(uid, None)
+        return None if entry is None else entry[1]
+
+    def _clean(self) -> None:
+        while self._heap:
+            _, seq, uid = self._heap[0]
+            entry = self.items.get(uid)
+            if entry is not None and entry[0] == seq:
+                return
+            heapq.heappop(self._heap)
+
+    def peek(self) -> tuple[Any, QueuedPodInfo] | None:
+        self._clean()
+        if not self._heap:
+            return None
+        key, _, uid = self._heap[0]
+        return key, self.items[uid][1]
+
+    def pop(self) -> QueuedPodInfo | None:
+        self._clean()
+        if not self._heap:
+            return None
+        _, _, uid = heapq.heappop(self._heap)
+        return self.items.pop(uid)[1]
+
+    def values(self) -> Iterator[QueuedPodInfo]:
+        return (qp for _, qp in self.items.values())
+
+
+@dataclass
+class _InFlight:
+    qp: QueuedPodInfo
+    event_mark: int
+    deleted: bool = False
+    updated: PodInfo | None = None
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        *,
+        sort_key: SortKey,
+        pre_enqueue: PreEnqueue,
+        event_filter: EventFilter | None = None,
+        clock: Clock | None = None,
+        settings: QueueSettings | None = None,
+    ) -> None:
+        self.sort_key = sort_key
+        self.pre_enqueue = pre_enqueue
+        self.event_filter: EventFilter = event_filter or (lambda _qp, _event: True)
+        self.clock = clock or MonotonicClock()
+        self.settings = settings or QueueSettings()
+        self._active = _Heap()
+        self._backoff = _Heap()
+        self._unschedulable: dict[str, QueuedPodInfo] = {}
+        self._unschedulable_since: dict[str, float] = {}
+        self._gated: dict[str, QueuedPodInfo] = {}
+        self._errored: set[str] = set()
+        self._in_flight: dict[str, _InFlight] = {}
+        self._events: list[tuple[int, ClusterEvent]] = []
+        self._event_seq = 0
+        self._wakeup = asyncio.Event()
+        self._closed = False
+        self.scheduling_cycle = 0
+        #: Counters for `scheduler_queue_incoming_pods_total{queue,event}`.
+        self.on_incoming: Callable[[str, str], None] = lambda _queue, _event: None
+
+    # -- introspection -------------------------------------------------------------------
+
+    def pending(self) -> dict[str, int]:
+        return {
+            "active": len(self._active),
+            "backoff": len(self._backoff),
+            "unschedulable": len(self._unschedulable),
+            "gated": len(self._gated),
+        }
+
+    def where(self, uid: str) -> str | None:
+        if uid in self._active:
+            return "active"
+        if uid in self._backoff:
+            return "backoff"
+        if uid in self._unschedulable:
+            return "unschedulable"
+        if uid in self._gated:
+            return "gated"
+        if uid in self._in_flight:
+            return "in-flight"
+        return None
+
+    def __contains__(self, uid: object) -> bool:
+        return isinstance(uid, str) and self.where(uid) is not None
+
+    # -- placing pods --------------------------------------------------------------------
+
+    def _to_active(self, qp: QueuedPodInfo, event: str) -> None:
+        status = self.pre_enqueue(qp.pod)
+        if not status.ok:
+            self._gated[qp.pod.uid] = qp
+            self.on_incoming("gated", event)
+            return
+        self._active.push(self.sort_key(qp), qp)
+        self.on_incoming("active", event)
+        self._wakeup.set()
+
+    def _backoff_end(self, qp: QueuedPodInfo) -> float:
+        if qp.attempts == 0:
+            return qp.timestamp
+        s = self.settings
+        duration = min(s.initial_backoff * 2.0 ** (qp.attempts - 1), s.max_backoff)
+        return qp.timestamp + duration
+
+    def _to_active_or_backoff(self, qp: QueuedPodInfo, event: str) -> None:
+        end = self._backoff_end(qp)
+        if end > self.clock.now():
+            self._backoff.push(end, qp)
+            self.on_incoming("backoff", event)
+            self._wakeup.set()
+        else:
+            self._to_active(qp, event)
+
+    def add(self, pod: PodInfo) -> None:
+        """A new unscheduled pod of ours."""
+        if pod.uid in self:
+            self.update(pod)
+            return
+        self._to_active(QueuedPodInfo(pod, self.clock.now()), "PodAdd")
+
+    def update(self, pod: PodInfo) -> None:
+        uid = pod.uid
+        flight = self._in_flight.get(uid)
+        if flight is not None:
+            flight.updated = pod
+            return
+        for heap in (self._active, self._backoff):
+            if uid in heap:
+                qp = heap.remove(uid)
+                assert qp is not None
+                if heap is self._active:
+                    self._to_active(replace(qp, pod=pod), "PodUpdate")
+                else:
+                    heap.push(self._backoff_end(qp), replace(qp, pod=pod))
+                return
+        if uid in self._gated:
+            qp = self._gated.pop(uid)
+            self._to_active(replace(qp, pod=pod), "PodUpdate")
+            return
+        if uid in self._unschedulable:
+            qp = self._unschedulable[uid]
+            if qp.pod.scheduling_spec_equal(pod):
+                self._unschedulable[uid] = replace(qp, pod=pod)
+                return
+            self._unschedulable.pop(uid)
+            self._unschedulable_since.pop(uid, None)
+            self._to_active_or_backoff(replace(qp, pod=pod), "PodUpdate")
+            return
+        self.add(pod)
+
+    def delete(self, pod: PodInfo) -> None:
+        uid = pod.uid
+        flight = self._in_flight.get(uid)
+        if flight is not None:
+            flight.deleted = True
+        self._active.remove(uid)
+        self._backoff.remove(uid)
+        self._gated.pop(uid, None)
+        self._unschedulable.pop(uid, None)
+        self._unschedulable_since.pop(uid, None)
+        self._errored.discard(uid)
+
+    # -- popping and outcomes ------------------------------------------------------------
+
+    def _pop_now(self) -> QueuedPodInfo | None:
+        self.flush_backoff_completed()
+        qp = self._active.pop()
+        if qp is None:
+            # Nothing active: a pod only backing off from an unschedulable verdict may go early.
+            head = self._backoff.peek()
+            if head is not None and head[1].pod.uid not in self._errored:
+                qp = self._backoff.pop()
+        if qp is None:
+            return None
+        self.scheduling_cycle += 1
+        qp = replace(
+            qp,
+            attempts=qp.attempts + 1,
+            initial_attempt_timestamp=qp.initial_attempt_timestamp or self.clock.now(),
+        )
+        self._errored.discard(qp.pod.uid)
+        self._in_flight[qp.pod.uid] = _InFlight(qp, self._event_seq)
+        return qp
+
+    async def pop(self) -> QueuedPodInfo | None:
+        """The next pod to schedule; waits for one. None once the queue is closed."""
+        while not self._closed:
+            qp = self._pop_now()
+            if qp is not None:
+                return qp
+            self._wakeup.clear()
+            delay = self._next_backoff_delay()
+            try:
+                if delay is None:
+                    await self._wakeup.wait()
+                else:
+                    await asyncio.wait_for(self._wakeup.wait(), timeout=max(delay, 0.001))
+            except TimeoutError:
+                pass
+        return None
+
+    def _next_backoff_delay(self) -> float | None:
+        head = self._backoff.peek()
+        return None if head is None else head[0] - self.clock.now()
+
+    def done(self, uid: str) -> None:
+        """The pod's attempt is over (bound, or put back): stop tracking it as in flight."""
+        self._in_flight.pop(uid, None)
+        if not self._in_flight:
+            self._events.clear()
+
+    def requeue(
+        self, qp: QueuedPodInfo, *, rejected_by: frozenset[str] = frozenset(), error: bool = False
+    ) -> None:
+        """Put back a pod whose attempt failed: unschedulable (rejected by plugins) or backoff
+        (an error, or an event during the attempt that may have helped)."""
+        uid = qp.pod.uid
+        flight = self._in_flight.pop(uid, None)
+        if flight is not None and flight.deleted:
+            self._after_flight()
+            return
+        if flight is not None and flight.updated is not None:
+            qp = replace(qp, pod=flight.updated)
+        now = self.clock.now()
+        qp = replace(qp, timestamp=now, unschedulable_plugins=rejected_by)
+        if error:
+            self._errored.add(uid)
+            self._backoff.push(self._backoff_end(qp), qp)
+            self.on_incoming("backoff", "ScheduleAttemptFailure")
+            self._wakeup.set()
+        elif flight is not None and (flight.updated is not None or self._helped(qp, flight)):
+            self._to_active_or_backoff(qp, "ScheduleAttemptFailure")
+        else:
+            self._unschedulable[uid] = qp
+            self._unschedulable_since[uid] = now
+            self.on_incoming("unschedulable", "ScheduleAttemptFailure")
+        self._after_flight()
+
+    def _after_flight(self) -> None:
+        if not self._in_flight:
+            self._events.clear()
+
+    def _helped(self, qp: QueuedPodInfo, flight: _InFlight) -> bool:
+        return any(
+            seq > flight.event_mark and self.event_filter(qp, event) for seq, event in self._events
+        )
+
+    # -- cluster events ------------------------------------------------------------------
+
+    def move_all(self, event: ClusterEvent) -> int:
+        """Move the unschedulable pods this event may help; returns how many moved."""
+        self._event_seq += 1
+        if self._in_flight:
+            self._events.append((self._event_seq, event))
+        moved = 0
+        for uid, qp in list(self._unschedulable.items()):
+            if event is ClusterEvent.FORCE or self.event_filter(qp, event):
+                del self._unschedulable[uid]
+                self._unschedulable_since.pop(uid, None)
+                self._to_active_or_backoff(qp, event.value)
+                moved += 1
+        return moved
+
+    def flush_backoff_completed(self) -> None:
+        now = self.clock.now()
+        while True:
+            head = self._backoff.peek()
+            if head is None or head[0] > now:
+                return
+            qp = self._backoff.pop()
+            assert qp is not None
+            self._to_active(qp, "BackoffComplete")
+
+    def flush_unschedulable_leftover(self) -> None:
+        now = self.clock.now()
+        timeout = self.settings.unschedulable_timeout
+        for uid, since in list(self._unschedulable_since.items()):
+            if now - since >= timeout:
+                qp = self._unschedulable.pop(uid)
+                del self._unschedulable_since[uid]
+                self._to_active_or_backoff(qp, "UnschedulableTimeout")
+
+    async def run_flushes(self, interval: float = 30.0) -> None:
+        """Move long-unschedulable pods back every `interval` (backoff is handled by pop)."""
+        while not self._closed:
+            await asyncio.sleep(interval)
+            self.flush_unschedulable_leftover()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wakeup.set()

@@ -1,0 +1,317 @@
+"""The scheduling cycle, the binding cycles, and the routing of cluster events.
+
+One pod at a time (kube-scheduler's `scheduleOne`):
+
+    qp = await queue.pop()
+    fw = frameworks[pod.schedulerName]
+    result = fw.find_nodes(state, pod, cache.table)     # PreFilter .. NormalizeScore, no await
+    cache.assume(pod, node); fw.reserve(); fw.permit()  # approve / reject / wait
+    spawn binding cycle                                 # the loop goes on at once
+
+Each binding cycle is an asyncio task owned by `Scheduler.run`'s task group and bounded by a
+semaphore: WaitOnPermit, PreBind, Bind, then PostBind and the `Scheduled` event. Any failure
+takes one path: Unreserve (reverse order), forget the assumed pod, put the pod back (backoff),
+report `FailedScheduling`, and move pods waiting for room. The scheduling loop never awaits the
+network, so a slow or failing bind cannot stall it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import structlog
+
+from ascheduler.cache import Cache
+from ascheduler.events import StatusWriter
+from ascheduler.framework import (
+    ClusterEvent,
+    Code,
+    CycleState,
+    Framework,
+    QueuedPodInfo,
+    ScheduleResult,
+    Status,
+)
+from ascheduler.model import NodeInfo, PodInfo
+from ascheduler.queue import SchedulingQueue
+
+log = structlog.get_logger(__name__)
+
+#: Pods with an invalid spec are rejected by this pseudo-plugin; only their own update helps.
+INVALID_SPEC = "PodSpecValidation"
+
+
+@dataclass
+class Stats:
+    attempts: int = 0
+    scheduled: int = 0
+    unschedulable: int = 0
+    errors: int = 0
+    bind_failures: int = 0
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        frameworks: Mapping[str, Framework],
+        cache: Cache,
+        queue: SchedulingQueue,
+        writer: StatusWriter,
+        binding_concurrency: int = 256,
+    ) -> None:
+        self.frameworks = dict(frameworks)
+        self.cache = cache
+        self.queue = queue
+        self.writer = writer
+        self.stats = Stats()
+        self._bind_slots = asyncio.Semaphore(binding_concurrency)
+        self._binding: set[asyncio.Task[None]] = set()
+
+    # -- the loop ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Schedule until the queue closes; then wait for binding cycles in flight."""
+        async with asyncio.TaskGroup() as group:
+            while True:
+                await self._bind_slots.acquire()
+                qp = await self.queue.pop()
+                if qp is None:
+                    self._bind_slots.release()
+                    break
+                bind = self.schedule_one(qp)
+                if bind is None:
+                    self._bind_slots.release()
+                else:
+                    task = group.create_task(self._binding_cycle(*bind))
+                    self._binding.add(task)
+                    task.add_done_callback(self._binding.discard)
+                # Let informers and binding cycles run between pods.
+                await asyncio.sleep(0)
+
+    @property
+    def binding_in_flight(self) -> int:
+        return len(self._binding)
+
+    def schedule_one(
+        self, qp: QueuedPodInfo
+    ) -> tuple[Framework, CycleState, QueuedPodInfo, str] | None:
+        """The scheduling cycle; returns what the binding cycle needs, or None when done."""
+        pod = qp.pod
+        fw = self.frameworks.get(pod.scheduler_name)
+        if fw is None or pod.deleting or pod.assigned or self.cache.has_pod(pod.uid):
+            self.queue.done(pod.uid)
+            return None
+        self.stats.attempts += 1
+        if pod.errors:
+            message = f"invalid pod {pod.key}: " + "; ".join(pod.errors)
+            log.warning("pod_invalid", pod=pod.key, errors=list(pod.errors))
+            self._fail(
+                fw,
+                qp,
+                Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,)),
+                rejected_by=frozenset({INVALID_SPEC}),
+                reason="SchedulerError",
+            )
+            return None
+
+        state = CycleState()
+        try:
+            result = fw.find_nodes(state, pod, self.cache.table)
+        except Exception as exc:
+            log.exception("scheduling_cycle_failed", pod=pod.key, profile=fw.profile)
+            result = ScheduleResult(None, Status.error(f"scheduling failed: {exc}"))
+        if result.node is None:
+            if result.status.rejected:
+                rejecting = (
+                    frozenset(result.diagnosis.rejecting_plugins)
+                    if result.diagnosis
+                    else frozenset()
+                )
+                self._fail(fw, qp, result.status, rejected_by=rejecting)
+            else:
+                self._fail(fw, qp, result.status, error=True, reason="SchedulerError")
+            return None
+
+        node = result.node
+        self.cache.assume(pod, node)
+        status = fw.reserve(state, pod, node)
+        if not status.ok:
+            self.cache.forget(pod)
+            self._fail(
+                fw, qp, status, error=not status.rejected, rejected_by=frozenset({status.plugin})
+            )
+            return None
+        status = fw.permit(state, pod, node)
+        if not (status.ok or status.code is Code.WAIT):
+            fw.unreserve(state, pod, node)
+            self.cache.forget(pod)
+            self._fail(
+                fw, qp, status, error=not status.rejected, rejected_by=frozenset({status.plugin})
+            )
+            return None
+        return fw, state, qp, node
+
+    def _fail(
+        self,
+        fw: Framework,
+        qp: QueuedPodInfo,
+        status: Status,
+        *,
+        rejected_by: frozenset[str] = frozenset(),
+        error: bool = False,
+        reason: str = "Unschedulable",
+    ) -> None:
+        if error:
+            self.stats.errors += 1
+        else:
+            self.stats.unschedulable += 1
+        message = status.message or "scheduling failed"
+        log.info(
+            "pod_unschedulable" if not error else "pod_scheduling_error",
+            pod=qp.pod.key,
+            profile=fw.profile,
+            attempt=qp.attempts,
+            message=message,
+        )
+        self.queue.requeue(qp, rejected_by=rejected_by, error=error)
+        self.writer.failed(qp.pod, message, fw.profile, reason=reason)
+
+    async def _binding_cycle(
+        self, fw: Framework, state: CycleState, qp: QueuedPodInfo, node: str
+    ) -> None:
+        pod = qp.pod
+        try:
+            status = await fw.wait_on_permit(pod)
+            if status.ok:
+                status = await fw.pre_bind(state, pod, node)
+            if status.ok:
+                status = await fw.bind(state, pod, node)
+        except asyncio.CancelledError:
+            self._undo(fw, state, qp, node, Status.error("binding cancelled"))
+            raise
+        except Exception as exc:
+            log.exception("binding_cycle_failed", pod=pod.key, node=node)
+            status = Status.error(f"binding failed: {exc}")
+        finally:
+            self._bind_slots.release()
+        if not status.ok:
+            self._undo(fw, state, qp, node, status)
+            return
+        self.cache.finish_binding(pod)
+        self.queue.done(pod.uid)
+        self.stats.scheduled += 1
+        try:
+            fw.post_bind(state, pod, node)
+        except Exception:
+            log.exception("post_bind_failed", pod=pod.key, node=node)
+        log.debug("pod_bound", pod=pod.key, node=node, profile=fw.profile, attempt=qp.attempts)
+        self.writer.scheduled(pod, node, fw.profile)
+
+    def _undo(
+        self, fw: Framework, state: CycleState, qp: QueuedPodInfo, node: str, status: Status
+    ) -> None:
+        """The one failure path of a binding cycle."""
+        pod = qp.pod
+        self.stats.bind_failures += 1
+        fw.unreserve(state, pod, node)
+        if self.cache.is_assumed(pod.uid):
+            self.cache.forget(pod)
+        rejected = status.rejected
+        self._fail(
+            fw,
+            qp,
+            status,
+            error=not rejected,
+            rejected_by=frozenset({status.plugin}) if rejected else frozenset(),
+            reason="Unschedulable" if rejected else "SchedulerError",
+        )
+        # The node has room again: pods waiting for room may fit now.
+        self.queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE)
+
+
+class EventRouter:
+    """Informer events to the cache and the queue (kube-scheduler's event handlers)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        self.cache = scheduler.cache
+        self.queue = scheduler.queue
+        self.pods = _PodEvents(self)
+        self.nodes = _NodeEvents(self)
+
+    def ours(self, pod: PodInfo) -> bool:
+        return pod.scheduler_name in self.scheduler.frameworks
+
+
+class _PodEvents:
+    def __init__(self, router: EventRouter) -> None:
+        self.r = router
+
+    def on_add(self, pod: PodInfo) -> None:
+        if pod.terminal:
+            return
+        if pod.assigned:
+            self.r.cache.add_pod(pod)
+        elif self.r.ours(pod) and not pod.deleting:
+            self.r.queue.add(pod)
+
+    def on_update(self, old: PodInfo, new: PodInfo) -> None:
+        cache, queue = self.r.cache, self.r.queue
+        if new.assigned:
+            if new.terminal:
+                self.on_delete(new)
+                return
+            cache.update_pod(new)
+            if not old.assigned:
+                queue.delete(new)  # bound (by us or anyone): no longer ours to schedule
+            elif any(new.requests.get(k, 0) < v for k, v in old.requests.items()):
+                queue.move_all(ClusterEvent.ASSIGNED_POD_UPDATE)  # it shrank: room freed
+            return
+        if not self.r.ours(new) or cache.is_assumed(new.uid):
+            return
+        if new.deleting:
+            queue.delete(new)
+        else:
+            queue.update(new)
+
+    def on_delete(self, pod: PodInfo) -> None:
+        cache, queue = self.r.cache, self.r.queue
+        if cache.has_pod(pod.uid):
+            was_assumed = cache.is_assumed(pod.uid)
+            cache.remove_pod(pod)
+            if not was_assumed or pod.assigned:
+                queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE)
+        queue.delete(pod)
+        for fw in self.r.scheduler.frameworks.values():
+            waiting = fw.handle.waiting_pods.get(pod.uid)
+            if waiting is not None:
+                waiting.reject("", "pod deleted")
+
+
+class _NodeEvents:
+    def __init__(self, router: EventRouter) -> None:
+        self.r = router
+
+    def on_add(self, node: NodeInfo) -> None:
+        self.r.cache.add_node(node)
+        self.r.queue.move_all(ClusterEvent.NODE_ADD)
+
+    def on_update(self, old: NodeInfo, new: NodeInfo) -> None:
+        self.r.cache.update_node(new)
+        events = []
+        if new.allocatable != old.allocatable:
+            events.append(ClusterEvent.NODE_ALLOCATABLE)
+        if new.labels != old.labels:
+            events.append(ClusterEvent.NODE_LABEL)
+        if new.taints != old.taints:
+            events.append(ClusterEvent.NODE_TAINT)
+        if new.unschedulable != old.unschedulable:
+            events.append(ClusterEvent.NODE_SCHEDULABLE)
+        for event in events:
+            self.r.queue.move_all(event)
+
+    def on_delete(self, node: NodeInfo) -> None:
+        self.r.cache.remove_node(node.name)
