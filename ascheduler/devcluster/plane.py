@@ -283,6 +283,16 @@ class ControlPlane:
     def env(self) -> dict[str, str]:
         return {"KUBECONFIG": str(self.require_state().admin_kubeconfig)}
 
+    def restart_apiserver(self) -> None:
+        """Stop kube-apiserver and start it again on the same port and etcd: clients see
+        their connections drop and watches from versions the new watch cache does not hold
+        answered with 410 Gone, as after a real apiserver restart."""
+        state = self.require_state()
+        (old,) = [p for p in state.processes if p.name == "kube-apiserver"]
+        self.stop_process(old)
+        record = self._spawn("kube-apiserver", old.argv, self.state_dir / "logs")
+        self._wait_ready(record)
+
     # -- extra processes (kube-scheduler for comparison, schedulers under test) -----------
 
     def start_process(

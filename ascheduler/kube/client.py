@@ -9,6 +9,7 @@ long-lived watches, one for writes, so a burst of binds never queues behind a wa
 
 from __future__ import annotations
 
+import asyncio
 import os
 import ssl
 from collections.abc import Mapping
@@ -21,6 +22,8 @@ from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.config import load_incluster_config, load_kube_config
 
 JSON = dict[str, Any]
+
+_RESEND = 5
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -156,21 +159,34 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: float | None = 60.0,
     ) -> Response:
-        """Send one request; raise `ApiError` for any status >= 400."""
+        """Send one request; raise `ApiError` for any status >= 400.
+
+        Pooled keep-alive connections the server has closed (it restarted, or timed them out)
+        fail before any answer; such a request is sent again, up to `_RESEND` times (each
+        failure drops one stale connection from the pool). A write that did land the first
+        time then answers 409, which callers already handle.
+        """
         data = None if body is None else orjson.dumps(body)
         headers = await self.headers(content_type if data is not None else None)
-        async with self.session.request(
-            method,
-            self.server + path,
-            params=params,
-            data=data,
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=timeout),
-        ) as resp:
-            payload = await resp.read()
-            if resp.status >= 400:
-                raise _api_error(resp.status, payload, method=method, path=path)
-            return Response(resp.status, payload)
+        for attempt in range(1, _RESEND + 1):
+            try:
+                async with self.session.request(
+                    method,
+                    self.server + path,
+                    params=params,
+                    data=data,
+                    headers=headers,
+                    timeout=aiohttp.ClientTimeout(total=timeout),
+                ) as resp:
+                    payload = await resp.read()
+                    if resp.status >= 400:
+                        raise _api_error(resp.status, payload, method=method, path=path)
+                    return Response(resp.status, payload)
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+                if attempt == _RESEND:
+                    raise
+                await asyncio.sleep(0.01 * attempt)
+        raise AssertionError("unreachable")
 
     async def get(self, path: str, *, params: Mapping[str, str | int] | None = None) -> JSON:
         return (await self.request("GET", path, params=params)).json()

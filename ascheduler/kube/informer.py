@@ -82,9 +82,10 @@ class Informer(Generic[T]):
         return params
 
     async def run(self) -> None:
-        """List and watch until cancelled."""
+        """List and watch until cancelled. Run again after a stop, it resumes watching from the
+        last version seen (and relists only if that version is gone)."""
         delay = 0.5
-        need_list = True
+        need_list = not self.synced.is_set()
         while True:
             try:
                 if need_list:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -48,6 +49,7 @@ class QueueSettings:
     initial_backoff: float = 1.0
     max_backoff: float = 10.0
     unschedulable_timeout: float = 300.0
+    backoff_ordering_window: float = 1.0
 
 
 SortKey = Callable[[QueuedPodInfo], tuple[Any, ...]]
@@ -181,16 +183,22 @@ class SchedulingQueue:
         self._wakeup.set()
 
     def _backoff_end(self, qp: QueuedPodInfo) -> float:
+        """When the pod's backoff ends, rounded up to a whole ordering window, so pods whose
+        backoff ends within one window leave in QueueSort order (kube-scheduler >= 1.33)."""
         if qp.attempts == 0:
             return qp.timestamp
         s = self.settings
         duration = min(s.initial_backoff * 2.0 ** (qp.attempts - 1), s.max_backoff)
-        return qp.timestamp + duration
+        window = s.backoff_ordering_window
+        return float(math.ceil((qp.timestamp + duration) / window) * window)
+
+    def _push_backoff(self, qp: QueuedPodInfo) -> None:
+        self._backoff.push((self._backoff_end(qp), *self.sort_key(qp)), qp)
 
     def _to_active_or_backoff(self, qp: QueuedPodInfo, event: str) -> None:
         end = self._backoff_end(qp)
         if end > self.clock.now():
-            self._backoff.push(end, qp)
+            self._push_backoff(qp)
             self.on_incoming("backoff", event)
             self._wakeup.set()
         else:
@@ -216,7 +224,7 @@ class SchedulingQueue:
                 if heap is self._active:
                     self._to_active(replace(qp, pod=pod), "PodUpdate")
                 else:
-                    heap.push(self._backoff_end(qp), replace(qp, pod=pod))
+                    self._push_backoff(replace(qp, pod=pod))
                 return
         if uid in self._gated:
             qp = self._gated.pop(uid)
@@ -286,7 +294,7 @@ class SchedulingQueue:
 
     def _next_backoff_delay(self) -> float | None:
         head = self._backoff.peek()
-        return None if head is None else head[0] - self.clock.now()
+        return None if head is None else head[0][0] - self.clock.now()
 
     def done(self, uid: str) -> None:
         """The pod's attempt is over (bound, or put back): stop tracking it as in flight."""
@@ -310,7 +318,7 @@ class SchedulingQueue:
         qp = replace(qp, timestamp=now, unschedulable_plugins=rejected_by)
         if error:
             self._errored.add(uid)
-            self._backoff.push(self._backoff_end(qp), qp)
+            self._push_backoff(qp)
             self.on_incoming("backoff", "ScheduleAttemptFailure")
             self._wakeup.set()
         elif flight is not None and (flight.updated is not None or self._helped(qp, flight)):
@@ -350,7 +358,7 @@ class SchedulingQueue:
         now = self.clock.now()
         while True:
             head = self._backoff.peek()
-            if head is None or head[0] > now:
+            if head is None or head[0][0] > now:
                 return
             qp = self._backoff.pop()
             assert qp is not None

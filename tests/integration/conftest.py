@@ -9,14 +9,23 @@ from __future__ import annotations
 import hashlib
 import re
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from ascheduler.devcluster import ControlPlane, ensure_built
+from ascheduler.devcluster.nodes import (
+    FakeNodes,
+    create_fake_nodes,
+    delete_fake_nodes,
+    wait_nodes_ready,
+)
 from ascheduler.devcluster.plane import PlaneState
+from ascheduler.devcluster.processes import ProcessRecord
 from ascheduler.kube import KubeClient
+
+NodeFactory = Callable[[FakeNodes], Awaitable[list[str]]]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -79,3 +88,40 @@ async def namespace(kube: KubeClient, request: pytest.FixtureRequest) -> AsyncIt
             f"/api/v1/namespaces/{name}/finalize",
             body={"metadata": {"name": name}, "spec": {"finalizers": []}},
         )
+
+
+@pytest.fixture(scope="session")
+def ascheduler(plane: ControlPlane, plane_state: PlaneState) -> Iterator[ProcessRecord]:
+    """One `ascheduler run` process (profile `ascheduler`) for the session, stopped by pid."""
+    record = plane.start_process(
+        "ascheduler",
+        [
+            sys.executable,
+            "-m",
+            "ascheduler",
+            "run",
+            "--kubeconfig",
+            str(plane_state.admin_kubeconfig),
+            "--log-level",
+            "debug",
+        ],
+    )
+    try:
+        yield record
+    finally:
+        plane.stop_process(record)
+
+
+@pytest.fixture
+async def nodes(kube: KubeClient) -> AsyncIterator[NodeFactory]:
+    """Creates fake nodes for one test (Ready before it returns) and deletes them after."""
+    created: list[str] = []
+
+    async def make(shape: FakeNodes) -> list[str]:
+        names = await create_fake_nodes(kube, shape)
+        created.extend(names)
+        await wait_nodes_ready(kube, names)
+        return names
+
+    yield make
+    await delete_fake_nodes(kube, created)

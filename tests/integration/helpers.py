@@ -34,7 +34,13 @@ async def get_pod(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]
 
 
 def pause_pod(
-    name: str, *, scheduler_name: str, cpu: str = "100m", memory: str = "500Mi", **spec: Any
+    name: str,
+    *,
+    scheduler_name: str = "ascheduler",
+    cpu: str = "100m",
+    memory: str = "500Mi",
+    extra: dict[str, str] | None = None,
+    **spec: Any,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -46,9 +52,66 @@ def pause_pod(
                 {
                     "name": "main",
                     "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                    "resources": {
+                        "requests": {"cpu": cpu, "memory": memory, **(extra or {})},
+                        # Extended resources need limits equal to their requests.
+                        **({"limits": dict(extra)} if extra else {}),
+                    },
                 }
             ],
             **spec,
         },
     }
+
+
+async def pods_in(kube: KubeClient, namespace: str) -> dict[str, dict[str, Any]]:
+    body = await kube.get(f"/api/v1/namespaces/{namespace}/pods")
+    return {p["metadata"]["name"]: p for p in body["items"]}
+
+
+def node_of(pod: dict[str, Any]) -> str:
+    return str(pod["spec"].get("nodeName") or "")
+
+
+def scheduled_condition(pod: dict[str, Any]) -> dict[str, Any] | None:
+    for c in pod.get("status", {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return dict(c)
+    return None
+
+
+async def wait_bound(
+    kube: KubeClient, namespace: str, names: list[str], *, timeout: float = 60.0
+) -> dict[str, str]:
+    """Wait until every named pod has a node; returns pod -> node."""
+
+    async def probe() -> dict[str, str] | None:
+        pods = await pods_in(kube, namespace)
+        placed = {n: node_of(pods[n]) for n in names if n in pods}
+        return placed if len(placed) == len(names) and all(placed.values()) else None
+
+    return await eventually(probe, what=f"pods {names[:5]}... bound", timeout=timeout)
+
+
+async def wait_unschedulable(
+    kube: KubeClient, namespace: str, name: str, *, timeout: float = 60.0
+) -> str:
+    """Wait for PodScheduled=False/Unschedulable; returns its message."""
+
+    async def probe() -> str | None:
+        cond = scheduled_condition(await get_pod(kube, namespace, name))
+        if cond and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
+            return str(cond.get("message", ""))
+        return None
+
+    return await eventually(probe, what=f"pod {name} reported unschedulable", timeout=timeout)
+
+
+async def events_for(kube: KubeClient, namespace: str, reason: str) -> list[dict[str, Any]]:
+    body = await kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+    return [e for e in body["items"] if e.get("reason") == reason]
+
+
+async def create_pods(kube: KubeClient, namespace: str, pods: list[dict[str, Any]]) -> None:
+    for pod in pods:
+        await kube.post(f"/api/v1/namespaces/{namespace}/pods", pod)

@@ -1,0 +1,82 @@
+"""The informer against the real API server: list, watch, and relist after 410 Gone."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from ascheduler.devcluster import ControlPlane
+from ascheduler.devcluster.plane import PlaneState
+from ascheduler.kube import KubeClient
+from ascheduler.kube.informer import Informer
+from ascheduler.model import PodInfo, parse_pod
+from tests.integration.helpers import create_pods, eventually, pause_pod
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def on_add(self, pod: PodInfo) -> None:
+        self.events.append(("add", pod.name))
+
+    def on_update(self, old: PodInfo, new: PodInfo) -> None:
+        self.events.append(("update", new.name))
+
+    def on_delete(self, pod: PodInfo) -> None:
+        self.events.append(("delete", pod.name))
+
+
+async def test_relist_after_410_reports_what_happened_while_away(
+    plane: ControlPlane, plane_state: PlaneState, kube: KubeClient, namespace: str
+) -> None:
+    await create_pods(kube, namespace, [pause_pod("a"), pause_pod("b")])
+    recorder = Recorder()
+    async with await KubeClient.connect(str(plane_state.admin_kubeconfig)) as watch_client:
+        informer = Informer(
+            watch_client,
+            f"/api/v1/namespaces/{namespace}/pods",
+            parse=parse_pod,
+            key=lambda p: p.name,
+            version=lambda p: p.resource_version,
+            handler=recorder,
+            page_size=1,
+        )  # pages through the list
+        task = asyncio.create_task(informer.run())
+        await asyncio.wait_for(informer.synced.wait(), 30)
+        assert sorted(recorder.events) == [("add", "a"), ("add", "b")]
+
+        # Away: the informer is stopped while a pod goes and another comes.
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await kube.request(
+            "DELETE", f"/api/v1/namespaces/{namespace}/pods/a", params={"gracePeriodSeconds": 0}
+        )
+        await create_pods(kube, namespace, [pause_pod("c")])
+        recorder.events.clear()
+
+        # The apiserver restarts: its new watch cache no longer holds the version the
+        # informer resumes from, so the watch is answered 410 Gone and the informer relists.
+        plane.restart_apiserver()
+        task = asyncio.create_task(informer.run())
+        try:
+
+            async def reconciled() -> bool:
+                return {("delete", "a"), ("add", "c")} <= set(recorder.events)
+
+            await eventually(reconciled, what="delete of a and add of c after relist")
+            assert informer.relists == 2
+            assert set(informer.store) == {"b", "c"}
+
+            # And it watches again from the relisted version.
+            await create_pods(kube, namespace, [pause_pod("d")])
+
+            async def watched() -> bool:
+                return ("add", "d") in recorder.events
+
+            await eventually(watched, what="add of d through the new watch")
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
