@@ -134,9 +134,11 @@ class NodeTable:
         self._set_spec(row, info)
 
     def _set_spec(self, row: int, info: NodeInfo) -> None:
+        # Resolve (and maybe add) resource rows first: adding one replaces the arrays.
+        rows = [(self.resource_row(name), value) for name, value in info.allocatable.items()]
         self._alloc[:, row] = 0
-        for name, value in info.allocatable.items():
-            self._alloc[self.resource_row(name), row] = value
+        for resource, value in rows:
+            self._alloc[resource, row] = value
         self._unschedulable[row] = info.unschedulable
 
     def remove(self, name: str) -> None:
@@ -158,8 +160,9 @@ class NodeTable:
 
     def add_usage(self, row: int, pod: PodInfo, sign: int) -> None:
         """Add (sign=1) or remove (sign=-1) a pod's requests on a row."""
-        for name, value in pod.requests.items():
-            self._requested[self.resource_row(name), row] += sign * value
+        rows = [(self.resource_row(name), value) for name, value in pod.requests.items()]
+        for resource, value in rows:
+            self._requested[resource, row] += sign * value
         self._requested[PODS, row] += sign
         self._nonzero[CPU, row] += sign * pod.nonzero_cpu
         self._nonzero[MEMORY, row] += sign * pod.nonzero_memory
@@ -174,8 +177,9 @@ class NodeTable:
 
     def request_vector(self, requests: Mapping[str, int]) -> IntArray:
         """A pod's requests as a column over this table's resource rows (`pods` = 1)."""
+        rows = [(self.resource_row(name), value) for name, value in requests.items()]
         vec = np.zeros(len(self.resource_names), dtype=np.int64)
-        for name, value in requests.items():
-            vec[self.resource_row(name)] = value
+        for resource, value in rows:
+            vec[resource] = value
         vec[PODS] = 1
         return vec

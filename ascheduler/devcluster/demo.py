@@ -19,7 +19,7 @@ from ascheduler.devcluster.nodes import FakeNodes, create_fake_nodes, wait_nodes
 from ascheduler.kube import KubeClient
 
 NAMESPACE = "demo"
-SCHEDULER_NAME = "default-scheduler"
+SCHEDULER_NAME = "ascheduler"
 
 
 def _say(message: str) -> None:
@@ -49,10 +49,12 @@ def demo_pods() -> list[dict[str, Any]]:
         *(pod(f"batch-{i}", "2", "8Gi") for i in range(2)),
         pod("trainer-0", "1", "4Gi", limits={"nvidia.com/gpu": "2"}),
         pod("zone-b-cache", "250m", "512Mi", nodeSelector={"topology.kubernetes.io/zone": "b"}),
+        pod("too-big", "64", "1Gi"),
     ]
 
 
 async def _run(plane: ControlPlane) -> list[tuple[str, str]]:
+    """(pod, node) pairs, or (pod, "(pending: <why>)") for pods that fit nowhere."""
     state = plane.require_state()
     async with await KubeClient.connect(str(state.admin_kubeconfig)) as kube:
         names = [
@@ -78,8 +80,19 @@ async def _run(plane: ControlPlane) -> list[tuple[str, str]]:
         await wait_nodes_ready(kube, names)
         _say(f"{len(names)} fake nodes Ready: {', '.join(names)}")
 
-        plane.start_kube_scheduler()
-        _say(f"scheduler started (schedulerName {SCHEDULER_NAME})")
+        argv = [
+            sys.executable,
+            "-m",
+            "ascheduler",
+            "run",
+            "--kubeconfig",
+            str(state.admin_kubeconfig),
+            "--scheduler-name",
+            SCHEDULER_NAME,
+        ]
+        plane.start_process("ascheduler", argv)
+        log_path = plane.state_dir / "logs" / "ascheduler.log"
+        _say(f"ascheduler started (schedulerName {SCHEDULER_NAME}; log {log_path})")
         await kube.post("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
         pods = demo_pods()
         for body in pods:
@@ -90,12 +103,20 @@ async def _run(plane: ControlPlane) -> list[tuple[str, str]]:
         deadline = loop.time() + 120
         while True:
             listing = await kube.get(f"/api/v1/namespaces/{NAMESPACE}/pods")
-            placed = [
-                (p["metadata"]["name"], p["spec"].get("nodeName") or "") for p in listing["items"]
-            ]
-            if all(node for _, node in placed) or loop.time() > deadline:
+            placed = [(p["metadata"]["name"], _where(p)) for p in listing["items"]]
+            if all(where for _, where in placed) or loop.time() > deadline:
                 return sorted(placed)
             await asyncio.sleep(0.2)
+
+
+def _where(pod: dict[str, Any]) -> str:
+    """The pod's node, the scheduler's reason if it fits nowhere, or "" while undecided."""
+    if pod["spec"].get("nodeName"):
+        return str(pod["spec"]["nodeName"])
+    for c in pod.get("status", {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
+            return f"(pending: {c.get('message')})"
+    return ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,13 +143,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     width = max(len(name) for name, _ in placed)
     print(f"{'POD':<{width}}  NODE")
     for name, node in placed:
-        print(f"{name:<{width}}  {node or '(pending)'}")
+        print(f"{name:<{width}}  {node or '(not scheduled in time)'}")
     if args.keep:
         print(
             f"\nplane left running: export KUBECONFIG={plane.require_state().admin_kubeconfig}"
             f"\nstop it with: ascheduler cluster down --state-dir {state_dir}"
         )
-    return 0 if all(node for _, node in placed) else 1
+    return 0 if all(where for _, where in placed) else 1
 
 
 if __name__ == "__main__":
