@@ -17,7 +17,8 @@ shape until it moves.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
@@ -36,6 +37,14 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
+@dataclass(slots=True)
+class _RowValues:
+    generation: int
+    n: int
+    mark: int  # how much of the touched-rows log `values` reflects
+    values: IntArray
+
+
 class NodeTable:
     def __init__(self, capacity: int = 256) -> None:
         self.resource_index: dict[str, int] = {r: i for i, r in enumerate(BASE_RESOURCES)}
@@ -44,6 +53,7 @@ class NodeTable:
         self._cap = capacity
         self._alloc = np.zeros((len(BASE_RESOURCES), capacity), dtype=np.int64)
         self._requested = np.zeros((len(BASE_RESOURCES), capacity), dtype=np.int64)
+        self._free = np.zeros((len(BASE_RESOURCES), capacity), dtype=np.int64)
         self._nonzero = np.zeros((2, capacity), dtype=np.int64)
         self._unschedulable = np.zeros(capacity, dtype=np.bool_)
         self.names: list[str] = []
@@ -53,6 +63,9 @@ class NodeTable:
         self.ports: list[dict[HostPort, int]] = []
         self.spec_generation = 0
         self._masks: dict[Hashable, tuple[int, Any]] = {}
+        #: Rows whose usage or allocatable changed, in order (see `row_values`).
+        self._touched: list[int] = []
+        self._row_values: dict[Hashable, _RowValues] = {}
 
     # -- columns (views of the live rows) -------------------------------------------------
 
@@ -63,6 +76,11 @@ class NodeTable:
     @property
     def requested(self) -> IntArray:
         return self._requested[:, : self.n]
+
+    @property
+    def free(self) -> IntArray:
+        """allocatable - requested, kept up to date row by row (what the Fit filter reads)."""
+        return self._free[:, : self.n]
 
     @property
     def nonzero(self) -> IntArray:
@@ -81,6 +99,7 @@ class NodeTable:
             self.resource_names.append(name)
             self._alloc = np.vstack([self._alloc, np.zeros((1, self._cap), dtype=np.int64)])
             self._requested = np.vstack([self._requested, np.zeros((1, self._cap), np.int64)])
+            self._free = np.vstack([self._free, np.zeros((1, self._cap), np.int64)])
         return row
 
     # -- per pod-shape caches ----------------------------------------------------------------
@@ -97,11 +116,40 @@ class NodeTable:
             self._masks.clear()
         self._masks[key] = (self.spec_generation, value)
 
+    def row_values(self, key: Hashable, compute: Callable[[IntArray], IntArray]) -> IntArray:
+        """Per-row values that depend only on each row's own state (a score for one pod
+        shape, say), kept for all rows and recomputed only for rows touched since.
+
+        Scheduling a stream of similar pods changes one row per cycle (the node the last pod
+        was assumed on); this makes scoring cost that one row instead of every node.
+        """
+        entry = self._row_values.get(key)
+        if entry is None or entry.generation != self.spec_generation or entry.n != self.n:
+            if len(self._row_values) > 256:
+                self._row_values.clear()
+            entry = _RowValues(
+                self.spec_generation, self.n, len(self._touched), compute(np.arange(self.n))
+            )
+            self._row_values[key] = entry
+        elif entry.mark < len(self._touched):
+            rows = np.fromiter(set(self._touched[entry.mark :]), dtype=np.int64)
+            entry.values[rows] = compute(rows)
+            entry.mark = len(self._touched)
+        if len(self._touched) > 1 << 16:
+            # Forget the log; entries rebuild once from scratch.
+            self._touched.clear()
+            self._row_values.clear()
+        return entry.values
+
+    def _touch(self, row: int) -> None:
+        if self._row_values:
+            self._touched.append(row)
+
     # -- rows --------------------------------------------------------------------------------
 
     def _grow(self) -> None:
         cap = self._cap * 2
-        for attr in ("_alloc", "_requested", "_nonzero"):
+        for attr in ("_alloc", "_requested", "_free", "_nonzero"):
             old = getattr(self, attr)
             new = np.zeros((old.shape[0], cap), dtype=np.int64)
             new[:, : self._cap] = old
@@ -139,13 +187,15 @@ class NodeTable:
         self._alloc[:, row] = 0
         for resource, value in rows:
             self._alloc[resource, row] = value
+        self._free[:, row] = self._alloc[:, row] - self._requested[:, row]
+        self._touch(row)
         self._unschedulable[row] = info.unschedulable
 
     def remove(self, name: str) -> None:
         row = self.index.pop(name)
         last = self.n - 1
         if row != last:
-            for arr in (self._alloc, self._requested, self._nonzero):
+            for arr in (self._alloc, self._requested, self._free, self._nonzero):
                 arr[:, row] = arr[:, last]
             self._unschedulable[row] = self._unschedulable[last]
             self.names[row] = self.names[last]
@@ -164,6 +214,8 @@ class NodeTable:
         for resource, value in rows:
             self._requested[resource, row] += sign * value
         self._requested[PODS, row] += sign
+        self._free[:, row] = self._alloc[:, row] - self._requested[:, row]
+        self._touch(row)
         self._nonzero[CPU, row] += sign * pod.nonzero_cpu
         self._nonzero[MEMORY, row] += sign * pod.nonzero_memory
         if pod.host_ports:

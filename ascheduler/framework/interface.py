@@ -200,6 +200,20 @@ class ScorePlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class RowLocalScorePlugin(ScorePlugin, Protocol):
+    def score_key(self, pod: PodInfo) -> Hashable:
+        """A key such that a node's raw score depends only on it and on that node's own row
+        (its usage and allocatable). The framework then keeps the scores of every row for the
+        key and recomputes only rows that changed since: one row per cycle, typically."""
+        ...
+
+    def score_row(self, pod: PodInfo, nodes: NodeTable, row: int) -> int:
+        """The raw score of one row, equal to `score` for that row, in plain Python (numpy's
+        per-call overhead dominates for the handful of rows that change per cycle)."""
+        ...
+
+
+@runtime_checkable
 class NormalizeScorePlugin(ScorePlugin, Protocol):
     def normalize(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray: ...
 

@@ -42,6 +42,7 @@ from ascheduler.framework.interface import (
     PreScorePlugin,
     QueueSortPlugin,
     ReservePlugin,
+    RowLocalScorePlugin,
     ScorePlugin,
     Status,
 )
@@ -52,6 +53,7 @@ NO_NODES_MESSAGE: Final = "no nodes available to schedule pods"
 MAX_PERMIT_TIMEOUT: Final = 15 * 60.0
 MIN_FEASIBLE_NODES_TO_FIND: Final = 100
 MIN_FEASIBLE_PERCENTAGE: Final = 5
+_SCALAR_ROWS: Final = 16  # up to this many changed rows are rescored in plain Python
 EXTENSION_POINTS: Final = (
     "preEnqueue",
     "queueSort",
@@ -235,6 +237,7 @@ class Framework:
         self.pre_bind_plugins: list[PreBindPlugin] = points["preBind"]  # type: ignore[assignment]
         self.bind_plugins: list[BindPlugin] = points["bind"]  # type: ignore[assignment]
         self.post_bind_plugins: list[PostBindPlugin] = points["postBind"]  # type: ignore[assignment]
+        self._row_local = {p.name for p in self.score_plugins if isinstance(p, RowLocalScorePlugin)}
         self._normalizes = {
             p.name for p in self.score_plugins if isinstance(p, NormalizeScorePlugin)
         }
@@ -375,13 +378,30 @@ class Framework:
         for plugin in self.score_plugins:
             if plugin.name in state.skip_score:
                 continue
-            scores = plugin.score(state, pod, nodes, feasible)
+            if plugin.name in self._row_local:
+                scores = self._row_local_scores(plugin, state, pod, nodes, feasible)
+            else:
+                scores = plugin.score(state, pod, nodes, feasible)
             if plugin.name in self._normalizes:
                 scores = plugin.normalize(state, pod, scores)  # type: ignore[attr-defined]
             total += scores * self.weights.get(plugin.name, 1)
         top = np.flatnonzero(total == total.max())
         pick = int(top[0]) if top.size == 1 else int(top[self._rng.randrange(top.size)])
         return int(feasible[pick])
+
+    @staticmethod
+    def _row_local_scores(
+        plugin: ScorePlugin, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> IntArray:
+        row_local: RowLocalScorePlugin = plugin  # type: ignore[assignment]
+
+        def compute(rows: IntArray) -> IntArray:
+            if rows.size > _SCALAR_ROWS:
+                return row_local.score(state, pod, nodes, rows)
+            return np.array([row_local.score_row(pod, nodes, int(r)) for r in rows], dtype=np.int64)
+
+        key = (id(plugin), row_local.score_key(pod))
+        return nodes.row_values(key, compute).take(feasible)
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         for i, plugin in enumerate(self.reserve_plugins):

@@ -1,0 +1,1 @@
+"""ascheduler's benchmarks (see README.md in this folder)."""

@@ -1,0 +1,19 @@
+"""`python -m benchmarks <name> ...`"""
+
+from __future__ import annotations
+
+import sys
+
+from benchmarks import algorithm, memory
+
+COMMANDS = {"algorithm": algorithm.main, "memory": memory.main}
+
+
+def main() -> int:
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        print(f"usage: python -m benchmarks {{{','.join(COMMANDS)}}} [--help]", file=sys.stderr)
+        return 2
+    return COMMANDS[sys.argv[1]](sys.argv[2:])
+
+
+raise SystemExit(main())
