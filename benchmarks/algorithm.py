@@ -27,11 +27,17 @@ from ascheduler.plugins import IN_TREE
 
 
 def basic_pod(i: int) -> PodInfo:
-    return parse_pod({
-        "metadata": {"name": f"pod-{i}", "namespace": "bench", "uid": f"uid-{i}"},
-        "spec": {"schedulerName": "ascheduler", "containers": [
-            {"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]},
-    })
+    return parse_pod(
+        {
+            "metadata": {"name": f"pod-{i}", "namespace": "bench", "uid": f"uid-{i}"},
+            "spec": {
+                "schedulerName": "ascheduler",
+                "containers": [
+                    {"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}
+                ],
+            },
+        }
+    )
 
 
 def measure(nodes: int, pods: int, initial: int, batch: int) -> dict[str, Any]:
@@ -47,7 +53,7 @@ def measure(nodes: int, pods: int, initial: int, batch: int) -> dict[str, Any]:
     queue = [dataclasses.replace(template, uid=f"m-{i}", name=f"m-{i}") for i in range(pods)]
     per_pod: list[float] = []
     for start in range(0, pods, batch):
-        chunk = queue[start:start + batch]
+        chunk = queue[start : start + batch]
         t0 = time.perf_counter()
         for pod in chunk:
             result = fw.find_nodes(CycleState(), pod, cache.table)
@@ -55,7 +61,9 @@ def measure(nodes: int, pods: int, initial: int, batch: int) -> dict[str, Any]:
             cache.assume(pod, result.node)
         per_pod.append((time.perf_counter() - t0) / len(chunk))
     return {
-        "nodes": nodes, "pods": pods, "initial_pods": initial,
+        "nodes": nodes,
+        "pods": pods,
+        "initial_pods": initial,
         "us_per_pod_median": round(statistics.median(per_pod) * 1e6, 1),
         "us_per_pod_best": round(min(per_pod) * 1e6, 1),
         "batches": len(per_pod),
@@ -63,8 +71,11 @@ def measure(nodes: int, pods: int, initial: int, batch: int) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks algorithm", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks algorithm",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--nodes", type=int, nargs="+", default=[500, 5000, 15000])
     parser.add_argument("--pods", type=int, default=3000, help="measured pods per size")
     parser.add_argument("--initial", type=int, default=1000, help="pods placed beforehand")

@@ -40,11 +40,20 @@ async def populate(kubeconfig: Path, nodes: int, pods: int) -> None:
         gate = asyncio.Semaphore(64)
 
         async def create(i: int) -> None:
-            body = {"metadata": {"name": f"p-{i}", "labels": {"app": f"a{i % 50}"}},
-                    "spec": {"nodeName": names[i % nodes], "schedulerName": "nobody",
-                             "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                             "resources": {"requests": {
-                                                 "cpu": "100m", "memory": "500Mi"}}}]}}
+            body = {
+                "metadata": {"name": f"p-{i}", "labels": {"app": f"a{i % 50}"}},
+                "spec": {
+                    "nodeName": names[i % nodes],
+                    "schedulerName": "nobody",
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}},
+                        }
+                    ],
+                },
+            }
             async with gate:
                 await kube.post("/api/v1/namespaces/mem/pods", body)
 
@@ -62,37 +71,63 @@ def steady_rss(record: ProcessRecord, *, settle: float = 10.0, timeout: float = 
             raise RuntimeError(f"{record.name} exited; see {record.log}")
         samples.append(rss_bytes(record.pid))
         recent = samples[-3:]
-        if (time.monotonic() - start > settle and len(recent) == 3
-                and max(recent) - min(recent) < 0.01 * max(recent)):
+        if (
+            time.monotonic() - start > settle
+            and len(recent) == 3
+            and max(recent) - min(recent) < 0.01 * max(recent)
+        ):
             return max(samples)
         time.sleep(1.0)
     return max(samples)
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks memory", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks memory",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=11000)
     args = parser.parse_args(argv)
 
-    plane = ControlPlane(Path(tempfile.mkdtemp(prefix="ascheduler-mem-")), bins=ensure_built(),
-                         benchmark=True, die_with_parent=True)
+    plane = ControlPlane(
+        Path(tempfile.mkdtemp(prefix="ascheduler-mem-")),
+        bins=ensure_built(),
+        benchmark=True,
+        die_with_parent=True,
+    )
     state = plane.up()
     try:
         t0 = time.monotonic()
         asyncio.run(populate(state.admin_kubeconfig, args.nodes, args.pods))
-        print(f"created {args.nodes} nodes and {args.pods} pods in "
-              f"{time.monotonic() - t0:.0f}s", file=sys.stderr)
-        ours = plane.start_process("ascheduler", [
-            sys.executable, "-m", "ascheduler", "run", "--kubeconfig",
-            str(state.admin_kubeconfig), "--log-level", "warning"])
+        print(
+            f"created {args.nodes} nodes and {args.pods} pods in {time.monotonic() - t0:.0f}s",
+            file=sys.stderr,
+        )
+        ours = plane.start_process(
+            "ascheduler",
+            [
+                sys.executable,
+                "-m",
+                "ascheduler",
+                "run",
+                "--kubeconfig",
+                str(state.admin_kubeconfig),
+                "--log-level",
+                "warning",
+            ],
+        )
         theirs = plane.start_kube_scheduler(scheduler_name="default-scheduler")
-        result: dict[str, Any] = {"nodes": args.nodes, "pods": args.pods,
-                                  "ascheduler_rss_bytes": steady_rss(ours),
-                                  "kube_scheduler_rss_bytes": steady_rss(theirs)}
-        result["ratio"] = round(result["ascheduler_rss_bytes"]
-                                / result["kube_scheduler_rss_bytes"], 2)
+        result: dict[str, Any] = {
+            "nodes": args.nodes,
+            "pods": args.pods,
+            "ascheduler_rss_bytes": steady_rss(ours),
+            "kube_scheduler_rss_bytes": steady_rss(theirs),
+        }
+        result["ratio"] = round(
+            result["ascheduler_rss_bytes"] / result["kube_scheduler_rss_bytes"], 2
+        )
         print(json.dumps(result))
     finally:
         plane.down()

@@ -294,7 +294,8 @@ class Framework:
                         rejecting_plugins={pre.name},
                         unresolvable=unresolvable,
                     )
-                    return ScheduleResult(None, status.with_plugin(pre.name), diag)
+                    fit_error = Status(status.code, (diag.message(),), pre.name)
+                    return ScheduleResult(None, fit_error, diag)
                 return ScheduleResult(None, status.with_plugin(pre.name))
             if result is not None and result.node_names is not None:
                 allowed = np.fromiter(
@@ -404,18 +405,17 @@ class Framework:
         return nodes.row_values(key, compute).take(feasible)
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        for i, plugin in enumerate(self.reserve_plugins):
+        for plugin in self.reserve_plugins:
             status = plugin.reserve(state, pod, node)
             if not status.ok:
-                self._unreserve(state, pod, node, upto=i + 1)
+                # As kube-scheduler: every Reserve plugin's Unreserve runs, in reverse order,
+                # whether or not its Reserve ran (Unreserve must be idempotent).
+                self.unreserve(state, pod, node)
                 return status.with_plugin(plugin.name)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        self._unreserve(state, pod, node, upto=len(self.reserve_plugins))
-
-    def _unreserve(self, state: CycleState, pod: PodInfo, node: str, *, upto: int) -> None:
-        for plugin in reversed(self.reserve_plugins[:upto]):
+        for plugin in reversed(self.reserve_plugins):
             plugin.unreserve(state, pod, node)
 
     def permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:

@@ -14,6 +14,31 @@ from ascheduler.framework.interface import SUCCESS, Code, Status
 from ascheduler.model import PodInfo
 
 
+def go_duration(seconds: float) -> str:
+    """Go's `time.Duration` text (`10ms`, `1.5s`, `2m30s`, `1h0m0s`), as kube-scheduler's
+    messages print durations."""
+    nanos = round(seconds * 1e9)
+    if nanos == 0:
+        return "0s"
+    sign, nanos = ("-", -nanos) if nanos < 0 else ("", nanos)
+    if nanos < 1_000_000_000:
+        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if nanos >= size:
+                return f"{sign}{_trim(nanos / size)}{unit}"
+    hours, rest = divmod(nanos, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    secs = _trim(rest / 1e9) + "s"
+    if hours:
+        return f"{sign}{hours}h{minutes}m{secs}"
+    if minutes:
+        return f"{sign}{minutes}m{secs}"
+    return f"{sign}{secs}"
+
+
+def _trim(value: float) -> str:
+    return f"{value:.9f}".rstrip("0").rstrip(".")
+
+
 class WaitingPod:
     def __init__(self, pod: PodInfo, node: str, timeouts: Mapping[str, float]) -> None:
         loop = asyncio.get_running_loop()
@@ -21,10 +46,10 @@ class WaitingPod:
         self.node = node
         self._pending = set(timeouts)
         self._result: asyncio.Future[Status] = loop.create_future()
-        self._timers = [
-            loop.call_later(seconds, self._timeout, plugin, seconds)
+        self._timers = {
+            plugin: loop.call_later(seconds, self._timeout, plugin, seconds)
             for plugin, seconds in timeouts.items()
-        ]
+        }
 
     @property
     def pending_plugins(self) -> frozenset[str]:
@@ -32,6 +57,9 @@ class WaitingPod:
 
     def allow(self, plugin: str) -> None:
         self._pending.discard(plugin)
+        timer = self._timers.pop(plugin, None)
+        if timer is not None:
+            timer.cancel()
         if not self._pending:
             self._finish(SUCCESS)
 
@@ -42,7 +70,10 @@ class WaitingPod:
         self._finish(
             Status(
                 Code.UNSCHEDULABLE,
-                (f"rejected due to timeout after waiting {seconds:g}s at plugin {plugin}",),
+                (
+                    f"rejected due to timeout after waiting {go_duration(seconds)} at plugin "
+                    f"{plugin}",
+                ),
                 plugin,
             )
         )
@@ -50,7 +81,7 @@ class WaitingPod:
     def _finish(self, status: Status) -> None:
         if not self._result.done():
             self._result.set_result(status)
-        for timer in self._timers:
+        for timer in self._timers.values():
             timer.cancel()
 
     async def wait(self) -> Status:

@@ -4,6 +4,7 @@ Kubernetes API defines them (component-helpers `nodeaffinity`, `v1helper.Tolerat
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -11,6 +12,18 @@ from typing import Any, Final
 OPERATORS: Final = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 FIELD_OPERATORS: Final = frozenset({"In", "NotIn"})
 TAINT_EFFECTS: Final = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
+
+
+_INT64_RE: Final = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_int64(text: str | None) -> int | None:
+    """Go's `strconv.ParseInt(text, 10, 64)`: None where it would fail (Python's `int()` also
+    takes `1_0` and spaces, and any size)."""
+    if text is None or not _INT64_RE.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
 
 
 class SpecError(ValueError):
@@ -33,12 +46,9 @@ class Requirement:
             return self.key in labels
         if op == "DoesNotExist":
             return self.key not in labels
-        value = labels.get(self.key)
-        if value is None:
-            return False
-        try:
-            have, want = int(value), int(self.values[0])
-        except ValueError:
+        have = parse_int64(labels.get(self.key))
+        want = parse_int64(self.values[0])
+        if have is None or want is None:
             return False
         return have > want if op == "Gt" else have < want
 
@@ -117,10 +127,8 @@ def _requirement(raw: Any, path: str, *, fields: bool) -> Requirement:
     if op in ("Gt", "Lt"):
         if len(values) != 1:
             raise SpecError(f"{path}.values: operator {op} takes exactly one value")
-        try:
-            int(values[0])
-        except ValueError:
-            raise SpecError(f"{path}.values[0]: {values[0]!r} is not an integer") from None
+        if parse_int64(values[0]) is None:
+            raise SpecError(f"{path}.values[0]: {values[0]!r} is not an integer")
     return Requirement(key, op, tuple(values))
 
 

@@ -86,6 +86,26 @@ class PodInfo:
         )
 
 
+def _map(value: Any, path: str, errors: list[str]) -> Mapping[str, Any]:
+    """`value` if it is an object; else {} and an error naming `path` (None is just absent)."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return value
+    errors.append(f"{path}: expected an object, got {type(value).__name__}")
+    return {}
+
+
+def _seq(value: Any, path: str, errors: list[str]) -> list[Any]:
+    """`value` if it is a list; else [] and an error naming `path` (None is just absent)."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return value
+    errors.append(f"{path}: expected a list, got {type(value).__name__}")
+    return []
+
+
 def _add(total: dict[str, int], extra: Mapping[str, int]) -> None:
     for name, value in extra.items():
         total[name] = total.get(name, 0) + value
@@ -99,12 +119,7 @@ def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
 
 def _requests(raw: Any, path: str, errors: list[str]) -> dict[str, int]:
     out: dict[str, int] = {}
-    if raw is None:
-        return out
-    if not isinstance(raw, Mapping):
-        errors.append(f"{path}: expected an object")
-        return out
-    for name, text in raw.items():
+    for name, text in _map(raw, path, errors).items():
         try:
             value = parse_resource(str(name), text)
         except QuantityError as exc:
@@ -125,6 +140,27 @@ def _with_defaults(requests: Mapping[str, int], raw: Any) -> dict[str, int]:
     }
 
 
+def _containers(
+    spec: Mapping[str, Any], field: str, errors: list[str]
+) -> list[tuple[int, Mapping[str, Any]]]:
+    """(index, container) for the well-formed entries of `spec.<field>`."""
+    out = []
+    for i, c in enumerate(_seq(spec.get(field), f"spec.{field}", errors)):
+        container = _map(c, f"spec.{field}[{i}]", errors)
+        if container:
+            out.append((i, container))
+    return out
+
+
+def _container_requests(
+    c: Mapping[str, Any], path: str, errors: list[str]
+) -> tuple[dict[str, int], dict[str, int]]:
+    resources = _map(c.get("resources"), f"{path}.resources", errors)
+    raw = resources.get("requests")
+    req = _requests(raw, f"{path}.resources.requests", errors)
+    return req, _with_defaults(req, raw)
+
+
 def effective_requests(
     spec: Mapping[str, Any], errors: list[str]
 ) -> tuple[dict[str, int], dict[str, int]]:
@@ -133,23 +169,18 @@ def effective_requests(
     requests replacing the aggregate, plus overhead."""
     total: dict[str, int] = {}
     nonzero: dict[str, int] = {}
-    containers = spec.get("containers") or []
-    for i, c in enumerate(containers if isinstance(containers, list) else []):
-        raw = ((c or {}).get("resources") or {}).get("requests")
-        req = _requests(raw, f"spec.containers[{i}].resources.requests", errors)
+    for i, c in _containers(spec, "containers", errors):
+        req, req_nonzero = _container_requests(c, f"spec.containers[{i}]", errors)
         _add(total, req)
-        _add(nonzero, _with_defaults(req, raw))
+        _add(nonzero, req_nonzero)
 
     init_max: dict[str, int] = {}
     init_nonzero_max: dict[str, int] = {}
     sidecars: dict[str, int] = {}
     sidecars_nonzero: dict[str, int] = {}
-    inits = spec.get("initContainers") or []
-    for i, c in enumerate(inits if isinstance(inits, list) else []):
-        raw = ((c or {}).get("resources") or {}).get("requests")
-        req = _requests(raw, f"spec.initContainers[{i}].resources.requests", errors)
-        req_nonzero = _with_defaults(req, raw)
-        if (c or {}).get("restartPolicy") == "Always":
+    for i, c in _containers(spec, "initContainers", errors):
+        req, req_nonzero = _container_requests(c, f"spec.initContainers[{i}]", errors)
+        if c.get("restartPolicy") == "Always":
             _add(total, req)
             _add(nonzero, req_nonzero)
             _add(sidecars, req)
@@ -164,13 +195,13 @@ def effective_requests(
     _max_into(total, init_max)
     _max_into(nonzero, init_nonzero_max)
 
-    pod_level = _requests(
-        ((spec.get("resources") or {}).get("requests")), "spec.resources.requests", errors
-    )
-    for name in _POD_LEVEL_RESOURCES:
-        if name in pod_level:
-            total[name] = pod_level[name]
-            nonzero[name] = pod_level[name]
+    pod_resources = _map(spec.get("resources"), "spec.resources", errors)
+    pod_level = _requests(pod_resources.get("requests"), "spec.resources.requests", errors)
+    for name, value in pod_level.items():
+        if name in _POD_LEVEL_RESOURCES or name.startswith("hugepages-"):
+            total[name] = value
+            if name in nonzero:
+                nonzero[name] = value
     overhead = _requests(spec.get("overhead"), "spec.overhead", errors)
     _add(total, overhead)
     for name in ("cpu", "memory"):
@@ -180,28 +211,25 @@ def effective_requests(
 
 def _host_ports(spec: Mapping[str, Any], errors: list[str]) -> tuple[HostPort, ...]:
     ports: list[HostPort] = []
-    groups = [("containers", spec.get("containers") or [])]
-    groups.append(
-        (
-            "initContainers",
-            [
-                c
-                for c in spec.get("initContainers") or []
-                if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"
-            ],
-        )
-    )
-    for group, containers in groups:
-        for i, c in enumerate(containers if isinstance(containers, list) else []):
-            for j, p in enumerate((c or {}).get("ports") or []):
-                host_port = (p or {}).get("hostPort") or 0
+    for group in ("containers", "initContainers"):
+        for i, c in _containers(spec, group, errors):
+            if group == "initContainers" and c.get("restartPolicy") != "Always":
+                continue  # only sidecars keep running and hold their ports
+            path = f"spec.{group}[{i}].ports"
+            for j, raw in enumerate(_seq(c.get("ports"), path, errors)):
+                port = _map(raw, f"{path}[{j}]", errors)
+                host_port = port.get("hostPort") or 0
                 if not host_port:
                     continue
                 if not isinstance(host_port, int) or not 0 < host_port < 65536:
-                    errors.append(f"spec.{group}[{i}].ports[{j}].hostPort: invalid {host_port!r}")
+                    errors.append(f"{path}[{j}].hostPort: invalid {host_port!r}")
                     continue
                 ports.append(
-                    (str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), host_port)
+                    (
+                        str(port.get("hostIP") or "0.0.0.0"),
+                        str(port.get("protocol") or "TCP"),
+                        host_port,
+                    )
                 )
     return tuple(ports)
 
@@ -209,67 +237,76 @@ def _host_ports(spec: Mapping[str, Any], errors: list[str]) -> tuple[HostPort, .
 def _affinity(
     spec: Mapping[str, Any], errors: list[str]
 ) -> tuple[tuple[NodeSelectorTerm, ...] | None, tuple[PreferredTerm, ...]]:
-    node_affinity = ((spec.get("affinity") or {}).get("nodeAffinity")) or {}
+    affinity = _map(spec.get("affinity"), "spec.affinity", errors)
+    base = "spec.affinity.nodeAffinity"
+    node_affinity = _map(affinity.get("nodeAffinity"), base, errors)
     required: tuple[NodeSelectorTerm, ...] | None = None
     preferred: list[PreferredTerm] = []
-    base = "spec.affinity.nodeAffinity"
-    req = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if req is not None:
-        terms = (req or {}).get("nodeSelectorTerms") or []
-        path = f"{base}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+    key = "requiredDuringSchedulingIgnoredDuringExecution"
+    if node_affinity.get(key) is not None:
+        req = _map(node_affinity.get(key), f"{base}.{key}", errors)
+        path = f"{base}.{key}.nodeSelectorTerms"
         parsed: list[NodeSelectorTerm] = []
-        for i, t in enumerate(terms if isinstance(terms, list) else []):
+        for i, t in enumerate(_seq(req.get("nodeSelectorTerms"), path, errors)):
             try:
                 parsed.append(parse_term(t, f"{path}[{i}]"))
             except SpecError as exc:
                 errors.append(str(exc))
         required = tuple(parsed)
-    prefs = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
-    path = f"{base}.preferredDuringSchedulingIgnoredDuringExecution"
-    for i, p in enumerate(prefs if isinstance(prefs, list) else []):
-        weight = (p or {}).get("weight")
-        if not isinstance(weight, int) or not 1 <= weight <= 100:
+    key = "preferredDuringSchedulingIgnoredDuringExecution"
+    path = f"{base}.{key}"
+    for i, raw in enumerate(_seq(node_affinity.get(key), path, errors)):
+        pref = _map(raw, f"{path}[{i}]", errors)
+        if not pref:
+            continue
+        weight = pref.get("weight")
+        if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
             errors.append(f"{path}[{i}].weight: must be an integer in 1..100, got {weight!r}")
             continue
         try:
-            preferred.append(
-                PreferredTerm(weight, parse_term(p.get("preference"), f"{path}[{i}].preference"))
-            )
+            term = parse_term(pref.get("preference"), f"{path}[{i}].preference")
         except SpecError as exc:
             errors.append(str(exc))
+            continue
+        preferred.append(PreferredTerm(weight, term))
     return required, tuple(preferred)
 
 
-def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
+def parse_pod(obj: Any) -> PodInfo:
     errors: list[str] = []
+    if not isinstance(obj, Mapping):
+        obj = {}
+        errors.append("pod: expected an object")
+    meta = _map(obj.get("metadata"), "metadata", errors)
+    spec = _map(obj.get("spec"), "spec", errors)
+    status = _map(obj.get("status"), "status", errors)
 
     requests, nonzero = effective_requests(spec, errors)
     tolerations: list[Toleration] = []
-    for i, t in enumerate(spec.get("tolerations") or []):
+    for i, t in enumerate(_seq(spec.get("tolerations"), "spec.tolerations", errors)):
         try:
             tolerations.append(parse_toleration(t, f"spec.tolerations[{i}]"))
         except SpecError as exc:
             errors.append(str(exc))
-    selector = spec.get("nodeSelector") or {}
-    if not isinstance(selector, Mapping):
-        errors.append("spec.nodeSelector: expected a map of strings")
-        selector = {}
+    selector = _map(spec.get("nodeSelector"), "spec.nodeSelector", errors)
     required, preferred = _affinity(spec, errors)
     priority = spec.get("priority") or 0
-    if not isinstance(priority, int):
+    if not isinstance(priority, int) or isinstance(priority, bool):
         errors.append(f"spec.priority: expected an integer, got {priority!r}")
         priority = 0
     condition = None
-    for c in status.get("conditions") or []:
+    for i, raw in enumerate(_seq(status.get("conditions"), "status.conditions", errors)):
+        c = _map(raw, f"status.conditions[{i}]", errors)
         if c.get("type") == "PodScheduled":
             condition = (
                 str(c.get("status", "")),
                 str(c.get("reason", "")),
                 str(c.get("message", "")),
             )
+    gates = []
+    for i, raw in enumerate(_seq(spec.get("schedulingGates"), "spec.schedulingGates", errors)):
+        gate = _map(raw, f"spec.schedulingGates[{i}]", errors)
+        gates.append(str(gate.get("name", "")))
     return PodInfo(
         uid=str(meta.get("uid", "")),
         namespace=str(meta.get("namespace", "")),
@@ -280,9 +317,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         priority=priority,
         phase=str(status.get("phase") or "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),
-        scheduling_gates=tuple(
-            str((g or {}).get("name", "")) for g in spec.get("schedulingGates") or []
-        ),
+        scheduling_gates=tuple(gates),
         requests=requests,
         nonzero_cpu=nonzero.get("cpu", 0),
         nonzero_memory=nonzero.get("memory", 0),
@@ -294,5 +329,5 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         scheduled_condition=condition,
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         creation_timestamp=str(meta.get("creationTimestamp") or ""),
-        errors=tuple(errors),
+        errors=tuple(dict.fromkeys(errors)),
     )

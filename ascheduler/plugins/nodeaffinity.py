@@ -22,12 +22,14 @@ from ascheduler.framework.interface import (
     Code,
     CycleState,
     FilterResult,
+    PreFilterResult,
     Status,
 )
 from ascheduler.model import PodInfo
 
 NAME: Final = "NodeAffinity"
 REASON: Final = "node(s) didn't match Pod's node affinity/selector"
+CONFLICT: Final = "pod affinity terms conflict"
 
 
 def _required_match(pod: PodInfo, name: str, labels: Mapping[str, str]) -> bool:
@@ -40,6 +42,28 @@ def _required_match(pod: PodInfo, name: str, labels: Mapping[str, str]) -> bool:
 
 class NodeAffinity:
     name = NAME
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
+        """Skip the filter for pods without selector or required terms; narrow the nodes to
+        those named by `matchFields metadata.name In` when every term names nodes."""
+        if not pod.node_selector and pod.required_terms is None:
+            return None, SKIP
+        if not pod.required_terms:
+            return None, SUCCESS
+        names: set[str] | None = None
+        for term in pod.required_terms:
+            term_names: set[str] | None = None
+            for r in term.fields:
+                if r.key == "metadata.name" and r.operator == "In":
+                    term_names = set(r.values) if term_names is None else term_names & set(r.values)
+            if term_names is None:
+                return None, SUCCESS  # this term may match any node: terms are ORed
+            names = term_names if names is None else names | term_names
+        if not names:
+            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (CONFLICT,), NAME)
+        return PreFilterResult(frozenset(names)), SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
         if not pod.node_selector and pod.required_terms is None:

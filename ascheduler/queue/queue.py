@@ -4,10 +4,10 @@ A pod is in exactly one place:
 
 * **active**: a heap ordered by the QueueSort plugin (PrioritySort: priority, then the time it
   entered the queue); `pop()` takes its head.
-* **backoff**: a heap by the time its backoff ends (per pod `initial * 2^(attempts-1)`, capped at
-  `max`); moved to active when that time comes. When active is empty, a pod that was merely
-  unschedulable may be popped from backoff early (kube-scheduler >= 1.33); one that failed with
-  an error always serves its backoff.
+* **backoff**: heaps by the time a pod's backoff ends (per pod `initial * 2^(attempts-1)`,
+  capped at `max`); moved to active when that time comes. Pods that failed with an error wait
+  in a heap of their own: when active is empty, a pod that was merely unschedulable may be
+  popped from backoff early (kube-scheduler >= 1.33), one that failed with an error never is.
 * **unschedulable**: pods no node fits. They leave when a cluster event one of their rejecting
   plugins registered for happens (`move_all`), when they are updated, or after
   `unschedulable_timeout` (5 min) regardless.
@@ -134,7 +134,7 @@ class SchedulingQueue:
         self._unschedulable: dict[str, QueuedPodInfo] = {}
         self._unschedulable_since: dict[str, float] = {}
         self._gated: dict[str, QueuedPodInfo] = {}
-        self._errored: set[str] = set()
+        self._error_backoff = _Heap()
         self._in_flight: dict[str, _InFlight] = {}
         self._events: list[tuple[int, ClusterEvent]] = []
         self._event_seq = 0
@@ -149,7 +149,7 @@ class SchedulingQueue:
     def pending(self) -> dict[str, int]:
         return {
             "active": len(self._active),
-            "backoff": len(self._backoff),
+            "backoff": len(self._backoff) + len(self._error_backoff),
             "unschedulable": len(self._unschedulable),
             "gated": len(self._gated),
         }
@@ -157,7 +157,7 @@ class SchedulingQueue:
     def where(self, uid: str) -> str | None:
         if uid in self._active:
             return "active"
-        if uid in self._backoff:
+        if uid in self._backoff or uid in self._error_backoff:
             return "backoff"
         if uid in self._unschedulable:
             return "unschedulable"
@@ -188,12 +188,14 @@ class SchedulingQueue:
         if qp.attempts == 0:
             return qp.timestamp
         s = self.settings
-        duration = min(s.initial_backoff * 2.0 ** (qp.attempts - 1), s.max_backoff)
+        doublings = min(qp.attempts - 1, 64)  # past that the cap holds anyway; no overflow
+        duration = min(s.initial_backoff * 2.0**doublings, s.max_backoff)
         window = s.backoff_ordering_window
         return float(math.ceil((qp.timestamp + duration) / window) * window)
 
-    def _push_backoff(self, qp: QueuedPodInfo) -> None:
-        self._backoff.push((self._backoff_end(qp), *self.sort_key(qp)), qp)
+    def _push_backoff(self, qp: QueuedPodInfo, *, error: bool = False) -> None:
+        heap = self._error_backoff if error else self._backoff
+        heap.push((self._backoff_end(qp), *self.sort_key(qp)), qp)
 
     def _to_active_or_backoff(self, qp: QueuedPodInfo, event: str) -> None:
         end = self._backoff_end(qp)
@@ -217,14 +219,14 @@ class SchedulingQueue:
         if flight is not None:
             flight.updated = pod
             return
-        for heap in (self._active, self._backoff):
+        for heap in (self._active, self._backoff, self._error_backoff):
             if uid in heap:
                 qp = heap.remove(uid)
                 assert qp is not None
                 if heap is self._active:
                     self._to_active(replace(qp, pod=pod), "PodUpdate")
                 else:
-                    self._push_backoff(replace(qp, pod=pod))
+                    self._push_backoff(replace(qp, pod=pod), error=heap is self._error_backoff)
                 return
         if uid in self._gated:
             qp = self._gated.pop(uid)
@@ -248,10 +250,10 @@ class SchedulingQueue:
             flight.deleted = True
         self._active.remove(uid)
         self._backoff.remove(uid)
+        self._error_backoff.remove(uid)
         self._gated.pop(uid, None)
         self._unschedulable.pop(uid, None)
         self._unschedulable_since.pop(uid, None)
-        self._errored.discard(uid)
 
     # -- popping and outcomes ------------------------------------------------------------
 
@@ -260,9 +262,7 @@ class SchedulingQueue:
         qp = self._active.pop()
         if qp is None:
             # Nothing active: a pod only backing off from an unschedulable verdict may go early.
-            head = self._backoff.peek()
-            if head is not None and head[1].pod.uid not in self._errored:
-                qp = self._backoff.pop()
+            qp = self._backoff.pop()
         if qp is None:
             return None
         self.scheduling_cycle += 1
@@ -271,7 +271,6 @@ class SchedulingQueue:
             attempts=qp.attempts + 1,
             initial_attempt_timestamp=qp.initial_attempt_timestamp or self.clock.now(),
         )
-        self._errored.discard(qp.pod.uid)
         self._in_flight[qp.pod.uid] = _InFlight(qp, self._event_seq)
         return qp
 
@@ -293,8 +292,12 @@ class SchedulingQueue:
         return None
 
     def _next_backoff_delay(self) -> float | None:
-        head = self._backoff.peek()
-        return None if head is None else head[0][0] - self.clock.now()
+        ends = [
+            head[0][0]
+            for heap in (self._backoff, self._error_backoff)
+            if (head := heap.peek()) is not None
+        ]
+        return min(ends) - self.clock.now() if ends else None
 
     def done(self, uid: str) -> None:
         """The pod's attempt is over (bound, or put back): stop tracking it as in flight."""
@@ -317,8 +320,7 @@ class SchedulingQueue:
         now = self.clock.now()
         qp = replace(qp, timestamp=now, unschedulable_plugins=rejected_by)
         if error:
-            self._errored.add(uid)
-            self._push_backoff(qp)
+            self._push_backoff(qp, error=True)
             self.on_incoming("backoff", "ScheduleAttemptFailure")
             self._wakeup.set()
         elif flight is not None and (flight.updated is not None or self._helped(qp, flight)):
@@ -356,13 +358,11 @@ class SchedulingQueue:
 
     def flush_backoff_completed(self) -> None:
         now = self.clock.now()
-        while True:
-            head = self._backoff.peek()
-            if head is None or head[0][0] > now:
-                return
-            qp = self._backoff.pop()
-            assert qp is not None
-            self._to_active(qp, "BackoffComplete")
+        for heap in (self._backoff, self._error_backoff):
+            while (head := heap.peek()) is not None and head[0][0] <= now:
+                qp = heap.pop()
+                assert qp is not None
+                self._to_active(qp, "BackoffComplete")
 
     def flush_unschedulable_leftover(self) -> None:
         now = self.clock.now()

@@ -1,0 +1,424 @@
+"""The cache's pod state machine over the node table's columns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ascheduler.cache import Cache, CacheError
+from ascheduler.cache.table import CPU, EPHEMERAL, MEMORY, PODS
+from ascheduler.model import NodeInfo, PodInfo, parse_node, parse_pod
+
+GI = 2**30
+MI = 2**20
+
+
+def make_node(
+    name: str,
+    *,
+    cpu: str = "4",
+    memory: str = "8Gi",
+    pods: str = "110",
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+    **extra: str,
+) -> NodeInfo:
+    return parse_node(
+        {
+            "metadata": {"name": name, "labels": labels or {}},
+            "spec": {"taints": taints or [], "unschedulable": unschedulable},
+            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": pods, **extra}},
+        }
+    )
+
+
+def make_pod(
+    uid: str,
+    *,
+    node: str = "",
+    cpu: str | None = "1",
+    memory: str | None = "1Gi",
+    host_port: int | None = None,
+    **extra: str,
+) -> PodInfo:
+    requests = {k: v for k, v in {"cpu": cpu, "memory": memory, **extra}.items() if v}
+    c: dict[str, Any] = {"name": "c", "resources": {"requests": requests}}
+    if host_port is not None:
+        c["ports"] = [{"containerPort": 80, "hostPort": host_port}]
+    return parse_pod(
+        {
+            "metadata": {"name": f"pod-{uid}", "namespace": "ns", "uid": uid},
+            "spec": {"nodeName": node, "containers": [c]},
+        }
+    )
+
+
+def usage(cache: Cache, node: str) -> tuple[int, int, int]:
+    """(cpu millis, memory bytes, pods) requested on `node`."""
+    row = cache.table.index[node]
+    req = cache.table.requested
+    return int(req[CPU, row]), int(req[MEMORY, row]), int(req[PODS, row])
+
+
+def nonzero(cache: Cache, node: str) -> tuple[int, int]:
+    row = cache.table.index[node]
+    return int(cache.table.nonzero[CPU, row]), int(cache.table.nonzero[MEMORY, row])
+
+
+@pytest.fixture
+def cache() -> Cache:
+    c = Cache()
+    c.add_node(make_node("n1"))
+    c.add_node(make_node("n2"))
+    return c
+
+
+def test_assume_counts_the_pod(cache: Cache) -> None:
+    pod = make_pod("p1", cpu="500m", memory="256Mi")
+    cache.assume(pod, "n1")
+    assert usage(cache, "n1") == (500, 256 * MI, 1)
+    assert usage(cache, "n2") == (0, 0, 0)
+    assert cache.is_assumed("p1")
+    assert cache.has_pod("p1")
+    assert cache.pod_node("p1") == "n1"
+    assert cache.assumed_count() == 1
+    assert cache.pods_on("n1") == [pod]
+
+
+def test_watch_add_confirms_assumed_pod_without_double_counting(cache: Cache) -> None:
+    pod = make_pod("p1")
+    cache.assume(pod, "n1")
+    cache.finish_binding(pod)
+    assert cache.is_assumed("p1")
+    cache.add_pod(make_pod("p1", node="n1"))
+    assert usage(cache, "n1") == (1000, GI, 1)
+    assert nonzero(cache, "n1") == (1000, GI)
+    assert not cache.is_assumed("p1")
+    assert cache.has_pod("p1")
+    assert cache.pod_count() == 1
+    assert cache.assumed_count() == 0
+
+
+def test_watch_add_before_finish_binding_also_confirms(cache: Cache) -> None:
+    cache.assume(make_pod("p1"), "n1")
+    cache.add_pod(make_pod("p1", node="n1"))
+    assert usage(cache, "n1") == (1000, GI, 1)
+    cache.finish_binding(make_pod("p1", node="n1"))  # late: a no-op
+    assert not cache.is_assumed("p1")
+
+
+def test_forget_restores_usage(cache: Cache) -> None:
+    cache.add_pod(make_pod("other", node="n1", cpu="250m"))
+    before = usage(cache, "n1"), nonzero(cache, "n1")
+    pod = make_pod("p1", host_port=8080)
+    cache.assume(pod, "n1")
+    assert usage(cache, "n1") != before[0]
+    cache.forget(pod)
+    assert (usage(cache, "n1"), nonzero(cache, "n1")) == before
+    assert cache.table.ports[cache.table.index["n1"]] == {}
+    assert not cache.has_pod("p1")
+    assert cache.pod_node("p1") is None
+    assert cache.pods_on("n1") == [make_pod("other", node="n1", cpu="250m")]
+
+
+def test_forget_of_unknown_pod_raises(cache: Cache) -> None:
+    with pytest.raises(CacheError):
+        cache.forget(make_pod("p1"))
+
+
+def test_forget_of_confirmed_pod_raises_and_keeps_it(cache: Cache) -> None:
+    pod = make_pod("p1", node="n1")
+    cache.add_pod(pod)
+    with pytest.raises(CacheError):
+        cache.forget(pod)
+    assert usage(cache, "n1") == (1000, GI, 1)
+    assert cache.has_pod("p1")
+
+
+def test_assume_twice_raises_and_counts_once(cache: Cache) -> None:
+    pod = make_pod("p1")
+    cache.assume(pod, "n1")
+    with pytest.raises(CacheError):
+        cache.assume(pod, "n1")
+    with pytest.raises(CacheError):
+        cache.assume(pod, "n2")
+    assert usage(cache, "n1") == (1000, GI, 1)
+    assert usage(cache, "n2") == (0, 0, 0)
+
+
+def test_assume_of_a_pod_already_seen_raises(cache: Cache) -> None:
+    cache.add_pod(make_pod("p1", node="n1"))
+    with pytest.raises(CacheError):
+        cache.assume(make_pod("p1"), "n2")
+    assert usage(cache, "n2") == (0, 0, 0)
+
+
+def test_pod_landing_on_another_node_moves(cache: Cache) -> None:
+    cache.assume(make_pod("p1"), "n1")
+    cache.add_pod(make_pod("p1", node="n2"))
+    assert usage(cache, "n1") == (0, 0, 0)
+    assert usage(cache, "n2") == (1000, GI, 1)
+    assert cache.pod_node("p1") == "n2"
+    assert cache.pods_on("n1") == []
+    assert [p.uid for p in cache.pods_on("n2")] == ["p1"]
+
+
+def test_update_pod_replaces_its_usage(cache: Cache) -> None:
+    cache.add_pod(make_pod("p1", node="n1", cpu="2"))
+    cache.update_pod(make_pod("p1", node="n1", cpu="500m"))
+    assert usage(cache, "n1") == (500, GI, 1)
+
+
+def test_remove_pod(cache: Cache) -> None:
+    pod = make_pod("p1", node="n1")
+    cache.add_pod(pod)
+    cache.remove_pod(pod)
+    assert usage(cache, "n1") == (0, 0, 0)
+    assert nonzero(cache, "n1") == (0, 0)
+    assert not cache.has_pod("p1")
+    cache.remove_pod(pod)  # unknown: nothing happens
+    assert cache.pod_count() == 0
+
+
+def test_nonzero_columns_use_defaults(cache: Cache) -> None:
+    cache.add_pod(make_pod("p1", node="n1", cpu=None, memory=None))
+    assert usage(cache, "n1") == (0, 0, 1)
+    assert nonzero(cache, "n1") == (100, 200 * MI)
+
+
+def test_pods_arriving_before_their_node_are_counted_when_it_is_added(cache: Cache) -> None:
+    cache.add_pod(make_pod("p1", node="late", cpu="1"))
+    cache.add_pod(make_pod("p2", node="late", cpu="2", memory="2Gi"))
+    assert "late" not in cache.table.index
+    assert cache.pod_count() == 2
+    cache.add_node(make_node("late"))
+    assert usage(cache, "late") == (3000, 3 * GI, 2)
+    assert usage(cache, "n1") == (0, 0, 0)
+    cache.remove_pod(make_pod("p1", node="late"))
+    assert usage(cache, "late") == (2000, 2 * GI, 1)
+
+
+def test_assumed_pod_on_unknown_node_is_counted_when_it_appears() -> None:
+    cache = Cache()
+    cache.assume(make_pod("p1"), "n1")
+    cache.add_node(make_node("n1"))
+    assert usage(cache, "n1") == (1000, GI, 1)
+    cache.forget(make_pod("p1"))
+    assert usage(cache, "n1") == (0, 0, 0)
+
+
+def test_node_removal_swaps_rows_and_keeps_names_and_usage() -> None:
+    cache = Cache()
+    for i, name in enumerate(["a", "b", "c", "d"], start=1):
+        cache.add_node(make_node(name, cpu=str(10 * i), labels={"name": name}))
+        cache.add_pod(make_pod(f"p-{name}", node=name, cpu=str(i), host_port=8000 + i))
+    cache.remove_node("a")
+    table = cache.table
+    assert table.n == 3
+    assert sorted(table.names) == ["b", "c", "d"]
+    assert set(table.index) == {"b", "c", "d"}
+    for name, i in (("b", 2), ("c", 3), ("d", 4)):
+        row = table.index[name]
+        assert table.names[row] == name
+        assert table.infos[row].name == name
+        assert table.infos[row].labels == {"name": name}
+        assert int(table.alloc[CPU, row]) == 10_000 * i
+        assert usage(cache, name) == (1000 * i, GI, 1)
+        assert table.ports[row] == {("0.0.0.0", "TCP", 8000 + i): 1}
+    assert table.alloc.shape[1] == 3
+    assert table.requested.shape[1] == 3
+
+    # The moved row is still the node's own: removing its pod updates the right row.
+    cache.remove_pod(make_pod("p-d", node="d"))
+    assert usage(cache, "d") == (0, 0, 0)
+    assert usage(cache, "b") == (2000, GI, 1)
+    assert usage(cache, "c") == (3000, GI, 1)
+
+    # Removing the last row needs no swap.
+    last = table.names[-1]
+    cache.remove_node(last)
+    assert last not in table.index
+    assert table.n == 2
+    for name in table.names:
+        assert table.names[table.index[name]] == name
+
+
+def test_removed_node_with_pods_comes_back_with_them() -> None:
+    cache = Cache()
+    cache.add_node(make_node("a"))
+    cache.add_pod(make_pod("p1", node="a"))
+    cache.remove_node("a")
+    assert cache.node("a") is None
+    assert cache.has_pod("p1")
+    cache.add_node(make_node("a"))
+    assert usage(cache, "a") == (1000, GI, 1)
+
+
+def test_removing_unknown_node_is_harmless(cache: Cache) -> None:
+    generation = cache.table.spec_generation
+    cache.remove_node("nope")
+    assert cache.table.n == 2
+    assert cache.table.spec_generation == generation
+
+
+def test_node_lookup(cache: Cache) -> None:
+    info = cache.node("n1")
+    assert info is not None
+    assert info.name == "n1"
+    assert cache.node("nope") is None
+
+
+def test_update_node_label_change_bumps_spec_generation(cache: Cache) -> None:
+    generation = cache.table.spec_generation
+    cache.update_node(make_node("n1", labels={"zone": "a"}))
+    assert cache.table.spec_generation > generation
+    info = cache.node("n1")
+    assert info is not None
+    assert info.labels == {"zone": "a"}
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+        {"unschedulable": True},
+    ],
+)
+def test_update_node_spec_change_bumps_spec_generation(
+    cache: Cache, changed: dict[str, Any]
+) -> None:
+    generation = cache.table.spec_generation
+    cache.update_node(make_node("n1", **changed))
+    assert cache.table.spec_generation > generation
+
+
+def test_update_node_allocatable_only_keeps_spec_generation(cache: Cache) -> None:
+    cache.add_pod(make_pod("p1", node="n1"))
+    generation = cache.table.spec_generation
+    cache.update_node(make_node("n1", cpu="16", memory="32Gi"))
+    assert cache.table.spec_generation == generation
+    row = cache.table.index["n1"]
+    assert int(cache.table.alloc[CPU, row]) == 16_000
+    assert int(cache.table.alloc[MEMORY, row]) == 32 * GI
+    assert usage(cache, "n1") == (1000, GI, 1)  # usage survives the update
+
+
+def test_update_node_unschedulable_column(cache: Cache) -> None:
+    cache.update_node(make_node("n2", unschedulable=True))
+    assert list(cache.table.unschedulable) == [False, True]
+    cache.update_node(make_node("n2"))
+    assert list(cache.table.unschedulable) == [False, False]
+
+
+def test_update_of_unknown_node_adds_it_and_add_of_known_node_updates_it(cache: Cache) -> None:
+    cache.update_node(make_node("n3", cpu="2"))
+    assert cache.table.n == 3
+    cache.add_node(make_node("n3", cpu="3"))
+    assert cache.table.n == 3
+    assert int(cache.table.alloc[CPU, cache.table.index["n3"]]) == 3000
+
+
+def test_update_node_dropping_a_resource_zeroes_it(cache: Cache) -> None:
+    cache.update_node(make_node("n1", **{"ephemeral-storage": "10Gi"}))
+    row = cache.table.index["n1"]
+    assert int(cache.table.alloc[EPHEMERAL, row]) == 10 * GI
+    cache.update_node(make_node("n1"))
+    assert int(cache.table.alloc[EPHEMERAL, row]) == 0
+
+
+def test_add_and_remove_node_bump_spec_generation() -> None:
+    cache = Cache()
+    g0 = cache.table.spec_generation
+    cache.add_node(make_node("a"))
+    g1 = cache.table.spec_generation
+    cache.remove_node("a")
+    assert g0 < g1 < cache.table.spec_generation
+
+
+def test_host_ports_counted_and_released(cache: Cache) -> None:
+    port = ("0.0.0.0", "TCP", 8080)
+    row = cache.table.index["n1"]
+    first = make_pod("p1", host_port=8080)
+    cache.assume(first, "n1")
+    assert cache.table.ports[row] == {port: 1}
+    cache.add_pod(make_pod("p2", node="n1", host_port=8080))
+    assert cache.table.ports[row] == {port: 2}
+    cache.forget(first)
+    assert cache.table.ports[row] == {port: 1}
+    cache.remove_pod(make_pod("p2", node="n1", host_port=8080))
+    assert cache.table.ports[row] == {}
+    assert cache.table.ports[cache.table.index["n2"]] == {}
+
+
+def test_host_port_moves_with_the_pod(cache: Cache) -> None:
+    cache.assume(make_pod("p1", host_port=9000), "n1")
+    cache.add_pod(make_pod("p1", node="n2", host_port=9000))
+    assert cache.table.ports[cache.table.index["n1"]] == {}
+    assert cache.table.ports[cache.table.index["n2"]] == {("0.0.0.0", "TCP", 9000): 1}
+
+
+def test_new_extended_resource_from_a_pod_adds_a_row(cache: Cache) -> None:
+    table = cache.table
+    rows = len(table.resource_names)
+    cache.add_pod(make_pod("p1", node="n1", **{"example.com/foo": "3"}))
+    assert len(table.resource_names) == rows + 1
+    row = table.resource_index["example.com/foo"]
+    assert table.resource_names[row] == "example.com/foo"
+    assert table.requested.shape[0] == rows + 1
+    assert int(table.requested[row, table.index["n1"]]) == 3
+    assert int(table.requested[row, table.index["n2"]]) == 0
+    assert usage(cache, "n1") == (1000, GI, 1)
+
+
+def test_node_with_hugepages_like_every_kubelet_reports_adds_rows() -> None:
+    cache = Cache()
+    cache.add_pod(make_pod("p1", node="real"))
+    # kubelet's allocatable, in the API's (sorted) key order
+    cache.add_node(
+        make_node(
+            "real",
+            **{"ephemeral-storage": "100Gi", "hugepages-1Gi": "0", "hugepages-2Mi": "0"},
+        )
+    )
+    table = cache.table
+    row = table.index["real"]
+    assert {"hugepages-1Gi", "hugepages-2Mi"} <= set(table.resource_names)
+    assert int(table.alloc[MEMORY, row]) == 8 * GI
+    assert int(table.alloc[PODS, row]) == 110
+    assert usage(cache, "real") == (1000, GI, 1)
+
+
+def test_extended_resource_accounting_once_its_row_exists(cache: Cache) -> None:
+    table = cache.table
+    gpu = table.resource_row("nvidia.com/gpu")  # as NodeResourcesFit's filter would
+    assert table.resource_names[gpu] == "nvidia.com/gpu"
+    assert table.alloc.shape[0] == table.requested.shape[0] == gpu + 1
+    assert int(table.alloc[gpu, table.index["n1"]]) == 0
+    cache.add_node(make_node("big", **{"nvidia.com/gpu": "8"}))
+    assert int(table.alloc[gpu, table.index["big"]]) == 8
+    cache.add_pod(make_pod("p1", node="big", **{"nvidia.com/gpu": "2"}))
+    cache.assume(make_pod("p2", **{"nvidia.com/gpu": "3"}), "big")
+    assert int(table.requested[gpu, table.index["big"]]) == 5
+    assert int(table.requested[gpu, table.index["n1"]]) == 0
+    cache.forget(make_pod("p2"))
+    assert int(table.requested[gpu, table.index["big"]]) == 2
+    # the base resources keep their rows
+    assert (table.resource_index["cpu"], table.resource_index["pods"]) == (CPU, PODS)
+
+
+def test_table_grows_past_its_capacity() -> None:
+    cache = Cache()
+    cache.table = type(cache.table)(capacity=2)
+    names = [f"n{i}" for i in range(5)]
+    for i, name in enumerate(names):
+        cache.add_node(make_node(name, cpu=str(i + 1), unschedulable=i == 3))
+        cache.add_pod(make_pod(f"p{i}", node=name, cpu=f"{i + 1}00m"))
+    assert cache.table.n == 5
+    for i, name in enumerate(names):
+        row = cache.table.index[name]
+        assert int(cache.table.alloc[CPU, row]) == (i + 1) * 1000
+        assert usage(cache, name)[0] == (i + 1) * 100
+        assert nonzero(cache, name)[0] == (i + 1) * 100
+    assert list(cache.table.unschedulable) == [False, False, False, True, False]

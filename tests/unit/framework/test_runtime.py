@@ -1,0 +1,743 @@
+"""The Framework with the default profile: the `0/N nodes are available` message, picking a
+node by weighted scores, configuration errors, Reserve / Unreserve, Permit through
+`WaitingPods`, and how many feasible nodes are scored."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from ascheduler.cache import Cache
+from ascheduler.framework import (
+    DEFAULT_PLUGINS,
+    SUCCESS,
+    Code,
+    ConfigError,
+    CycleState,
+    Framework,
+    Handle,
+    PluginRef,
+    ProfileSpec,
+    Status,
+    WaitingPods,
+    multipoint,
+)
+from ascheduler.framework.runtime import num_feasible_nodes_to_find
+from ascheduler.framework.waiting import go_duration
+from ascheduler.model import PodInfo
+from ascheduler.plugins import IN_TREE
+from tests.unit.plugins.builders import (
+    Json,
+    expr,
+    make_cache,
+    node,
+    on,
+    parsed,
+    pod,
+    term,
+)
+
+TAINT = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
+TAINTED = "node(s) had untolerated taint(s)"
+
+
+def build(
+    cache: Cache,
+    *,
+    extra: Sequence[PluginRef] = (),
+    registry: Mapping[str, Any] | None = None,
+    args: Mapping[str, Mapping[str, Any]] | None = None,
+    percentage: int = 0,
+) -> Framework:
+    handle = Handle(cache=cache, waiting_pods=WaitingPods())
+    spec = multipoint("x", (*DEFAULT_PLUGINS, *extra), args)
+    return Framework(
+        spec, {**IN_TREE, **(registry or {})}, handle, percentage_of_nodes_to_score=percentage
+    )
+
+
+def schedule(nodes: Sequence[Json], existing: Sequence[Json], raw: Json) -> Any:
+    cache = make_cache(nodes, existing)
+    return build(cache).find_nodes(CycleState(), parsed(raw), cache.table)
+
+
+# -- the default profile ---------------------------------------------------------------------
+
+
+def test_default_profile_order_and_weights() -> None:
+    fw = build(make_cache([]))
+    assert [p.name for p in fw.filter_plugins] == [
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+    ]
+    assert fw.queue_sort.name == "PrioritySort"
+    assert [p.name for p in fw.pre_enqueue_plugins] == ["SchedulingGates"]
+    assert [p.name for p in fw.bind_plugins] == ["DefaultBinder"]
+    weights = {p.name: fw.weights[p.name] for p in fw.score_plugins}
+    assert weights == {
+        "TaintToleration": 3,
+        "NodeAffinity": 2,
+        "NodeResourcesFit": 1,
+        "NodeResourcesBalancedAllocation": 1,
+    }
+
+
+def test_pre_enqueue_reports_the_gate() -> None:
+    fw = build(make_cache([]))
+    status = fw.run_pre_enqueue(parsed(pod(gates=["g"])))
+    assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.plugin == "SchedulingGates"
+    assert status.message == "waiting for scheduling gates: [g]"
+    assert fw.run_pre_enqueue(parsed(pod())).ok
+
+
+# -- the failure message ---------------------------------------------------------------------
+
+GPU = "nvidia.com/gpu"
+MESSAGE_CASES = [
+    pytest.param(
+        [node("t", taints=[TAINT]), node("s1", cpu="1"), node("s2", cpu="1")],
+        [],
+        pod(cpu="2"),
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu.",
+        id="two-reasons",
+    ),
+    pytest.param(
+        [node(f"t{i}", taints=[TAINT]) for i in range(10)]
+        + [node("s1", cpu="1"), node("s2", cpu="1")],
+        [],
+        pod(cpu="2"),
+        "0/12 nodes are available: 10 node(s) had untolerated taint(s), 2 Insufficient cpu.",
+        id="sorted-as-strings-10-before-2",
+    ),
+    pytest.param(
+        [node("a", cpu="1", memory="1Gi"), node("b", cpu="1", memory="1Gi")],
+        [],
+        pod(cpu="2", memory="2Gi"),
+        "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient memory.",
+        id="several-fit-reasons-per-node",
+    ),
+    pytest.param(
+        [
+            node("n1", cpu="1", memory="1Gi", extra={GPU: "1"}),
+            node("n2", cpu="1", memory="8Gi", extra={GPU: "1"}),
+            node("n3", cpu="4", memory="8Gi"),
+        ],
+        [],
+        pod(cpu="2", memory="2Gi", extra={GPU: "1"}),
+        "0/3 nodes are available: 1 Insufficient memory, 1 Insufficient nvidia.com/gpu, "
+        "2 Insufficient cpu.",
+        id="counts-sum-beyond-n",
+    ),
+    pytest.param(
+        [
+            node("cordoned", cpu="1", unschedulable=True, taints=[TAINT]),
+            node("tainted", cpu="1", labels={"zone": "a"}, taints=[TAINT]),
+            node("elsewhere", cpu="1", labels={"zone": "b"}),
+            node("small", cpu="1", labels={"zone": "a"}),
+        ],
+        [],
+        pod(cpu="2", node_selector={"zone": "a"}),
+        "0/4 nodes are available: 1 Insufficient cpu, "
+        "1 node(s) didn't match Pod's node affinity/selector, "
+        "1 node(s) had untolerated taint(s), 1 node(s) were unschedulable.",
+        id="first-failing-filter-wins",
+    ),
+    pytest.param(
+        [node("ports"), node("crowded", pods="1")],
+        [
+            on("ports", pod("web", ports=[{"containerPort": 80, "hostPort": 80}])),
+            on("crowded", pod("other")),
+        ],
+        pod(ports=[{"containerPort": 80, "hostPort": 80}]),
+        "0/2 nodes are available: 1 Too many pods, "
+        "1 node(s) didn't have free ports for the requested pod ports.",
+        id="uppercase-sorts-first",
+    ),
+    pytest.param(
+        [node("n1"), node("n2")],
+        [],
+        pod(node_name="n9"),
+        "0/2 nodes are available: 2 node(s) didn't match the requested node name.",
+        id="node-name",
+    ),
+    pytest.param(
+        [node("n1", labels={"zone": "a"}), node("n2")],
+        [],
+        pod(required=[term(expr("zone", "In", "b"))]),
+        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.",
+        id="affinity",
+    ),
+]
+
+
+@pytest.mark.parametrize(("nodes", "existing", "raw", "message"), MESSAGE_CASES)
+def test_failure_message(nodes: list[Json], existing: list[Json], raw: Json, message: str) -> None:
+    result = schedule(nodes, existing, raw)
+    assert result.node is None
+    assert result.status.rejected
+    assert result.status.message == message
+    assert result.diagnosis is not None
+    assert result.diagnosis.message() == message
+    assert result.diagnosis.num_nodes == len(nodes)
+
+
+def test_rejecting_plugins_are_the_first_failing_filters() -> None:
+    result = schedule(
+        [node("t", cpu="1", taints=[TAINT]), node("s", cpu="1"), node("u", unschedulable=True)],
+        [],
+        pod(cpu="2"),
+    )
+    assert result.diagnosis.rejecting_plugins == {
+        "TaintToleration",
+        "NodeResourcesFit",
+        "NodeUnschedulable",
+    }
+
+
+def test_no_nodes() -> None:
+    result = schedule([], [], pod())
+    assert result.node is None
+    assert result.status.rejected
+    assert result.status.message == "no nodes available to schedule pods"
+    assert result.diagnosis.message() == "no nodes available to schedule pods"
+
+
+@pytest.mark.parametrize(
+    ("nodes", "existing", "raw", "unresolvable"),
+    [
+        pytest.param(
+            [node("a", cpu="1"), node("b", cpu="1")], [], pod(cpu="2"), True, id="too-big"
+        ),
+        pytest.param(
+            [node("a", taints=[TAINT]), node("b", cpu="1")],
+            [],
+            pod(cpu="2"),
+            True,
+            id="taint-and-too-big",
+        ),
+        pytest.param(
+            [node("a", cpu="1"), node("b", cpu="4")],
+            [on("b", pod("e", cpu="3"))],
+            pod(cpu="2"),
+            False,
+            id="one-resolvable",
+        ),
+        pytest.param(
+            [node("a", cpu="1", memory="4Gi")],
+            [on("a", pod("e", memory="3Gi"))],
+            pod(cpu="2", memory="2Gi"),
+            True,  # one status per node: unresolvable as soon as one request can never fit
+            id="node-with-unresolvable-and-resolvable-reasons",
+        ),
+    ],
+)
+def test_unresolvable(
+    nodes: list[Json], existing: list[Json], raw: Json, unresolvable: bool
+) -> None:
+    result = schedule(nodes, existing, raw)
+    assert result.node is None
+    assert result.diagnosis.unresolvable is unresolvable
+    expected = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+    assert result.status.code is expected
+
+
+@pytest.mark.parametrize(
+    ("nodes", "raw", "message"),
+    [
+        pytest.param(
+            [node("n1", taints=[TAINT]), node("n2"), node("n3")],
+            pod(required=[term(fields=[expr("metadata.name", "In", "n1")])]),
+            "0/3 nodes are available: 1 node(s) had untolerated taint(s), "
+            "2 node(s) didn't satisfy plugin(s) [NodeAffinity].",
+            id="narrowed-to-named-node",
+        ),
+        pytest.param(
+            [node("n1"), node("n2"), node("n3")],
+            pod(
+                required=[
+                    term(
+                        fields=[
+                            expr("metadata.name", "In", "n1"),
+                            expr("metadata.name", "In", "n2"),
+                        ]
+                    )
+                ]
+            ),
+            "0/3 nodes are available: pod affinity terms conflict.",
+            id="conflicting-names",
+        ),
+        pytest.param(
+            [node("n1"), node("n2")],
+            pod(required=[term(fields=[expr("metadata.name", "In", "ghost")])]),
+            "0/2 nodes are available: 2 node(s) didn't satisfy plugin(s) [NodeAffinity].",
+            id="named-node-missing",
+        ),
+        pytest.param(
+            [node("n1", cpu="1"), node("n2", cpu="1"), node("n3", cpu="1")],
+            pod(
+                cpu="2",
+                required=[term(expr("zone", "Exists"), fields=[expr("metadata.name", "In", "n1")])],
+            ),
+            "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
+            "2 node(s) didn't satisfy plugin(s) [NodeAffinity].",
+            id="filters-only-the-named-node",
+        ),
+    ],
+)
+def test_node_affinity_prefilter_message(nodes: list[Json], raw: Json, message: str) -> None:
+    """kube-scheduler's NodeAffinity PreFilter narrows the nodes to the names of required
+    `matchFields metadata.name In` terms; the others count under the absent status."""
+    result = schedule(nodes, [], raw)
+    assert result.node is None
+    assert result.status.rejected
+    assert result.diagnosis.message() == message
+    assert "NodeAffinity" in result.diagnosis.rejecting_plugins
+
+
+def test_prefilter_rejection_status_is_the_fit_error_message() -> None:
+    raw = pod(
+        required=[
+            term(fields=[expr("metadata.name", "In", "n1"), expr("metadata.name", "In", "n2")])
+        ]
+    )
+    result = schedule([node("n1"), node("n2"), node("n3")], [], raw)
+    assert result.status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert result.status.message == "0/3 nodes are available: pod affinity terms conflict."
+
+
+def test_match_fields_schedules_on_the_named_node() -> None:
+    result = schedule(
+        [node("n1"), node("n2"), node("n3")],
+        [],
+        pod(required=[term(fields=[expr("metadata.name", "In", "n2")])]),
+    )
+    assert result.node == "n2"
+    assert result.status.ok
+
+
+# -- choosing a node -------------------------------------------------------------------------
+
+PREFER_A = [{"weight": 50, "preference": term(expr("zone", "In", "a"))}]
+SOFT = {"key": "soft", "effect": "PreferNoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "raw", "args", "chosen"),
+    [
+        # a: NodeAffinity 100 x 2 = 200, TaintToleration 0 x 3; b: 0 + 100 x 3 = 300.
+        pytest.param(
+            [node("a", labels={"zone": "a"}, taints=[SOFT]), node("b")],
+            pod(cpu="1", preferred=PREFER_A),
+            {},
+            "b",
+            id="taint-weight-3-beats-affinity-weight-2",
+        ),
+        pytest.param(
+            [node("a", labels={"zone": "a"}, taints=[SOFT]), node("b")],
+            pod(cpu="1", preferred=PREFER_A, tolerations=[{"key": "soft", "operator": "Exists"}]),
+            {},
+            "a",
+            id="tolerated-prefer-taint",
+        ),
+        # LeastAllocated: big (87 + 93) // 2 = 90, small (50 + 75) // 2 = 62; balanced
+        # big 96, small 87.
+        pytest.param(
+            [node("big", cpu="8", memory="16Gi"), node("small", cpu="2", memory="4Gi")],
+            pod(cpu="1", memory="1Gi"),
+            {},
+            "big",
+            id="least-allocated",
+        ),
+        # MostAllocated: big (12 + 6) // 2 = 9 + 96, small (50 + 25) // 2 = 37 + 87.
+        pytest.param(
+            [node("big", cpu="8", memory="16Gi"), node("small", cpu="2", memory="4Gi")],
+            pod(cpu="1", memory="1Gi"),
+            {"NodeResourcesFit": {"scoringStrategy": {"type": "MostAllocated"}}},
+            "small",
+            id="most-allocated",
+        ),
+    ],
+)
+def test_picks_highest_weighted_score(
+    nodes: list[Json], raw: Json, args: dict[str, Any], chosen: str
+) -> None:
+    cache = make_cache(nodes)
+    result = build(cache, args=args).find_nodes(CycleState(), parsed(raw), cache.table)
+    assert result.status.ok
+    assert result.node == chosen
+    assert result.feasible == len(nodes)
+
+
+def test_single_feasible_node_is_chosen() -> None:
+    result = schedule([node("t", taints=[TAINT]), node("ok"), node("s", cpu="1")], [], pod(cpu="2"))
+    assert (result.node, result.feasible) == ("ok", 1)
+
+
+# -- configuration errors --------------------------------------------------------------------
+
+
+def test_unknown_multipoint_plugin() -> None:
+    with pytest.raises(ConfigError) as err:
+        build(make_cache([]), extra=[PluginRef("NoSuchPlugin")])
+    index = len(DEFAULT_PLUGINS)
+    assert err.value.problems == [
+        f"plugins.multiPoint.enabled[{index}].name: unknown plugin 'NoSuchPlugin'"
+    ]
+
+
+def test_unknown_plugin_at_an_extension_point() -> None:
+    spec = ProfileSpec(
+        "x",
+        {"multiPoint": DEFAULT_PLUGINS, "score": (PluginRef("NodeAffinity"), PluginRef("Nope"))},
+    )
+    handle = Handle(cache=Cache(), waiting_pods=WaitingPods())
+    with pytest.raises(ConfigError) as err:
+        Framework(spec, IN_TREE, handle)
+    assert "plugins.score.enabled[1].name: unknown plugin 'Nope'" in err.value.problems
+
+
+def test_plugin_at_a_point_it_does_not_implement() -> None:
+    spec = ProfileSpec("x", {"multiPoint": DEFAULT_PLUGINS, "filter": (PluginRef("PrioritySort"),)})
+    handle = Handle(cache=Cache(), waiting_pods=WaitingPods())
+    with pytest.raises(ConfigError, match=r"plugins\.filter\.enabled\[0\]\.name"):
+        Framework(spec, IN_TREE, handle)
+
+
+@pytest.mark.parametrize(
+    ("args", "path"),
+    [
+        pytest.param(
+            {"scoringStrategy": {"type": "Fancy"}},
+            "pluginConfig[NodeResourcesFit].args.scoringStrategy.type",
+            id="unknown-type",
+        ),
+        pytest.param(
+            {
+                "scoringStrategy": {
+                    "type": "RequestedToCapacityRatio",
+                    "requestedToCapacityRatio": {
+                        "shape": [
+                            {"utilization": 50, "score": 1},
+                            {"utilization": 10, "score": 2},
+                        ]
+                    },
+                }
+            },
+            "pluginConfig[NodeResourcesFit].args.scoringStrategy.requestedToCapacityRatio"
+            ".shape[1].utilization",
+            id="shape-not-increasing",
+        ),
+        pytest.param(
+            {"scoringStrategy": {"type": "RequestedToCapacityRatio"}},
+            "pluginConfig[NodeResourcesFit].args.scoringStrategy.requestedToCapacityRatio.shape",
+            id="shape-missing",
+        ),
+        pytest.param(
+            {"scoringStrategy": {"resources": [{"name": "cpu", "weight": 101}]}},
+            "pluginConfig[NodeResourcesFit].args.scoringStrategy.resources[0].weight",
+            id="weight-out-of-range",
+        ),
+    ],
+)
+def test_invalid_fit_args(args: dict[str, Any], path: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        build(make_cache([]), args={"NodeResourcesFit": args})
+    assert len(err.value.problems) == 1
+    assert err.value.problems[0].startswith(path + ":")
+
+
+def test_unknown_strategy_is_named() -> None:
+    with pytest.raises(ConfigError, match="Fancy"):
+        build(make_cache([]), args={"NodeResourcesFit": {"scoringStrategy": {"type": "Fancy"}}})
+
+
+# -- Reserve ---------------------------------------------------------------------------------
+
+
+def factory(plugin: Any) -> Any:
+    """A registry entry that always returns `plugin`."""
+
+    def new(args: Mapping[str, Any], handle: Handle) -> Any:
+        return plugin
+
+    return new
+
+
+class Recorder:
+    """A Reserve plugin writing what is called into a shared log."""
+
+    def __init__(self, name: str, log: list[str], result: Status = SUCCESS) -> None:
+        self.name = name
+        self.log = log
+        self.result = result
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        self.log.append(f"reserve:{self.name}")
+        return self.result
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        self.log.append(f"unreserve:{self.name}")
+
+
+def reserve_framework(log: list[str], failing: Status | None) -> Framework:
+    plugins = {
+        "A": Recorder("A", log),
+        "B": Recorder("B", log, failing or SUCCESS),
+        "C": Recorder("C", log),
+    }
+    registry = {name: factory(p) for name, p in plugins.items()}
+    return build(
+        make_cache([node("n1")]),
+        extra=[PluginRef("A"), PluginRef("B"), PluginRef("C")],
+        registry=registry,
+    )
+
+
+@pytest.mark.parametrize(
+    "failing",
+    [
+        pytest.param(Status.unschedulable("no room"), id="rejected"),
+        pytest.param(Status.error("boom"), id="error"),
+    ],
+)
+def test_reserve_failure_unreserves_in_reverse_order(failing: Status) -> None:
+    log: list[str] = []
+    fw = reserve_framework(log, failing)
+    status = fw.reserve(CycleState(), parsed(pod()), "n1")
+    assert status.code is failing.code
+    assert status.plugin == "B"
+    assert status.reasons == failing.reasons
+    assert log[:2] == ["reserve:A", "reserve:B"]
+    assert "reserve:C" not in log
+    assert [e for e in log if e in ("unreserve:A", "unreserve:B")] == [
+        "unreserve:B",
+        "unreserve:A",
+    ]
+    assert log[-1] == "unreserve:A"
+
+
+def test_reserve_failure_unreserves_every_reserve_plugin() -> None:
+    """kube-scheduler's RunReservePluginsUnreserve runs every Reserve plugin's Unreserve in
+    reverse order, also those after the failing one (Unreserve must be idempotent)."""
+    log: list[str] = []
+    fw = reserve_framework(log, Status.unschedulable("no room"))
+    fw.reserve(CycleState(), parsed(pod()), "n1")
+    assert log == ["reserve:A", "reserve:B", "unreserve:C", "unreserve:B", "unreserve:A"]
+
+
+def test_reserve_success_then_unreserve_all_in_reverse() -> None:
+    log: list[str] = []
+    fw = reserve_framework(log, None)
+    state, info = CycleState(), parsed(pod())
+    assert fw.reserve(state, info, "n1").ok
+    assert log == ["reserve:A", "reserve:B", "reserve:C"]
+    fw.unreserve(state, info, "n1")
+    assert log[3:] == ["unreserve:C", "unreserve:B", "unreserve:A"]
+
+
+# -- Permit ----------------------------------------------------------------------------------
+
+
+class Permit:
+    def __init__(self, name: str, status: Status, timeout: float = 0.0) -> None:
+        self.name = name
+        self.status = status
+        self.timeout = timeout
+
+    def permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, float]:
+        return self.status, self.timeout
+
+
+WAIT = Status(Code.WAIT)
+
+
+def permit_framework(*plugins: Permit) -> Framework:
+    registry = {p.name: factory(p) for p in plugins}
+    return build(
+        make_cache([node("n1")]),
+        extra=[PluginRef(p.name) for p in plugins],
+        registry=registry,
+    )
+
+
+async def test_permit_wait_then_allow() -> None:
+    fw = permit_framework(Permit("Gate", WAIT, 60))
+    info = parsed(pod())
+    assert fw.permit(CycleState(), info, "n1").code is Code.WAIT
+    waiting = fw.handle.waiting_pods.get(info.uid)
+    assert waiting is not None
+    assert (waiting.node, waiting.pending_plugins) == ("n1", frozenset({"Gate"}))
+    task = asyncio.create_task(fw.wait_on_permit(info))
+    await asyncio.sleep(0)
+    assert not task.done()
+    waiting.allow("Gate")
+    status = await task
+    assert status.ok
+    assert fw.handle.waiting_pods.get(info.uid) is None
+    assert len(fw.handle.waiting_pods) == 0
+
+
+async def test_permit_wait_then_reject() -> None:
+    fw = permit_framework(Permit("Gate", WAIT, 60))
+    info = parsed(pod())
+    fw.permit(CycleState(), info, "n1")
+    task = asyncio.create_task(fw.wait_on_permit(info))
+    await asyncio.sleep(0)
+    fw.handle.waiting_pods.get(info.uid).reject("Gate", "quota exceeded")
+    status = await task
+    assert status.code is Code.UNSCHEDULABLE
+    assert status.rejected
+    assert status.reasons == ("quota exceeded",)
+    assert status.plugin == "Gate"
+    assert fw.handle.waiting_pods.get(info.uid) is None
+
+
+async def test_permit_wait_times_out() -> None:
+    fw = permit_framework(Permit("Gate", WAIT, 0.01))
+    info = parsed(pod())
+    fw.permit(CycleState(), info, "n1")
+    status = await fw.wait_on_permit(info)
+    assert status.code is Code.UNSCHEDULABLE
+    assert status.plugin == "Gate"
+    assert status.message.startswith("rejected due to timeout after waiting ")
+    assert status.message.endswith(" at plugin Gate")
+    assert fw.handle.waiting_pods.get(info.uid) is None
+
+
+async def test_permit_timeout_message_formats_a_go_duration() -> None:
+    """kube-scheduler prints the timeout with %v of a time.Duration."""
+    fw = permit_framework(Permit("Gate", WAIT, 0.01))
+    info = parsed(pod())
+    fw.permit(CycleState(), info, "n1")
+    status = await fw.wait_on_permit(info)
+    assert status.message == "rejected due to timeout after waiting 10ms at plugin Gate"
+
+
+async def test_permit_waits_for_every_waiting_plugin() -> None:
+    fw = permit_framework(Permit("First", WAIT, 60), Permit("Second", WAIT, 60))
+    info = parsed(pod())
+    assert fw.permit(CycleState(), info, "n1").code is Code.WAIT
+    waiting = fw.handle.waiting_pods.get(info.uid)
+    assert waiting.pending_plugins == {"First", "Second"}
+    task = asyncio.create_task(fw.wait_on_permit(info))
+    waiting.allow("First")
+    await asyncio.sleep(0)
+    assert not task.done()
+    assert waiting.pending_plugins == {"Second"}
+    waiting.allow("Second")
+    assert (await task).ok
+
+
+async def test_allowed_plugins_timer_no_longer_rejects() -> None:
+    """kube-scheduler's waitingPod.Allow stops the allowing plugin's timer."""
+    fw = permit_framework(Permit("Quick", WAIT, 0.01), Permit("Slow", WAIT, 60))
+    info = parsed(pod())
+    fw.permit(CycleState(), info, "n1")
+    waiting = fw.handle.waiting_pods.get(info.uid)
+    task = asyncio.create_task(fw.wait_on_permit(info))
+    waiting.allow("Quick")
+    await asyncio.sleep(0.1)  # well past Quick's timeout, which Allow cancelled
+    waiting.allow("Slow")
+    assert (await task).ok
+
+
+async def test_permit_rejection_wins_over_wait() -> None:
+    fw = permit_framework(Permit("Gate", WAIT, 60), Permit("Deny", Status.unschedulable("not now")))
+    info = parsed(pod())
+    status = fw.permit(CycleState(), info, "n1")
+    assert status.code is Code.UNSCHEDULABLE
+    assert status.plugin == "Deny"
+    assert status.reasons == ("not now",)
+    assert fw.handle.waiting_pods.get(info.uid) is None
+
+
+async def test_permit_success_without_waiting() -> None:
+    fw = permit_framework(Permit("Fine", SUCCESS))
+    info = parsed(pod())
+    assert fw.permit(CycleState(), info, "n1").ok
+    assert len(fw.handle.waiting_pods) == 0
+    assert (await fw.wait_on_permit(info)).ok
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0s"),
+        (0.000001, "1µs"),
+        (0.0015, "1.5ms"),
+        (0.01, "10ms"),
+        (1, "1s"),
+        (1.5, "1.5s"),
+        (60, "1m0s"),
+        (90.5, "1m30.5s"),
+        (900, "15m0s"),
+        (3600, "1h0m0s"),
+        (3723, "1h2m3s"),
+    ],
+)
+def test_go_duration(seconds: float, text: str) -> None:
+    assert go_duration(seconds) == text
+
+
+# -- numFeasibleNodesToFind ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("num_nodes", "percentage", "expected"),
+    [
+        (1, 0, 1),
+        (50, 0, 50),
+        (99, 0, 99),
+        (100, 0, 100),  # 50% of 100 = 50, raised to the minimum of 100
+        (500, 0, 230),  # 50 - 500/125 = 46%
+        (1000, 0, 420),  # 42%
+        (5000, 0, 500),  # 10%
+        (6000, 0, 300),  # 50 - 48 = 2% -> the 5% floor
+        (10000, 0, 500),
+        (500, 10, 100),  # 50, raised to 100
+        (2000, 10, 200),
+        (500, 100, 500),
+        (99, 10, 99),
+    ],
+)
+def test_num_feasible_nodes_to_find(num_nodes: int, percentage: int, expected: int) -> None:
+    assert num_feasible_nodes_to_find(num_nodes, percentage) == expected
+
+
+@pytest.mark.parametrize(
+    ("num_nodes", "percentage", "scored"),
+    [(500, 0, 230), (99, 0, 99), (500, 10, 100), (300, 100, 300)],
+)
+def test_only_a_sample_of_feasible_nodes_is_scored(
+    num_nodes: int, percentage: int, scored: int
+) -> None:
+    cache = make_cache([node(f"n{i:04d}") for i in range(num_nodes)])
+    fw = build(cache, percentage=percentage)
+    result = fw.find_nodes(CycleState(), parsed(pod(cpu="100m")), cache.table)
+    assert result.status.ok
+    assert result.feasible == scored
+
+
+@pytest.mark.parametrize("num_nodes", [4, 40])
+def test_assumed_pods_change_later_scores(num_nodes: int) -> None:
+    """Scores follow the usage the cache records: identical pods assumed one after another
+    spread one per identical node (an empty node always scores higher under LeastAllocated),
+    whether the framework rescores a few rows or many."""
+    cache = make_cache([node(f"n{i:02d}") for i in range(num_nodes)])
+    fw = build(cache)
+    placed: dict[str, int] = {}
+    for i in range(num_nodes):
+        info = parsed(pod(f"p{i}", cpu="1", memory="2Gi"))
+        result = fw.find_nodes(CycleState(), info, cache.table)
+        assert result.status.ok
+        cache.assume(info, result.node)
+        placed[result.node] = placed.get(result.node, 0) + 1
+    assert placed == {f"n{i:02d}": 1 for i in range(num_nodes)}
