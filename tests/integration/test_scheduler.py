@@ -317,3 +317,26 @@ async def test_keeps_scheduling_across_an_apiserver_restart(
     await create_pods(kube, namespace, [pause_pod(f"after-{i}") for i in range(5)])
     await wait_bound(kube, namespace, [f"after-{i}" for i in range(5)], timeout=90)
     assert is_alive(ascheduler)
+
+
+async def test_enormous_pod_is_reported_and_others_still_scheduled(
+    ascheduler: ProcessRecord, kube: KubeClient, namespace: str, nodes: NodeFactory
+) -> None:
+    await nodes(FakeNodes(count=2, prefix=f"{namespace}-n"))
+    await create_pods(
+        kube,
+        namespace,
+        [
+            pause_pod(
+                "enormous", cpu="100000", memory="1000Pi", extra={"example.com/unobtainium": "1"}
+            ),
+            *(pause_pod(f"ordinary-{i}") for i in range(3)),
+        ],
+    )
+    await wait_bound(kube, namespace, [f"ordinary-{i}" for i in range(3)])
+    message = await wait_unschedulable(kube, namespace, "enormous")
+    assert message == (
+        "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient "
+        "example.com/unobtainium, 2 Insufficient memory."
+    )
+    assert is_alive(ascheduler)
