@@ -16,6 +16,7 @@ from functools import lru_cache
 
 import structlog
 
+from ascheduler.binding.binder import BindSettings, LockedBinder
 from ascheduler.cache import Cache
 from ascheduler.events import StatusWriter
 from ascheduler.framework import (
@@ -53,6 +54,7 @@ class RunOptions:
     queue: QueueSettings = field(default_factory=QueueSettings)
     binding_concurrency: int = 256
     write_pool: int = 128
+    binding: BindSettings = field(default_factory=BindSettings)
 
 
 @dataclass
@@ -123,12 +125,16 @@ async def build(options: RunOptions) -> Runtime:
     frameworks = build_frameworks(options, cache, write_client)
     queue = build_queue(frameworks, options.queue)
     writer = StatusWriter(write_client)
+    binder = (
+        LockedBinder(write_client, options.binding) if options.binding.policy != "none" else None
+    )
     scheduler = Scheduler(
         frameworks=frameworks,
         cache=cache,
         queue=queue,
         writer=writer,
         binding_concurrency=options.binding_concurrency,
+        binder=binder,
     )
     router = EventRouter(scheduler)
     pods = Informer(
@@ -190,6 +196,8 @@ async def main(options: RunOptions) -> int:
     try:
         await serve(runtime, stop)
     finally:
+        if runtime.scheduler.binder is not None:
+            await runtime.scheduler.binder.locks.release_all()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)

@@ -92,6 +92,41 @@ def build_parser() -> argparse.ArgumentParser:
         help="as kube-scheduler's; 0 picks it from the cluster size",
     )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    locks = run.add_argument_group(
+        "node locks",
+        "binds guarded by an asyncio lock per node under a Node-annotation lock, "
+        "so several scheduler instances can share nodes",
+    )
+    locks.add_argument(
+        "--node-lock-policy",
+        default="devices",
+        choices=["devices", "all", "none"],
+        help="which binds lock their node: pods requesting a device resource "
+        "(default), all, or none",
+    )
+    locks.add_argument(
+        "--device-resource",
+        action="append",
+        dest="device_resources",
+        metavar="NAME",
+        help="a device resource for the `devices` policy (repeatable; default: nvidia.com/gpu)",
+    )
+    locks.add_argument(
+        "--node-lock-key",
+        default="ascheduler.io/node-lock",
+        help="the Node annotation (hami.io/mutex.lock interoperates with HAMi)",
+    )
+    locks.add_argument(
+        "--node-lock-timeout",
+        default=None,
+        metavar="DURATION",
+        help="a lock older than this is stale (default: $ASCHEDULER_NODELOCK_EXPIRE, else 5m)",
+    )
+    locks.add_argument(
+        "--annotation-prefix",
+        default="ascheduler.io",
+        help="prefix of the pod's bind-phase and bind-time annotations",
+    )
     _cluster_parser(sub)
     return parser
 
@@ -160,15 +195,31 @@ def _run(args: argparse.Namespace) -> int:
     import uvloop
 
     from ascheduler import app, logs
+    from ascheduler.binding.binder import BindSettings
+    from ascheduler.binding.nodelock import EXPIRE_ENV, LockSettings, parse_seconds
     from ascheduler.framework import multipoint
 
     logs.configure(args.log_level)
+    try:
+        timeout = (
+            parse_seconds(args.node_lock_timeout) if args.node_lock_timeout is not None else None
+        )
+        LockSettings.from_env(timeout=timeout)
+    except ValueError as exc:
+        print(f"ascheduler: error: --node-lock-timeout / ${EXPIRE_ENV}: {exc}", file=sys.stderr)
+        return 2
     names = args.scheduler_names or [app.DEFAULT_SCHEDULER_NAME]
     options = app.RunOptions(
         kubeconfig=args.kubeconfig,
         profiles=[multipoint(name) for name in dict.fromkeys(names)],
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
         binding_concurrency=max(1, args.binding_concurrency),
+        binding=BindSettings(
+            policy=args.node_lock_policy,
+            device_resources=frozenset(args.device_resources or ["nvidia.com/gpu"]),
+            annotation_prefix=args.annotation_prefix,
+            lock=LockSettings.from_env(key=args.node_lock_key, timeout=timeout),
+        ),
     )
     return uvloop.run(app.main(options))
 

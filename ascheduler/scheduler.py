@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
 from ascheduler.events import StatusWriter
 from ascheduler.framework import (
@@ -61,8 +62,11 @@ class Scheduler:
         queue: SchedulingQueue,
         writer: StatusWriter,
         binding_concurrency: int = 256,
+        binder: LockedBinder | None = None,
     ) -> None:
         self.frameworks = dict(frameworks)
+        #: Node locks and bind phases around Bind; None binds directly.
+        self.binder = binder
         self.cache = cache
         self.queue = queue
         self.writer = writer
@@ -188,7 +192,10 @@ class Scheduler:
             if status.ok:
                 status = await fw.pre_bind(state, pod, node)
             if status.ok:
-                status = await fw.bind(state, pod, node)
+                if self.binder is not None:
+                    status = await self.binder.bind(fw, state, pod, node)
+                else:
+                    status = await fw.bind(state, pod, node)
         except asyncio.CancelledError:
             self._undo(fw, state, qp, node, Status.error("binding cancelled"))
             raise
@@ -315,3 +322,5 @@ class _NodeEvents:
 
     def on_delete(self, node: NodeInfo) -> None:
         self.r.cache.remove_node(node.name)
+        if self.r.scheduler.binder is not None:
+            self.r.scheduler.binder.locks.forget_node(node.name)

@@ -1,0 +1,1 @@
+"""Binding: node locks and the bind-phase protocol."""
