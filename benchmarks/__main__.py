@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import algorithm, memory
+from benchmarks import algorithm, locks, memory
 
-COMMANDS = {"algorithm": algorithm.main, "memory": memory.main}
+COMMANDS = {"algorithm": algorithm.main, "locks": locks.main, "memory": memory.main}
 
 
 def main() -> int:

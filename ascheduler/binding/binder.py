@@ -24,6 +24,7 @@ import structlog
 
 from ascheduler.binding.nodelock import LockContended, LockSettings, NodeLocks
 from ascheduler.framework import Code, CycleState, Framework, Status
+from ascheduler.framework.interface import BINDING_ANNOTATIONS
 from ascheduler.kube import ApiError, KubeClient
 from ascheduler.kube.client import MERGE_PATCH
 from ascheduler.model import PodInfo, parse_node, parse_pod
@@ -87,19 +88,35 @@ class LockedBinder:
     async def bind(self, fw: Framework, state: CycleState, pod: PodInfo, node: str) -> Status:
         if not self.needs_lock(pod):
             return await fw.bind(state, pod, node)
+        cached = fw.handle.cache.node(node)
+        known = (cached.resource_version, cached.annotations) if cached is not None else None
         try:
-            async with self.locks.hold(node, pod) as node_obj:
+            async with self.locks.hold(node, pod, known=known) as node_obj:
                 status = await self._revalidate(pod, node, node_obj)
                 if not status.ok:
                     return status
-                await self._phase(pod, "allocating", stamp=True)
+                stamp = str(int(time.time()))
+                try:
+                    # Guarded by the version this scheduling decision saw: if the pod changed
+                    # since (another instance bound it), this instance must not touch it.
+                    version = await self._phase(
+                        pod, "allocating", stamp=stamp, version=pod.resource_version
+                    )
+                except ApiError as exc:
+                    if exc.conflict:
+                        return Status.error(
+                            f"pod {pod.key} changed since it was scheduled", NODE_LOCK
+                        )
+                    raise
+                # `success` rides on the Binding itself: the API server copies its annotations
+                # onto the pod in the same write that binds it.
+                state.write(BINDING_ANNOTATIONS, {self.phase_key: "success", self.time_key: stamp})
                 status = Status.error("bind interrupted", NODE_LOCK)
                 try:
                     status = await fw.bind(state, pod, node)
                 finally:
-                    # Also on cancellation: the pod must not stay `allocating`.
-                    phase = "success" if status.ok else "failed"
-                    await self._phase_quietly(pod, phase)
+                    if not status.ok:  # also on cancellation: never left `allocating`
+                        await self._phase_quietly(pod, "failed", version)
                 return status
         except LockContended as exc:
             return Status.error(f"node lock: {exc}", NODE_LOCK)
@@ -124,18 +141,22 @@ class LockedBinder:
         log.info("bind_revalidation_failed", pod=pod.key, node=node, reasons=reasons)
         return Status(Code.UNSCHEDULABLE, (f"node {node} no longer fits: {reasons}",), NODE_LOCK)
 
-    async def _phase(self, pod: PodInfo, phase: str, *, stamp: bool = False) -> None:
+    async def _phase(
+        self, pod: PodInfo, phase: str, *, version: str, stamp: str | None = None
+    ) -> str:
+        """Set the bind phase if the pod is still at `version`; returns its new version."""
         annotations = {self.phase_key: phase}
-        if stamp:
-            annotations[self.time_key] = str(int(time.time()))
-        await self.kube.patch(
+        if stamp is not None:
+            annotations[self.time_key] = stamp
+        updated = await self.kube.patch(
             f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
-            {"metadata": {"annotations": annotations}},
+            {"metadata": {"resourceVersion": version, "annotations": annotations}},
             content_type=MERGE_PATCH,
         )
+        return str((updated.get("metadata") or {}).get("resourceVersion", ""))
 
-    async def _phase_quietly(self, pod: PodInfo, phase: str) -> None:
+    async def _phase_quietly(self, pod: PodInfo, phase: str, version: str) -> None:
         try:
-            await self._phase(pod, phase)
+            await self._phase(pod, phase, version=version)
         except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
             log.warning("bind_phase_patch_failed", pod=pod.key, phase=phase, error=str(exc))

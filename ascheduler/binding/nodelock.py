@@ -25,13 +25,14 @@ import contextlib
 import datetime as dt
 import os
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import aiohttp
 import structlog
 
+from ascheduler import metrics
 from ascheduler.kube import ApiError, KubeClient
 from ascheduler.kube.client import MERGE_PATCH
 from ascheduler.model import PodInfo
@@ -124,7 +125,8 @@ class LockStats:
     wait_seconds: list[float] = field(default_factory=list)
 
 
-OwnerAlive = Callable[[str, str], Awaitable[bool]]
+#: A node's (resourceVersion, annotations) as the scheduler's cache last saw them.
+Known = tuple[str, Mapping[str, str]]
 
 
 class NodeLocks:
@@ -141,19 +143,24 @@ class NodeLocks:
         self.stats = LockStats()
         self._local: dict[str, asyncio.Lock] = {}
         self._held: dict[str, PodInfo] = {}
+        self._versions: dict[str, str] = {}
 
     # -- the one way in --------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def hold(self, node: str, pod: PodInfo) -> AsyncIterator[dict[str, Any]]:
+    async def hold(
+        self, node: str, pod: PodInfo, *, known: Known | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         """Hold both levels for `pod` on `node`; yields the Node object read under the lock
         (authoritative allocatable, for re-validating the fit). Always releases."""
         lock = self._local.setdefault(node, asyncio.Lock())
         loop = asyncio.get_running_loop()
         started = loop.time()
         async with lock:
-            node_obj = await self.acquire(node, pod)
-            self.stats.wait_seconds.append(loop.time() - started)
+            node_obj = await self.acquire(node, pod, known=known)
+            waited = loop.time() - started
+            self.stats.wait_seconds.append(waited)
+            metrics.NODE_LOCK_WAIT.observe(waited)
             try:
                 yield node_obj
             finally:
@@ -181,10 +188,30 @@ class NodeLocks:
             await asyncio.sleep(RETRY_DELAY * (1 + random.uniform(-0.1, 0.1)))
         raise AssertionError("unreachable")
 
-    async def acquire(self, node: str, pod: PodInfo) -> dict[str, Any]:
+    async def acquire(
+        self, node: str, pod: PodInfo, *, known: Known | None = None
+    ) -> dict[str, Any]:
+        """Take the annotation lock. `known` is the node's (resourceVersion, annotations) as
+        this instance's cache last saw them: when they show no lock, the patch goes out at once
+        (one call instead of two); if the cache was stale the 409 only sends us to read."""
         key = self.settings.key
+        hint = known
 
         async def attempt() -> dict[str, Any]:
+            nonlocal hint
+            if hint is not None and not hint[1].get(key):
+                version: Any = hint[0]
+                hint = None
+                mine = Holder(self.now(), pod.namespace, pod.name).format()
+                patch = {"metadata": {"resourceVersion": version, "annotations": {key: mine}}}
+                try:
+                    return await self.kube.patch(
+                        f"/api/v1/nodes/{node}", patch, content_type=MERGE_PATCH
+                    )
+                except ApiError as exc:
+                    if not exc.conflict:
+                        raise
+                    # Our cache was behind: read the node and decide on what it says.
             obj = await self.kube.get(f"/api/v1/nodes/{node}")
             meta = obj.get("metadata") or {}
             current = (meta.get("annotations") or {}).get(key)
@@ -204,11 +231,13 @@ class NodeLocks:
             except ApiError as exc:
                 if exc.conflict:
                     self.stats.contended += 1
+                    metrics.NODE_LOCK_CONTENDED.inc()
                     raise LockContended(node, "a concurrent holder") from exc
                 raise
 
         result: dict[str, Any] = await self._retrying(attempt)
         self._held[node] = pod
+        self._versions[node] = str((result.get("metadata") or {}).get("resourceVersion", ""))
         self.stats.acquired += 1
         return result
 
@@ -218,6 +247,7 @@ class NodeLocks:
         if holder is None:
             log.warning("node_lock_unparseable", node=node, value=value[:200])
             self.stats.stale_recovered += 1
+            metrics.NODE_LOCK_RECOVERED.labels("unparseable").inc()
             return
         if (holder.namespace, holder.pod) == (pod.namespace, pod.name):
             return  # our own lock: a retried bind of the same pod
@@ -225,12 +255,15 @@ class NodeLocks:
         if age > self.settings.timeout:
             log.warning("node_lock_stale", node=node, holder=value, age_seconds=round(age))
             self.stats.stale_recovered += 1
+            metrics.NODE_LOCK_RECOVERED.labels("stale").inc()
             return
         if not await self._owner_alive(holder):
             log.warning("node_lock_dangling", node=node, holder=value)
             self.stats.dangling_recovered += 1
+            metrics.NODE_LOCK_RECOVERED.labels("dangling").inc()
             return
         self.stats.contended += 1
+        metrics.NODE_LOCK_CONTENDED.inc()
         raise LockContended(node, f"{holder.namespace}/{holder.pod}")
 
     async def _owner_alive(self, holder: Holder) -> bool:
@@ -248,7 +281,23 @@ class NodeLocks:
         """Clear the annotation if `pod` holds it (or `force`); True if it was cleared."""
         key = self.settings.key
 
+        # We wrote the lock at this version: if the node has not changed since, it is still
+        # ours and one patch releases it; otherwise read it and check the owner.
+        version = self._versions.pop(node, None) if self._held.get(node) is pod else None
+
         async def attempt() -> bool:
+            nonlocal version
+            if version:
+                guarded = {"metadata": {"resourceVersion": version, "annotations": {key: None}}}
+                version = None
+                try:
+                    await self.kube.patch(
+                        f"/api/v1/nodes/{node}", guarded, content_type=MERGE_PATCH
+                    )
+                    return True
+                except ApiError as exc:
+                    if not exc.conflict:
+                        raise
             obj = await self.kube.get(f"/api/v1/nodes/{node}")
             meta = obj.get("metadata") or {}
             current = (meta.get("annotations") or {}).get(key)

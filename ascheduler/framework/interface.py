@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from ascheduler.framework.handle import Handle
 
 MAX_NODE_SCORE = 100
+#: CycleState key: annotations a Bind plugin puts on the Binding (the API server copies a
+#: Binding's annotations onto the pod as it binds it, in the same write).
+BINDING_ANNOTATIONS = "BindingAnnotations"
 
 
 class Code(enum.IntEnum):

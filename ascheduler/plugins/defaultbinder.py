@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import SUCCESS, CycleState, Status
+from ascheduler.framework.interface import BINDING_ANNOTATIONS, SUCCESS, CycleState, Status
 from ascheduler.kube import ApiError
 from ascheduler.model import PodInfo
 
@@ -27,7 +27,12 @@ class DefaultBinder:
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "metadata": {
+                "name": pod.name,
+                "namespace": pod.namespace,
+                "uid": pod.uid,
+                "annotations": state.read(BINDING_ANNOTATIONS) or {},
+            },
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:

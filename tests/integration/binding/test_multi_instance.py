@@ -1,0 +1,158 @@
+"""Several ascheduler instances sharing nodes through node locks, on the real plane."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import signal
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ascheduler.binding.nodelock import DEFAULT_KEY
+from ascheduler.devcluster import ControlPlane
+from ascheduler.devcluster.nodes import FakeNodes
+from ascheduler.devcluster.plane import PlaneState
+from ascheduler.devcluster.processes import ProcessRecord, is_alive
+from ascheduler.kube import KubeClient
+from tests.integration.conftest import NodeFactory
+from tests.integration.helpers import (
+    create_pods,
+    eventually,
+    node_of,
+    pause_pod,
+    pods_in,
+    wait_bound,
+)
+
+GPU = "nvidia.com/gpu"
+
+
+@contextmanager
+def scheduler(
+    plane: ControlPlane,
+    state: PlaneState,
+    name: str,
+    scheduler_name: str,
+    *extra: str,
+    env: dict[str, str] | None = None,
+) -> Iterator[ProcessRecord]:
+    record = plane.start_process(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "ascheduler",
+            "run",
+            "--kubeconfig",
+            str(state.admin_kubeconfig),
+            "--scheduler-name",
+            scheduler_name,
+            "--log-level",
+            "debug",
+            *extra,
+        ],
+        env={**os.environ, **(env or {})},
+    )
+    try:
+        yield record
+    finally:
+        plane.stop_process(record)
+
+
+def gpu_pod(name: str, scheduler_name: str) -> dict[str, object]:
+    return pause_pod(name, scheduler_name=scheduler_name, extra={GPU: "1"})
+
+
+async def lock_annotations(kube: KubeClient, names: list[str]) -> dict[str, str]:
+    found = {}
+    for node in names:
+        obj = await kube.get(f"/api/v1/nodes/{node}")
+        value = (obj["metadata"].get("annotations") or {}).get(DEFAULT_KEY)
+        if value:
+            found[node] = value
+    return found
+
+
+async def test_two_instances_never_overcommit_shared_gpu_nodes(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+) -> None:
+    per_node = 2
+    names = await nodes(FakeNodes(count=3, prefix=f"{namespace}-g", extended={GPU: str(per_node)}))
+    shared = f"{namespace}-shared"
+    with (
+        scheduler(plane, plane_state, "ascheduler-a", shared),
+        scheduler(plane, plane_state, "ascheduler-b", shared),
+    ):
+        await create_pods(kube, namespace, [gpu_pod(f"g{i}", shared) for i in range(10)])
+
+        async def six_bound() -> dict[str, str] | None:
+            pods = await pods_in(kube, namespace)
+            placed = {n: node_of(p) for n, p in pods.items() if node_of(p)}
+            return placed if len(placed) == 6 else None
+
+        placed = await eventually(six_bound, what="6 of 10 GPU pods bound", timeout=90)
+        # Both instances keep trying the 4 that do not fit; none may land anywhere.
+        pods = await pods_in(kube, namespace)
+        assert sum(1 for p in pods.values() if node_of(p)) == 6
+        assert Counter(placed.values()) == {n: per_node for n in names}
+        for name in placed:
+            annotations = pods[name]["metadata"].get("annotations") or {}
+            assert annotations.get("ascheduler.io/bind-phase") == "success"
+            assert annotations.get("ascheduler.io/bind-time", "").isdigit()
+    assert await lock_annotations(kube, names) == {}
+
+
+async def test_a_crashed_holders_lock_is_recovered_after_the_timeout(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+) -> None:
+    (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-g", extended={GPU: "1"}))
+    shared = f"{namespace}-sched"
+    # A lock held for a pod that is alive, as a scheduler killed mid-bind leaves it.
+    await create_pods(kube, namespace, [pause_pod("holder", scheduler_name="nobody")])
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await kube.patch(
+        f"/api/v1/nodes/{node}",
+        {"metadata": {"annotations": {DEFAULT_KEY: f"{now},{namespace},holder"}}},
+    )
+    with scheduler(
+        plane, plane_state, "ascheduler-c", shared, env={"ASCHEDULER_NODELOCK_EXPIRE": "3s"}
+    ) as record:
+        await create_pods(kube, namespace, [gpu_pod("waiting", shared)])
+        placed = await wait_bound(kube, namespace, ["waiting"], timeout=60)
+        assert placed["waiting"] == node
+        log = await asyncio.to_thread(Path(record.log).read_text)
+        assert "node_lock_stale" in log  # taken over as stale, not bypassed
+    assert await lock_annotations(kube, [node]) == {}
+
+
+async def test_kill_9_mid_run_leaves_no_lock_stuck(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+) -> None:
+    names = await nodes(FakeNodes(count=2, prefix=f"{namespace}-g", extended={GPU: "4"}))
+    shared = f"{namespace}-sched"
+    pods = [gpu_pod(f"g{i}", shared) for i in range(8)]
+    with scheduler(plane, plane_state, "ascheduler-d", shared) as victim:
+        await create_pods(kube, namespace, pods[:4])
+        os.kill(victim.pid, signal.SIGKILL)
+    assert not is_alive(victim)
+    await create_pods(kube, namespace, pods[4:])
+    with scheduler(plane, plane_state, "ascheduler-e", shared, "--node-lock-timeout", "3s"):
+        placed = await wait_bound(kube, namespace, [f"g{i}" for i in range(8)], timeout=90)
+    assert Counter(placed.values()) == {n: 4 for n in names}
+    assert await lock_annotations(kube, names) == {}
