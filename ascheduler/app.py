@@ -16,6 +16,7 @@ from functools import lru_cache
 
 import structlog
 
+from ascheduler import metrics
 from ascheduler.binding.binder import BindSettings, LockedBinder
 from ascheduler.cache import Cache
 from ascheduler.events import StatusWriter
@@ -29,6 +30,7 @@ from ascheduler.framework import (
     multipoint,
 )
 from ascheduler.framework.interface import PluginFactory
+from ascheduler.http import DEFAULT_ADDRESS, HealthServer
 from ascheduler.kube import KubeClient
 from ascheduler.kube.informer import Informer
 from ascheduler.model import NodeInfo, PodInfo, parse_node, parse_pod
@@ -55,6 +57,7 @@ class RunOptions:
     binding_concurrency: int = 256
     write_pool: int = 128
     binding: BindSettings = field(default_factory=BindSettings)
+    http_address: str | None = DEFAULT_ADDRESS
 
 
 @dataclass
@@ -106,12 +109,14 @@ def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) ->
     def event_filter(qp: QueuedPodInfo, event: ClusterEvent) -> bool:
         return helps(qp.pod.scheduler_name, qp.unschedulable_plugins, event)
 
-    return SchedulingQueue(
+    queue = SchedulingQueue(
         sort_key=first.queue_sort.sort_key,
         pre_enqueue=pre_enqueue,
         event_filter=event_filter,
         settings=settings,
     )
+    queue.on_incoming = lambda name, event: metrics.QUEUE_INCOMING_PODS.labels(name, event).inc()
+    return queue
 
 
 async def build(options: RunOptions) -> Runtime:
@@ -159,32 +164,58 @@ async def build(options: RunOptions) -> Runtime:
     return Runtime(scheduler, pods, nodes, writer, watch_client, write_client)
 
 
-async def serve(runtime: Runtime, stop: asyncio.Event) -> None:
-    """Run until `stop` is set: informers first, scheduling once they have synced."""
+async def serve(runtime: Runtime, stop: asyncio.Event, *, http_address: str | None = None) -> None:
+    """Run until `stop` is set: informers first, scheduling once they have synced; then
+    stop taking pods, let binding cycles in flight finish, flush events."""
     scheduler = runtime.scheduler
-    async with asyncio.TaskGroup() as group:
-        informers = [
-            group.create_task(runtime.node_informer.run()),
-            group.create_task(runtime.pod_informer.run()),
-        ]
-        writer = group.create_task(runtime.writer.run())
-        flushes = group.create_task(scheduler.queue.run_flushes())
-        await runtime.node_informer.synced.wait()
-        await runtime.pod_informer.synced.wait()
-        log.info(
-            "informers_synced",
-            nodes=runtime.scheduler.cache.table.n,
-            pods=len(runtime.pod_informer.store),
+    loop: asyncio.Task[None] | None = None
+
+    def synced() -> bool:
+        return runtime.node_informer.synced.is_set() and runtime.pod_informer.synced.is_set()
+
+    http = None
+    if http_address:
+        http = HealthServer(
+            http_address,
+            ready=lambda: synced() and not stop.is_set(),
+            live=lambda: loop is None or not loop.done(),
+            pending=scheduler.queue.pending,
         )
-        loop = group.create_task(scheduler.run())
-        await stop.wait()
-        log.info("shutting_down", binding_in_flight=scheduler.binding_in_flight)
-        scheduler.queue.close()
-        await loop  # waits for binding cycles in flight
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(runtime.writer.queue.join(), timeout=5.0)
-        for task in (*informers, writer, flushes):
-            task.cancel()
+        await http.start()
+    try:
+        async with asyncio.TaskGroup() as group:
+            informers = [
+                group.create_task(runtime.node_informer.run()),
+                group.create_task(runtime.pod_informer.run()),
+            ]
+            writer = group.create_task(runtime.writer.run())
+            flushes = group.create_task(scheduler.queue.run_flushes())
+            waits = [
+                group.create_task(runtime.node_informer.synced.wait()),
+                group.create_task(runtime.pod_informer.synced.wait()),
+                stopping := group.create_task(stop.wait()),
+            ]
+            while not stop.is_set() and not synced():
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            if not stop.is_set():
+                log.info(
+                    "informers_synced",
+                    nodes=scheduler.cache.table.n,
+                    pods=len(runtime.pod_informer.store),
+                )
+                loop = group.create_task(scheduler.run())
+                await stopping
+            log.info("shutting_down", binding_in_flight=scheduler.binding_in_flight)
+            scheduler.queue.close()
+            if loop is not None:
+                await loop  # returns once the binding cycles in flight have finished
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(runtime.writer.queue.join(), timeout=5.0)
+            for task in (*informers, *waits, writer, flushes):
+                task.cancel()
+    finally:
+        if http is not None:
+            await http.stop()
 
 
 async def main(options: RunOptions) -> int:
@@ -194,7 +225,7 @@ async def main(options: RunOptions) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await serve(runtime, stop)
+        await serve(runtime, stop, http_address=options.http_address)
     finally:
         if runtime.scheduler.binder is not None:
             await runtime.scheduler.binder.locks.release_all()

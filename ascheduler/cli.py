@@ -92,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="as kube-scheduler's; 0 picks it from the cluster size",
     )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.add_argument(
+        "--http-address",
+        default="0.0.0.0:10251",
+        metavar="HOST:PORT",
+        help="serve /metrics, /healthz, /livez, /readyz here (default "
+        "0.0.0.0:10251; empty to disable)",
+    )
     locks = run.add_argument_group(
         "node locks",
         "binds guarded by an asyncio lock per node under a Node-annotation lock, "
@@ -198,6 +205,7 @@ def _run(args: argparse.Namespace) -> int:
     from ascheduler.binding.binder import BindSettings
     from ascheduler.binding.nodelock import EXPIRE_ENV, LockSettings, parse_seconds
     from ascheduler.framework import multipoint
+    from ascheduler.http import parse_address
 
     logs.configure(args.log_level)
     try:
@@ -208,12 +216,19 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"ascheduler: error: --node-lock-timeout / ${EXPIRE_ENV}: {exc}", file=sys.stderr)
         return 2
+    try:
+        if args.http_address:
+            parse_address(args.http_address)
+    except ValueError as exc:
+        print(f"ascheduler: error: --http-address: {exc}", file=sys.stderr)
+        return 2
     names = args.scheduler_names or [app.DEFAULT_SCHEDULER_NAME]
     options = app.RunOptions(
         kubeconfig=args.kubeconfig,
         profiles=[multipoint(name) for name in dict.fromkeys(names)],
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
         binding_concurrency=max(1, args.binding_concurrency),
+        http_address=args.http_address or None,
         binding=BindSettings(
             policy=args.node_lock_policy,
             device_resources=frozenset(args.device_resources or ["nvidia.com/gpu"]),

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import structlog
 
+from ascheduler import metrics
 from ascheduler.kube import ApiError, KubeClient
 from ascheduler.kube.client import STRATEGIC_MERGE_PATCH
 from ascheduler.model import PodInfo
@@ -76,6 +77,7 @@ class StatusWriter:
             self.queue.put_nowait(item)
         except asyncio.QueueFull:
             self.dropped += 1
+            metrics.EVENTS_DROPPED.inc()
 
     def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
         self._put(

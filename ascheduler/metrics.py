@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 NODE_LOCK_WAIT: Final = Histogram(
     "ascheduler_node_lock_wait_seconds",
@@ -19,4 +19,105 @@ NODE_LOCK_RECOVERED: Final = Counter(
     "ascheduler_node_lock_recovered_total",
     "Node locks taken over from a holder that crashed or left garbage.",
     ["kind"],
+)
+
+# -- kube-scheduler's metric names and labels, so existing dashboards work -------------------
+
+_DURATION_BUCKETS: Final = (
+    0.001,
+    0.002,
+    0.004,
+    0.008,
+    0.016,
+    0.032,
+    0.064,
+    0.128,
+    0.256,
+    0.512,
+    1.024,
+    2.048,
+    4.096,
+    8.192,
+    16.384,
+)
+
+SCHEDULE_ATTEMPTS: Final = Counter(
+    "scheduler_schedule_attempts_total",
+    "Number of attempts to schedule pods, by the result.",
+    ["result", "profile"],
+)
+SCHEDULING_ATTEMPT_DURATION: Final = Histogram(
+    "scheduler_scheduling_attempt_duration_seconds",
+    "Scheduling attempt latency in seconds (scheduling algorithm + binding).",
+    ["result", "profile"],
+    buckets=_DURATION_BUCKETS,
+)
+PENDING_PODS: Final = Gauge(
+    "scheduler_pending_pods",
+    "Number of pending pods, by the queue type.",
+    ["queue"],
+)
+EXTENSION_POINT_DURATION: Final = Histogram(
+    "scheduler_framework_extension_point_duration_seconds",
+    "Latency for running all plugins of a specific extension point (sampled cycles).",
+    ["extension_point", "status", "profile"],
+    buckets=(
+        0.0001,
+        0.0002,
+        0.0004,
+        0.0008,
+        0.0016,
+        0.0032,
+        0.0064,
+        0.0128,
+        0.0256,
+        0.0512,
+        0.1024,
+        0.2048,
+        0.4096,
+        0.8192,
+        1.6384,
+    ),
+)
+QUEUE_INCOMING_PODS: Final = Counter(
+    "scheduler_queue_incoming_pods_total",
+    "Number of pods added to scheduling queues by event and queue type.",
+    ["queue", "event"],
+)
+POD_SCHEDULING_SLI_DURATION: Final = Histogram(
+    "scheduler_pod_scheduling_sli_duration_seconds",
+    "E2e latency for a pod being scheduled, from the time it first entered the queue.",
+    ["attempts"],
+    buckets=(
+        0.01,
+        0.02,
+        0.04,
+        0.08,
+        0.16,
+        0.32,
+        0.64,
+        1.28,
+        2.56,
+        5.12,
+        10.24,
+        20.48,
+        40.96,
+        81.92,
+        163.84,
+        327.68,
+        655.36,
+        1310.72,
+        2621.44,
+        5242.88,
+    ),
+)
+BIND_DURATION: Final = Histogram(
+    "ascheduler_binding_duration_seconds",
+    "Time of a binding cycle: WaitOnPermit, PreBind, node lock, Bind.",
+    ["result"],
+    buckets=_DURATION_BUCKETS,
+)
+EVENTS_DROPPED: Final = Counter(
+    "ascheduler_status_writes_dropped_total",
+    "Events and conditions not written because the background writer's queue was full.",
 )

@@ -18,11 +18,14 @@ network, so a slow or failing bind cannot stall it.
 from __future__ import annotations
 
 import asyncio
+import random
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import structlog
 
+from ascheduler import metrics
 from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
 from ascheduler.events import StatusWriter
@@ -39,6 +42,10 @@ from ascheduler.model import NodeInfo, PodInfo
 from ascheduler.queue import SchedulingQueue
 
 log = structlog.get_logger(__name__)
+
+#: kube-scheduler records extension-point durations for a sample of cycles, too.
+METRICS_SAMPLE_RATE = 0.1
+_STARTED = "ascheduler/cycle-started"
 
 #: Pods with an invalid spec are rejected by this pseudo-plugin; only their own update helps.
 INVALID_SPEC = "PodSpecValidation"
@@ -72,6 +79,8 @@ class Scheduler:
         self.writer = writer
         self.stats = Stats()
         self._bind_slots = asyncio.Semaphore(binding_concurrency)
+        self._cycle_started = time.perf_counter()
+        self._rng = random.Random()
         self._binding: set[asyncio.Task[None]] = set()
 
     # -- the loop ------------------------------------------------------------------------
@@ -109,6 +118,7 @@ class Scheduler:
             self.queue.done(pod.uid)
             return None
         self.stats.attempts += 1
+        self._cycle_started = time.perf_counter()
         if pod.errors:
             message = f"invalid pod {pod.key}: " + "; ".join(pod.errors)
             log.warning("pod_invalid", pod=pod.key, errors=list(pod.errors))
@@ -122,11 +132,17 @@ class Scheduler:
             return None
 
         state = CycleState()
+        state.write(_STARTED, self._cycle_started)
         try:
             result = fw.find_nodes(state, pod, self.cache.table)
         except Exception as exc:
             log.exception("scheduling_cycle_failed", pod=pod.key, profile=fw.profile)
             result = ScheduleResult(None, Status.error(f"scheduling failed: {exc}"))
+        if self._rng.random() < METRICS_SAMPLE_RATE:
+            for point, seconds in state.timings.items():
+                metrics.EXTENSION_POINT_DURATION.labels(point, "Success", fw.profile).observe(
+                    seconds
+                )
         if result.node is None:
             if result.status.rejected:
                 rejecting = (
@@ -167,7 +183,10 @@ class Scheduler:
         rejected_by: frozenset[str] = frozenset(),
         error: bool = False,
         reason: str = "Unschedulable",
+        started: float | None = None,
     ) -> None:
+        """Put the pod back and report why; `started` is when its attempt began (default:
+        the current scheduling cycle's start)."""
         if error:
             self.stats.errors += 1
         else:
@@ -182,11 +201,18 @@ class Scheduler:
         )
         self.queue.requeue(qp, rejected_by=rejected_by, error=error)
         self.writer.failed(qp.pod, message, fw.profile, reason=reason)
+        result = "error" if error else "unschedulable"
+        metrics.SCHEDULE_ATTEMPTS.labels(result, fw.profile).inc()
+        began = self._cycle_started if started is None else started
+        metrics.SCHEDULING_ATTEMPT_DURATION.labels(result, fw.profile).observe(
+            time.perf_counter() - began
+        )
 
     async def _binding_cycle(
         self, fw: Framework, state: CycleState, qp: QueuedPodInfo, node: str
     ) -> None:
         pod = qp.pod
+        bind_started = time.perf_counter()
         try:
             status = await fw.wait_on_permit(pod)
             if status.ok:
@@ -204,12 +230,24 @@ class Scheduler:
             status = Status.error(f"binding failed: {exc}")
         finally:
             self._bind_slots.release()
+        done = time.perf_counter()
+        metrics.BIND_DURATION.labels("success" if status.ok else "error").observe(
+            done - bind_started
+        )
         if not status.ok:
             self._undo(fw, state, qp, node, status)
             return
         self.cache.finish_binding(pod)
         self.queue.done(pod.uid)
         self.stats.scheduled += 1
+        metrics.SCHEDULE_ATTEMPTS.labels("scheduled", fw.profile).inc()
+        metrics.SCHEDULING_ATTEMPT_DURATION.labels("scheduled", fw.profile).observe(
+            done - (state.read(_STARTED) or done)
+        )
+        if qp.initial_attempt_timestamp is not None:
+            metrics.POD_SCHEDULING_SLI_DURATION.labels(str(qp.attempts)).observe(
+                max(self.queue.clock.now() - qp.initial_attempt_timestamp, 0.0)
+            )
         try:
             fw.post_bind(state, pod, node)
         except Exception:
@@ -234,6 +272,7 @@ class Scheduler:
             error=not rejected,
             rejected_by=frozenset({status.plugin}) if rejected else frozenset(),
             reason="Unschedulable" if rejected else "SchedulerError",
+            started=state.read(_STARTED),
         )
         # The node has room again: pods waiting for room may fit now.
         self.queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE)

@@ -88,6 +88,8 @@ def run_once(plane: ControlPlane, policy: str, index: int, pods: int) -> float:
             "-m",
             "ascheduler",
             "run",
+            "--http-address",
+            "127.0.0.1:0",
             "--kubeconfig",
             str(state.admin_kubeconfig),
             "--scheduler-name",

@@ -112,6 +112,8 @@ def main(argv: Sequence[str]) -> int:
                 "-m",
                 "ascheduler",
                 "run",
+                "--http-address",
+                "127.0.0.1:0",
                 "--kubeconfig",
                 str(state.admin_kubeconfig),
                 "--log-level",

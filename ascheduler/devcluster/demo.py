@@ -85,6 +85,8 @@ async def _run(plane: ControlPlane) -> list[tuple[str, str]]:
             "-m",
             "ascheduler",
             "run",
+            "--http-address",
+            "127.0.0.1:0",
             "--kubeconfig",
             str(state.admin_kubeconfig),
             "--scheduler-name",

@@ -79,12 +79,14 @@ SKIP = Status(Code.SKIP)
 class CycleState:
     """Per-attempt scratch space that plugins share between their extension points."""
 
-    __slots__ = ("_data", "skip_filter", "skip_score")
+    __slots__ = ("_data", "skip_filter", "skip_score", "timings")
 
     def __init__(self) -> None:
         self._data: dict[Hashable, Any] = {}
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
+        #: Seconds spent per extension point in this cycle, for the sampled metrics.
+        self.timings: dict[str, float] = {}
 
     def write(self, key: Hashable, value: Any) -> None:
         self._data[key] = value

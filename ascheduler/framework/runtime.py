@@ -13,6 +13,7 @@ under the reasons of the first filter that rejected it, and the message reads
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -280,6 +281,8 @@ class Framework:
             )
         candidates: BoolArray | None = None
         narrowed_by: list[str] = []
+        timings = state.timings
+        mark = time.perf_counter()
         for pre in self.pre_filter_plugins:
             result, status = pre.pre_filter(state, pod, nodes)
             if status.code is Code.SKIP:
@@ -304,6 +307,8 @@ class Framework:
                 candidates = allowed if candidates is None else candidates & allowed
                 narrowed_by.append(pre.name)
 
+        now = time.perf_counter()
+        timings["PreFilter"], mark = now - mark, now
         applied = []
         rejected = np.zeros(n, dtype=np.bool_) if candidates is None else ~candidates
         for plugin in self.filter_plugins:
@@ -314,6 +319,8 @@ class Framework:
                 applied.append((plugin.name, outcome))
                 rejected |= outcome.rejected
         feasible: IntArray = np.flatnonzero(~rejected)
+        now = time.perf_counter()
+        timings["Filter"], mark = now - mark, now
         if feasible.size == 0:
             diag = self._diagnose(n, candidates, narrowed_by, applied)
             status = Status.unschedulable(diag.message(), resolvable=not diag.unresolvable)
@@ -322,6 +329,7 @@ class Framework:
         if feasible.size == 1:
             return ScheduleResult(nodes.names[int(feasible[0])], SUCCESS, feasible=1)
         row = self._best(state, pod, nodes, feasible)
+        timings["Score"] = time.perf_counter() - mark
         return ScheduleResult(nodes.names[row], SUCCESS, feasible=int(feasible.size))
 
     def _sample(self, feasible: IntArray, n: int) -> IntArray:

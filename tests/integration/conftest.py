@@ -100,6 +100,8 @@ def ascheduler(plane: ControlPlane, plane_state: PlaneState) -> Iterator[Process
             "-m",
             "ascheduler",
             "run",
+            "--http-address",
+            "127.0.0.1:0",
             "--kubeconfig",
             str(plane_state.admin_kubeconfig),
             "--log-level",

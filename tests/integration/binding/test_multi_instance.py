@@ -47,6 +47,8 @@ def scheduler(
             "-m",
             "ascheduler",
             "run",
+            "--http-address",
+            "127.0.0.1:0",
             "--kubeconfig",
             str(state.admin_kubeconfig),
             "--scheduler-name",
