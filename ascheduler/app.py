@@ -19,6 +19,7 @@ import structlog
 from ascheduler import metrics
 from ascheduler.binding.binder import BindSettings, LockedBinder
 from ascheduler.cache import Cache
+from ascheduler.config import LeaderElection
 from ascheduler.events import StatusWriter
 from ascheduler.framework import (
     ClusterEvent,
@@ -33,6 +34,7 @@ from ascheduler.framework.interface import PluginFactory
 from ascheduler.http import DEFAULT_ADDRESS, HealthServer
 from ascheduler.kube import KubeClient
 from ascheduler.kube.informer import Informer
+from ascheduler.leader import LeaderElector
 from ascheduler.model import NodeInfo, PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
 from ascheduler.queue import QueueSettings, SchedulingQueue
@@ -58,6 +60,7 @@ class RunOptions:
     write_pool: int = 128
     binding: BindSettings = field(default_factory=BindSettings)
     http_address: str | None = DEFAULT_ADDRESS
+    leader_election: LeaderElection | None = None
 
 
 @dataclass
@@ -164,7 +167,9 @@ async def build(options: RunOptions) -> Runtime:
     return Runtime(scheduler, pods, nodes, writer, watch_client, write_client)
 
 
-async def serve(runtime: Runtime, stop: asyncio.Event, *, http_address: str | None = None) -> None:
+async def serve(
+    runtime: Runtime, stop: asyncio.Event, *, health: HealthServer | None = None
+) -> None:
     """Run until `stop` is set: informers first, scheduling once they have synced; then
     stop taking pods, let binding cycles in flight finish, flush events."""
     scheduler = runtime.scheduler
@@ -173,49 +178,39 @@ async def serve(runtime: Runtime, stop: asyncio.Event, *, http_address: str | No
     def synced() -> bool:
         return runtime.node_informer.synced.is_set() and runtime.pod_informer.synced.is_set()
 
-    http = None
-    if http_address:
-        http = HealthServer(
-            http_address,
-            ready=lambda: synced() and not stop.is_set(),
-            live=lambda: loop is None or not loop.done(),
-            pending=scheduler.queue.pending,
-        )
-        await http.start()
-    try:
-        async with asyncio.TaskGroup() as group:
-            informers = [
-                group.create_task(runtime.node_informer.run()),
-                group.create_task(runtime.pod_informer.run()),
-            ]
-            writer = group.create_task(runtime.writer.run())
-            flushes = group.create_task(scheduler.queue.run_flushes())
-            waits = [
-                group.create_task(runtime.node_informer.synced.wait()),
-                group.create_task(runtime.pod_informer.synced.wait()),
-                stopping := group.create_task(stop.wait()),
-            ]
-            while not stop.is_set() and not synced():
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            if not stop.is_set():
-                log.info(
-                    "informers_synced",
-                    nodes=scheduler.cache.table.n,
-                    pods=len(runtime.pod_informer.store),
-                )
-                loop = group.create_task(scheduler.run())
-                await stopping
-            log.info("shutting_down", binding_in_flight=scheduler.binding_in_flight)
-            scheduler.queue.close()
-            if loop is not None:
-                await loop  # returns once the binding cycles in flight have finished
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(runtime.writer.queue.join(), timeout=5.0)
-            for task in (*informers, *waits, writer, flushes):
-                task.cancel()
-    finally:
-        if http is not None:
-            await http.stop()
+    if health is not None:
+        health.ready = lambda: synced() and not stop.is_set()
+        health.live = lambda: loop is None or not loop.done()
+    async with asyncio.TaskGroup() as group:
+        informers = [
+            group.create_task(runtime.node_informer.run()),
+            group.create_task(runtime.pod_informer.run()),
+        ]
+        writer = group.create_task(runtime.writer.run())
+        flushes = group.create_task(scheduler.queue.run_flushes())
+        waits = [
+            group.create_task(runtime.node_informer.synced.wait()),
+            group.create_task(runtime.pod_informer.synced.wait()),
+            stopping := group.create_task(stop.wait()),
+        ]
+        while not stop.is_set() and not synced():
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if not stop.is_set():
+            log.info(
+                "informers_synced",
+                nodes=scheduler.cache.table.n,
+                pods=len(runtime.pod_informer.store),
+            )
+            loop = group.create_task(scheduler.run())
+            await stopping
+        log.info("shutting_down", binding_in_flight=scheduler.binding_in_flight)
+        scheduler.queue.close()
+        if loop is not None:
+            await loop  # returns once the binding cycles in flight have finished
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(runtime.writer.queue.join(), timeout=5.0)
+        for task in (*informers, *waits, writer, flushes):
+            task.cancel()
 
 
 async def main(options: RunOptions) -> int:
@@ -224,11 +219,35 @@ async def main(options: RunOptions) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    health = None
+    if options.http_address:
+        # Up before the election, so standby replicas answer /livez (and are not ready).
+        health = HealthServer(options.http_address, pending=runtime.scheduler.queue.pending)
+        await health.start()
+    election = options.leader_election
+    elector = (
+        LeaderElector(runtime.write_client, election)
+        if election is not None and election.leader_elect
+        else None
+    )
     try:
-        await serve(runtime, stop, http_address=options.http_address)
+        if elector is None:
+            await serve(runtime, stop, health=health)
+        elif await elector.acquire(stop):
+            # The leading work and the lease renewal are one unit: if either ends with an
+            # error the other is cancelled and the process exits non-zero (never a zombie
+            # leader); a graceful stop ends both, and the lease is released below.
+            async with asyncio.TaskGroup() as group:
+                renewal = group.create_task(elector.hold())
+                await serve(runtime, stop, health=health)
+                renewal.cancel()
     finally:
         if runtime.scheduler.binder is not None:
             await runtime.scheduler.binder.locks.release_all()
+        if elector is not None:
+            await elector.release()
+        if health is not None:
+            await health.stop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)

@@ -68,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: ascheduler) and leave all other pods alone.",
     )
     run.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) file; with it, the "
+        "profile, node-lock and HTTP flags below are taken from the file",
+    )
+    run.add_argument(
         "--kubeconfig",
         default=None,
         help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)",
@@ -98,6 +105,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="serve /metrics, /healthz, /livez, /readyz here (default "
         "0.0.0.0:10251; empty to disable)",
+    )
+    election = run.add_argument_group(
+        "leader election",
+        "one active replica per Lease; standbys take over within the "
+        "lease duration (the config file's leaderElection section does the same)",
+    )
+    election.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="take part in leader election (off unless given)",
+    )
+    election.add_argument("--leader-elect-resource-namespace", default="kube-system")
+    election.add_argument("--leader-elect-resource-name", default="ascheduler")
+    election.add_argument(
+        "--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS"
     )
     locks = run.add_argument_group(
         "node locks",
@@ -134,8 +156,39 @@ def build_parser() -> argparse.ArgumentParser:
         default="ascheduler.io",
         help="prefix of the pod's bind-phase and bind-time annotations",
     )
+    config = sub.add_parser("config", help="check or print scheduler configuration files")
+    config_verbs = config.add_subparsers(dest="verb", required=True, metavar="VERB")
+    validate = config_verbs.add_parser(
+        "validate", help="report every problem in a file, with its path; exit 2 if any"
+    )
+    validate.add_argument("file")
+    config_verbs.add_parser("defaults", help="print the effective default configuration")
     _cluster_parser(sub)
     return parser
+
+
+def _config(args: argparse.Namespace) -> int:
+    import yaml
+
+    from ascheduler.config import load, parse, to_document
+    from ascheduler.framework import ConfigError
+    from ascheduler.plugins import IN_TREE
+
+    if args.verb == "defaults":
+        defaults = parse(
+            {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"},
+            IN_TREE,
+        )
+        print(yaml.safe_dump(to_document(defaults), sort_keys=False), end="")
+        return 0
+    try:
+        load(args.file, IN_TREE)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"{args.file}: {problem}", file=sys.stderr)
+        return 2
+    print(f"{args.file}: valid")
+    return 0
 
 
 def _cluster(args: argparse.Namespace) -> int:
@@ -204,6 +257,7 @@ def _run(args: argparse.Namespace) -> int:
     from ascheduler import app, logs
     from ascheduler.binding.binder import BindSettings
     from ascheduler.binding.nodelock import EXPIRE_ENV, LockSettings, parse_seconds
+    from ascheduler.config import LeaderElection
     from ascheduler.framework import multipoint
     from ascheduler.http import parse_address
 
@@ -222,6 +276,31 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"ascheduler: error: --http-address: {exc}", file=sys.stderr)
         return 2
+    if args.config:
+        from ascheduler.config import load
+        from ascheduler.framework import ConfigError
+        from ascheduler.plugins import IN_TREE
+
+        try:
+            config = load(args.config, IN_TREE)
+        except ConfigError as exc:
+            for problem in exc.problems:
+                print(f"ascheduler: {args.config}: {problem}", file=sys.stderr)
+            return 2
+        return uvloop.run(
+            app.main(
+                app.RunOptions(
+                    kubeconfig=args.kubeconfig or config.kubeconfig,
+                    profiles=list(config.profiles),
+                    percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
+                    queue=config.queue,
+                    binding_concurrency=config.binding_concurrency,
+                    http_address=config.http_address,
+                    binding=config.binding,
+                    leader_election=config.leader_election,
+                )
+            )
+        )
     names = args.scheduler_names or [app.DEFAULT_SCHEDULER_NAME]
     options = app.RunOptions(
         kubeconfig=args.kubeconfig,
@@ -229,6 +308,14 @@ def _run(args: argparse.Namespace) -> int:
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
         binding_concurrency=max(1, args.binding_concurrency),
         http_address=args.http_address or None,
+        leader_election=LeaderElection(
+            leader_elect=args.leader_elect,
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_lease_duration * 2 / 3,
+            retry_period=max(args.leader_elect_lease_duration / 7.5, 0.2),
+            resource_name=args.leader_elect_resource_name,
+            resource_namespace=args.leader_elect_resource_namespace,
+        ),
         binding=BindSettings(
             policy=args.node_lock_policy,
             device_resources=frozenset(args.device_resources or ["nvidia.com/gpu"]),
@@ -244,6 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "version":
         print(f"ascheduler {__version__}")
         return 0
+    if args.command == "config":
+        return _config(args)
     if args.command == "cluster":
         return _cluster(args)
     if args.command == "run":

@@ -30,10 +30,11 @@ class HealthServer:
         self,
         address: str,
         *,
-        ready: Callable[[], bool],
-        live: Callable[[], bool],
-        pending: Callable[[], dict[str, int]],
+        ready: Callable[[], bool] = lambda: False,
+        live: Callable[[], bool] = lambda: True,
+        pending: Callable[[], dict[str, int]] = dict,
     ) -> None:
+        """`ready`, `live` and `pending` may be replaced once the scheduler runs."""
         self.host, self.port = parse_address(address)
         self.ready = ready
         self.live = live

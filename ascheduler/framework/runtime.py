@@ -98,6 +98,12 @@ class ProfileSpec:
     scheduler_name: str
     points: Mapping[str, Sequence[PluginRef]]
     args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Plugins removed from single extension points (`*`: every multiPoint plugin there).
+    disabled: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: Where each plugin's args came from, for error messages (`profiles[0].pluginConfig[1]`).
+    arg_paths: Mapping[str, str] = field(default_factory=dict)
+    #: Prefix of error paths (`profiles[0].`).
+    path: str = ""
 
 
 #: kube-scheduler's default profile, restricted to the plugins ascheduler implements.
@@ -183,12 +189,13 @@ class Framework:
                 return self.plugins[ref.name]
             factory = registry.get(ref.name)
             if factory is None:
-                problems.append(f"{path}.name: unknown plugin {ref.name!r}")
+                problems.append(f"{spec.path}{path}.name: unknown plugin {ref.name!r}")
                 return None
             try:
                 plugin = factory(spec.args.get(ref.name, {}), handle)
             except PluginArgsError as exc:
-                problems.append(f"pluginConfig[{ref.name}].args.{exc}")
+                where = spec.arg_paths.get(ref.name, f"{spec.path}pluginConfig[{ref.name}].args")
+                problems.append(f"{where}.{exc}")
                 return None
             self.plugins[ref.name] = plugin
             return plugin
@@ -198,7 +205,8 @@ class Framework:
             if plugin is None:
                 continue
             for point, proto in _PROTOCOLS.items():
-                if isinstance(plugin, proto):
+                off = spec.disabled.get(point, frozenset())
+                if isinstance(plugin, proto) and ref.name not in off and "*" not in off:
                     points[point].append(plugin)
             self.weights.setdefault(ref.name, ref.weight)
         for point in EXTENSION_POINTS:
@@ -208,7 +216,7 @@ class Framework:
                     continue
                 if not isinstance(plugin, _PROTOCOLS[point]):
                     problems.append(
-                        f"plugins.{point}.enabled[{i}].name: plugin {ref.name!r} "
+                        f"{spec.path}plugins.{point}.enabled[{i}].name: plugin {ref.name!r} "
                         f"does not implement {point}"
                     )
                     continue
@@ -218,11 +226,11 @@ class Framework:
                     self.weights[ref.name] = ref.weight
         if len(points["queueSort"]) != 1:
             problems.append(
-                f"plugins.queueSort: exactly one plugin must be enabled, found "
+                f"{spec.path}plugins.queueSort: exactly one plugin must be enabled, found "
                 f"{len(points['queueSort'])}"
             )
         if not points["bind"]:
-            problems.append("plugins.bind: at least one plugin must be enabled")
+            problems.append(f"{spec.path}plugins.bind: at least one plugin must be enabled")
         if problems:
             raise ConfigError(problems)
 

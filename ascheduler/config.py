@@ -1,0 +1,433 @@
+"""`KubeSchedulerConfiguration` (kubescheduler.config.k8s.io/v1) for ascheduler.
+
+The kube-scheduler subset ascheduler implements, read strictly: an unknown field, plugin or
+extension point is an error, every problem is reported with its path
+(`profiles[0].plugins.score.enabled[2].name: unknown plugin "Foo"`), and all of them at once.
+ascheduler's own settings live in one top-level section, `ascheduler:`.
+
+Plugins merge onto the default profile the way kube-scheduler's do: `multiPoint.enabled` adds
+plugins to every extension point they implement (or changes a default plugin's weight),
+`<point>.disabled` removes plugins from that point (`*` removes all defaults there), and
+`<point>.enabled` adds plugins to one point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from ascheduler.binding.binder import POLICIES, BindSettings
+from ascheduler.binding.nodelock import DEFAULT_KEY, LockSettings, parse_seconds
+from ascheduler.cache import Cache
+from ascheduler.framework import (
+    DEFAULT_PLUGINS,
+    ConfigError,
+    Framework,
+    Handle,
+    PluginRef,
+    ProfileSpec,
+    WaitingPods,
+)
+from ascheduler.framework.runtime import EXTENSION_POINTS
+from ascheduler.http import DEFAULT_ADDRESS, parse_address
+from ascheduler.queue import QueueSettings
+
+API_VERSION: Final = "kubescheduler.config.k8s.io/v1"
+KIND: Final = "KubeSchedulerConfiguration"
+DEFAULT_SCHEDULER_NAME: Final = "ascheduler"
+
+_TOP: Final = {
+    "apiVersion",
+    "kind",
+    "parallelism",
+    "percentageOfNodesToScore",
+    "podInitialBackoffSeconds",
+    "podMaxBackoffSeconds",
+    "clientConnection",
+    "leaderElection",
+    "profiles",
+    "ascheduler",
+}
+_CLIENT: Final = {"kubeconfig", "qps", "burst", "acceptContentTypes", "contentType"}
+_LEADER: Final = {
+    "leaderElect",
+    "leaseDuration",
+    "renewDeadline",
+    "retryPeriod",
+    "resourceLock",
+    "resourceName",
+    "resourceNamespace",
+}
+_PROFILE: Final = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
+_OWN: Final = {"nodeLock", "bindingConcurrency", "httpAddress", "annotationPrefix"}
+_LOCK: Final = {"policy", "key", "timeout", "deviceResources"}
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    leader_elect: bool = True
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    resource_name: str = "ascheduler"
+    resource_namespace: str = "kube-system"
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    profiles: tuple[ProfileSpec, ...]
+    percentage_of_nodes_to_score: int = 0
+    queue: QueueSettings = field(default_factory=QueueSettings)
+    kubeconfig: str | None = None
+    qps: float = 50.0
+    burst: int = 100
+    leader_election: LeaderElection = field(default_factory=LeaderElection)
+    binding: BindSettings = field(default_factory=BindSettings)
+    binding_concurrency: int = 256
+    http_address: str = DEFAULT_ADDRESS
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append(f"{path}: {message}")
+
+    def obj(self, value: Any, path: str, allowed: set[str] | frozenset[str]) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            self.add(path, f"expected an object, got {type(value).__name__}")
+            return {}
+        for key in value:
+            if key not in allowed:
+                self.add(f"{path}.{key}" if path else str(key), "unknown field")
+        return value
+
+    def seq(self, value: Any, path: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.add(path, f"expected a list, got {type(value).__name__}")
+            return []
+        return value
+
+    def int_(
+        self,
+        value: Any,
+        path: str,
+        default: int,
+        *,
+        low: int | None = None,
+        high: int | None = None,
+    ) -> int:
+        if value is None:
+            return default
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.add(path, f"expected an integer, got {value!r}")
+            return default
+        if (low is not None and value < low) or (high is not None and value > high):
+            bounds = f"{low if low is not None else '-inf'}..{high if high is not None else 'inf'}"
+            self.add(path, f"must be in {bounds}, got {value}")
+            return default
+        return value
+
+    def duration(self, value: Any, path: str, default: float) -> float:
+        if value is None:
+            return default
+        try:
+            seconds = parse_seconds(str(value))
+        except ValueError:
+            self.add(path, f"not a duration: {value!r}")
+            return default
+        if seconds <= 0:
+            self.add(path, "must be positive")
+            return default
+        return seconds
+
+
+def _plugin_set(
+    p: _Problems, raw: Any, path: str, registry: Mapping[str, Any]
+) -> tuple[list[PluginRef], set[str]]:
+    body = p.obj(raw, path, {"enabled", "disabled"})
+    enabled: list[PluginRef] = []
+    for i, item in enumerate(p.seq(body.get("enabled"), f"{path}.enabled")):
+        entry = p.obj(item, f"{path}.enabled[{i}]", {"name", "weight"})
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            p.add(f"{path}.enabled[{i}].name", "required")
+            continue
+        if name not in registry:
+            p.add(f"{path}.enabled[{i}].name", f"unknown plugin {name!r}")
+            continue
+        weight = p.int_(entry.get("weight"), f"{path}.enabled[{i}].weight", 0, low=0, high=100)
+        enabled.append(PluginRef(name, weight))
+    disabled: set[str] = set()
+    for i, item in enumerate(p.seq(body.get("disabled"), f"{path}.disabled")):
+        entry = p.obj(item, f"{path}.disabled[{i}]", {"name"})
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            p.add(f"{path}.disabled[{i}].name", "required")
+        elif name != "*" and name not in registry:
+            p.add(f"{path}.disabled[{i}].name", f"unknown plugin {name!r}")
+        else:
+            disabled.add(name)
+    return enabled, disabled
+
+
+def _profile(p: _Problems, raw: Any, path: str, registry: Mapping[str, Any]) -> ProfileSpec:
+    body = p.obj(raw, path, _PROFILE)
+    name = body.get("schedulerName", DEFAULT_SCHEDULER_NAME)
+    if not isinstance(name, str) or not name:
+        p.add(f"{path}.schedulerName", "required")
+        name = DEFAULT_SCHEDULER_NAME
+    if body.get("percentageOfNodesToScore") is not None:
+        p.int_(
+            body.get("percentageOfNodesToScore"),
+            f"{path}.percentageOfNodesToScore",
+            0,
+            low=0,
+            high=100,
+        )
+    plugins = p.obj(body.get("plugins"), f"{path}.plugins", {"multiPoint", *EXTENSION_POINTS})
+    multi_enabled, multi_disabled = _plugin_set(
+        p, plugins.get("multiPoint"), f"{path}.plugins.multiPoint", registry
+    )
+    # kube-scheduler: weight 0 in a multiPoint/score entry means "keep the default" (1).
+    base = (
+        []
+        if "*" in multi_disabled
+        else [r for r in DEFAULT_PLUGINS if r.name not in multi_disabled]
+    )
+    merged: list[PluginRef] = []
+    overrides = {r.name: r for r in multi_enabled}
+    for ref in base:
+        over = overrides.pop(ref.name, None)
+        merged.append(PluginRef(ref.name, over.weight or ref.weight) if over else ref)
+    merged.extend(PluginRef(r.name, r.weight or 1) for r in overrides.values())
+    points: dict[str, Sequence[PluginRef]] = {"multiPoint": tuple(merged)}
+    disabled: dict[str, frozenset[str]] = {}
+    for point in EXTENSION_POINTS:
+        if point not in plugins:
+            continue
+        enabled, off = _plugin_set(p, plugins[point], f"{path}.plugins.{point}", registry)
+        points[point] = tuple(PluginRef(r.name, r.weight or 1) for r in enabled)
+        if off:
+            disabled[point] = frozenset(off)
+    args: dict[str, Mapping[str, Any]] = {}
+    arg_paths: dict[str, str] = {}
+    for i, item in enumerate(p.seq(body.get("pluginConfig"), f"{path}.pluginConfig")):
+        entry = p.obj(item, f"{path}.pluginConfig[{i}]", {"name", "args"})
+        plugin = entry.get("name")
+        if not isinstance(plugin, str) or plugin not in registry:
+            p.add(f"{path}.pluginConfig[{i}].name", f"unknown plugin {plugin!r}")
+            continue
+        if plugin in args:
+            p.add(f"{path}.pluginConfig[{i}].name", f"duplicate config for plugin {plugin!r}")
+            continue
+        args[plugin] = p.obj(
+            entry.get("args"),
+            f"{path}.pluginConfig[{i}].args",
+            _ARG_FIELDS.get(plugin, frozenset()),
+        )
+        arg_paths[plugin] = f"{path}.pluginConfig[{i}].args"
+    return ProfileSpec(name, points, args, disabled=disabled, arg_paths=arg_paths, path=f"{path}.")
+
+
+#: The argument fields each configurable plugin accepts (everything else is unknown).
+_ARG_FIELDS: Final[dict[str, frozenset[str]]] = {
+    "NodeResourcesFit": frozenset({"scoringStrategy", "ignoredResources", "ignoredResourceGroups"}),
+    "NodeResourcesBalancedAllocation": frozenset({"resources"}),
+}
+
+
+def parse(data: Any, registry: Mapping[str, Any]) -> SchedulerConfig:
+    """Validate and default a decoded configuration; `ConfigError` lists every problem."""
+    p = _Problems()
+    top = p.obj(data, "", _TOP)
+    if top.get("apiVersion") != API_VERSION:
+        p.add("apiVersion", f"must be {API_VERSION!r}, got {top.get('apiVersion')!r}")
+    if top.get("kind") != KIND:
+        p.add("kind", f"must be {KIND!r}, got {top.get('kind')!r}")
+    if top.get("parallelism") is not None:
+        p.int_(top.get("parallelism"), "parallelism", 16, low=1)
+    pct = p.int_(
+        top.get("percentageOfNodesToScore"), "percentageOfNodesToScore", 0, low=0, high=100
+    )
+    initial = p.int_(top.get("podInitialBackoffSeconds"), "podInitialBackoffSeconds", 1, low=1)
+    maximum = p.int_(top.get("podMaxBackoffSeconds"), "podMaxBackoffSeconds", 10, low=1)
+    if maximum < initial:
+        p.add("podMaxBackoffSeconds", "must be at least podInitialBackoffSeconds")
+    client = p.obj(top.get("clientConnection"), "clientConnection", _CLIENT)
+    kubeconfig = client.get("kubeconfig") or None
+    qps = client.get("qps", 50)
+    if not isinstance(qps, int | float) or isinstance(qps, bool) or qps < 0:
+        p.add("clientConnection.qps", f"must be a non-negative number, got {qps!r}")
+        qps = 50
+    burst = p.int_(client.get("burst"), "clientConnection.burst", 100, low=0)
+    leader = p.obj(top.get("leaderElection"), "leaderElection", _LEADER)
+    lease = p.duration(leader.get("leaseDuration"), "leaderElection.leaseDuration", 15.0)
+    renew = p.duration(leader.get("renewDeadline"), "leaderElection.renewDeadline", 10.0)
+    retry = p.duration(leader.get("retryPeriod"), "leaderElection.retryPeriod", 2.0)
+    if renew >= lease:
+        p.add("leaderElection.renewDeadline", "must be less than leaseDuration")
+    if leader.get("resourceLock", "leases") != "leases":
+        p.add("leaderElection.resourceLock", "only 'leases' is supported")
+    election = LeaderElection(
+        leader_elect=bool(leader.get("leaderElect", True)),
+        lease_duration=lease,
+        renew_deadline=renew,
+        retry_period=retry,
+        resource_name=str(leader.get("resourceName") or "ascheduler"),
+        resource_namespace=str(leader.get("resourceNamespace") or "kube-system"),
+    )
+
+    own = p.obj(top.get("ascheduler"), "ascheduler", _OWN)
+    lock = p.obj(own.get("nodeLock"), "ascheduler.nodeLock", _LOCK)
+    policy = lock.get("policy", "devices")
+    if policy not in POLICIES:
+        p.add("ascheduler.nodeLock.policy", f"must be one of {', '.join(POLICIES)}, got {policy!r}")
+        policy = "devices"
+    devices = [
+        str(d) for d in p.seq(lock.get("deviceResources"), "ascheduler.nodeLock.deviceResources")
+    ] or ["nvidia.com/gpu"]
+    timeout = (
+        p.duration(lock.get("timeout"), "ascheduler.nodeLock.timeout", 300.0)
+        if lock.get("timeout") is not None
+        else None
+    )
+    binding = BindSettings(
+        policy=policy,
+        device_resources=frozenset(devices),
+        annotation_prefix=str(own.get("annotationPrefix") or "ascheduler.io"),
+        lock=LockSettings.from_env(key=str(lock.get("key") or DEFAULT_KEY), timeout=timeout),
+    )
+    address = str(own.get("httpAddress") or DEFAULT_ADDRESS)
+    try:
+        parse_address(address)
+    except ValueError as exc:
+        p.add("ascheduler.httpAddress", str(exc))
+        address = DEFAULT_ADDRESS
+    concurrency = p.int_(own.get("bindingConcurrency"), "ascheduler.bindingConcurrency", 256, low=1)
+
+    profiles = []
+    raw_profiles = p.seq(top.get("profiles"), "profiles") or [{}]
+    seen: set[str] = set()
+    for i, raw in enumerate(raw_profiles):
+        spec = _profile(p, raw, f"profiles[{i}]", registry)
+        if spec.scheduler_name in seen:
+            p.add(f"profiles[{i}].schedulerName", f"duplicate {spec.scheduler_name!r}")
+        seen.add(spec.scheduler_name)
+        profiles.append(spec)
+    if not p.items:
+        # Build each profile once, computing nothing: plugin args and the extension-point
+        # rules (one QueueSort, a Bind) are checked by the same code that runs them.
+        for spec in profiles:
+            try:
+                Framework(spec, registry, Handle(cache=Cache(), waiting_pods=WaitingPods()))
+            except ConfigError as exc:
+                p.items.extend(exc.problems)
+    if p.items:
+        raise ConfigError(p.items)
+    return SchedulerConfig(
+        profiles=tuple(profiles),
+        percentage_of_nodes_to_score=pct,
+        queue=QueueSettings(initial_backoff=float(initial), max_backoff=float(maximum)),
+        kubeconfig=kubeconfig,
+        qps=float(qps),
+        burst=burst,
+        leader_election=election,
+        binding=binding,
+        binding_concurrency=concurrency,
+        http_address=address,
+    )
+
+
+def to_document(config: SchedulerConfig) -> dict[str, Any]:
+    """The effective configuration, every default filled in, as a document `parse` accepts."""
+    le = config.leader_election
+    lock = config.binding.lock
+    profiles = []
+    for spec in config.profiles:
+        plugins: dict[str, Any] = {
+            "multiPoint": {
+                "enabled": [
+                    {"name": r.name, "weight": r.weight} for r in spec.points.get("multiPoint", ())
+                ]
+            }
+        }
+        for point, refs in spec.points.items():
+            if point != "multiPoint":
+                plugins.setdefault(point, {})["enabled"] = [
+                    {"name": r.name, "weight": r.weight} for r in refs
+                ]
+        for point, names in spec.disabled.items():
+            plugins.setdefault(point, {})["disabled"] = [{"name": n} for n in sorted(names)]
+        args = {name: dict(a) for name, a in spec.args.items()}
+        args.setdefault("NodeResourcesFit", {}).setdefault(
+            "scoringStrategy",
+            {
+                "type": "LeastAllocated",
+                "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+            },
+        )
+        args.setdefault("NodeResourcesBalancedAllocation", {}).setdefault(
+            "resources", [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+        )
+        profiles.append(
+            {
+                "schedulerName": spec.scheduler_name,
+                "plugins": plugins,
+                "pluginConfig": [{"name": n, "args": a} for n, a in args.items()],
+            }
+        )
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "percentageOfNodesToScore": config.percentage_of_nodes_to_score,
+        "podInitialBackoffSeconds": int(config.queue.initial_backoff),
+        "podMaxBackoffSeconds": int(config.queue.max_backoff),
+        "clientConnection": {
+            "kubeconfig": config.kubeconfig or "",
+            "qps": config.qps,
+            "burst": config.burst,
+        },
+        "leaderElection": {
+            "leaderElect": le.leader_elect,
+            "leaseDuration": f"{le.lease_duration:g}s",
+            "renewDeadline": f"{le.renew_deadline:g}s",
+            "retryPeriod": f"{le.retry_period:g}s",
+            "resourceLock": "leases",
+            "resourceName": le.resource_name,
+            "resourceNamespace": le.resource_namespace,
+        },
+        "profiles": profiles,
+        "ascheduler": {
+            "httpAddress": config.http_address,
+            "bindingConcurrency": config.binding_concurrency,
+            "annotationPrefix": config.binding.annotation_prefix,
+            "nodeLock": {
+                "policy": config.binding.policy,
+                "key": lock.key,
+                "timeout": f"{lock.timeout:g}s",
+                "deviceResources": sorted(config.binding.device_resources),
+            },
+        },
+    }
+
+
+def load(path: str | Path, registry: Mapping[str, Any]) -> SchedulerConfig:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError([f"{path}: {exc.strerror or exc}"]) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{path}: not YAML: {exc}"]) from exc
+    return parse(data, registry)

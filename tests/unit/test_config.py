@@ -1,0 +1,155 @@
+"""KubeSchedulerConfiguration: strict parsing with paths, kube-scheduler's plugin merging, the
+documented examples, and the CLI's validate/defaults."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ascheduler.config import parse, to_document
+from ascheduler.framework import ConfigError
+from ascheduler.plugins import IN_TREE
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
+HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ascheduler", *args], capture_output=True, text=True, check=False
+    )
+
+
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_examples_are_valid(path: Path) -> None:
+    result = cli("config", "validate", str(path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{path}: valid"
+
+
+@pytest.mark.parametrize(
+    "path", sorted((CONFIG_DIR / "invalid").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_invalid_examples_report_their_documented_error(path: Path) -> None:
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# expect: ")
+    expected = first.removeprefix("# expect: ")
+    result = cli("config", "validate", str(path))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [f"{path}: {expected}"]
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse(
+            {
+                **HEAD,
+                "colour": "blue",
+                "percentageOfNodesToScore": 101,
+                "profiles": [
+                    {"schedulerName": "a", "plugins": {"filtr": {}}},
+                    {"plugins": {"score": {"enabled": [{"name": "Nope"}]}}},
+                ],
+            },
+            IN_TREE,
+        )
+    assert err.value.problems == [
+        "colour: unknown field",
+        "percentageOfNodesToScore: must be in 0..100, got 101",
+        "profiles[0].plugins.filtr: unknown field",
+        "profiles[1].plugins.score.enabled[0].name: unknown plugin 'Nope'",
+    ]
+
+
+def test_wrong_api_version_and_kind() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse({"apiVersion": "v1", "kind": "Pod"}, IN_TREE)
+    assert err.value.problems[0].startswith("apiVersion: must be")
+    assert err.value.problems[1].startswith("kind: must be")
+
+
+def _multipoint(config: Any, profile: int = 0) -> dict[str, int]:
+    return {r.name: r.weight for r in config.profiles[profile].points["multiPoint"]}
+
+
+def test_plugins_merge_onto_the_defaults() -> None:
+    config = parse(
+        {
+            **HEAD,
+            "profiles": [
+                {
+                    "plugins": {
+                        "multiPoint": {
+                            "enabled": [{"name": "NodeAffinity", "weight": 7}],
+                            "disabled": [{"name": "NodePorts"}],
+                        }
+                    }
+                }
+            ],
+        },
+        IN_TREE,
+    )
+    weights = _multipoint(config)
+    assert weights["NodeAffinity"] == 7
+    assert weights["TaintToleration"] == 3
+    assert "NodePorts" not in weights
+    everything_off = parse(
+        {
+            **HEAD,
+            "profiles": [
+                {
+                    "plugins": {
+                        "multiPoint": {
+                            "disabled": [{"name": "*"}],
+                            "enabled": [{"name": "PrioritySort"}, {"name": "DefaultBinder"}],
+                        }
+                    }
+                }
+            ],
+        },
+        IN_TREE,
+    )
+    assert _multipoint(everything_off) == {"PrioritySort": 1, "DefaultBinder": 1}
+
+
+def test_a_profile_without_a_binder_is_rejected() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse(
+            {
+                **HEAD,
+                "profiles": [
+                    {
+                        "schedulerName": "x",
+                        "plugins": {"multiPoint": {"disabled": [{"name": "DefaultBinder"}]}},
+                    }
+                ],
+            },
+            IN_TREE,
+        )
+    assert err.value.problems == ["profiles[0].plugins.bind: at least one plugin must be enabled"]
+
+
+def test_defaults_round_trip_through_the_cli() -> None:
+    result = cli("config", "defaults")
+    assert result.returncode == 0
+    document = yaml.safe_load(result.stdout)
+    again = parse(document, IN_TREE)
+    assert to_document(again) == document
+    assert _multipoint(again)["TaintToleration"] == 3
+    assert document["ascheduler"]["nodeLock"]["policy"] == "devices"
+
+
+def test_run_with_an_invalid_config_exits_2_naming_the_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\n"
+        "kind: KubeSchedulerConfiguration\nprofiles: {}\n"
+    )
+    result = cli("run", "--config", str(bad))
+    assert result.returncode == 2
+    assert "profiles: expected a list, got dict" in result.stderr
