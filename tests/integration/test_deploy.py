@@ -1,0 +1,166 @@
+"""deploy/base on the real API server: every manifest is accepted (server-side apply), and the
+scheduler runs under the deployed ServiceAccount's own token, so a missing RBAC verb fails."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ascheduler.devcluster import ControlPlane
+from ascheduler.devcluster.nodes import FakeNodes
+from ascheduler.devcluster.plane import PlaneState
+from ascheduler.kube import ApiError, KubeClient
+from tests.integration.conftest import NodeFactory
+from tests.integration.helpers import (
+    create_pods,
+    events_for,
+    eventually,
+    pause_pod,
+    wait_bound,
+    wait_unschedulable,
+)
+
+BASE = Path(__file__).resolve().parents[2] / "deploy" / "base"
+NAMESPACE = "ascheduler-system"
+#: kind -> (API path prefix, plural, namespaced)
+KINDS = {
+    "Namespace": ("/api/v1", "namespaces", False),
+    "ServiceAccount": ("/api/v1", "serviceaccounts", True),
+    "ConfigMap": ("/api/v1", "configmaps", True),
+    "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
+    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+    "Deployment": ("/apis/apps/v1", "deployments", True),
+}
+
+
+def manifests() -> list[dict[str, Any]]:
+    kustomization = yaml.safe_load((BASE / "kustomization.yaml").read_text())
+    docs = []
+    for name in kustomization["resources"]:
+        docs += [d for d in yaml.safe_load_all((BASE / name).read_text()) if d]
+    return docs
+
+
+async def apply(kube: KubeClient, doc: dict[str, Any]) -> dict[str, Any]:
+    prefix, plural, namespaced = KINDS[doc["kind"]]
+    meta = doc["metadata"]
+    where = f"/namespaces/{meta.get('namespace', NAMESPACE)}" if namespaced else ""
+    path = f"{prefix}{where}/{plural}/{meta['name']}"
+    response = await kube.request(
+        "PATCH",
+        path,
+        body=doc,
+        params={"fieldManager": "ascheduler-deploy-test", "force": "true"},
+        content_type="application/apply-patch+yaml",
+    )
+    return response.json()
+
+
+async def test_deploy_base_applies_and_its_service_account_can_schedule(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+    tmp_path: Path,
+) -> None:
+    docs = manifests()
+    assert {d["kind"] for d in docs} == set(KINDS)
+    for doc in docs:
+        applied = await apply(kube, doc)
+        assert applied["metadata"]["name"] == doc["metadata"]["name"]
+
+    token = (
+        await kube.post(
+            f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/ascheduler/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 3600},
+            },
+        )
+    )["status"]["token"]
+    kubeconfig = tmp_path / "sa.kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "local",
+                        "cluster": {
+                            "server": plane_state.server,
+                            "certificate-authority": str(plane_state.ca_cert),
+                        },
+                    }
+                ],
+                "users": [{"name": "sa", "user": {"token": token}}],
+                "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
+                "current-context": "sa",
+            }
+        )
+    )
+
+    # The deployed configuration, with its own profile name and node locks on every bind
+    # (so the node and pod patches are exercised too).
+    configmap = next(d for d in docs if d["kind"] == "ConfigMap")
+    config = yaml.safe_load(configmap["data"]["config.yaml"])
+    profile = f"{namespace}-deployed"
+    config["profiles"][0]["schedulerName"] = profile
+    config["ascheduler"]["httpAddress"] = "127.0.0.1:0"
+    config["ascheduler"]["nodeLock"]["policy"] = "all"
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+
+    async with await KubeClient.connect(str(kubeconfig)) as as_sa:
+        with pytest.raises(ApiError) as denied:
+            await as_sa.request("DELETE", "/api/v1/nodes/anything")
+        assert denied.value.status == 403  # it really is the ServiceAccount, not an admin
+
+    await nodes(FakeNodes(count=2, prefix=f"{namespace}-n"))
+    record = plane.start_process(
+        "ascheduler-deployed",
+        [
+            sys.executable,
+            "-m",
+            "ascheduler",
+            "run",
+            "--config",
+            str(config_file),
+            "--kubeconfig",
+            str(kubeconfig),
+        ],
+    )
+    try:
+        await create_pods(
+            kube,
+            namespace,
+            [
+                *(pause_pod(f"p{i}", scheduler_name=profile) for i in range(3)),
+                pause_pod("huge", scheduler_name=profile, cpu="1000"),
+            ],
+        )
+        await wait_bound(kube, namespace, [f"p{i}" for i in range(3)], timeout=90)
+        await wait_unschedulable(kube, namespace, "huge")  # pods/status patch allowed
+        await eventually(
+            lambda: events_for(kube, namespace, "Scheduled"),
+            what="Scheduled events written by the ServiceAccount",
+        )
+        lease = await kube.get(
+            f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/ascheduler"
+        )
+        assert lease["spec"]["holderIdentity"]
+        log = await asyncio.to_thread(Path(record.log).read_text)
+        assert "403" not in log
+        assert "forbidden" not in log.lower()
+    finally:
+        plane.stop_process(record)
