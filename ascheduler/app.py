@@ -61,6 +61,7 @@ class RunOptions:
     binding: BindSettings = field(default_factory=BindSettings)
     http_address: str | None = DEFAULT_ADDRESS
     leader_election: LeaderElection | None = None
+    shutdown_grace: float = 30.0
 
 
 @dataclass
@@ -73,6 +74,8 @@ class Runtime:
     writer: StatusWriter
     watch_client: KubeClient
     write_client: KubeClient
+    #: How long a graceful stop waits for binding cycles in flight.
+    shutdown_grace: float = 30.0
 
     async def close(self) -> None:
         await self.watch_client.close()
@@ -90,7 +93,11 @@ def build_frameworks(
             spec,
             options.registry,
             handle,
-            percentage_of_nodes_to_score=options.percentage_of_nodes_to_score,
+            percentage_of_nodes_to_score=(
+                options.percentage_of_nodes_to_score
+                if spec.percentage_of_nodes_to_score is None
+                else spec.percentage_of_nodes_to_score
+            ),
         )
     return frameworks
 
@@ -164,7 +171,15 @@ async def build(options: RunOptions) -> Runtime:
         handler=router.nodes,
         name="nodes",
     )
-    return Runtime(scheduler, pods, nodes, writer, watch_client, write_client)
+    return Runtime(
+        scheduler,
+        pods,
+        nodes,
+        writer,
+        watch_client,
+        write_client,
+        shutdown_grace=options.shutdown_grace,
+    )
 
 
 async def serve(
@@ -206,7 +221,15 @@ async def serve(
         log.info("shutting_down", binding_in_flight=scheduler.binding_in_flight)
         scheduler.queue.close()
         if loop is not None:
-            await loop  # returns once the binding cycles in flight have finished
+            # The loop returns once the binding cycles in flight have finished; past the
+            # grace period they are cancelled (each still unreserves, forgets, unlocks).
+            try:
+                await asyncio.wait_for(asyncio.shield(loop), timeout=runtime.shutdown_grace)
+            except TimeoutError:
+                log.warning("shutdown_grace_expired", binding_in_flight=scheduler.binding_in_flight)
+                loop.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await loop
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(runtime.writer.queue.join(), timeout=5.0)
         for task in (*informers, *waits, writer, flushes):

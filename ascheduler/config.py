@@ -163,7 +163,7 @@ def _plugin_set(
             p.add(f"{path}.enabled[{i}].name", "required")
             continue
         if name not in registry:
-            p.add(f"{path}.enabled[{i}].name", f"unknown plugin {name!r}")
+            p.add(f"{path}.enabled[{i}].name", f'unknown plugin "{name}"')
             continue
         weight = p.int_(entry.get("weight"), f"{path}.enabled[{i}].weight", 0, low=0, high=100)
         enabled.append(PluginRef(name, weight))
@@ -174,7 +174,7 @@ def _plugin_set(
         if not isinstance(name, str) or not name:
             p.add(f"{path}.disabled[{i}].name", "required")
         elif name != "*" and name not in registry:
-            p.add(f"{path}.disabled[{i}].name", f"unknown plugin {name!r}")
+            p.add(f"{path}.disabled[{i}].name", f'unknown plugin "{name}"')
         else:
             disabled.add(name)
     return enabled, disabled
@@ -186,8 +186,9 @@ def _profile(p: _Problems, raw: Any, path: str, registry: Mapping[str, Any]) -> 
     if not isinstance(name, str) or not name:
         p.add(f"{path}.schedulerName", "required")
         name = DEFAULT_SCHEDULER_NAME
+    percentage = None
     if body.get("percentageOfNodesToScore") is not None:
-        p.int_(
+        percentage = p.int_(
             body.get("percentageOfNodesToScore"),
             f"{path}.percentageOfNodesToScore",
             0,
@@ -225,7 +226,7 @@ def _profile(p: _Problems, raw: Any, path: str, registry: Mapping[str, Any]) -> 
         entry = p.obj(item, f"{path}.pluginConfig[{i}]", {"name", "args"})
         plugin = entry.get("name")
         if not isinstance(plugin, str) or plugin not in registry:
-            p.add(f"{path}.pluginConfig[{i}].name", f"unknown plugin {plugin!r}")
+            p.add(f"{path}.pluginConfig[{i}].name", f'unknown plugin "{plugin}"')
             continue
         if plugin in args:
             p.add(f"{path}.pluginConfig[{i}].name", f"duplicate config for plugin {plugin!r}")
@@ -236,7 +237,15 @@ def _profile(p: _Problems, raw: Any, path: str, registry: Mapping[str, Any]) -> 
             _ARG_FIELDS.get(plugin, frozenset()),
         )
         arg_paths[plugin] = f"{path}.pluginConfig[{i}].args"
-    return ProfileSpec(name, points, args, disabled=disabled, arg_paths=arg_paths, path=f"{path}.")
+    return ProfileSpec(
+        name,
+        points,
+        args,
+        disabled=disabled,
+        arg_paths=arg_paths,
+        path=f"{path}.",
+        percentage_of_nodes_to_score=percentage,
+    )
 
 
 #: The argument fields each configurable plugin accepts (everything else is unknown).

@@ -104,6 +104,8 @@ class ProfileSpec:
     arg_paths: Mapping[str, str] = field(default_factory=dict)
     #: Prefix of error paths (`profiles[0].`).
     path: str = ""
+    #: The profile's own percentageOfNodesToScore (None: the global one).
+    percentage_of_nodes_to_score: int | None = None
 
 
 #: kube-scheduler's default profile, restricted to the plugins ascheduler implements.
@@ -189,7 +191,7 @@ class Framework:
                 return self.plugins[ref.name]
             factory = registry.get(ref.name)
             if factory is None:
-                problems.append(f"{spec.path}{path}.name: unknown plugin {ref.name!r}")
+                problems.append(f'{spec.path}{path}.name: unknown plugin "{ref.name}"')
                 return None
             try:
                 plugin = factory(spec.args.get(ref.name, {}), handle)

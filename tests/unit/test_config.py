@@ -62,7 +62,7 @@ def test_every_problem_is_reported_at_once() -> None:
         "colour: unknown field",
         "percentageOfNodesToScore: must be in 0..100, got 101",
         "profiles[0].plugins.filtr: unknown field",
-        "profiles[1].plugins.score.enabled[0].name: unknown plugin 'Nope'",
+        'profiles[1].plugins.score.enabled[0].name: unknown plugin "Nope"',
     ]
 
 
@@ -153,3 +153,30 @@ def test_run_with_an_invalid_config_exits_2_naming_the_problem(tmp_path: Path) -
     result = cli("run", "--config", str(bad))
     assert result.returncode == 2
     assert "profiles: expected a list, got dict" in result.stderr
+
+
+def test_profile_percentage_overrides_the_global_one() -> None:
+    from ascheduler.app import RunOptions, build_frameworks
+    from ascheduler.cache import Cache
+
+    config = parse(
+        {
+            **HEAD,
+            "percentageOfNodesToScore": 30,
+            "profiles": [
+                {"schedulerName": "a"},
+                {"schedulerName": "b", "percentageOfNodesToScore": 70},
+            ],
+        },
+        IN_TREE,
+    )
+    frameworks = build_frameworks(
+        RunOptions(
+            profiles=list(config.profiles),
+            percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
+        ),
+        Cache(),
+        None,
+    )
+    assert frameworks["a"].percentage_of_nodes_to_score == 30
+    assert frameworks["b"].percentage_of_nodes_to_score == 70

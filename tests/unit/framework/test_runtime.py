@@ -389,7 +389,7 @@ def test_unknown_multipoint_plugin() -> None:
         build(make_cache([]), extra=[PluginRef("NoSuchPlugin")])
     index = len(DEFAULT_PLUGINS)
     assert err.value.problems == [
-        f"plugins.multiPoint.enabled[{index}].name: unknown plugin 'NoSuchPlugin'"
+        f'plugins.multiPoint.enabled[{index}].name: unknown plugin "NoSuchPlugin"'
     ]
 
 
@@ -401,7 +401,7 @@ def test_unknown_plugin_at_an_extension_point() -> None:
     handle = Handle(cache=Cache(), waiting_pods=WaitingPods())
     with pytest.raises(ConfigError) as err:
         Framework(spec, IN_TREE, handle)
-    assert "plugins.score.enabled[1].name: unknown plugin 'Nope'" in err.value.problems
+    assert 'plugins.score.enabled[1].name: unknown plugin "Nope"' in err.value.problems
 
 
 def test_plugin_at_a_point_it_does_not_implement() -> None:
