@@ -33,6 +33,7 @@ from ascheduler.framework import (
 from ascheduler.framework.interface import PluginFactory
 from ascheduler.http import DEFAULT_ADDRESS, HealthServer
 from ascheduler.kube import KubeClient
+from ascheduler.kube.client import RateLimiter
 from ascheduler.kube.informer import Informer
 from ascheduler.leader import LeaderElector
 from ascheduler.model import NodeInfo, PodInfo, parse_node, parse_pod
@@ -62,6 +63,9 @@ class RunOptions:
     http_address: str | None = DEFAULT_ADDRESS
     leader_election: LeaderElection | None = None
     shutdown_grace: float = 30.0
+    #: clientConnection.qps/burst for the write client; None: no client-side limit.
+    qps: float | None = None
+    burst: int = 100
 
 
 @dataclass
@@ -133,8 +137,12 @@ async def build(options: RunOptions) -> Runtime:
     watch_client = await KubeClient.connect(
         options.kubeconfig, pool_size=8, user_agent="ascheduler/watch"
     )
+    limiter = RateLimiter(options.qps, options.burst) if options.qps else None
     write_client = await KubeClient.connect(
-        options.kubeconfig, pool_size=options.write_pool, user_agent="ascheduler"
+        options.kubeconfig,
+        pool_size=options.write_pool,
+        user_agent="ascheduler",
+        limiter=limiter,
     )
     cache = Cache()
     frameworks = build_frameworks(options, cache, write_client)

@@ -298,6 +298,8 @@ def _run(args: argparse.Namespace) -> int:
                     http_address=config.http_address,
                     binding=config.binding,
                     leader_election=config.leader_election,
+                    qps=config.qps,
+                    burst=config.burst,
                 )
             )
         )

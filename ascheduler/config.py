@@ -83,7 +83,8 @@ class SchedulerConfig:
     percentage_of_nodes_to_score: int = 0
     queue: QueueSettings = field(default_factory=QueueSettings)
     kubeconfig: str | None = None
-    qps: float = 50.0
+    #: None: no client-side limit (kube-scheduler defaults to 50; set it to get one).
+    qps: float | None = None
     burst: int = 100
     leader_election: LeaderElection = field(default_factory=LeaderElection)
     binding: BindSettings = field(default_factory=BindSettings)
@@ -274,10 +275,10 @@ def parse(data: Any, registry: Mapping[str, Any]) -> SchedulerConfig:
         p.add("podMaxBackoffSeconds", "must be at least podInitialBackoffSeconds")
     client = p.obj(top.get("clientConnection"), "clientConnection", _CLIENT)
     kubeconfig = client.get("kubeconfig") or None
-    qps = client.get("qps", 50)
-    if not isinstance(qps, int | float) or isinstance(qps, bool) or qps < 0:
-        p.add("clientConnection.qps", f"must be a non-negative number, got {qps!r}")
-        qps = 50
+    qps = client.get("qps")
+    if qps is not None and (not isinstance(qps, int | float) or isinstance(qps, bool) or qps <= 0):
+        p.add("clientConnection.qps", f"must be a positive number, got {qps!r}")
+        qps = None
     burst = p.int_(client.get("burst"), "clientConnection.burst", 100, low=0)
     leader = p.obj(top.get("leaderElection"), "leaderElection", _LEADER)
     lease = p.duration(leader.get("leaseDuration"), "leaderElection.leaseDuration", 15.0)
@@ -348,7 +349,7 @@ def parse(data: Any, registry: Mapping[str, Any]) -> SchedulerConfig:
         percentage_of_nodes_to_score=pct,
         queue=QueueSettings(initial_backoff=float(initial), max_backoff=float(maximum)),
         kubeconfig=kubeconfig,
-        qps=float(qps),
+        qps=None if qps is None else float(qps),
         burst=burst,
         leader_election=election,
         binding=binding,
@@ -403,7 +404,7 @@ def to_document(config: SchedulerConfig) -> dict[str, Any]:
         "podMaxBackoffSeconds": int(config.queue.max_backoff),
         "clientConnection": {
             "kubeconfig": config.kubeconfig or "",
-            "qps": config.qps,
+            **({"qps": config.qps} if config.qps is not None else {}),
             "burst": config.burst,
         },
         "leaderElection": {

@@ -264,5 +264,16 @@ class PluginFactory(Protocol):
     def __call__(self, args: Mapping[str, Any], handle: Handle) -> Plugin: ...
 
 
+def default_normalize(scores: IntArray, *, reverse: bool = False) -> IntArray:
+    """kube-scheduler's `DefaultNormalizeScore`: scale to 0..100 by the highest raw score
+    (integer arithmetic); `reverse` makes the highest raw score the lowest. All zero raw scores
+    give 0 everywhere (100 when reversed)."""
+    top = int(scores.max()) if scores.size else 0
+    if top == 0:
+        return np.full_like(scores, MAX_NODE_SCORE if reverse else 0)
+    scaled: IntArray = (MAX_NODE_SCORE * scores) // top
+    return MAX_NODE_SCORE - scaled if reverse else scaled
+
+
 def no_rejections(n: int) -> BoolArray:
     return np.zeros(n, dtype=np.bool_)

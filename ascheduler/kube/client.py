@@ -100,13 +100,42 @@ def _ssl_context(config: Configuration) -> ssl.SSLContext:
     return ctx
 
 
+class RateLimiter:
+    """client-go's client-side limit: `qps` requests a second, bursts of up to `burst`.
+
+    Each request reserves a token at once (the count may go negative) and sleeps off its debt,
+    so concurrent callers are served in order without a lock.
+    """
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._tokens = float(self.burst)
+        self._last: float | None = None
+
+    async def wait(self) -> None:
+        now = asyncio.get_running_loop().time()
+        if self._last is not None:
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+        self._last = now
+        self._tokens -= 1
+        if self._tokens < 0:
+            await asyncio.sleep(-self._tokens / self.qps)
+
+
 class KubeClient:
     """One connection pool to one API server."""
 
     def __init__(
-        self, config: Configuration, *, pool_size: int = 64, user_agent: str = "ascheduler"
+        self,
+        config: Configuration,
+        *,
+        pool_size: int = 64,
+        user_agent: str = "ascheduler",
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.config = config
+        self.limiter = limiter
         self.server = str(config.host).rstrip("/")
         connector = aiohttp.TCPConnector(limit=pool_size, ssl=_ssl_context(config))
         self.session = aiohttp.ClientSession(
@@ -124,11 +153,13 @@ class KubeClient:
         context: str | None = None,
         pool_size: int = 64,
         user_agent: str = "ascheduler",
+        limiter: RateLimiter | None = None,
     ) -> KubeClient:
         return cls(
             await load_configuration(kubeconfig, context=context),
             pool_size=pool_size,
             user_agent=user_agent,
+            limiter=limiter,
         )
 
     async def close(self) -> None:
@@ -166,6 +197,8 @@ class KubeClient:
         failure drops one stale connection from the pool). A write that did land the first
         time then answers 409, which callers already handle.
         """
+        if self.limiter is not None:
+            await self.limiter.wait()
         data = None if body is None else orjson.dumps(body)
         headers = await self.headers(content_type if data is not None else None)
         for attempt in range(1, _RESEND + 1):

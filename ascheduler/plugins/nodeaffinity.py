@@ -15,7 +15,6 @@ import numpy as np
 from ascheduler.cache.table import BoolArray, IntArray, NodeTable
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
-    MAX_NODE_SCORE,
     SKIP,
     SUCCESS,
     ClusterEvent,
@@ -24,6 +23,7 @@ from ascheduler.framework.interface import (
     FilterResult,
     PreFilterResult,
     Status,
+    default_normalize,
 )
 from ascheduler.model import PodInfo
 
@@ -112,10 +112,7 @@ class NodeAffinity:
         return raw[feasible]
 
     def normalize(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
-        top = int(scores.max()) if scores.size else 0
-        if top == 0:
-            return np.zeros_like(scores)
-        return (MAX_NODE_SCORE * scores) // top
+        return default_normalize(scores)
 
     def events_to_register(self) -> frozenset[ClusterEvent]:
         return frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_LABEL})

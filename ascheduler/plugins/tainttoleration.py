@@ -16,7 +16,6 @@ import numpy as np
 from ascheduler.cache.table import BoolArray, IntArray, NodeTable
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
-    MAX_NODE_SCORE,
     SKIP,
     SUCCESS,
     ClusterEvent,
@@ -24,6 +23,7 @@ from ascheduler.framework.interface import (
     CycleState,
     FilterResult,
     Status,
+    default_normalize,
 )
 from ascheduler.model import PodInfo
 from ascheduler.model.affinity import tolerated
@@ -85,10 +85,7 @@ class TaintToleration:
         return counts[feasible]
 
     def normalize(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
-        top = int(scores.max()) if scores.size else 0
-        if top == 0:
-            return np.full_like(scores, MAX_NODE_SCORE)
-        return MAX_NODE_SCORE - (MAX_NODE_SCORE * scores) // top
+        return default_normalize(scores, reverse=True)
 
     def events_to_register(self) -> frozenset[ClusterEvent]:
         return frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_TAINT})

@@ -180,3 +180,34 @@ def test_profile_percentage_overrides_the_global_one() -> None:
     )
     assert frameworks["a"].percentage_of_nodes_to_score == 30
     assert frameworks["b"].percentage_of_nodes_to_score == 70
+
+
+async def test_the_rate_limiter_spaces_requests_past_the_burst() -> None:
+    """qps/burst as client-go applies them: sleeps are asked for, never measured."""
+    import asyncio
+    from unittest import mock
+
+    from ascheduler.kube.client import RateLimiter
+
+    limiter = RateLimiter(qps=10, burst=2)
+    slept: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        slept.append(round(seconds, 6))
+
+    loop = asyncio.get_running_loop()
+    with (
+        mock.patch.object(loop, "time", return_value=100.0),
+        mock.patch("ascheduler.kube.client.asyncio.sleep", fake_sleep),
+    ):
+        for _ in range(4):
+            await limiter.wait()
+    assert slept == [0.1, 0.2]  # two free (the burst), then 1/qps of debt each
+
+
+def test_qps_is_applied_only_when_the_file_sets_it() -> None:
+    assert parse(HEAD, IN_TREE).qps is None
+    limited = parse({**HEAD, "clientConnection": {"qps": 200, "burst": 400}}, IN_TREE)
+    assert (limited.qps, limited.burst) == (200.0, 400)
+    with pytest.raises(ConfigError, match=r"clientConnection\.qps: must be a positive number"):
+        parse({**HEAD, "clientConnection": {"qps": -1}}, IN_TREE)
