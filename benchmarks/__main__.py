@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import algorithm, locks, memory
+from benchmarks import algorithm, locks, memory, run
 
-COMMANDS = {"algorithm": algorithm.main, "locks": locks.main, "memory": memory.main}
+COMMANDS = {
+    "algorithm": algorithm.main,
+    "locks": locks.main,
+    "memory": memory.main,
+    "run": run.main,
+}
 
 
 def main() -> int:
