@@ -16,15 +16,13 @@ import asyncio
 import json
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from ascheduler.devcluster import ControlPlane, ensure_built
-from ascheduler.devcluster.nodes import FakeNodes, create_fake_nodes, wait_nodes_ready
+from ascheduler.devcluster import ControlPlane
 from ascheduler.kube import KubeClient
+from benchmarks.common import bench_plane, start_ascheduler
 
 
 async def create_pods(kube: KubeClient, namespace: str, scheduler: str, count: int) -> None:
@@ -81,24 +79,13 @@ def run_once(plane: ControlPlane, policy: str, index: int, pods: int) -> float:
             await create_pods(kube, namespace, scheduler, pods)
 
     asyncio.run(prepare())
-    record = plane.start_process(
+    record = start_ascheduler(
+        plane,
         f"ascheduler-{policy}-{index}",
-        [
-            sys.executable,
-            "-m",
-            "ascheduler",
-            "run",
-            "--http-address",
-            "127.0.0.1:0",
-            "--kubeconfig",
-            str(state.admin_kubeconfig),
-            "--scheduler-name",
-            scheduler,
-            "--node-lock-policy",
-            policy,
-            "--log-level",
-            "warning",
-        ],
+        "--scheduler-name",
+        scheduler,
+        "--node-lock-policy",
+        policy,
     )
     try:
 
@@ -122,21 +109,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    plane = ControlPlane(
-        Path(tempfile.mkdtemp(prefix="ascheduler-locks-")),
-        bins=ensure_built(),
-        benchmark=True,
-        die_with_parent=True,
-    )
-    state = plane.up()
-    try:
-
-        async def nodes() -> None:
-            async with await KubeClient.connect(str(state.admin_kubeconfig)) as kube:
-                names = await create_fake_nodes(kube, FakeNodes(count=args.nodes), concurrency=64)
-                await wait_nodes_ready(kube, names)
-
-        asyncio.run(nodes())
+    with bench_plane("locks", args.nodes) as plane:
         results: dict[str, list[float]] = {"none": [], "all": []}
         for i in range(args.repeat):
             for policy in ("none", "all"):
@@ -154,7 +127,5 @@ def main(argv: Sequence[str]) -> int:
                 "max": round(max(ratios), 2),
             },
         }
-        print(json.dumps(summary))
-    finally:
-        plane.down()
+    print(json.dumps(summary))
     return 0

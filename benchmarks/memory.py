@@ -14,16 +14,15 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ascheduler.devcluster import ControlPlane, ensure_built
 from ascheduler.devcluster.nodes import FakeNodes, create_fake_nodes
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
 from ascheduler.kube import KubeClient
+from benchmarks.common import bench_plane, start_ascheduler
 
 
 def rss_bytes(pid: int) -> int:
@@ -91,35 +90,15 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--pods", type=int, default=11000)
     args = parser.parse_args(argv)
 
-    plane = ControlPlane(
-        Path(tempfile.mkdtemp(prefix="ascheduler-mem-")),
-        bins=ensure_built(),
-        benchmark=True,
-        die_with_parent=True,
-    )
-    state = plane.up()
-    try:
+    with bench_plane("mem") as plane:
+        state = plane.require_state()
         t0 = time.monotonic()
         asyncio.run(populate(state.admin_kubeconfig, args.nodes, args.pods))
         print(
             f"created {args.nodes} nodes and {args.pods} pods in {time.monotonic() - t0:.0f}s",
             file=sys.stderr,
         )
-        ours = plane.start_process(
-            "ascheduler",
-            [
-                sys.executable,
-                "-m",
-                "ascheduler",
-                "run",
-                "--http-address",
-                "127.0.0.1:0",
-                "--kubeconfig",
-                str(state.admin_kubeconfig),
-                "--log-level",
-                "warning",
-            ],
-        )
+        ours = start_ascheduler(plane, "ascheduler")
         theirs = plane.start_kube_scheduler(scheduler_name="default-scheduler")
         result: dict[str, Any] = {
             "nodes": args.nodes,
@@ -130,7 +109,5 @@ def main(argv: Sequence[str]) -> int:
         result["ratio"] = round(
             result["ascheduler_rss_bytes"] / result["kube_scheduler_rss_bytes"], 2
         )
-        print(json.dumps(result))
-    finally:
-        plane.down()
+    print(json.dumps(result))
     return 0

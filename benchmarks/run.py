@@ -23,7 +23,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,10 +31,10 @@ from typing import Any
 
 import orjson
 
-from ascheduler.devcluster import ControlPlane, ensure_built, versions
-from ascheduler.devcluster.nodes import FakeNodes, create_fake_nodes, wait_nodes_ready
+from ascheduler.devcluster import ControlPlane, versions
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
 from ascheduler.kube import KubeClient
+from benchmarks.common import bench_plane, start_ascheduler
 
 SCHEDULERS = ("ascheduler", "kube-scheduler", "ceiling")
 RESULTS = Path(__file__).parent / "results"
@@ -160,23 +159,7 @@ def start_scheduler(plane: ControlPlane, which: str, name: str) -> ProcessRecord
                 name,
             ],
         )
-    return plane.start_process(
-        f"ascheduler-{name}",
-        [
-            sys.executable,
-            "-m",
-            "ascheduler",
-            "run",
-            "--kubeconfig",
-            kubeconfig,
-            "--scheduler-name",
-            name,
-            "--http-address",
-            "127.0.0.1:0",
-            "--log-level",
-            "warning",
-        ],
-    )
+    return start_ascheduler(plane, f"ascheduler-{name}", "--scheduler-name", name)
 
 
 async def one_run(
@@ -291,29 +274,11 @@ def main(argv: Sequence[str]) -> int:
     workload = WORKLOADS[args.workload]
     which = SCHEDULERS if args.scheduler == "all" else (args.scheduler,)
 
-    plane = ControlPlane(
-        Path(tempfile.mkdtemp(prefix="ascheduler-bench-")),
-        bins=ensure_built(),
-        benchmark=True,
-        die_with_parent=True,
-    )
-    state = plane.up()
-    try:
-
-        async def nodes() -> None:
-            async with await KubeClient.connect(str(state.admin_kubeconfig)) as kube:
-                names = await create_fake_nodes(
-                    kube, FakeNodes(count=workload.nodes), concurrency=64
-                )
-                await wait_nodes_ready(kube, names, timeout=600)
-
-        asyncio.run(nodes())
+    with bench_plane("bench", workload.nodes) as plane:
         runs: dict[str, list[dict[str, Any]]] = {w: [] for w in which}
         for i in range(args.repeat):
             for w in which:  # alternate, so drift in the machine hits every scheduler
                 runs[w].append(asyncio.run(one_run(plane, workload, w, i, not args.quiet)))
-    finally:
-        plane.down()
     summary = {w: summarise(r) for w, r in runs.items()}
     ratios = {}
     if "ascheduler" in summary:

@@ -1,0 +1,61 @@
+"""Set-up every benchmark shares: a plane in benchmark mode with fake nodes, and ascheduler
+processes started against it."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ascheduler.devcluster import ControlPlane, ensure_built
+from ascheduler.devcluster.nodes import FakeNodes, create_fake_nodes, wait_nodes_ready
+from ascheduler.devcluster.processes import ProcessRecord
+from ascheduler.kube import KubeClient
+
+
+@contextmanager
+def bench_plane(prefix: str, nodes: int = 0) -> Iterator[ControlPlane]:
+    """A plane without API priority-and-fairness or inflight limits, `nodes` SchedulingBasic
+    nodes Ready on it; every process it ran is stopped on the way out."""
+    plane = ControlPlane(
+        Path(tempfile.mkdtemp(prefix=f"ascheduler-{prefix}-")),
+        bins=ensure_built(),
+        benchmark=True,
+        die_with_parent=True,
+    )
+    state = plane.up()
+    try:
+        if nodes:
+
+            async def create() -> None:
+                async with await KubeClient.connect(str(state.admin_kubeconfig)) as kube:
+                    names = await create_fake_nodes(kube, FakeNodes(count=nodes), concurrency=64)
+                    await wait_nodes_ready(kube, names, timeout=600)
+
+            asyncio.run(create())
+        yield plane
+    finally:
+        plane.down()
+
+
+def start_ascheduler(plane: ControlPlane, name: str, *args: str) -> ProcessRecord:
+    """`ascheduler run` as the plane's admin, quiet, on a free HTTP port; `args` add to it."""
+    return plane.start_process(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "ascheduler",
+            "run",
+            "--kubeconfig",
+            str(plane.require_state().admin_kubeconfig),
+            "--http-address",
+            "127.0.0.1:0",
+            "--log-level",
+            "warning",
+            *args,
+        ],
+    )
