@@ -23,6 +23,13 @@ NODE_LOCK_RECOVERED: Final = Counter(
 
 # -- kube-scheduler's metric names and labels, so existing dashboards work -------------------
 
+# client-go's, which kube-scheduler exports too
+REST_CLIENT_REQUESTS: Final = Counter(
+    "rest_client_requests",
+    "Number of HTTP requests, partitioned by status code, method, and host.",
+    ["code", "method", "host"],
+)
+
 _DURATION_BUCKETS: Final = (
     0.001,
     0.002,

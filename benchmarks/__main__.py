@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import algorithm, locks, memory, run
+from benchmarks import algorithm, locks, memory, report, run
 
 COMMANDS = {
     "algorithm": algorithm.main,
     "locks": locks.main,
     "memory": memory.main,
+    "report": report.main,
     "run": run.main,
 }
 

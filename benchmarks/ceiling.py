@@ -1,8 +1,10 @@
 """The ceiling: a binder with no scheduling logic at all, to measure what the plane itself can
 take. It watches unscheduled pods of one schedulerName and POSTs their Bindings round-robin
-over the nodes, with the same bounded concurrency as ascheduler's binding cycles.
+over the nodes, with the same bounded concurrency as ascheduler's binding cycles. Its request
+count is served as `rest_client_requests_total` on `--metrics-port`, like the schedulers'.
 
-    python -m benchmarks.ceiling --kubeconfig FILE --scheduler-name NAME [--concurrency 256]
+    python -m benchmarks.ceiling --kubeconfig FILE --scheduler-name NAME \\
+        [--concurrency 256] [--node-selector LABELS] [--metrics-port PORT]
 """
 
 from __future__ import annotations
@@ -11,76 +13,133 @@ import argparse
 import asyncio
 import itertools
 import signal
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import orjson
+import prometheus_client
 
 from ascheduler.kube import ApiError, KubeClient
 
 
-async def run(kubeconfig: str, scheduler_name: str, concurrency: int) -> None:
-    async with (
-        await KubeClient.connect(kubeconfig, pool_size=8) as watch,
-        await KubeClient.connect(kubeconfig, pool_size=concurrency) as writes,
-    ):
-        nodes = [n["metadata"]["name"] for n in (await watch.get("/api/v1/nodes"))["items"]]
-        targets = itertools.cycle(nodes)
-        gate = asyncio.Semaphore(concurrency)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, stop.set)
-        tasks: set[asyncio.Task[None]] = set()
+class Ceiling:
+    def __init__(
+        self,
+        watch: KubeClient,
+        writes: KubeClient,
+        scheduler_name: str,
+        concurrency: int,
+        node_selector: str = "",
+    ) -> None:
+        self.node_selector = node_selector
+        self.watch = watch
+        self.writes = writes
+        self.selector = f"spec.schedulerName={scheduler_name},spec.nodeName="
+        self.gate = asyncio.Semaphore(concurrency)
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.sent: set[str] = set()  # pod uids a Binding was posted for
+        self.targets: Iterator[str] = iter(())
 
-        async def bind(pod: dict[str, object], node: str) -> None:
-            meta = pod["metadata"]
-            assert isinstance(meta, dict)
+    async def run(self) -> None:
+        params = {"labelSelector": self.node_selector} if self.node_selector else None
+        listing = await self.watch.get("/api/v1/nodes", params=params)
+        nodes = [n["metadata"]["name"] for n in listing["items"]]
+        if not nodes:
+            raise SystemExit("ceiling: no nodes")
+        self.targets = itertools.cycle(nodes)
+        while True:  # list, then watch from there; again whenever the watch ends
             try:
-                await writes.request(
-                    "POST",
-                    f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding",
-                    body={
-                        "apiVersion": "v1",
-                        "kind": "Binding",
-                        "metadata": {"name": meta["name"], "uid": meta["uid"]},
-                        "target": {"kind": "Node", "name": node},
-                    },
+                await self._list_and_watch()
+            except (TimeoutError, ApiError, OSError, ValueError) as exc:
+                print(f"ceiling: watch failed, listing again: {exc!r}", file=sys.stderr)
+                await asyncio.sleep(0.5)
+
+    async def _list_and_watch(self) -> None:
+        listing = await self.watch.get("/api/v1/pods", params={"fieldSelector": self.selector})
+        for pod in listing["items"]:
+            await self._dispatch(pod)
+        params = {
+            "watch": "true",
+            "resourceVersion": listing["metadata"]["resourceVersion"],
+            "fieldSelector": self.selector,
+            "timeoutSeconds": "300",
+        }
+        async with self.watch.session.get(
+            self.watch.server + "/api/v1/pods", params=params, headers=await self.watch.headers()
+        ) as resp:
+            self.watch.count("GET", resp.status)
+            if resp.status >= 400:
+                raise ApiError(
+                    resp.status,
+                    "",
+                    (await resp.read())[:300].decode(errors="replace"),
+                    method="WATCH",
+                    path="/api/v1/pods",
                 )
-            except ApiError:
-                pass  # already bound or gone: a ceiling does not retry
-            finally:
-                gate.release()
+            async for line in resp.content:
+                event = orjson.loads(line)
+                if event.get("type") == "ADDED":
+                    await self._dispatch(event["object"])
+                elif event.get("type") == "ERROR":
+                    raise ApiError(
+                        410,
+                        "Expired",
+                        str(event.get("object")),
+                        method="WATCH",
+                        path="/api/v1/pods",
+                    )
 
-        async def watch_pods() -> None:
-            listing = await watch.get(
-                "/api/v1/pods",
-                params={"fieldSelector": f"spec.schedulerName={scheduler_name},spec.nodeName="},
-            )
-            version = listing["metadata"]["resourceVersion"]
-            pending = list(listing["items"])
-            headers = await watch.headers()
-            params = {
-                "watch": "true",
-                "resourceVersion": version,
-                "fieldSelector": f"spec.schedulerName={scheduler_name},spec.nodeName=",
-            }
-            async with watch.session.get(
-                watch.server + "/api/v1/pods", params=params, headers=headers
-            ) as resp:
-                for pod in pending:
-                    await gate.acquire()
-                    tasks.add(task := asyncio.create_task(bind(pod, next(targets))))
-                    task.add_done_callback(tasks.discard)
-                async for line in resp.content:
-                    event = orjson.loads(line)
-                    if event.get("type") == "ADDED":
-                        await gate.acquire()
-                        tasks.add(task := asyncio.create_task(bind(event["object"], next(targets))))
-                        task.add_done_callback(tasks.discard)
+    async def _dispatch(self, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        if meta["uid"] in self.sent:
+            return
+        self.sent.add(meta["uid"])
+        await self.gate.acquire()
+        task = asyncio.create_task(self._bind(meta, next(self.targets)))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
-        watcher = asyncio.create_task(watch_pods())
-        await stop.wait()
-        watcher.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    async def _bind(self, meta: dict[str, Any], node: str) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": meta["name"], "uid": meta["uid"]},
+            "target": {"kind": "Node", "name": node},
+        }
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding"
+        try:
+            for attempt in range(5):  # transient failures only; a 409 means it is bound
+                try:
+                    await self.writes.request("POST", path, body=body)
+                    return
+                except ApiError as exc:
+                    if exc.status in (404, 409) or attempt == 4:
+                        print(f"ceiling: {meta['name']}: {exc}", file=sys.stderr)
+                        return
+                except (TimeoutError, OSError) as exc:
+                    print(f"ceiling: {meta['name']}: {exc!r}", file=sys.stderr)
+                await asyncio.sleep(0.1)
+        finally:
+            self.gate.release()
+
+
+async def run(kubeconfig: str, scheduler_name: str, concurrency: int, node_selector: str) -> None:
+    async with (
+        await KubeClient.connect(kubeconfig, pool_size=8, user_agent="ceiling") as watch,
+        await KubeClient.connect(kubeconfig, pool_size=concurrency, user_agent="ceiling") as writes,
+    ):
+        ceiling = Ceiling(watch, writes, scheduler_name, concurrency, node_selector)
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        runner = asyncio.create_task(ceiling.run())
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({runner, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        runner.cancel()
+        stopping.cancel()
+        await asyncio.gather(*ceiling.tasks, return_exceptions=True)
+        if runner.done() and not runner.cancelled() and runner.exception():
+            raise runner.exception()  # type: ignore[misc]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -88,8 +147,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--scheduler-name", required=True)
     parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--node-selector", default="", help="bind only to nodes it selects")
+    parser.add_argument("--metrics-port", type=int, default=0, help="0: no metrics endpoint")
     args = parser.parse_args(argv)
-    asyncio.run(run(args.kubeconfig, args.scheduler_name, args.concurrency))
+    if args.metrics_port:
+        prometheus_client.start_http_server(args.metrics_port, addr="127.0.0.1")
+    asyncio.run(run(args.kubeconfig, args.scheduler_name, args.concurrency, args.node_selector))
     return 0
 
 

@@ -21,6 +21,8 @@ import orjson
 from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.config import load_incluster_config, load_kube_config
 
+from ascheduler.metrics import REST_CLIENT_REQUESTS
+
 JSON = dict[str, Any]
 
 _RESEND = 5
@@ -137,6 +139,12 @@ class KubeClient:
         self.config = config
         self.limiter = limiter
         self.server = str(config.host).rstrip("/")
+        self._requests = {
+            method: REST_CLIENT_REQUESTS.labels(
+                code="200", method=method, host=self.server.split("://", 1)[-1]
+            )
+            for method in ("GET", "POST", "PATCH", "PUT", "DELETE")
+        }
         connector = aiohttp.TCPConnector(limit=pool_size, ssl=_ssl_context(config))
         self.session = aiohttp.ClientSession(
             connector=connector,
@@ -180,6 +188,14 @@ class KubeClient:
             headers["Content-Type"] = content_type
         return headers
 
+    def count(self, method: str, code: int | str) -> None:
+        """One request in `rest_client_requests_total` (client-go's name and labels)."""
+        if code == 200 and method in self._requests:
+            self._requests[method].inc()  # the common case, without a label lookup
+        else:
+            host = self.server.split("://", 1)[-1]
+            REST_CLIENT_REQUESTS.labels(code=str(code), method=method, host=host).inc()
+
     async def request(
         self,
         method: str,
@@ -211,11 +227,13 @@ class KubeClient:
                     headers=headers,
                     timeout=aiohttp.ClientTimeout(total=timeout),
                 ) as resp:
+                    self.count(method, resp.status)
                     payload = await resp.read()
                     if resp.status >= 400:
                         raise _api_error(resp.status, payload, method=method, path=path)
                     return Response(resp.status, payload)
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+                self.count(method, "<error>")
                 if attempt == _RESEND:
                     raise
                 await asyncio.sleep(0.01 * attempt)

@@ -155,6 +155,7 @@ class Informer(Generic[T]):
         async with self.kube.session.get(
             self.kube.server + self.path, params=params, headers=headers, timeout=timeout
         ) as resp:
+            self.kube.count("GET", resp.status)
             if resp.status >= 400:
                 payload = await resp.read()
                 if resp.status == 410:

@@ -1,0 +1,216 @@
+"""The workloads `python -m benchmarks run` knows, named as scheduler_perf names them.
+
+A workload is its nodes (one or more groups of one shape each), its pods (built by index, so
+every scheduler gets the same sequence) and ascheduler's flags for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ascheduler.devcluster.nodes import FakeNodes
+
+GPU = "nvidia.com/gpu"
+ZONE = "topology.kubernetes.io/zone"
+ZONES = ("zone-a", "zone-b", "zone-c")
+
+
+def pod(
+    name: str,
+    scheduler: str,
+    *,
+    requests: dict[str, str] | None = None,
+    node_selector: dict[str, str] | None = None,
+    affinity: dict[str, Any] | None = None,
+    tolerations: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [
+            {
+                "name": "c",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": requests or {"cpu": "100m", "memory": "500Mi"}},
+            }
+        ],
+    }
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if affinity:
+        spec["affinity"] = affinity
+    if tolerations:
+        spec["tolerations"] = tolerations
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def basic_pod(name: str, scheduler: str, index: int) -> dict[str, Any]:
+    """SchedulingBasic's pod: cpu 100m, memory 500Mi, nothing else."""
+    return pod(name, scheduler)
+
+
+def gpu_pod(name: str, scheduler: str, index: int) -> dict[str, Any]:
+    return pod(name, scheduler, requests={"cpu": "100m", "memory": "500Mi", GPU: "1"})
+
+
+_GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+_INFRA_TOLERATION = {
+    "key": "dedicated",
+    "operator": "Equal",
+    "value": "infra",
+    "effect": "NoSchedule",
+}
+
+
+def mixed_pod(name: str, scheduler: str, index: int) -> dict[str, Any]:
+    """Ten pod shapes in turn: plain, zone selectors, required and preferred node affinity,
+    tolerations of the infra taint, and GPU pods tolerating the GPU nodes' taint."""
+    zone = ZONES[index % len(ZONES)]
+    match index % 10:
+        case 0 | 1 | 2 | 3:
+            return pod(name, scheduler)
+        case 4 | 5:
+            return pod(name, scheduler, node_selector={ZONE: zone})
+        case 6:
+            others = [z for z in ZONES if z != zone]
+            term = {"matchExpressions": [{"key": ZONE, "operator": "In", "values": others}]}
+            preferred = {
+                "weight": 10,
+                "preference": {
+                    "matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]
+                },
+            }
+            affinity = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]},
+                    "preferredDuringSchedulingIgnoredDuringExecution": [preferred],
+                }
+            }
+            return pod(name, scheduler, affinity=affinity)
+        case 7:
+            return pod(
+                name,
+                scheduler,
+                node_selector={"node-role": "infra"},
+                tolerations=[_INFRA_TOLERATION],
+            )
+        case _:
+            return pod(
+                name,
+                scheduler,
+                requests={"cpu": "200m", "memory": "1Gi", GPU: "1"},
+                tolerations=[_GPU_TOLERATION],
+            )
+
+
+def basic_nodes(count: int) -> Callable[[str], list[FakeNodes]]:
+    """SchedulingBasic's nodes: cpu 4, memory 32Gi, 110 pods."""
+    return lambda prefix: [FakeNodes(count=count, prefix=prefix)]
+
+
+def gpu_nodes(count: int) -> Callable[[str], list[FakeNodes]]:
+    return lambda prefix: [FakeNodes(count=count, prefix=prefix, extended={GPU: "8"})]
+
+
+def mixed_nodes(count: int) -> Callable[[str], list[FakeNodes]]:
+    """70% general nodes over three zones (a third with `disk=ssd`), 10% infra nodes tainted
+    `dedicated=infra:NoSchedule`, 20% GPU nodes (8 GPUs, tainted `nvidia.com/gpu:NoSchedule`)."""
+
+    def groups(prefix: str) -> list[FakeNodes]:
+        general = count * 7 // 10
+        infra = count // 10
+        gpu = count - general - infra
+        per_zone = general // len(ZONES)
+        out = [
+            FakeNodes(
+                count=per_zone + (general - per_zone * len(ZONES) if i == 0 else 0),
+                prefix=f"{prefix}-{zone}",
+                labels={ZONE: zone, **({"disk": "ssd"} if i == 0 else {})},
+            )
+            for i, zone in enumerate(ZONES)
+        ]
+        out.append(
+            FakeNodes(
+                count=infra,
+                prefix=f"{prefix}-infra",
+                labels={ZONE: ZONES[0], "node-role": "infra"},
+                taints=[{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}],
+            )
+        )
+        out.append(
+            FakeNodes(
+                count=gpu,
+                prefix=f"{prefix}-gpu",
+                cpu="32",
+                memory="256Gi",
+                extended={GPU: "8"},
+                labels={ZONE: ZONES[1], "accelerator": "nvidia"},
+                taints=[{"key": GPU, "value": "present", "effect": "NoSchedule"}],
+            )
+        )
+        return out
+
+    return groups
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    initial_pods: int
+    measured_pods: int
+    nodes: Callable[[str], list[FakeNodes]]
+    pod: Callable[[str, str, int], dict[str, Any]] = basic_pod
+    ascheduler_args: tuple[str, ...] = ()
+    description: str = ""
+
+    def node_count(self) -> int:
+        return sum(g.count for g in self.nodes("n"))
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            "SchedulingBasic_500Nodes_1000Pods",
+            500,
+            1000,
+            basic_nodes(500),
+            description="500 nodes, 500 initial pods, 1,000 measured",
+        ),
+        Workload(
+            "SchedulingBasic_5000Nodes_10000Pods",
+            1000,
+            10000,
+            basic_nodes(5000),
+            description="5,000 nodes, 1,000 initial pods, 10,000 measured",
+        ),
+        Workload(
+            "Mixed_1000Nodes",
+            1000,
+            2000,
+            mixed_nodes(1000),
+            mixed_pod,
+            description="1,000 nodes in zones, infra and GPU nodes with taints; pods with "
+            "selectors, node affinity, tolerations and nvidia.com/gpu; "
+            "1,000 initial, 2,000 measured",
+        ),
+        Workload(
+            "GPU_NodeLocks_500Nodes",
+            500,
+            1000,
+            gpu_nodes(500),
+            gpu_pod,
+            ascheduler_args=("--node-lock-policy", "devices"),
+            description="500 nodes with 8 GPUs; every pod asks for one nvidia.com/gpu, so "
+            "ascheduler locks each bind's node (policy devices); 500 initial, 1,000 measured",
+        ),
+        Workload(
+            "Smoke_10Nodes_40Pods",
+            10,
+            40,
+            basic_nodes(10),
+            description="a tiny size to check the harness works",
+        ),
+    )
+}

@@ -1,0 +1,85 @@
+"""The benchmark workloads are what they say: every pod schedulable on the workload's nodes,
+and each shape lands where its constraints allow (checked with ascheduler's own cycle)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ascheduler.app import DEFAULT_SCHEDULER_NAME
+from ascheduler.devcluster.nodes import fake_node_body
+from ascheduler.model import parse_node, parse_pod
+from benchmarks.workloads import GPU, WORKLOADS, ZONE, gpu_nodes, mixed_nodes, mixed_pod
+from tests.unit.test_scheduler import Env
+
+
+def nodes_of(groups: Any) -> tuple[Any, dict[str, dict[str, Any]]]:
+    bodies = {name: fake_node_body(name, g) for g in groups for name in g.names()}
+    return [parse_node(b) for b in bodies.values()], bodies
+
+
+def test_every_workload_names_its_sizes() -> None:
+    for name, w in WORKLOADS.items():
+        assert f"{w.node_count()}Nodes" in name
+        assert w.initial_pods > 0
+        assert w.measured_pods > 0
+    assert WORKLOADS["SchedulingBasic_5000Nodes_10000Pods"].measured_pods == 10000
+    assert WORKLOADS["SchedulingBasic_5000Nodes_10000Pods"].initial_pods == 1000
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_pods_parse_cleanly(name: str) -> None:
+    w = WORKLOADS[name]
+    for i in range(40):
+        body = w.pod(f"p-{i}", "s", i)
+        body["metadata"].update(namespace="ns", uid=f"u{i}")
+        assert parse_pod(body).errors == ()
+
+
+def test_mixed_groups_add_up_and_are_distinct() -> None:
+    groups = mixed_nodes(1000)("n")
+    names = [n for g in groups for n in g.names()]
+    assert len(names) == len(set(names)) == 1000
+
+
+async def test_mixed_pods_land_where_their_constraints_allow() -> None:
+    infos, bodies = nodes_of(mixed_nodes(40)("n"))
+    env = Env(*infos)
+    placed: dict[int, str] = {}
+    for i in range(200):
+        body = mixed_pod(f"p-{i}", DEFAULT_SCHEDULER_NAME, i)
+        body["metadata"].update(namespace="ns", uid=f"u{i}")
+        result, _ = await env.attempt(parse_pod(body))
+        assert result is not None, f"pod {i} unschedulable"
+        placed[i] = result[3]
+    for i, node in placed.items():
+        labels = bodies[node]["metadata"]["labels"]
+        taints = {t["key"] for t in bodies[node]["spec"].get("taints", [])}
+        gpus = int(bodies[node]["status"]["capacity"].get(GPU, "0"))
+        kind = i % 10
+        if kind >= 8:
+            assert gpus > 0, (i, node)
+        else:
+            assert GPU not in taints, (i, node)
+        if kind in (4, 5):
+            assert labels[ZONE] == ("zone-a", "zone-b", "zone-c")[i % 3]
+        if kind == 6:
+            assert labels[ZONE] != ("zone-a", "zone-b", "zone-c")[i % 3]
+        if kind == 7:
+            assert labels.get("node-role") == "infra"
+        if kind < 7:
+            assert "dedicated" not in taints, (i, node)
+
+
+async def test_gpu_pods_fill_gpu_nodes_to_their_count() -> None:
+    infos, _ = nodes_of(gpu_nodes(2)("g"))
+    env = Env(*infos)
+    workload = WORKLOADS["GPU_NodeLocks_500Nodes"]
+    outcomes = []
+    for i in range(17):
+        body = workload.pod(f"p-{i}", DEFAULT_SCHEDULER_NAME, i)
+        body["metadata"].update(namespace="ns", uid=f"u{i}")
+        result, _ = await env.attempt(parse_pod(body))
+        outcomes.append(result is not None)
+    assert outcomes == [True] * 16 + [False]  # 2 nodes x 8 GPUs
