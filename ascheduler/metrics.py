@@ -15,6 +15,11 @@ NODE_LOCK_CONTENDED: Final = Counter(
     "ascheduler_node_lock_contended_total",
     "Node-lock acquisitions refused because another pod held the lock or won the race.",
 )
+NODE_LOCK_BINDS_PER_HOLD: Final = Histogram(
+    "ascheduler_node_lock_binds_per_hold",
+    "Binds served under one hold of a node's lock (binds to one node are coalesced).",
+    buckets=(1, 2, 4, 8, 16, 32),
+)
 NODE_LOCK_RECOVERED: Final = Counter(
     "ascheduler_node_lock_recovered_total",
     "Node locks taken over from a holder that crashed or left garbage.",

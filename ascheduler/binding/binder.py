@@ -1,11 +1,17 @@
 """The bind-phase protocol around the Bind extension point, for pods the lock policy selects.
 
-    async with node_locks.hold(node, pod) as node_obj:   # asyncio lock, then the annotation
-        re-validate the fit on the API server's state   # one LIST of the node's pods
-        pod: <prefix>/bind-phase=allocating, <prefix>/bind-time=<unix seconds>
-        Bind plugins (POST pods/binding)
-        pod: <prefix>/bind-phase=success | failed
+    async with node_locks.hold(node, first_pod) as node_obj:  # asyncio lock, then annotation
+        pods on the node, from the API server              # one LIST per hold
+        for each bind queued for this node (up to MAX_BINDS_PER_HOLD):
+            re-validate its fit against that list plus the binds made in this hold
+            pod: <prefix>/bind-phase=allocating, <prefix>/bind-time=<unix seconds>
+            Bind plugins (POST pods/binding)
+            pod: <prefix>/bind-phase=success | failed
     (released on every path: success, error, cancellation)
+
+Binds to one node are coalesced: the first binding cycle to reach a node leads, takes the lock
+and serves, in order, every bind that queues for the node while it holds it; the others wait
+for their result. Two Node writes (lock, unlock) and one read are then shared by the batch.
 
 The re-validation is what makes several instances safe: each instance's cache may be stale
 about the others' binds, but under the node's lock the API server's list of pods on the node
@@ -14,14 +20,17 @@ is complete, so two instances never overcommit a node.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 import aiohttp
 import structlog
 
+from ascheduler import metrics
 from ascheduler.binding.nodelock import LockContended, LockSettings, NodeLocks
 from ascheduler.framework import Code, CycleState, Framework, Status
 from ascheduler.framework.interface import BINDING_ANNOTATIONS
@@ -33,6 +42,8 @@ log = structlog.get_logger(__name__)
 
 POLICIES: Final = ("devices", "all", "none")
 NODE_LOCK: Final = "NodeLock"
+#: A hold serves at most this many binds, so one busy node cannot keep its lock for long.
+MAX_BINDS_PER_HOLD: Final = 32
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,18 @@ def shortfall(
     return short
 
 
+@dataclass
+class _Bind:
+    fw: Framework
+    state: CycleState
+    pod: PodInfo
+    result: asyncio.Future[Status]
+
+    def finish(self, status: Status) -> None:
+        if not self.result.done():  # its binding cycle may have been cancelled meanwhile
+            self.result.set_result(status)
+
+
 class LockedBinder:
     def __init__(self, kube: KubeClient, settings: BindSettings) -> None:
         self.kube = kube
@@ -76,6 +99,8 @@ class LockedBinder:
         self.locks = NodeLocks(kube, settings.lock)
         self.phase_key = f"{settings.annotation_prefix}/bind-phase"
         self.time_key = f"{settings.annotation_prefix}/bind-time"
+        #: node -> binds waiting for the binding cycle that leads the node's current hold
+        self._queues: dict[str, deque[_Bind]] = {}
 
     def needs_lock(self, pod: PodInfo) -> bool:
         policy = self.settings.policy
@@ -88,42 +113,91 @@ class LockedBinder:
     async def bind(self, fw: Framework, state: CycleState, pod: PodInfo, node: str) -> Status:
         if not self.needs_lock(pod):
             return await fw.bind(state, pod, node)
-        cached = fw.handle.cache.node(node)
-        known = (cached.resource_version, cached.annotations) if cached is not None else None
+        mine = _Bind(fw, state, pod, asyncio.get_running_loop().create_future())
+        queue = self._queues.get(node)
+        if queue is not None:  # a hold on this node is being served: join it
+            queue.append(mine)
+            return await mine.result
+        self._queues[node] = queue = deque([mine])
         try:
-            async with self.locks.hold(node, pod, known=known) as node_obj:
-                status = await self._revalidate(pod, node, node_obj)
-                if not status.ok:
-                    return status
-                stamp = str(int(time.time()))
-                try:
-                    # Guarded by the version this scheduling decision saw: if the pod changed
-                    # since (another instance bound it), this instance must not touch it.
-                    version = await self._phase(
-                        pod, "allocating", stamp=stamp, version=pod.resource_version
-                    )
-                except ApiError as exc:
-                    if exc.conflict:
-                        return Status.error(
-                            f"pod {pod.key} changed since it was scheduled", NODE_LOCK
-                        )
-                    raise
-                # `success` rides on the Binding itself: the API server copies its annotations
-                # onto the pod in the same write that binds it.
-                state.write(BINDING_ANNOTATIONS, {self.phase_key: "success", self.time_key: stamp})
-                status = Status.error("bind interrupted", NODE_LOCK)
-                try:
-                    status = await fw.bind(state, pod, node)
-                finally:
-                    if not status.ok:  # also on cancellation: never left `allocating`
-                        await self._phase_quietly(pod, "failed", version)
-                return status
-        except LockContended as exc:
-            return Status.error(f"node lock: {exc}", NODE_LOCK)
-        except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
-            return Status.error(f"node lock: {exc}", NODE_LOCK)
+            await self._lead(node, queue)
+        finally:
+            # Whatever the leader did not serve (it failed, or was cancelled) fails with it;
+            # the node is free for the next leader.
+            del self._queues[node]
+            while queue:
+                queue.popleft().finish(Status.error("bind abandoned with its node lock", NODE_LOCK))
+        return mine.result.result()
 
-    async def _revalidate(self, pod: PodInfo, node: str, node_obj: dict[str, Any]) -> Status:
+    async def _lead(self, node: str, queue: deque[_Bind]) -> None:
+        """Take the node's lock and serve the queue, one hold per MAX_BINDS_PER_HOLD binds."""
+        while queue:
+            first = queue[0]
+            if first.result.done():  # its binding cycle was cancelled while it waited
+                queue.popleft()
+                continue
+            cached = first.fw.handle.cache.node(node)
+            known = (cached.resource_version, cached.annotations) if cached is not None else None
+            serving: _Bind | None = None
+            failed = Status.error("bind interrupted", NODE_LOCK)
+            try:
+                async with self.locks.hold(node, first.pod, known=known) as node_obj:
+                    allocatable = dict(parse_node(node_obj).allocatable)
+                    on_node = await self._pods_on(node)
+                    served = 0
+                    while queue and served < MAX_BINDS_PER_HOLD:
+                        serving = queue.popleft()
+                        if serving.result.done():
+                            continue  # its binding cycle was cancelled while it waited
+                        status = await self._bind_one(serving, node, allocatable, on_node)
+                        if status.ok:
+                            on_node.append(serving.pod)
+                        serving.finish(status)
+                        serving = None
+                        served += 1
+                    self.locks.stats.binds_per_hold.append(served)
+                    metrics.NODE_LOCK_BINDS_PER_HOLD.observe(served)
+            except (LockContended, ApiError, aiohttp.ClientError, TimeoutError) as exc:
+                failed = Status.error(f"node lock: {exc}", NODE_LOCK)
+                while queue:  # they would meet the same lock, or the same failure
+                    queue.popleft().finish(failed)
+            finally:  # also on cancellation: the bind being served never waits forever
+                if serving is not None:
+                    serving.finish(failed)
+
+    async def _bind_one(
+        self, bind: _Bind, node: str, allocatable: dict[str, int], on_node: list[PodInfo]
+    ) -> Status:
+        pod = bind.pod
+        status = self._revalidate(pod, node, allocatable, on_node)
+        if not status.ok:
+            return status
+        stamp = str(int(time.time()))
+        try:
+            # Guarded by the version this scheduling decision saw: if the pod changed
+            # since (another instance bound it), this instance must not touch it.
+            version = await self._phase(
+                pod, "allocating", stamp=stamp, version=pod.resource_version
+            )
+        except ApiError as exc:
+            if exc.conflict:
+                return Status.error(f"pod {pod.key} changed since it was scheduled", NODE_LOCK)
+            return Status.error(f"pod {pod.key}: {exc}", NODE_LOCK)  # e.g. deleted meanwhile
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return Status.error(f"pod {pod.key}: {exc}", NODE_LOCK)
+        # `success` rides on the Binding itself: the API server copies its annotations
+        # onto the pod in the same write that binds it.
+        bind.state.write(BINDING_ANNOTATIONS, {self.phase_key: "success", self.time_key: stamp})
+        status = Status.error("bind interrupted", NODE_LOCK)
+        try:
+            status = await bind.fw.bind(bind.state, pod, node)
+        finally:
+            if not status.ok:  # also on cancellation: never left `allocating`
+                await self._phase_quietly(pod, "failed", version)
+        return status
+
+    async def _pods_on(self, node: str) -> list[PodInfo]:
+        """The API server's pods on `node`: the one read a hold makes."""
         listing = await self.kube.get(
             "/api/v1/pods",
             params={
@@ -131,8 +205,12 @@ class LockedBinder:
                 "status.phase!=Failed"
             },
         )
-        pods = [parse_pod(raw) for raw in listing.get("items") or []]
-        missing = shortfall(pod, dict(parse_node(node_obj).allocatable), pods)
+        return [parse_pod(raw) for raw in listing.get("items") or []]
+
+    def _revalidate(
+        self, pod: PodInfo, node: str, allocatable: dict[str, int], on_node: list[PodInfo]
+    ) -> Status:
+        missing = shortfall(pod, allocatable, on_node)
         if not missing:
             return Status()
         reasons = ", ".join(

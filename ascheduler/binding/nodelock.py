@@ -123,6 +123,7 @@ class LockStats:
     stale_recovered: int = 0
     dangling_recovered: int = 0
     wait_seconds: list[float] = field(default_factory=list)
+    binds_per_hold: list[int] = field(default_factory=list)
 
 
 #: A node's (resourceVersion, annotations) as the scheduler's cache last saw them.

@@ -1,0 +1,111 @@
+"""LockedBinder in process against the real API server: binds to one node coalesce under one
+hold, each is re-validated against the API server's list plus the binds made in that hold, and
+every failure path leaves no lock behind."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+from ascheduler.app import DEFAULT_SCHEDULER_NAME, RunOptions, build_frameworks
+from ascheduler.binding.binder import BindSettings, LockedBinder
+from ascheduler.cache import Cache
+from ascheduler.devcluster.nodes import FakeNodes
+from ascheduler.framework import CycleState, Framework, Status
+from ascheduler.kube import KubeClient
+from ascheduler.model import PodInfo, parse_node, parse_pod
+from tests.integration.binding.test_nodelock import annotation, real_pod, set_annotation
+from tests.integration.conftest import NodeFactory
+from tests.integration.helpers import create_pods, pause_pod, pods_in
+
+PHASE = "ascheduler.io/bind-phase"
+
+
+async def setup(
+    kube: KubeClient, namespace: str, node: str, count: int
+) -> tuple[Framework, LockedBinder, list[PodInfo]]:
+    cache = Cache()
+    cache.add_node(parse_node(await kube.get(f"/api/v1/nodes/{node}")))
+    fw = build_frameworks(RunOptions(), cache, kube)[DEFAULT_SCHEDULER_NAME]
+    await create_pods(
+        kube, namespace, [pause_pod(f"p{i}", scheduler_name="nobody") for i in range(count)]
+    )
+    listing = await kube.get(f"/api/v1/namespaces/{namespace}/pods")
+    ours = [parse_pod(p) for p in listing["items"] if p["metadata"]["name"][1:].isdigit()]
+    pods = sorted(ours, key=lambda p: int(p.name[1:]))
+    return fw, LockedBinder(kube, BindSettings(policy="all")), pods
+
+
+def bind_all(
+    binder: LockedBinder, fw: Framework, pods: list[PodInfo], node: str
+) -> list[asyncio.Task[Status]]:
+    return [asyncio.create_task(binder.bind(fw, CycleState(), p, node)) for p in pods]
+
+
+async def test_binds_to_one_node_share_one_hold(
+    kube: KubeClient, namespace: str, nodes: NodeFactory
+) -> None:
+    (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
+    fw, binder, pods = await setup(kube, namespace, node, 12)
+    statuses = await asyncio.gather(*bind_all(binder, fw, pods, node))
+    assert all(s.ok for s in statuses), [s.message for s in statuses]
+    # The first bind led; the other eleven queued while it took the lock.
+    assert binder.locks.stats.binds_per_hold == [12]
+    assert binder.locks.stats.acquired == 1
+    on_api = await pods_in(kube, namespace)
+    assert {p["spec"]["nodeName"] for p in on_api.values()} == {node}
+    assert {p["metadata"]["annotations"][PHASE] for p in on_api.values()} == {"success"}
+    assert await annotation(kube, node) is None
+
+
+async def test_each_bind_in_a_hold_counts_the_ones_before_it(
+    kube: KubeClient, namespace: str, nodes: NodeFactory
+) -> None:
+    (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n", pods=5))
+    fw, binder, pods = await setup(kube, namespace, node, 7)
+    statuses = await asyncio.gather(*bind_all(binder, fw, pods, node))
+    assert [s.ok for s in statuses] == [True] * 5 + [False] * 2
+    assert all("no longer fits: Too many pods" in s.message for s in statuses[5:])
+    on_api = await pods_in(kube, namespace)
+    assert sum(1 for p in on_api.values() if p["spec"].get("nodeName")) == 5
+    # Refused before their `allocating` write: no phase at all.
+    assert not (on_api["p5"]["metadata"].get("annotations") or {}).get(PHASE)
+    assert await annotation(kube, node) is None
+
+
+async def test_a_cancelled_waiter_is_skipped_and_the_rest_served(
+    kube: KubeClient, namespace: str, nodes: NodeFactory
+) -> None:
+    (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
+    fw, binder, pods = await setup(kube, namespace, node, 3)
+    tasks = bind_all(binder, fw, pods, node)
+    await asyncio.sleep(0)  # every task has queued; the leader waits on the API server
+    tasks[1].cancel()
+    results: list[Any] = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(results[1], asyncio.CancelledError)
+    assert results[0].ok
+    assert results[2].ok
+    on_api = await pods_in(kube, namespace)
+    assert not on_api["p1"]["spec"].get("nodeName")
+    assert on_api["p2"]["spec"]["nodeName"] == node
+    assert await annotation(kube, node) is None
+
+
+async def test_a_contended_lock_fails_the_whole_queue_and_keeps_the_holders_lock(
+    kube: KubeClient, namespace: str, nodes: NodeFactory
+) -> None:
+    (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
+    holder = await real_pod(kube, namespace, "holder")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    foreign = f"{stamp},{namespace},{holder.name}"
+    await set_annotation(kube, node, foreign)
+    fw, binder, pods = await setup(kube, namespace, node, 3)
+    statuses = await asyncio.gather(*bind_all(binder, fw, pods, node))
+    assert not any(s.ok for s in statuses)
+    assert all(f"locked by {namespace}/holder" in s.message for s in statuses)
+    assert await annotation(kube, node) == foreign
+    on_api = await pods_in(kube, namespace)
+    assert not any(p["spec"].get("nodeName") for p in on_api.values())
+    assert binder._queues == {}  # the node is free for the next leader
+    await set_annotation(kube, node, None)
