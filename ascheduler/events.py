@@ -1,9 +1,11 @@
 """Events and the PodScheduled condition, written in the background.
 
 The scheduling loop only enqueues (never awaits); a few workers send `events.k8s.io/v1` Events
-(`Scheduled`, `FailedScheduling`) and patch `PodScheduled=False` onto pods that did not fit. The
-queue is bounded: when the API server cannot keep up, new items are dropped and counted; the
-scheduling loop never waits for it.
+(`Scheduled`, `FailedScheduling`) and patch `PodScheduled=False` onto pods that did not fit.
+During a burst binds come first: the few workers fall behind and catch up afterwards, so the
+queue is sized for a burst of 100,000 pods. Past that, when the API server cannot keep up, new
+items are dropped and counted (`ascheduler_status_writes_dropped_total`); the scheduling loop never
+waits for it.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ class StatusWriter:
         self,
         kube: KubeClient | None,
         *,
-        maxsize: int = 10000,
+        maxsize: int = 100_000,
         workers: int = 4,
         hostname: str | None = None,
     ) -> None:

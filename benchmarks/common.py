@@ -41,8 +41,11 @@ def bench_plane(prefix: str, nodes: int = 0) -> Iterator[ControlPlane]:
         plane.down()
 
 
-def start_ascheduler(plane: ControlPlane, name: str, *args: str) -> ProcessRecord:
-    """`ascheduler run` as the plane's admin, quiet, on a free HTTP port; `args` add to it."""
+def start_ascheduler(
+    plane: ControlPlane, name: str, *args: str, http_port: int = 0
+) -> ProcessRecord:
+    """`ascheduler run` as the plane's admin, quiet, serving HTTP on `http_port` (0: any free
+    port); `args` add to it."""
     return plane.start_process(
         name,
         [
@@ -53,7 +56,7 @@ def start_ascheduler(plane: ControlPlane, name: str, *args: str) -> ProcessRecor
             "--kubeconfig",
             str(plane.require_state().admin_kubeconfig),
             "--http-address",
-            "127.0.0.1:0",
+            f"127.0.0.1:{http_port}",
             "--log-level",
             "warning",
             *args,

@@ -2,8 +2,9 @@
 
 SchedulingBasic shapes on `--nodes` nodes. For each policy (in alternation, `--repeat` times),
 `--pods` pods are created while no scheduler runs, then ascheduler starts and the time from
-its first bind to its last is measured (pods whose `spec.nodeName` got set, polled every
-0.2 s). Reports pods/s per policy and the ratio all/none (median of the repeats).
+its first bind to its last is measured (each pod's `spec.nodeName` seen set on a watch).
+Reports pods/s per policy, the ratio all/none (median of the repeats, with min and max), and
+for policy `all` how many binds each hold of a node's lock served (binds to one node coalesce).
 Reproduce with:
 
     .venv/bin/python -m benchmarks locks --nodes 500 --pods 1000 --repeat 3
@@ -16,13 +17,17 @@ import asyncio
 import json
 import statistics
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
 from ascheduler.devcluster import ControlPlane
+from ascheduler.devcluster.plane import free_port
 from ascheduler.kube import KubeClient
 from benchmarks.common import bench_plane, start_ascheduler
+from benchmarks.run import watch_bound
 
 
 async def create_pods(kube: KubeClient, namespace: str, scheduler: str, count: int) -> None:
@@ -54,22 +59,38 @@ async def create_pods(kube: KubeClient, namespace: str, scheduler: str, count: i
 async def bound_times(
     kube: KubeClient, namespace: str, count: int, timeout: float
 ) -> tuple[float, float]:
-    """(time of the first bind seen, time all were bound)."""
-    first = None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        listing = await kube.get(f"/api/v1/namespaces/{namespace}/pods")
-        bound = sum(1 for p in listing["items"] if p["spec"].get("nodeName"))
-        now = time.monotonic()
-        if bound and first is None:
-            first = now
-        if bound >= count:
-            return first or now, now
-        await asyncio.sleep(0.2)
-    raise TimeoutError(f"only some of {count} pods bound in {timeout:.0f}s")
+    """(time the first pod was seen bound, time the last one was)."""
+    bound: dict[str, float] = {}
+    done = asyncio.Event()
+    try:
+        async with asyncio.timeout(timeout):
+            await watch_bound(kube, namespace, bound, count, done)
+    except TimeoutError:
+        raise TimeoutError(f"{len(bound)} of {count} pods bound in {timeout:.0f}s") from None
+    return min(bound.values()), max(bound.values())
 
 
-def run_once(plane: ControlPlane, policy: str, index: int, pods: int) -> float:
+async def binds_per_hold(port: int) -> dict[str, float]:
+    """`ascheduler_node_lock_binds_per_hold` from the process: holds, binds, binds/hold."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/metrics") as resp,
+    ):
+        text = await resp.text()
+    values = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "ascheduler_node_lock_binds_per_hold"
+        for sample in family.samples
+    }
+    holds = values.get("ascheduler_node_lock_binds_per_hold_count", 0.0)
+    binds = values.get("ascheduler_node_lock_binds_per_hold_sum", 0.0)
+    return {"holds": holds, "binds": binds, "binds_per_hold": binds / holds if holds else 0.0}
+
+
+def run_once(
+    plane: ControlPlane, policy: str, index: int, pods: int
+) -> tuple[float, dict[str, float]]:
     state = plane.require_state()
     namespace = f"locks-{policy}-{index}"
     scheduler = f"sched-{policy}-{index}"
@@ -79,6 +100,7 @@ def run_once(plane: ControlPlane, policy: str, index: int, pods: int) -> float:
             await create_pods(kube, namespace, scheduler, pods)
 
     asyncio.run(prepare())
+    port = free_port()
     record = start_ascheduler(
         plane,
         f"ascheduler-{policy}-{index}",
@@ -86,17 +108,19 @@ def run_once(plane: ControlPlane, policy: str, index: int, pods: int) -> float:
         scheduler,
         "--node-lock-policy",
         policy,
+        http_port=port,
     )
     try:
 
-        async def measure() -> tuple[float, float]:
+        async def measure() -> tuple[float, float, dict[str, float]]:
             async with await KubeClient.connect(str(state.admin_kubeconfig)) as kube:
-                return await bound_times(kube, namespace, pods, timeout=600)
+                first, last = await bound_times(kube, namespace, pods, timeout=600)
+            return first, last, await binds_per_hold(port)
 
-        first, last = asyncio.run(measure())
+        first, last, holds = asyncio.run(measure())
     finally:
         plane.stop_process(record)
-    return pods / max(last - first, 1e-3)
+    return pods / max(last - first, 1e-3), holds
 
 
 def main(argv: Sequence[str]) -> int:
@@ -111,16 +135,20 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     with bench_plane("locks", args.nodes) as plane:
         results: dict[str, list[float]] = {"none": [], "all": []}
+        coalescing: list[dict[str, float]] = []
         for i in range(args.repeat):
             for policy in ("none", "all"):
-                rate = run_once(plane, policy, i, args.pods)
+                rate, holds = run_once(plane, policy, i, args.pods)
                 results[policy].append(round(rate, 1))
-                print(f"run {i} policy {policy}: {rate:.1f} pods/s", file=sys.stderr)
+                if policy == "all":
+                    coalescing.append(holds)
+                print(f"run {i} policy {policy}: {rate:.1f} pods/s {holds}", file=sys.stderr)
         ratios = [a / n for a, n in zip(results["all"], results["none"], strict=True)]
         summary: dict[str, Any] = {
             "nodes": args.nodes,
             "pods": args.pods,
             "pods_per_second": results,
+            "binds_per_hold": [round(h["binds_per_hold"], 2) for h in coalescing],
             "ratio_all_over_none": {
                 "median": round(statistics.median(ratios), 2),
                 "min": round(min(ratios), 2),

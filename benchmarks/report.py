@@ -35,8 +35,8 @@ def markdown(result: Mapping[str, Any]) -> str:
         f"{result['versions']['kubernetes']}, plane: {result['plane']}.",
         "",
         "| scheduler | pods/s avg | p50 | p90 | p99 | latency p50 s | p90 s | p99 s | CPU s "
-        "| peak RSS MiB | API requests/pod |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| peak RSS MiB | API requests/pod | pods created/s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, s in result["summary"].items():
         rows.append(
@@ -44,7 +44,7 @@ def markdown(result: Mapping[str, Any]) -> str:
             f"{s['throughput_p90']:.0f} | {s['throughput_p99']:.0f} | "
             f"{s['latency_p50']:.2f} | {s['latency_p90']:.2f} | {s['latency_p99']:.2f} | "
             f"{s['cpu_seconds']:.1f} | {s['peak_rss_bytes'] / 2**20:.0f} | "
-            f"{s['requests_per_pod']:.2f} |"
+            f"{s['requests_per_pod']:.2f} | {s.get('created_per_s', 0):.0f} |"
         )
     if result["ratios"]:
         rows += ["", "| ratio, run by run | median (min-max) |", "| --- | ---: |"]

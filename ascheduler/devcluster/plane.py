@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ascheduler.devcluster import certs, processes
 from ascheduler.devcluster.build import Binaries, binaries, cache_dir
 from ascheduler.devcluster.processes import ProcessRecord
@@ -56,6 +58,13 @@ class PlaneError(RuntimeError):
         if log is not None:
             text += f"; read {log}"
         super().__init__(text)
+
+
+def node_stages(stages_yaml: str) -> str:
+    """kwok's Stage documents that act on Nodes, without the Pod ones."""
+    docs = [d for d in yaml.safe_load_all(stages_yaml) if d]
+    kept = [d for d in docs if (d.get("spec") or {}).get("resourceRef", {}).get("kind") == "Node"]
+    return yaml.safe_dump_all(kept, sort_keys=False)
 
 
 def default_state_dir() -> Path:
@@ -415,14 +424,22 @@ class ControlPlane:
                 "--enable-priority-and-fairness=false",
                 "--max-requests-inflight=0",
                 "--max-mutating-requests-inflight=0",
+                # Benchmarks clear 10,000s of pods between runs in one DELETE collection.
+                "--delete-collection-workers=16",
             ]
         return argv
 
     def _kwok_argv(self, state: PlaneState) -> list[str]:
+        stages = self.bins.kwok_stages
+        if self.benchmark:
+            # As in scheduler_perf, which runs no kubelets: nodes are kept Ready, pods stay
+            # Pending once bound, so the plane's CPU goes to the schedulers' requests.
+            stages = self.state_dir / "kwok-node-stages.yaml"
+            stages.write_text(node_stages(self.bins.kwok_stages.read_text()))
         return [
             str(self.bins.kwok),
             f"--kubeconfig={state.admin_kubeconfig}",
-            f"--config={self.bins.kwok_stages}",
+            f"--config={stages}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}={FAKE_NODE_VALUE}",
             "--cidr=10.0.0.1/24",

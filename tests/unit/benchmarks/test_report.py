@@ -22,6 +22,7 @@ def run_result(scheduler: str, pods_per_s: float, rss: int = 100 * 2**20) -> dic
         "cpu_seconds": 3.0,
         "peak_rss_bytes": rss,
         "requests_per_pod": 2.0,
+        "created_per_s": 900.0,
         "samples": [10, int(pods_per_s), int(pods_per_s)],
     }
 
