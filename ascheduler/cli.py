@@ -101,10 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument(
         "--http-address",
-        default="0.0.0.0:10251",
+        default=None,
         metavar="HOST:PORT",
-        help="serve /metrics, /healthz, /livez, /readyz here (default "
-        "0.0.0.0:10251; empty to disable)",
+        help="serve /metrics, /healthz, /livez, /readyz here (default: the config file's "
+        "ascheduler.httpAddress, else 0.0.0.0:10251; empty to disable)",
     )
     election = run.add_argument_group(
         "leader election",
@@ -259,7 +259,7 @@ def _run(args: argparse.Namespace) -> int:
     from ascheduler.binding.nodelock import EXPIRE_ENV, LockSettings, parse_seconds
     from ascheduler.config import LeaderElection
     from ascheduler.framework import multipoint
-    from ascheduler.http import parse_address
+    from ascheduler.http import DEFAULT_ADDRESS, parse_address
 
     logs.configure(args.log_level)
     try:
@@ -295,7 +295,7 @@ def _run(args: argparse.Namespace) -> int:
                     percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
                     queue=config.queue,
                     binding_concurrency=config.binding_concurrency,
-                    http_address=config.http_address,
+                    http_address=http_address(args.http_address, config.http_address),
                     binding=config.binding,
                     leader_election=config.leader_election,
                     qps=config.qps,
@@ -309,7 +309,7 @@ def _run(args: argparse.Namespace) -> int:
         profiles=[multipoint(name) for name in dict.fromkeys(names)],
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
         binding_concurrency=max(1, args.binding_concurrency),
-        http_address=args.http_address or None,
+        http_address=http_address(args.http_address, DEFAULT_ADDRESS),
         leader_election=LeaderElection(
             leader_elect=args.leader_elect,
             lease_duration=args.leader_elect_lease_duration,
@@ -326,6 +326,11 @@ def _run(args: argparse.Namespace) -> int:
         ),
     )
     return uvloop.run(app.main(options))
+
+
+def http_address(flag: str | None, configured: str) -> str | None:
+    """`--http-address` when given, else the configured address; empty means no server."""
+    return (configured if flag is None else flag) or None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -88,8 +88,34 @@ async def binds_per_hold(port: int) -> dict[str, float]:
     return {"holds": holds, "binds": binds, "binds_per_hold": binds / holds if holds else 0.0}
 
 
+def config_file(plane: ControlPlane, scheduler: str, policy: str, scoring: str) -> str:
+    """A configuration with one profile scoring NodeResourcesFit by `scoring`."""
+    path = plane.state_dir / f"{scheduler}.json"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [
+                    {
+                        "schedulerName": scheduler,
+                        "pluginConfig": [
+                            {
+                                "name": "NodeResourcesFit",
+                                "args": {"scoringStrategy": {"type": scoring}},
+                            }
+                        ],
+                    }
+                ],
+                "ascheduler": {"nodeLock": {"policy": policy}},
+            }
+        )
+    )
+    return str(path)
+
+
 def run_once(
-    plane: ControlPlane, policy: str, index: int, pods: int
+    plane: ControlPlane, policy: str, index: int, pods: int, scoring: str
 ) -> tuple[float, dict[str, float]]:
     state = plane.require_state()
     namespace = f"locks-{policy}-{index}"
@@ -104,10 +130,8 @@ def run_once(
     record = start_ascheduler(
         plane,
         f"ascheduler-{policy}-{index}",
-        "--scheduler-name",
-        scheduler,
-        "--node-lock-policy",
-        policy,
+        "--config",
+        config_file(plane, scheduler, policy, scoring),
         http_port=port,
     )
     try:
@@ -132,13 +156,20 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--scoring",
+        default="LeastAllocated",
+        choices=["LeastAllocated", "MostAllocated"],
+        help="NodeResourcesFit's strategy: spreading (the default) or bin-packing, which "
+        "queues several binds per node, so coalescing under one hold shows",
+    )
     args = parser.parse_args(argv)
     with bench_plane("locks", args.nodes) as plane:
         results: dict[str, list[float]] = {"none": [], "all": []}
         coalescing: list[dict[str, float]] = []
         for i in range(args.repeat):
             for policy in ("none", "all"):
-                rate, holds = run_once(plane, policy, i, args.pods)
+                rate, holds = run_once(plane, policy, i, args.pods, args.scoring)
                 results[policy].append(round(rate, 1))
                 if policy == "all":
                     coalescing.append(holds)
@@ -146,6 +177,7 @@ def main(argv: Sequence[str]) -> int:
         ratios = [a / n for a, n in zip(results["all"], results["none"], strict=True)]
         summary: dict[str, Any] = {
             "nodes": args.nodes,
+            "scoring": args.scoring,
             "pods": args.pods,
             "pods_per_second": results,
             "binds_per_hold": [round(h["binds_per_hold"], 2) for h in coalescing],

@@ -171,22 +171,26 @@ def start_scheduler(
     return target.start(f"ascheduler-{name}", argv)
 
 
-async def requests_total(session: aiohttp.ClientSession, which: str, port: int) -> float:
-    """The process's `rest_client_requests_total`, summed over every label."""
+async def requests_total(session: aiohttp.ClientSession, which: str, port: int) -> dict[str, float]:
+    """The process's `rest_client_requests_total` by "METHOD CODE"."""
     scheme = "https" if which == "kube-scheduler" else "http"
     async with session.get(f"{scheme}://127.0.0.1:{port}/metrics", ssl=False) as resp:
         resp.raise_for_status()
         text = await resp.text()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        if family.name == "rest_client_requests"
-        for sample in family.samples
-        if sample.name == "rest_client_requests_total"
-    )
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "rest_client_requests":
+            continue
+        for sample in family.samples:
+            if sample.name == "rest_client_requests_total":
+                key = f"{sample.labels.get('method', '')} {sample.labels.get('code', '')}"
+                out[key] = out.get(key, 0.0) + sample.value
+    return out
 
 
-async def settled_requests(session: aiohttp.ClientSession, which: str, port: int) -> float:
+async def settled_requests(
+    session: aiohttp.ClientSession, which: str, port: int
+) -> dict[str, float]:
     """`requests_total` once it has stopped moving for a second (events and status writes
     may trail the binds), or after 120 s."""
     previous = await requests_total(session, which, port)
@@ -306,7 +310,8 @@ async def _measure(
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{which}: initial pods not bound after {RUN_TIMEOUT:.0f} s")
             await asyncio.sleep(0.1)
-        requests0 = await requests_total(scrape, which, port)
+        # The initial pods' events may still be queued: let them go out before counting.
+        requests0 = await settled_requests(scrape, which, port)
         cpu0 = cpu_seconds(record.pid)
         peak = rss_bytes(record.pid)
         start = time.monotonic()
@@ -344,7 +349,9 @@ async def _measure(
                 )
         created_at = await creating
         cpu = cpu_seconds(record.pid) - cpu0
-        requests = await settled_requests(scrape, which, port) - requests0
+        requests1 = await settled_requests(scrape, which, port)
+        requests = {k: v - requests0.get(k, 0.0) for k, v in requests1.items()}
+        requests = {k: v for k, v in sorted(requests.items()) if v}
     finally:
         watcher.cancel()
         if progress:
@@ -364,7 +371,8 @@ async def _measure(
         "latency_p99": percentile(latencies, 0.99),
         "cpu_seconds": cpu,
         "peak_rss_bytes": peak,
-        "requests_per_pod": requests / len(measured),
+        "requests_per_pod": sum(requests.values()) / len(measured),
+        "requests": requests,
         # How fast the harness created the measured pods: a scheduler cannot bind faster.
         "created_per_s": len(measured) / max(created_at - start, 1e-3),
         "samples": samples,
@@ -387,7 +395,7 @@ async def delete_nodes(kubeconfig: str, names: list[str]) -> None:
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = [k for k in runs[0] if k not in ("scheduler", "samples")]
+    keys = [k for k in runs[0] if k not in ("scheduler", "samples", "requests")]
     return {k: statistics.median(r[k] for r in runs) for k in keys}
 
 

@@ -26,14 +26,16 @@ def pod(
     affinity: dict[str, Any] | None = None,
     tolerations: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
+    requests = requests or {"cpu": "100m", "memory": "500Mi"}
+    resources: dict[str, Any] = {"requests": requests}
+    # The API server wants extended resources (not overcommittable) limited to their request.
+    extended = {k: v for k, v in requests.items() if "/" in k}
+    if extended:
+        resources["limits"] = extended
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
         "containers": [
-            {
-                "name": "c",
-                "image": "registry.k8s.io/pause:3.10",
-                "resources": {"requests": requests or {"cpu": "100m", "memory": "500Mi"}},
-            }
+            {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": resources}
         ],
     }
     if node_selector:

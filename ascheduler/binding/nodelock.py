@@ -145,6 +145,11 @@ class NodeLocks:
         self._local: dict[str, asyncio.Lock] = {}
         self._held: dict[str, PodInfo] = {}
         self._versions: dict[str, str] = {}
+        #: node -> the versions our lock and release writes superseded, and the version and
+        #: annotations our release left: fresher than a cache still showing a superseded one
+        self._released: dict[str, tuple[frozenset[str], str, Mapping[str, str]]] = {}
+        #: node -> every version our last lock was patched against (all superseded once held)
+        self._locked_from: dict[str, set[str]] = {}
 
     # -- the one way in --------------------------------------------------------------------
 
@@ -197,6 +202,16 @@ class NodeLocks:
         (one call instead of two); if the cache was stale the 409 only sends us to read."""
         key = self.settings.key
         hint = known
+        released = self._released.pop(node, None)
+        if released is not None and (known is None or known[0] in released[0]):
+            # The cache has not seen our own release yet: that write's answer is newer.
+            hint = (released[1], released[2])
+        # Versions our writes replaced stay known while the cache lags behind them (bounded).
+        tried = self._locked_from[node] = (
+            set(released[0]) if released is not None and hint is not known else set()
+        )
+        if len(tried) > 64:
+            tried.clear()
 
         async def attempt() -> dict[str, Any]:
             nonlocal hint
@@ -205,6 +220,7 @@ class NodeLocks:
                 hint = None
                 mine = Holder(self.now(), pod.namespace, pod.name).format()
                 patch = {"metadata": {"resourceVersion": version, "annotations": {key: mine}}}
+                tried.add(str(version))
                 try:
                     return await self.kube.patch(
                         f"/api/v1/nodes/{node}", patch, content_type=MERGE_PATCH
@@ -225,6 +241,7 @@ class NodeLocks:
                     "annotations": {key: mine},
                 }
             }
+            tried.add(str(meta.get("resourceVersion", "")))
             try:
                 return await self.kube.patch(
                     f"/api/v1/nodes/{node}", patch, content_type=MERGE_PATCH
@@ -285,6 +302,12 @@ class NodeLocks:
         # We wrote the lock at this version: if the node has not changed since, it is still
         # ours and one patch releases it; otherwise read it and check the owner.
         version = self._versions.pop(node, None) if self._held.get(node) is pod else None
+        superseded = frozenset(self._locked_from.pop(node, set()) | {version or ""}) - {""}
+
+        def remember(updated: Mapping[str, Any]) -> None:
+            meta = updated.get("metadata") or {}
+            annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+            self._released[node] = (superseded, str(meta.get("resourceVersion", "")), annotations)
 
         async def attempt() -> bool:
             nonlocal version
@@ -292,8 +315,10 @@ class NodeLocks:
                 guarded = {"metadata": {"resourceVersion": version, "annotations": {key: None}}}
                 version = None
                 try:
-                    await self.kube.patch(
-                        f"/api/v1/nodes/{node}", guarded, content_type=MERGE_PATCH
+                    remember(
+                        await self.kube.patch(
+                            f"/api/v1/nodes/{node}", guarded, content_type=MERGE_PATCH
+                        )
                     )
                     return True
                 except ApiError as exc:
@@ -318,7 +343,9 @@ class NodeLocks:
                     "annotations": {key: None},
                 }
             }
-            await self.kube.patch(f"/api/v1/nodes/{node}", patch, content_type=MERGE_PATCH)
+            remember(
+                await self.kube.patch(f"/api/v1/nodes/{node}", patch, content_type=MERGE_PATCH)
+            )
             return True
 
         for _ in range(RETRIES):
@@ -339,6 +366,8 @@ class NodeLocks:
 
     def forget_node(self, node: str) -> None:
         """The node was deleted: drop its in-memory lock unless a bind holds it now."""
+        self._released.pop(node, None)
+        self._locked_from.pop(node, None)
         lock = self._local.get(node)
         if lock is not None and not lock.locked():
             del self._local[node]

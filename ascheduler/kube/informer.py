@@ -72,6 +72,7 @@ class Informer(Generic[T]):
         self.synced = asyncio.Event()
         self.resource_version = ""
         self.relists = 0
+        self.watches = 0
 
     def _selectors(self) -> dict[str, str | int]:
         params: dict[str, str | int] = {}
@@ -152,6 +153,7 @@ class Informer(Generic[T]):
         )
         headers = await self.kube.headers()
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=self.inactivity)
+        self.watches += 1
         async with self.kube.session.get(
             self.kube.server + self.path, params=params, headers=headers, timeout=timeout
         ) as resp:

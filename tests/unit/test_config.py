@@ -211,3 +211,20 @@ def test_qps_is_applied_only_when_the_file_sets_it() -> None:
     assert (limited.qps, limited.burst) == (200.0, 400)
     with pytest.raises(ConfigError, match=r"clientConnection\.qps: must be a positive number"):
         parse({**HEAD, "clientConnection": {"qps": -1}}, IN_TREE)
+
+
+@pytest.mark.parametrize(
+    ("flag", "configured", "expected"),
+    [
+        (None, "127.0.0.1:9000", "127.0.0.1:9000"),  # the file's, when no flag
+        ("127.0.0.1:0", "127.0.0.1:9000", "127.0.0.1:0"),  # an explicit flag wins
+        ("", "127.0.0.1:9000", None),  # empty: no server at all
+        (None, "", None),
+    ],
+)
+def test_http_address_flag_overrides_the_file(
+    flag: str | None, configured: str, expected: str | None
+) -> None:
+    from ascheduler.cli import http_address
+
+    assert http_address(flag, configured) == expected

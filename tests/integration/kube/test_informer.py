@@ -80,3 +80,40 @@ async def test_relist_after_410_reports_what_happened_while_away(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def test_a_silent_watch_is_dropped_and_resumed_without_losing_events(
+    plane_state: PlaneState, kube: KubeClient, namespace: str
+) -> None:
+    recorder = Recorder()
+    async with await KubeClient.connect(str(plane_state.admin_kubeconfig)) as watch_client:
+        # Nothing happens in the namespace, and bookmarks come about once a minute: with a
+        # short inactivity limit every watch goes silent and must be replaced.
+        informer = Informer(
+            watch_client,
+            f"/api/v1/namespaces/{namespace}/pods",
+            parse=parse_pod,
+            key=lambda p: p.name,
+            version=lambda p: p.resource_version,
+            handler=recorder,
+            inactivity=0.3,
+        )
+        task = asyncio.create_task(informer.run())
+        try:
+            await asyncio.wait_for(informer.synced.wait(), 30)
+
+            async def replaced() -> bool:
+                return informer.watches >= 3
+
+            await eventually(replaced, what="three watches, each dropped when silent")
+            await create_pods(kube, namespace, [pause_pod("late")])
+
+            async def seen() -> bool:
+                return ("add", "late") in recorder.events
+
+            await eventually(seen, what="the pod created after the silent watches")
+            assert informer.relists == 1  # resumed from its version each time, never relisted
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -35,6 +35,11 @@ def test_pods_parse_cleanly(name: str) -> None:
         body = w.pod(f"p-{i}", "s", i)
         body["metadata"].update(namespace="ns", uid=f"u{i}")
         assert parse_pod(body).errors == ()
+        # As the API server requires: an extended resource's limit equals its request.
+        resources = body["spec"]["containers"][0]["resources"]
+        for key, value in resources["requests"].items():
+            if "/" in key:
+                assert resources["limits"][key] == value
 
 
 def test_mixed_groups_add_up_and_are_distinct() -> None:
