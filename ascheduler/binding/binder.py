@@ -2,11 +2,12 @@
 
     async with node_locks.hold(node, first_pod) as node_obj:  # asyncio lock, then annotation
         pods on the node, from the API server              # one LIST per hold
-        for each bind queued for this node (up to MAX_BINDS_PER_HOLD):
-            re-validate its fit against that list plus the binds made in this hold
-            pod: <prefix>/bind-phase=allocating, <prefix>/bind-time=<unix seconds>
-            Bind plugins (POST pods/binding)
-            pod: <prefix>/bind-phase=success | failed
+        the binds queued for this node (up to MAX_BINDS_PER_HOLD in all), in order:
+            re-validate each fit against that list plus the binds before it in this hold
+            then, for the ones that fit, concurrently:
+                pod: <prefix>/bind-phase=allocating, <prefix>/bind-time=<unix seconds>
+                Bind plugins (POST pods/binding)
+                pod: <prefix>/bind-phase=success | failed
     (released on every path: success, error, cancellation)
 
 Binds to one node are coalesced: the first binding cycle to reach a node leads, takes the lock
@@ -138,7 +139,7 @@ class LockedBinder:
                 continue
             cached = first.fw.handle.cache.node(node)
             known = (cached.resource_version, cached.annotations) if cached is not None else None
-            serving: _Bind | None = None
+            serving: list[_Bind] = []
             failed = Status.error("bind interrupted", NODE_LOCK)
             try:
                 async with self.locks.hold(node, first.pod, known=known) as node_obj:
@@ -146,32 +147,44 @@ class LockedBinder:
                     on_node = await self._pods_on(node)
                     served = 0
                     while queue and served < MAX_BINDS_PER_HOLD:
-                        serving = queue.popleft()
-                        if serving.result.done():
-                            continue  # its binding cycle was cancelled while it waited
-                        status = await self._bind_one(serving, node, allocatable, on_node)
-                        if status.ok:
-                            on_node.append(serving.pod)
-                        serving.finish(status)
-                        serving = None
-                        served += 1
+                        # Everything queued now: each checked against the list plus the ones
+                        # before it, then the fitting ones written concurrently.
+                        batch: list[_Bind] = []
+                        while queue and served + len(batch) < MAX_BINDS_PER_HOLD:
+                            bind = queue.popleft()
+                            if not bind.result.done():  # else cancelled while it waited
+                                batch.append(bind)
+                        serving = batch
+                        fitting: list[_Bind] = []
+                        for bind in batch:
+                            status = self._revalidate(bind.pod, node, allocatable, on_node)
+                            if status.ok:
+                                on_node.append(bind.pod)
+                                fitting.append(bind)
+                            else:
+                                bind.finish(status)
+                        statuses = await asyncio.gather(
+                            *(self._bind_one(bind, node) for bind in fitting)
+                        )
+                        for bind, status in zip(fitting, statuses, strict=True):
+                            bind.finish(status)
+                            if not status.ok:  # what did not bind takes no room after all
+                                on_node.remove(bind.pod)
+                        serving = []
+                        served += len(batch)
                     self.locks.stats.binds_per_hold.append(served)
                     metrics.NODE_LOCK_BINDS_PER_HOLD.observe(served)
             except (LockContended, ApiError, aiohttp.ClientError, TimeoutError) as exc:
                 failed = Status.error(f"node lock: {exc}", NODE_LOCK)
                 while queue:  # they would meet the same lock, or the same failure
                     queue.popleft().finish(failed)
-            finally:  # also on cancellation: the bind being served never waits forever
-                if serving is not None:
-                    serving.finish(failed)
+            finally:  # also on cancellation: no bind being served waits forever
+                for bind in serving:
+                    bind.finish(failed)
 
-    async def _bind_one(
-        self, bind: _Bind, node: str, allocatable: dict[str, int], on_node: list[PodInfo]
-    ) -> Status:
+    async def _bind_one(self, bind: _Bind, node: str) -> Status:
+        """The bind phases and the Bind plugins for one pod already re-validated."""
         pod = bind.pod
-        status = self._revalidate(pod, node, allocatable, on_node)
-        if not status.ok:
-            return status
         stamp = str(int(time.time()))
         try:
             # Guarded by the version this scheduling decision saw: if the pod changed
