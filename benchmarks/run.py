@@ -462,9 +462,10 @@ def main(argv: Sequence[str]) -> int:
             target = Target(str(plane.require_state().admin_kubeconfig), workdir, plane)
         if not args.quiet:
             print(f"creating {workload.node_count()} nodes", file=sys.stderr)
-        names = asyncio.run(create_nodes(target.kubeconfig, workload, run_id))
-        if args.kubeconfig:
+        if args.kubeconfig:  # registered first: a creation that fails half-way is undone too
+            names = [n for g in workload.nodes(f"bench-{run_id}") for n in g.names()]
             stack.callback(lambda: asyncio.run(delete_nodes(target.kubeconfig, names)))
+        asyncio.run(create_nodes(target.kubeconfig, workload, run_id))
         for i in range(args.repeat):
             for w in which:  # alternate, so drift in the machine hits every scheduler
                 runs[w].append(asyncio.run(one_run(target, workload, w, run_id, i, not args.quiet)))
