@@ -163,15 +163,26 @@ class LockedBinder:
                                 fitting.append(bind)
                             else:
                                 bind.finish(status)
-                        statuses = await asyncio.gather(
-                            *(self._bind_one(bind, node) for bind in fitting)
+                        # Every bind finishes before the hold can end, whatever fails; a
+                        # failed one stays counted (its Binding may have landed all the same).
+                        outcomes = await asyncio.gather(
+                            *(self._bind_one(bind, node) for bind in fitting),
+                            return_exceptions=True,
                         )
-                        for bind, status in zip(fitting, statuses, strict=True):
-                            bind.finish(status)
-                            if not status.ok:  # what did not bind takes no room after all
-                                on_node.remove(bind.pod)
+                        for bind, outcome in zip(fitting, outcomes, strict=True):
+                            if isinstance(outcome, BaseException):
+                                if not isinstance(outcome, Exception):
+                                    raise outcome  # cancellation and the like
+                                log.error("bind_failed", pod=bind.pod.key, error=repr(outcome))
+                                outcome = Status.error(f"bind: {outcome!r}", NODE_LOCK)
+                            bind.finish(outcome)
                         serving = []
                         served += len(batch)
+                        owner = first.result
+                        if not owner.done() or owner.cancelled() or not owner.result().ok:
+                            # The lock bears the first pod's name: once that pod is not bound
+                            # here, another instance may rightly call the lock dangling.
+                            break
                     self.locks.stats.binds_per_hold.append(served)
                     metrics.NODE_LOCK_BINDS_PER_HOLD.observe(served)
             except (LockContended, ApiError, aiohttp.ClientError, TimeoutError) as exc:

@@ -163,20 +163,34 @@ class NodeLocks:
         loop = asyncio.get_running_loop()
         started = loop.time()
         async with lock:
-            node_obj = await self.acquire(node, pod, known=known)
+            # Both writes run to completion even when the bind is cancelled meanwhile, and the
+            # asyncio lock is only let go once the annotation is: a lock patch that landed is
+            # always released, and the next holder never meets our own stale annotation.
+            taking = asyncio.ensure_future(self.acquire(node, pod, known=known))
+            try:
+                node_obj = await asyncio.shield(taking)
+            except asyncio.CancelledError:
+                with contextlib.suppress(Exception):
+                    await taking
+                    await self._release_quietly(node, pod)
+                raise
             waited = loop.time() - started
             self.stats.wait_seconds.append(waited)
             metrics.NODE_LOCK_WAIT.observe(waited)
             try:
                 yield node_obj
             finally:
-                # Shielded: a cancelled bind must still release what it took.
-                await asyncio.shield(self._release_quietly(node, pod))
+                releasing = asyncio.ensure_future(self._release_quietly(node, pod))
+                try:
+                    await asyncio.shield(releasing)
+                except asyncio.CancelledError:
+                    await releasing
+                    raise
 
     async def _release_quietly(self, node: str, pod: PodInfo) -> None:
         try:
             await self.release(node, pod)
-        except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
+        except (LockContended, ApiError, aiohttp.ClientError, TimeoutError) as exc:
             log.warning("node_lock_release_failed", node=node, pod=pod.key, error=str(exc))
 
     # -- annotation level ------------------------------------------------------------------
@@ -215,7 +229,8 @@ class NodeLocks:
 
         async def attempt() -> dict[str, Any]:
             nonlocal hint
-            if hint is not None and not hint[1].get(key):
+            # A hint without a version would make the patch unconditional: never use one.
+            if hint is not None and hint[0] and not hint[1].get(key):
                 version: Any = hint[0]
                 hint = None
                 mine = Holder(self.now(), pod.namespace, pod.name).format()

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+import aiohttp
+
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import BINDING_ANNOTATIONS, SUCCESS, CycleState, Status
 from ascheduler.kube import ApiError
@@ -41,6 +43,8 @@ class DefaultBinder:
             )
         except ApiError as exc:
             return Status.error(f"binding rejected: {exc}", NAME)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return Status.error(f"binding not confirmed: {exc!r}", NAME)
         return SUCCESS
 
 
