@@ -93,6 +93,17 @@ class _Bind:
             self.result.set_result(status)
 
 
+def _take(queue: deque[_Bind], most: int) -> list[_Bind]:
+    """Up to `most` binds from the front of `queue`, skipping the ones whose binding cycle
+    was cancelled while they waited."""
+    taken: list[_Bind] = []
+    while queue and len(taken) < most:
+        bind = queue.popleft()
+        if not bind.result.done():
+            taken.append(bind)
+    return taken
+
+
 class LockedBinder:
     def __init__(self, kube: KubeClient, settings: BindSettings) -> None:
         self.kube = kube
@@ -139,47 +150,17 @@ class LockedBinder:
                 continue
             cached = first.fw.handle.cache.node(node)
             known = (cached.resource_version, cached.annotations) if cached is not None else None
-            serving: list[_Bind] = []
-            failed = Status.error("bind interrupted", NODE_LOCK)
             try:
                 async with self.locks.hold(node, first.pod, known=known) as node_obj:
                     allocatable = dict(parse_node(node_obj).allocatable)
                     on_node = await self._pods_on(node)
                     served = 0
                     while queue and served < MAX_BINDS_PER_HOLD:
-                        # Everything queued now: each checked against the list plus the ones
-                        # before it, then the fitting ones written concurrently.
-                        batch: list[_Bind] = []
-                        while queue and served + len(batch) < MAX_BINDS_PER_HOLD:
-                            bind = queue.popleft()
-                            if not bind.result.done():  # else cancelled while it waited
-                                batch.append(bind)
-                        serving = batch
-                        fitting: list[_Bind] = []
-                        for bind in batch:
-                            status = self._revalidate(bind.pod, node, allocatable, on_node)
-                            if status.ok:
-                                on_node.append(bind.pod)
-                                fitting.append(bind)
-                            else:
-                                bind.finish(status)
-                        # Every bind finishes before the hold can end, whatever fails; a
-                        # failed one stays counted (its Binding may have landed all the same).
-                        outcomes = await asyncio.gather(
-                            *(self._bind_one(bind, node) for bind in fitting),
-                            return_exceptions=True,
-                        )
-                        for bind, outcome in zip(fitting, outcomes, strict=True):
-                            if isinstance(outcome, BaseException):
-                                if not isinstance(outcome, Exception):
-                                    raise outcome  # cancellation and the like
-                                log.error("bind_failed", pod=bind.pod.key, error=repr(outcome))
-                                outcome = Status.error(f"bind: {outcome!r}", NODE_LOCK)
-                            bind.finish(outcome)
-                        serving = []
+                        batch = _take(queue, MAX_BINDS_PER_HOLD - served)
+                        await self._serve(batch, node, allocatable, on_node)
                         served += len(batch)
                         owner = first.result
-                        if not owner.done() or owner.cancelled() or not owner.result().ok:
+                        if owner.cancelled() or not owner.result().ok:
                             # The lock bears the first pod's name: once that pod is not bound
                             # here, another instance may rightly call the lock dangling.
                             break
@@ -189,9 +170,36 @@ class LockedBinder:
                 failed = Status.error(f"node lock: {exc}", NODE_LOCK)
                 while queue:  # they would meet the same lock, or the same failure
                     queue.popleft().finish(failed)
-            finally:  # also on cancellation: no bind being served waits forever
-                for bind in serving:
-                    bind.finish(failed)
+
+    async def _serve(
+        self, batch: list[_Bind], node: str, allocatable: dict[str, int], on_node: list[PodInfo]
+    ) -> None:
+        """Re-validate each bind against `on_node` plus the ones before it, then write the
+        fitting ones concurrently; every bind of the batch is finished when this returns, or
+        fails with the batch if it is cancelled. A failed bind stays in `on_node`: its Binding
+        may have landed all the same, and counting too much never overcommits."""
+        try:
+            fitting: list[_Bind] = []
+            for bind in batch:
+                status = self._revalidate(bind.pod, node, allocatable, on_node)
+                if status.ok:
+                    on_node.append(bind.pod)
+                    fitting.append(bind)
+                else:
+                    bind.finish(status)
+            outcomes = await asyncio.gather(
+                *(self._bind_one(bind, node) for bind in fitting), return_exceptions=True
+            )
+            for bind, outcome in zip(fitting, outcomes, strict=True):
+                if isinstance(outcome, BaseException):
+                    if not isinstance(outcome, Exception):
+                        raise outcome  # cancellation and the like
+                    log.error("bind_failed", pod=bind.pod.key, error=repr(outcome))
+                    outcome = Status.error(f"bind: {outcome!r}", NODE_LOCK)
+                bind.finish(outcome)
+        finally:
+            for bind in batch:  # only those not finished above: cancelled meanwhile
+                bind.finish(Status.error("bind interrupted", NODE_LOCK))
 
     async def _bind_one(self, bind: _Bind, node: str) -> Status:
         """The bind phases and the Bind plugins for one pod already re-validated."""

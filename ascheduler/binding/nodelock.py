@@ -25,6 +25,7 @@ import contextlib
 import datetime as dt
 import os
 import random
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -44,6 +45,8 @@ DEFAULT_TIMEOUT: Final = 300.0
 EXPIRE_ENV: Final = "ASCHEDULER_NODELOCK_EXPIRE"
 RETRIES: Final = 5
 RETRY_DELAY: Final = 0.1
+#: How long our own release's answer is trusted over the informer's copy of the node.
+RELEASE_HINT_SECONDS: Final = 5.0
 
 
 @dataclass(frozen=True)
@@ -145,11 +148,8 @@ class NodeLocks:
         self._local: dict[str, asyncio.Lock] = {}
         self._held: dict[str, PodInfo] = {}
         self._versions: dict[str, str] = {}
-        #: node -> the versions our lock and release writes superseded, and the version and
-        #: annotations our release left: fresher than a cache still showing a superseded one
-        self._released: dict[str, tuple[frozenset[str], str, Mapping[str, str]]] = {}
-        #: node -> every version our last lock was patched against (all superseded once held)
-        self._locked_from: dict[str, set[str]] = {}
+        #: node -> (when, resourceVersion, annotations) our last release left it with
+        self._released: dict[str, tuple[float, str, Mapping[str, str]]] = {}
 
     # -- the one way in --------------------------------------------------------------------
 
@@ -217,15 +217,10 @@ class NodeLocks:
         key = self.settings.key
         hint = known
         released = self._released.pop(node, None)
-        if released is not None and (known is None or known[0] in released[0]):
-            # The cache has not seen our own release yet: that write's answer is newer.
+        if released is not None and time.monotonic() - released[0] < RELEASE_HINT_SECONDS:
+            # Just after our own release the informer has usually not seen it (nor our lock):
+            # that write's answer is the node's newest version we know of.
             hint = (released[1], released[2])
-        # Versions our writes replaced stay known while the cache lags behind them (bounded).
-        tried = self._locked_from[node] = (
-            set(released[0]) if released is not None and hint is not known else set()
-        )
-        if len(tried) > 64:
-            tried.clear()
 
         async def attempt() -> dict[str, Any]:
             nonlocal hint
@@ -235,7 +230,6 @@ class NodeLocks:
                 hint = None
                 mine = Holder(self.now(), pod.namespace, pod.name).format()
                 patch = {"metadata": {"resourceVersion": version, "annotations": {key: mine}}}
-                tried.add(str(version))
                 try:
                     return await self.kube.patch(
                         f"/api/v1/nodes/{node}", patch, content_type=MERGE_PATCH
@@ -256,7 +250,6 @@ class NodeLocks:
                     "annotations": {key: mine},
                 }
             }
-            tried.add(str(meta.get("resourceVersion", "")))
             try:
                 return await self.kube.patch(
                     f"/api/v1/nodes/{node}", patch, content_type=MERGE_PATCH
@@ -317,12 +310,15 @@ class NodeLocks:
         # We wrote the lock at this version: if the node has not changed since, it is still
         # ours and one patch releases it; otherwise read it and check the owner.
         version = self._versions.pop(node, None) if self._held.get(node) is pod else None
-        superseded = frozenset(self._locked_from.pop(node, set()) | {version or ""}) - {""}
 
         def remember(updated: Mapping[str, Any]) -> None:
             meta = updated.get("metadata") or {}
             annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
-            self._released[node] = (superseded, str(meta.get("resourceVersion", "")), annotations)
+            self._released[node] = (
+                time.monotonic(),
+                str(meta.get("resourceVersion", "")),
+                annotations,
+            )
 
         async def attempt() -> bool:
             nonlocal version
@@ -382,7 +378,6 @@ class NodeLocks:
     def forget_node(self, node: str) -> None:
         """The node was deleted: drop its in-memory lock unless a bind holds it now."""
         self._released.pop(node, None)
-        self._locked_from.pop(node, None)
         lock = self._local.get(node)
         if lock is not None and not lock.locked():
             del self._local[node]
