@@ -41,24 +41,27 @@ def bench_plane(prefix: str, nodes: int = 0) -> Iterator[ControlPlane]:
         plane.down()
 
 
+def ascheduler_argv(kubeconfig: str, *args: str, http_port: int = 0) -> list[str]:
+    """`ascheduler run` against `kubeconfig`, quiet, serving HTTP on `http_port` (0: any free
+    port); `args` add to it."""
+    return [
+        sys.executable,
+        "-m",
+        "ascheduler",
+        "run",
+        "--kubeconfig",
+        kubeconfig,
+        "--http-address",
+        f"127.0.0.1:{http_port}",
+        "--log-level",
+        "warning",
+        *args,
+    ]
+
+
 def start_ascheduler(
     plane: ControlPlane, name: str, *args: str, http_port: int = 0
 ) -> ProcessRecord:
-    """`ascheduler run` as the plane's admin, quiet, serving HTTP on `http_port` (0: any free
-    port); `args` add to it."""
-    return plane.start_process(
-        name,
-        [
-            sys.executable,
-            "-m",
-            "ascheduler",
-            "run",
-            "--kubeconfig",
-            str(plane.require_state().admin_kubeconfig),
-            "--http-address",
-            f"127.0.0.1:{http_port}",
-            "--log-level",
-            "warning",
-            *args,
-        ],
-    )
+    """`ascheduler_argv` as the plane's admin, one of the plane's processes."""
+    kubeconfig = str(plane.require_state().admin_kubeconfig)
+    return plane.start_process(name, ascheduler_argv(kubeconfig, *args, http_port=http_port))

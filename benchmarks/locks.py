@@ -28,6 +28,7 @@ from ascheduler.devcluster.plane import free_port
 from ascheduler.kube import KubeClient
 from benchmarks.common import bench_plane, start_ascheduler
 from benchmarks.run import watch_bound
+from benchmarks.workloads import basic_pod
 
 
 async def create_pods(kube: KubeClient, namespace: str, scheduler: str, count: int) -> None:
@@ -35,21 +36,10 @@ async def create_pods(kube: KubeClient, namespace: str, scheduler: str, count: i
     gate = asyncio.Semaphore(64)
 
     async def create(i: int) -> None:
-        body = {
-            "metadata": {"name": f"p-{i}"},
-            "spec": {
-                "schedulerName": scheduler,
-                "containers": [
-                    {
-                        "name": "c",
-                        "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}},
-                    }
-                ],
-            },
-        }
         async with gate:
-            await kube.post(f"/api/v1/namespaces/{namespace}/pods", body)
+            await kube.post(
+                f"/api/v1/namespaces/{namespace}/pods", basic_pod(f"p-{i}", scheduler, i)
+            )
 
     async with asyncio.TaskGroup() as group:
         for i in range(count):

@@ -47,11 +47,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ascheduler.devcluster import ControlPlane, ensure_built, versions
 from ascheduler.devcluster.nodes import create_fake_nodes, delete_fake_nodes, wait_nodes_ready
-from ascheduler.devcluster.plane import free_port
+from ascheduler.devcluster.plane import free_port, kube_scheduler_config
 from ascheduler.devcluster.processes import ProcessRecord, is_alive, spawn, stop
 from ascheduler.kube import KubeClient
 from benchmarks import report
-from benchmarks.common import bench_plane
+from benchmarks.common import ascheduler_argv, bench_plane
 from benchmarks.workloads import WORKLOADS, Workload
 
 SCHEDULERS = ("ascheduler", "kube-scheduler", "ceiling")
@@ -115,19 +115,7 @@ def start_scheduler(
     if which == "kube-scheduler":
         config = target.workdir / f"kube-scheduler-{name}.json"
         config.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "kubescheduler.config.k8s.io/v1",
-                    "kind": "KubeSchedulerConfiguration",
-                    "clientConnection": {
-                        "kubeconfig": target.kubeconfig,
-                        "qps": 5000,
-                        "burst": 5000,
-                    },
-                    "leaderElection": {"leaderElect": False},
-                    "profiles": [{"schedulerName": name}],
-                }
-            )
+            json.dumps(kube_scheduler_config(target.kubeconfig, name, qps=5000, burst=5000))
         )
         argv = [
             str(ensure_built().kube_scheduler),
@@ -153,21 +141,9 @@ def start_scheduler(
             str(port),
         ]
         return target.start(f"ceiling-{name}", argv)
-    argv = [
-        sys.executable,
-        "-m",
-        "ascheduler",
-        "run",
-        "--kubeconfig",
-        target.kubeconfig,
-        "--scheduler-name",
-        name,
-        "--http-address",
-        f"127.0.0.1:{port}",
-        "--log-level",
-        "warning",
-        *workload.ascheduler_args,
-    ]
+    argv = ascheduler_argv(
+        target.kubeconfig, "--scheduler-name", name, *workload.ascheduler_args, http_port=port
+    )
     return target.start(f"ascheduler-{name}", argv)
 
 

@@ -60,6 +60,19 @@ class PlaneError(RuntimeError):
         super().__init__(text)
 
 
+def kube_scheduler_config(
+    kubeconfig: str, scheduler_name: str, *, qps: int, burst: int
+) -> dict[str, Any]:
+    """kube-scheduler's configuration: one default profile, leader election off."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": kubeconfig, "qps": qps, "burst": burst},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [{"schedulerName": scheduler_name}],
+    }
+
+
 def node_stages(stages_yaml: str) -> str:
     """kwok's Stage documents that act on Nodes, without the Pod ones."""
     docs = [d for d in yaml.safe_load_all(stages_yaml) if d]
@@ -331,17 +344,9 @@ class ControlPlane:
         config = self.state_dir / f"{name}.config.yaml"
         config.write_text(
             json.dumps(
-                {
-                    "apiVersion": "kubescheduler.config.k8s.io/v1",
-                    "kind": "KubeSchedulerConfiguration",
-                    "clientConnection": {
-                        "kubeconfig": str(state.scheduler_kubeconfig),
-                        "qps": qps,
-                        "burst": burst,
-                    },
-                    "leaderElection": {"leaderElect": False},
-                    "profiles": [{"schedulerName": scheduler_name}],
-                },
+                kube_scheduler_config(
+                    str(state.scheduler_kubeconfig), scheduler_name, qps=qps, burst=burst
+                ),
                 indent=2,
             )
         )

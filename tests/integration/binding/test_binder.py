@@ -10,6 +10,7 @@ from typing import Any
 
 from ascheduler.app import DEFAULT_SCHEDULER_NAME, RunOptions, build_frameworks
 from ascheduler.binding.binder import BindSettings, LockedBinder
+from ascheduler.binding.nodelock import Holder
 from ascheduler.cache import Cache
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.framework import CycleState, Framework, Status
@@ -98,8 +99,7 @@ async def test_a_contended_lock_fails_the_whole_queue_and_keeps_the_holders_lock
 ) -> None:
     (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
     holder = await real_pod(kube, namespace, "holder")
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    foreign = f"{stamp},{namespace},{holder.name}"
+    foreign = Holder(dt.datetime.now(dt.UTC), namespace, holder.name).format()
     await set_annotation(kube, node, foreign)
     fw, binder, pods = await setup(kube, namespace, node, 3)
     statuses = await asyncio.gather(*bind_all(binder, fw, pods, node))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.plane import PlaneState
@@ -27,21 +28,28 @@ class Recorder:
         self.events.append(("delete", pod.name))
 
 
+def pod_informer(
+    client: KubeClient, namespace: str, recorder: Recorder, **options: Any
+) -> Informer[PodInfo]:
+    """An informer on the namespace's pods, keyed by name, reporting to `recorder`."""
+    return Informer(
+        client,
+        f"/api/v1/namespaces/{namespace}/pods",
+        parse=parse_pod,
+        key=lambda p: p.name,
+        version=lambda p: p.resource_version,
+        handler=recorder,
+        **options,
+    )
+
+
 async def test_relist_after_410_reports_what_happened_while_away(
     plane: ControlPlane, plane_state: PlaneState, kube: KubeClient, namespace: str
 ) -> None:
     await create_pods(kube, namespace, [pause_pod("a"), pause_pod("b")])
     recorder = Recorder()
     async with await KubeClient.connect(str(plane_state.admin_kubeconfig)) as watch_client:
-        informer = Informer(
-            watch_client,
-            f"/api/v1/namespaces/{namespace}/pods",
-            parse=parse_pod,
-            key=lambda p: p.name,
-            version=lambda p: p.resource_version,
-            handler=recorder,
-            page_size=1,
-        )  # pages through the list
+        informer = pod_informer(watch_client, namespace, recorder, page_size=1)  # pages
         task = asyncio.create_task(informer.run())
         await asyncio.wait_for(informer.synced.wait(), 30)
         assert sorted(recorder.events) == [("add", "a"), ("add", "b")]
@@ -89,15 +97,7 @@ async def test_a_silent_watch_is_dropped_and_resumed_without_losing_events(
     async with await KubeClient.connect(str(plane_state.admin_kubeconfig)) as watch_client:
         # Nothing happens in the namespace, and bookmarks come about once a minute: with a
         # short inactivity limit every watch goes silent and must be replaced.
-        informer = Informer(
-            watch_client,
-            f"/api/v1/namespaces/{namespace}/pods",
-            parse=parse_pod,
-            key=lambda p: p.name,
-            version=lambda p: p.resource_version,
-            handler=recorder,
-            inactivity=0.3,
-        )
+        informer = pod_informer(watch_client, namespace, recorder, inactivity=0.3)
         task = asyncio.create_task(informer.run())
         try:
             await asyncio.wait_for(informer.synced.wait(), 30)
