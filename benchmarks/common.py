@@ -4,6 +4,7 @@ processes started against it."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -39,6 +40,20 @@ def bench_plane(prefix: str, nodes: int = 0) -> Iterator[ControlPlane]:
         yield plane
     finally:
         plane.down()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid: int) -> int:
+    """The process's resident memory now."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
 def ascheduler_argv(kubeconfig: str, *args: str, http_port: int = 0) -> list[str]:

@@ -22,14 +22,7 @@ from typing import Any
 from ascheduler.devcluster.nodes import FakeNodes, create_fake_nodes
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
 from ascheduler.kube import KubeClient
-from benchmarks.common import bench_plane, start_ascheduler
-
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+from benchmarks.common import bench_plane, rss_bytes, start_ascheduler
 
 
 async def populate(kubeconfig: Path, nodes: int, pods: int) -> None:

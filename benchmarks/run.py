@@ -51,7 +51,7 @@ from ascheduler.devcluster.plane import free_port, kube_scheduler_config
 from ascheduler.devcluster.processes import ProcessRecord, is_alive, spawn, stop
 from ascheduler.kube import KubeClient
 from benchmarks import report
-from benchmarks.common import ascheduler_argv, bench_plane
+from benchmarks.common import ascheduler_argv, bench_plane, cpu_seconds, rss_bytes
 from benchmarks.workloads import WORKLOADS, Workload
 
 SCHEDULERS = ("ascheduler", "kube-scheduler", "ceiling")
@@ -88,18 +88,6 @@ class Target:
         for record in self.records:
             stop(record)
         self.records = []
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 def percentile(values: Sequence[float], q: float) -> float:
