@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import os
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from ascheduler.devcluster import ControlPlane
+from ascheduler.devcluster.plane import PlaneState
+from ascheduler.devcluster.processes import ProcessRecord
 from ascheduler.kube import KubeClient
 
 T = TypeVar("T")
@@ -115,3 +121,39 @@ async def events_for(kube: KubeClient, namespace: str, reason: str) -> list[dict
 async def create_pods(kube: KubeClient, namespace: str, pods: list[dict[str, Any]]) -> None:
     for pod in pods:
         await kube.post(f"/api/v1/namespaces/{namespace}/pods", pod)
+
+
+@contextmanager
+def scheduler(
+    plane: ControlPlane,
+    state: PlaneState,
+    name: str,
+    scheduler_name: str,
+    *extra: str,
+    env: dict[str, str] | None = None,
+) -> Iterator[ProcessRecord]:
+    """An `ascheduler run` process of the test's own (profile `scheduler_name`), stopped by pid
+    when the block ends."""
+    record = plane.start_process(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "ascheduler",
+            "run",
+            "--http-address",
+            "127.0.0.1:0",
+            "--kubeconfig",
+            str(state.admin_kubeconfig),
+            "--scheduler-name",
+            scheduler_name,
+            "--log-level",
+            "debug",
+            *extra,
+        ],
+        env={**os.environ, **(env or {})},
+    )
+    try:
+        yield record
+    finally:
+        plane.stop_process(record)

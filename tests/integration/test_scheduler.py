@@ -9,6 +9,7 @@ from typing import Any
 
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
+from ascheduler.devcluster.plane import PlaneState
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
 from ascheduler.kube import KubeClient
 from ascheduler.model.quantity import parse_resource
@@ -22,6 +23,7 @@ from tests.integration.helpers import (
     pause_pod,
     pods_in,
     scheduled_condition,
+    scheduler,
     wait_bound,
     wait_unschedulable,
 )
@@ -216,9 +218,29 @@ async def test_scheduling_gates_hold_the_pod_until_removed(
     await wait_bound(kube, namespace, ["gated"])
 
 
-async def test_higher_priority_pod_gets_the_only_room(
+async def test_no_nodes_at_all_then_bound_when_one_appears(
     ascheduler: ProcessRecord, kube: KubeClient, namespace: str, nodes: NodeFactory
 ) -> None:
+    await create_pods(kube, namespace, [pause_pod("early")])
+    assert await wait_unschedulable(kube, namespace, "early") == (
+        "no nodes available to schedule pods"
+    )
+    (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
+    assert await wait_bound(kube, namespace, ["early"]) == {"early": node}
+
+
+async def test_higher_priority_pod_gets_the_only_room(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+) -> None:
+    # Both pods wait for a scheduler that starts after them, so both enter its active queue
+    # together and only PrioritySort orders them. (Pods that had already failed would also
+    # carry a backoff, whose expiry orders before priority, as in kube-scheduler >= 1.33.)
+    await nodes(FakeNodes(count=1, prefix=f"{namespace}-n", cpu="1"))
+    profile = f"{namespace}-prio"
     cls = f"{namespace}-high"
     await kube.post(
         "/apis/scheduling.k8s.io/v1/priorityclasses", {"metadata": {"name": cls}, "value": 1000}
@@ -228,18 +250,13 @@ async def test_higher_priority_pod_gets_the_only_room(
             kube,
             namespace,
             [
-                pause_pod("low", cpu="1"),
-                pause_pod("high", cpu="1", priorityClassName=cls),
+                pause_pod("low", cpu="1", scheduler_name=profile),
+                pause_pod("high", cpu="1", scheduler_name=profile, priorityClassName=cls),
             ],
         )
-        # Both wait: there is no node yet.
-        for name in ("low", "high"):
-            assert await wait_unschedulable(kube, namespace, name) == (
-                "no nodes available to schedule pods"
-            )
-        await nodes(FakeNodes(count=1, prefix=f"{namespace}-n", cpu="1"))
-        await wait_bound(kube, namespace, ["high"])
-        message = await wait_unschedulable(kube, namespace, "low")
+        with scheduler(plane, plane_state, "ascheduler-prio", profile):
+            await wait_bound(kube, namespace, ["high"])
+            message = await wait_unschedulable(kube, namespace, "low")
         assert message == "0/1 nodes are available: 1 Insufficient cpu."
         assert node_of(await get_pod(kube, namespace, "low")) == ""
     finally:

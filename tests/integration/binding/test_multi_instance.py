@@ -6,17 +6,14 @@ import asyncio
 import datetime as dt
 import os
 import signal
-import sys
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from ascheduler.binding.nodelock import DEFAULT_KEY
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState
-from ascheduler.devcluster.processes import ProcessRecord, is_alive
+from ascheduler.devcluster.processes import is_alive
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
@@ -25,44 +22,11 @@ from tests.integration.helpers import (
     node_of,
     pause_pod,
     pods_in,
+    scheduler,
     wait_bound,
 )
 
 GPU = "nvidia.com/gpu"
-
-
-@contextmanager
-def scheduler(
-    plane: ControlPlane,
-    state: PlaneState,
-    name: str,
-    scheduler_name: str,
-    *extra: str,
-    env: dict[str, str] | None = None,
-) -> Iterator[ProcessRecord]:
-    record = plane.start_process(
-        name,
-        [
-            sys.executable,
-            "-m",
-            "ascheduler",
-            "run",
-            "--http-address",
-            "127.0.0.1:0",
-            "--kubeconfig",
-            str(state.admin_kubeconfig),
-            "--scheduler-name",
-            scheduler_name,
-            "--log-level",
-            "debug",
-            *extra,
-        ],
-        env={**os.environ, **(env or {})},
-    )
-    try:
-        yield record
-    finally:
-        plane.stop_process(record)
 
 
 def gpu_pod(name: str, scheduler_name: str) -> dict[str, object]:
