@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import algorithm, locks, memory, report, run
+from benchmarks import algorithm, apicost, locks, memory, report, run
 
 COMMANDS = {
     "algorithm": algorithm.main,
+    "apicost": apicost.main,
     "locks": locks.main,
     "memory": memory.main,
     "report": report.main,

@@ -1,0 +1,30 @@
+"""The bound `benchmarks apicost` derives from measured request costs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchmarks.apicost import REQUESTS, bound
+
+
+def costs() -> dict[str, float]:
+    return {name: 1.0 for name, _, _ in REQUESTS}
+
+
+def test_equal_costs_give_the_request_count_ratio() -> None:
+    # Plain: binding + event = 2. Locked, one bind per hold: + allocating 1 + lock, unlock
+    # and list 3 = 6 requests, so a third; per-hold costs shared without limit leave 2 / 3.
+    cost = costs()
+    assert bound(cost, 1) == pytest.approx(2 / 6)
+    assert bound(cost, 3) == pytest.approx(2 / 4)
+    assert bound(cost, math.inf) == pytest.approx(2 / 3)
+
+
+def test_dearer_node_writes_lower_the_bound_only_per_hold() -> None:
+    cost = costs()
+    cost["lock + unlock patches (node)"] = 3.0  # each of the two node writes
+    assert bound(cost, 1) == pytest.approx(2 / (2 + 1 + 6 + 1))
+    assert bound(cost, math.inf) == pytest.approx(2 / 3)
+    assert bound(cost, 1) < bound(cost, 2) < bound(cost, math.inf)
