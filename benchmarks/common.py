@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +12,7 @@ from pathlib import Path
 
 from ascheduler.devcluster import ControlPlane, ensure_built
 from ascheduler.devcluster.nodes import FakeNodes, create_fake_nodes, wait_nodes_ready
+from ascheduler.devcluster.plane import ascheduler_argv as plane_argv
 from ascheduler.devcluster.processes import ProcessRecord
 from ascheduler.kube import KubeClient
 
@@ -59,19 +59,9 @@ def rss_bytes(pid: int) -> int:
 def ascheduler_argv(kubeconfig: str, *args: str, http_port: int = 0) -> list[str]:
     """`ascheduler run` against `kubeconfig`, quiet, serving HTTP on `http_port` (0: any free
     port); `args` add to it."""
-    return [
-        sys.executable,
-        "-m",
-        "ascheduler",
-        "run",
-        "--kubeconfig",
-        kubeconfig,
-        "--http-address",
-        f"127.0.0.1:{http_port}",
-        "--log-level",
-        "warning",
-        *args,
-    ]
+    return plane_argv(
+        kubeconfig, "--log-level", "warning", *args, http_address=f"127.0.0.1:{http_port}"
+    )
 
 
 def start_ascheduler(

@@ -80,19 +80,7 @@ async def _run(plane: ControlPlane) -> list[tuple[str, str]]:
         await wait_nodes_ready(kube, names)
         _say(f"{len(names)} fake nodes Ready: {', '.join(names)}")
 
-        argv = [
-            sys.executable,
-            "-m",
-            "ascheduler",
-            "run",
-            "--http-address",
-            "127.0.0.1:0",
-            "--kubeconfig",
-            str(state.admin_kubeconfig),
-            "--scheduler-name",
-            SCHEDULER_NAME,
-        ]
-        plane.start_process("ascheduler", argv)
+        plane.start_ascheduler("ascheduler", "--scheduler-name", SCHEDULER_NAME)
         log_path = plane.state_dir / "logs" / "ascheduler.log"
         _say(f"ascheduler started (schedulerName {SCHEDULER_NAME}; log {log_path})")
         await kube.post("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})

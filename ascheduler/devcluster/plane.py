@@ -26,6 +26,7 @@ import json
 import shutil
 import socket
 import ssl
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -71,6 +72,17 @@ def kube_scheduler_config(
         "leaderElection": {"leaderElect": False},
         "profiles": [{"schedulerName": scheduler_name}],
     }
+
+
+def ascheduler_argv(
+    kubeconfig: str, *args: str, http_address: str | None = "127.0.0.1:0"
+) -> list[str]:
+    """`ascheduler run` with this interpreter against `kubeconfig`; `args` add to it. HTTP on
+    `http_address` (default: any free loopback port, so several can run; None: the config's)."""
+    argv = [sys.executable, "-m", "ascheduler", "run", "--kubeconfig", kubeconfig]
+    if http_address is not None:
+        argv += ["--http-address", http_address]
+    return [*argv, *args]
 
 
 def node_stages(stages_yaml: str) -> str:
@@ -360,6 +372,20 @@ class ControlPlane:
         record = self.start_process(name, argv)
         self._wait_running(record, seconds=1.0)
         return record
+
+    def start_ascheduler(
+        self,
+        name: str,
+        *args: str,
+        kubeconfig: str | None = None,
+        http_address: str | None = "127.0.0.1:0",
+        env: dict[str, str] | None = None,
+    ) -> ProcessRecord:
+        """`ascheduler run` (see `ascheduler_argv`) as the plane's admin unless `kubeconfig`
+        says otherwise, one of the plane's processes."""
+        kubeconfig = kubeconfig or str(self.require_state().admin_kubeconfig)
+        argv = ascheduler_argv(kubeconfig, *args, http_address=http_address)
+        return self.start_process(name, argv, env=env)
 
     # -- internals -------------------------------------------------------------------------
 

@@ -93,21 +93,7 @@ async def namespace(kube: KubeClient, request: pytest.FixtureRequest) -> AsyncIt
 @pytest.fixture(scope="session")
 def ascheduler(plane: ControlPlane, plane_state: PlaneState) -> Iterator[ProcessRecord]:
     """One `ascheduler run` process (profile `ascheduler`) for the session, stopped by pid."""
-    record = plane.start_process(
-        "ascheduler",
-        [
-            sys.executable,
-            "-m",
-            "ascheduler",
-            "run",
-            "--http-address",
-            "127.0.0.1:0",
-            "--kubeconfig",
-            str(plane_state.admin_kubeconfig),
-            "--log-level",
-            "debug",
-        ],
-    )
+    record = plane.start_ascheduler("ascheduler", "--log-level", "debug")
     try:
         yield record
     finally:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -134,23 +133,13 @@ def scheduler(
 ) -> Iterator[ProcessRecord]:
     """An `ascheduler run` process of the test's own (profile `scheduler_name`), stopped by pid
     when the block ends."""
-    record = plane.start_process(
+    record = plane.start_ascheduler(
         name,
-        [
-            sys.executable,
-            "-m",
-            "ascheduler",
-            "run",
-            "--http-address",
-            "127.0.0.1:0",
-            "--kubeconfig",
-            str(state.admin_kubeconfig),
-            "--scheduler-name",
-            scheduler_name,
-            "--log-level",
-            "debug",
-            *extra,
-        ],
+        "--scheduler-name",
+        scheduler_name,
+        "--log-level",
+        "debug",
+        *extra,
         env={**os.environ, **(env or {})},
     )
     try:

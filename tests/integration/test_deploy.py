@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -127,18 +126,12 @@ async def test_deploy_base_applies_and_its_service_account_can_schedule(
         assert denied.value.status == 403  # it really is the ServiceAccount, not an admin
 
     await nodes(FakeNodes(count=2, prefix=f"{namespace}-n"))
-    record = plane.start_process(
+    record = plane.start_ascheduler(
         "ascheduler-deployed",
-        [
-            sys.executable,
-            "-m",
-            "ascheduler",
-            "run",
-            "--config",
-            str(config_file),
-            "--kubeconfig",
-            str(kubeconfig),
-        ],
+        "--config",
+        str(config_file),
+        kubeconfig=str(kubeconfig),
+        http_address=None,  # the deployed config's
     )
     try:
         await create_pods(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from typing import Any
 
 from ascheduler.devcluster import ControlPlane
@@ -40,25 +39,15 @@ async def test_standby_takes_over_and_stop_releases_the_lease(
     profile = f"{namespace}-le"
 
     def replica(name: str) -> ProcessRecord:
-        return plane.start_process(
+        return plane.start_ascheduler(
             f"ascheduler-{name}",
-            [
-                sys.executable,
-                "-m",
-                "ascheduler",
-                "run",
-                "--kubeconfig",
-                str(plane_state.admin_kubeconfig),
-                "--scheduler-name",
-                profile,
-                "--http-address",
-                "127.0.0.1:0",
-                "--leader-elect",
-                "--leader-elect-resource-namespace",
-                namespace,
-                "--leader-elect-lease-duration",
-                "3",
-            ],
+            "--scheduler-name",
+            profile,
+            "--leader-elect",
+            "--leader-elect-resource-namespace",
+            namespace,
+            "--leader-elect-lease-duration",
+            "3",
             env={**os.environ, "POD_NAME": name},
         )
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -53,22 +52,13 @@ async def test_health_metrics_and_graceful_sigterm(
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     profile = f"{namespace}-ops"
-    record = plane.start_process(
+    record = plane.start_ascheduler(
         "ascheduler-ops",
-        [
-            sys.executable,
-            "-m",
-            "ascheduler",
-            "run",
-            "--kubeconfig",
-            str(plane_state.admin_kubeconfig),
-            "--scheduler-name",
-            profile,
-            "--http-address",
-            f"127.0.0.1:{port}",
-            "--node-lock-policy",
-            "all",
-        ],
+        "--scheduler-name",
+        profile,
+        "--node-lock-policy",
+        "all",
+        http_address=f"127.0.0.1:{port}",
     )
     try:
 
@@ -117,21 +107,7 @@ async def test_health_metrics_and_graceful_sigterm(
         obj = await kube.get(f"/api/v1/nodes/{node}")
         assert DEFAULT_KEY not in (obj["metadata"].get("annotations") or {})
     # No pod was lost: whatever was not bound before the stop is bound by the next instance.
-    with_next = plane.start_process(
-        "ascheduler-ops-2",
-        [
-            sys.executable,
-            "-m",
-            "ascheduler",
-            "run",
-            "--kubeconfig",
-            str(plane_state.admin_kubeconfig),
-            "--scheduler-name",
-            profile,
-            "--http-address",
-            "127.0.0.1:0",
-        ],
-    )
+    with_next = plane.start_ascheduler("ascheduler-ops-2", "--scheduler-name", profile)
     try:
         await wait_bound(kube, namespace, [f"b{i}" for i in range(60)], timeout=90)
     finally:

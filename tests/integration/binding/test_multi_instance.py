@@ -73,7 +73,12 @@ async def test_two_instances_never_overcommit_shared_gpu_nodes(
             annotations = pods[name]["metadata"].get("annotations") or {}
             assert annotations.get("ascheduler.io/bind-phase") == "success"
             assert annotations.get("ascheduler.io/bind-time", "").isdigit()
-    assert await lock_annotations(kube, names) == {}
+
+        # Room for exactly the other 4 appears: both instances race for it, all are bound.
+        (extra,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-x", extended={GPU: "4"}))
+        placed = await wait_bound(kube, namespace, [f"g{i}" for i in range(10)], timeout=90)
+        assert Counter(placed.values()) == {**{n: per_node for n in names}, extra: 4}
+    assert await lock_annotations(kube, [*names, extra]) == {}
 
 
 async def test_a_crashed_holders_lock_is_recovered_after_the_timeout(
