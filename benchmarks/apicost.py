@@ -127,7 +127,7 @@ def bound(cost: dict[str, float], per_hold: float) -> float:
     plain = cost["binding"] + cost["event"]
     hold = cost["lock + unlock patches (node)"] * 2 + cost["list the node's pods"]
     locked = plain + cost["allocating patch (pod)"] + hold / per_hold
-    return plain / locked
+    return plain / locked if locked > 0 else 1.0  # too few requests to cost a CPU tick
 
 
 def run_once(
@@ -168,8 +168,8 @@ def run_once(
             get_api, get_plane = await each(get_node)
             for name, send, requests in REQUESTS:
                 api, whole = await each(send)
-                if send is _lock_unlock:
-                    api, whole = api - get_api, whole - get_plane
+                if send is _lock_unlock:  # never below zero: CPU time comes in ticks
+                    api, whole = max(api - get_api, 0.0), max(whole - get_plane, 0.0)
                 n = count * requests
                 out[name] = {
                     "apiserver_ms": round(api * 1e3 / n, 3),

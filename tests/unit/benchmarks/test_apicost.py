@@ -28,3 +28,8 @@ def test_dearer_node_writes_lower_the_bound_only_per_hold() -> None:
     assert bound(cost, 1) == pytest.approx(2 / (2 + 1 + 6 + 1))
     assert bound(cost, math.inf) == pytest.approx(2 / 3)
     assert bound(cost, 1) < bound(cost, 2) < bound(cost, math.inf)
+
+
+def test_no_measurable_cost_is_no_bound() -> None:
+    cost = {name: 0.0 for name, _, _ in REQUESTS}
+    assert bound(cost, 1) == 1.0

@@ -1,0 +1,89 @@
+"""The standalone benchmark commands end to end at tiny sizes: each starts its own plane, prints
+its JSON summary, and leaves no process behind. No timing is asserted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.benchmarks.test_run import cmdlines
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+async def summary(*args: str) -> list[dict[str, Any]]:
+    """Run `python -m benchmarks ARGS`; the JSON objects it printed, one a line."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "benchmarks",
+        *args,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with asyncio.timeout(300):
+            stdout, stderr = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, stderr.decode()[-3000:]
+    return [json.loads(line) for line in stdout.decode().splitlines() if line.startswith("{")]
+
+
+def no_plane_left(prefix: str) -> None:
+    assert not [c for c in cmdlines() if f"ascheduler-{prefix}-" in c]
+
+
+@pytest.mark.usefixtures("plane")  # the binaries are built
+async def test_locks_reports_both_policies_and_coalescing() -> None:
+    (result,) = await summary("locks", "--nodes", "3", "--pods", "12", "--repeat", "1")
+    assert len(result["pods_per_second"]["none"]) == 1
+    assert len(result["pods_per_second"]["all"]) == 1
+    assert result["pods_per_second"]["all"][0] > 0
+    # 12 pods on 3 nodes: every hold serves at least one bind.
+    (per_hold,) = result["binds_per_hold"]
+    assert per_hold >= 1.0
+    assert result["ratio_all_over_none"]["min"] > 0
+    no_plane_left("locks")
+
+
+@pytest.mark.usefixtures("plane")
+async def test_apicost_measures_every_request_of_a_bind() -> None:
+    (result,) = await summary("apicost", "--nodes", "3", "--count", "200", "--repeat", "1")
+    costs = result["cpu_ms_per_request_median"]["plane_ms"]
+    assert set(costs) == {
+        "create pod",
+        "allocating patch (pod)",
+        "binding",
+        "event",
+        "lock + unlock patches (node)",
+        "list the node's pods",
+    }
+    bounds = result["bound_all_over_none_by_binds_per_hold"]
+    # More binds per hold share the hold's cost: the bound can only rise.
+    assert bounds["1.0"] <= bounds["2.0"] <= bounds["4.0"] <= bounds["inf"] <= 1.0
+    no_plane_left("apicost")
+
+
+@pytest.mark.usefixtures("plane")
+async def test_memory_reports_both_schedulers() -> None:
+    (result,) = await summary("memory", "--nodes", "5", "--pods", "20")
+    assert result["ascheduler_rss_bytes"] > 0
+    assert result["kube_scheduler_rss_bytes"] > 0
+    no_plane_left("mem")
+
+
+async def test_algorithm_places_every_pod() -> None:
+    rows = await summary("algorithm", "--nodes", "20", "--pods", "40", "--initial", "10", "--json")
+    (row,) = rows
+    assert row["nodes"] == 20
+    assert row["pods"] == 40
+    assert row["us_per_pod_median"] > 0
