@@ -3,39 +3,18 @@ its JSON summary, and leaves no process behind. No timing is asserted."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.benchmarks.test_run import cmdlines
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.integration.benchmarks.helpers import benchmarks, cmdlines
 
 
 async def summary(*args: str) -> list[dict[str, Any]]:
-    """Run `python -m benchmarks ARGS`; the JSON objects it printed, one a line."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "benchmarks",
-        *args,
-        cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        async with asyncio.timeout(300):
-            stdout, stderr = await proc.communicate()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode == 0, stderr.decode()[-3000:]
-    return [json.loads(line) for line in stdout.decode().splitlines() if line.startswith("{")]
+    """The JSON objects `python -m benchmarks ARGS` printed, one a line."""
+    out = await benchmarks(*args, timeout=300)
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
 def no_plane_left(prefix: str) -> None:

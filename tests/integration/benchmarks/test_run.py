@@ -3,27 +3,13 @@ pod, the result files are written, and nothing it started is left behind. No tim
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.kube import KubeClient
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def cmdlines() -> list[str]:
-    out = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                out.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-            except OSError:
-                continue
-    return out
+from tests.integration.benchmarks.helpers import benchmarks, cmdlines
 
 
 def written(out: Path) -> dict[str, Any]:
@@ -38,10 +24,7 @@ def written(out: Path) -> dict[str, Any]:
 async def test_smoke_run_of_every_scheduler(
     plane_state: PlaneState, kube: KubeClient, tmp_path: Path
 ) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "benchmarks",
+    await benchmarks(
         "run",
         "--workload",
         "Smoke_10Nodes_40Pods",
@@ -50,18 +33,7 @@ async def test_smoke_run_of_every_scheduler(
         "--out",
         str(tmp_path),
         "--quiet",
-        cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
     )
-    try:
-        async with asyncio.timeout(600):
-            _, stderr = await proc.communicate()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode == 0, stderr.decode()[-3000:]
     result = written(tmp_path)
     assert set(result["runs"]) == {"ascheduler", "kube-scheduler", "ceiling"}
     for name, (run,) in result["runs"].items():
