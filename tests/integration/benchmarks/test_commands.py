@@ -26,11 +26,12 @@ async def test_locks_reports_both_policies_and_coalescing() -> None:
     (result,) = await summary("locks", "--nodes", "3", "--pods", "12", "--repeat", "1")
     assert len(result["pods_per_second"]["none"]) == 1
     assert len(result["pods_per_second"]["all"]) == 1
+    assert result["pods_per_second"]["none"][0] > 0
     assert result["pods_per_second"]["all"][0] > 0
     # 12 pods on 3 nodes: every hold serves at least one bind.
     (per_hold,) = result["binds_per_hold"]
     assert per_hold >= 1.0
-    assert result["ratio_all_over_none"]["min"] > 0
+    assert set(result["ratio_all_over_none"]) == {"median", "min", "max"}
     no_plane_left("locks")
 
 
