@@ -1,8 +1,10 @@
 """Wiring for `ascheduler run`: clients, informers, cache, queue, profiles, the loop.
 
-Two API clients: one for the long-lived watches, one for writes (bindings, events,
-conditions), so a burst of binds never queues behind a watch. Scheduling starts only once both
-informers have synced, so the first pods are placed on a complete picture of the cluster.
+Three API clients: one for the long-lived watches, one for writes (bindings, events,
+conditions, node locks), so a burst of binds never queues behind a watch, and, with leader
+election, one for the Lease alone, so a renewal never queues behind binds. Scheduling starts
+only once both informers have synced, so the first pods are placed on a complete picture of
+the cluster.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from ascheduler.http import DEFAULT_ADDRESS, HealthServer
 from ascheduler.kube import KubeClient
 from ascheduler.kube.client import RateLimiter
 from ascheduler.kube.informer import Informer
-from ascheduler.leader import LeaderElector
+from ascheduler.leader import LeaderElector, LostLeadership
 from ascheduler.model import NodeInfo, PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
 from ascheduler.queue import QueueSettings, SchedulingQueue
@@ -160,7 +162,7 @@ async def build(options: RunOptions) -> Runtime:
         binder=binder,
     )
     router = EventRouter(scheduler)
-    pods = Informer(
+    pods: Informer[PodInfo] = Informer(
         watch_client,
         "/api/v1/pods",
         parse=parse_pod,
@@ -179,6 +181,9 @@ async def build(options: RunOptions) -> Runtime:
         handler=router.nodes,
         name="nodes",
     )
+    # A failed pod is put back as the pod informer has it then (the store is replaced on a
+    # relist, so look it up through the informer each time).
+    scheduler.pods = lambda uid: pods.store.get(uid)
     return Runtime(
         scheduler,
         pods,
@@ -198,19 +203,34 @@ async def serve(
     scheduler = runtime.scheduler
     loop: asyncio.Task[None] | None = None
 
+    informers = (runtime.node_informer, runtime.pod_informer)
+
     def synced() -> bool:
-        return runtime.node_informer.synced.is_set() and runtime.pod_informer.synced.is_set()
+        return all(i.synced.is_set() for i in informers)
+
+    def not_ready() -> str:
+        if stop.is_set():
+            return "shutting down"
+        waiting = [i.name for i in informers if not i.synced.is_set()]
+        if waiting:
+            return f"informers have not synced: {', '.join(waiting)}"
+        failing = [i.name for i in informers if not i.healthy]
+        if failing:
+            return f"watches failing (API server unreachable?): {', '.join(failing)}"
+        return ""
 
     if health is not None:
-        health.ready = lambda: synced() and not stop.is_set()
+        health.not_ready = not_ready
         health.live = lambda: loop is None or not loop.done()
     async with asyncio.TaskGroup() as group:
-        informers = [
+        background = [
             group.create_task(runtime.node_informer.run()),
             group.create_task(runtime.pod_informer.run()),
+            group.create_task(runtime.writer.run()),
+            group.create_task(scheduler.queue.run_flushes()),
         ]
-        writer = group.create_task(runtime.writer.run())
-        flushes = group.create_task(scheduler.queue.run_flushes())
+        if scheduler.binder is not None:
+            background.append(group.create_task(scheduler.binder.locks.run()))
         waits = [
             group.create_task(runtime.node_informer.synced.wait()),
             group.create_task(runtime.pod_informer.synced.wait()),
@@ -240,7 +260,7 @@ async def serve(
                     await loop
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(runtime.writer.queue.join(), timeout=5.0)
-        for task in (*informers, *waits, writer, flushes):
+        for task in (*background, *waits):
             task.cancel()
 
 
@@ -256,11 +276,16 @@ async def main(options: RunOptions) -> int:
         health = HealthServer(options.http_address, pending=runtime.scheduler.queue.pending)
         await health.start()
     election = options.leader_election
-    elector = (
-        LeaderElector(runtime.write_client, election)
-        if election is not None and election.leader_elect
-        else None
-    )
+    elector = None
+    if election is not None and election.leader_elect:
+        # A client of its own: renewals must never queue behind binds in the write pool or
+        # wait on its rate limiter.
+        lease_client = await KubeClient.connect(
+            options.kubeconfig, pool_size=2, user_agent="ascheduler/leader-election"
+        )
+        elector = LeaderElector(lease_client, election)
+        if health is not None:
+            health.not_ready = lambda: "standby: not leading"
     try:
         if elector is None:
             await serve(runtime, stop, health=health)
@@ -268,15 +293,25 @@ async def main(options: RunOptions) -> int:
             # The leading work and the lease renewal are one unit: if either ends with an
             # error the other is cancelled and the process exits non-zero (never a zombie
             # leader); a graceful stop ends both, and the lease is released below.
-            async with asyncio.TaskGroup() as group:
-                renewal = group.create_task(elector.hold())
-                await serve(runtime, stop, health=health)
-                renewal.cancel()
+            lost: BaseExceptionGroup[LostLeadership] | None = None
+            try:
+                async with asyncio.TaskGroup() as group:
+                    renewal = group.create_task(elector.hold())
+                    await serve(runtime, stop, health=health)
+                    renewal.cancel()
+            except* LostLeadership as group_error:
+                lost = group_error
+            if lost is not None:
+                # Scheduling stopped the moment the renew deadline passed (binding cycles
+                # cancelled, each undoing its own work); exit for the supervisor to restart us.
+                log.error("stopped_leading", reason=str(lost.exceptions[0]))
+                return 1
     finally:
         if runtime.scheduler.binder is not None:
             await runtime.scheduler.binder.locks.release_all()
         if elector is not None:
             await elector.release()
+            await elector.kube.close()
         if health is not None:
             await health.stop()
         for sig in (signal.SIGTERM, signal.SIGINT):

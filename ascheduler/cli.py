@@ -255,7 +255,7 @@ def _run(args: argparse.Namespace) -> int:
     import uvloop
 
     from ascheduler import app, logs
-    from ascheduler.binding.binder import BindSettings
+    from ascheduler.binding.binder import DEFAULT_DEVICE_RESOURCES, BindSettings
     from ascheduler.binding.nodelock import EXPIRE_ENV, LockSettings, parse_seconds
     from ascheduler.config import LeaderElection
     from ascheduler.framework import multipoint
@@ -320,7 +320,7 @@ def _run(args: argparse.Namespace) -> int:
         ),
         binding=BindSettings(
             policy=args.node_lock_policy,
-            device_resources=frozenset(args.device_resources or ["nvidia.com/gpu"]),
+            device_resources=frozenset(args.device_resources or DEFAULT_DEVICE_RESOURCES),
             annotation_prefix=args.annotation_prefix,
             lock=LockSettings.from_env(key=args.node_lock_key, timeout=timeout),
         ),

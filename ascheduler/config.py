@@ -20,8 +20,8 @@ from typing import Any, Final
 
 import yaml
 
-from ascheduler.binding.binder import POLICIES, BindSettings
-from ascheduler.binding.nodelock import DEFAULT_KEY, LockSettings, parse_seconds
+from ascheduler.binding.binder import DEFAULT_DEVICE_RESOURCES, POLICIES, BindSettings
+from ascheduler.binding.nodelock import DEFAULT_KEY, EXPIRE_ENV, LockSettings, parse_seconds
 from ascheduler.cache import Cache
 from ascheduler.framework import (
     DEFAULT_PLUGINS,
@@ -39,6 +39,7 @@ from ascheduler.queue import QueueSettings
 API_VERSION: Final = "kubescheduler.config.k8s.io/v1"
 KIND: Final = "KubeSchedulerConfiguration"
 DEFAULT_SCHEDULER_NAME: Final = "ascheduler"
+JSON_CONTENT: Final = "application/json"
 
 _TOP: Final = {
     "apiVersion",
@@ -135,6 +136,22 @@ class _Problems:
         if (low is not None and value < low) or (high is not None and value > high):
             bounds = f"{low if low is not None else '-inf'}..{high if high is not None else 'inf'}"
             self.add(path, f"must be in {bounds}, got {value}")
+            return default
+        return value
+
+    def bool_(self, value: Any, path: str, default: bool) -> bool:
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.add(path, f"expected true or false, got {value!r}")
+            return default
+        return value
+
+    def str_(self, value: Any, path: str, default: str) -> str:
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            self.add(path, f"expected a string, got {value!r}")
             return default
         return value
 
@@ -265,7 +282,11 @@ def parse(data: Any, registry: Mapping[str, Any]) -> SchedulerConfig:
     if top.get("kind") != KIND:
         p.add("kind", f"must be {KIND!r}, got {top.get('kind')!r}")
     if top.get("parallelism") is not None:
-        p.int_(top.get("parallelism"), "parallelism", 16, low=1)
+        p.add(
+            "parallelism",
+            "not supported: ascheduler filters and scores all nodes in one vectorised pass, "
+            "with no worker pool to size; remove the field",
+        )
     pct = p.int_(
         top.get("percentageOfNodesToScore"), "percentageOfNodesToScore", 0, low=0, high=100
     )
@@ -274,7 +295,15 @@ def parse(data: Any, registry: Mapping[str, Any]) -> SchedulerConfig:
     if maximum < initial:
         p.add("podMaxBackoffSeconds", "must be at least podInitialBackoffSeconds")
     client = p.obj(top.get("clientConnection"), "clientConnection", _CLIENT)
-    kubeconfig = client.get("kubeconfig") or None
+    kubeconfig = p.str_(client.get("kubeconfig"), "clientConnection.kubeconfig", "") or None
+    for field_name in ("contentType", "acceptContentTypes"):
+        content = p.str_(client.get(field_name), f"clientConnection.{field_name}", "")
+        if content not in ("", JSON_CONTENT):
+            p.add(
+                f"clientConnection.{field_name}",
+                f"only {JSON_CONTENT!r} is supported (ascheduler reads and writes JSON), "
+                f"got {content!r}",
+            )
     qps = client.get("qps")
     if qps is not None and (not isinstance(qps, int | float) or isinstance(qps, bool) or qps <= 0):
         p.add("clientConnection.qps", f"must be a positive number, got {qps!r}")
@@ -289,12 +318,18 @@ def parse(data: Any, registry: Mapping[str, Any]) -> SchedulerConfig:
     if leader.get("resourceLock", "leases") != "leases":
         p.add("leaderElection.resourceLock", "only 'leases' is supported")
     election = LeaderElection(
-        leader_elect=bool(leader.get("leaderElect", True)),
+        leader_elect=p.bool_(leader.get("leaderElect"), "leaderElection.leaderElect", True),
         lease_duration=lease,
         renew_deadline=renew,
         retry_period=retry,
-        resource_name=str(leader.get("resourceName") or "ascheduler"),
-        resource_namespace=str(leader.get("resourceNamespace") or "kube-system"),
+        resource_name=p.str_(
+            leader.get("resourceName"), "leaderElection.resourceName", "ascheduler"
+        )
+        or "ascheduler",
+        resource_namespace=p.str_(
+            leader.get("resourceNamespace"), "leaderElection.resourceNamespace", "kube-system"
+        )
+        or "kube-system",
     )
 
     own = p.obj(top.get("ascheduler"), "ascheduler", _OWN)
@@ -303,21 +338,39 @@ def parse(data: Any, registry: Mapping[str, Any]) -> SchedulerConfig:
     if policy not in POLICIES:
         p.add("ascheduler.nodeLock.policy", f"must be one of {', '.join(POLICIES)}, got {policy!r}")
         policy = "devices"
-    devices = [
-        str(d) for d in p.seq(lock.get("deviceResources"), "ascheduler.nodeLock.deviceResources")
-    ] or ["nvidia.com/gpu"]
+    devices = list(DEFAULT_DEVICE_RESOURCES)
+    raw_devices = lock.get("deviceResources")
+    if raw_devices is not None:
+        path = "ascheduler.nodeLock.deviceResources"
+        devices = []
+        for i, item in enumerate(p.seq(raw_devices, path)):
+            if isinstance(item, str) and item:
+                devices.append(item)
+            else:
+                p.add(f"{path}[{i}]", f"expected a resource name, got {item!r}")
+        if isinstance(raw_devices, list) and not raw_devices and policy == "devices":
+            p.add(path, "must name at least one resource under policy 'devices' (or use 'none')")
     timeout = (
         p.duration(lock.get("timeout"), "ascheduler.nodeLock.timeout", 300.0)
         if lock.get("timeout") is not None
         else None
     )
+    key = p.str_(lock.get("key"), "ascheduler.nodeLock.key", DEFAULT_KEY) or DEFAULT_KEY
+    try:
+        lock_settings = LockSettings.from_env(key=key, timeout=timeout)
+    except ValueError as exc:
+        p.add("ascheduler.nodeLock.timeout", f"${EXPIRE_ENV}: {exc}")
+        lock_settings = LockSettings(key=key)
     binding = BindSettings(
         policy=policy,
         device_resources=frozenset(devices),
-        annotation_prefix=str(own.get("annotationPrefix") or "ascheduler.io"),
-        lock=LockSettings.from_env(key=str(lock.get("key") or DEFAULT_KEY), timeout=timeout),
+        annotation_prefix=p.str_(
+            own.get("annotationPrefix"), "ascheduler.annotationPrefix", "ascheduler.io"
+        )
+        or "ascheduler.io",
+        lock=lock_settings,
     )
-    address = str(own.get("httpAddress") or DEFAULT_ADDRESS)
+    address = p.str_(own.get("httpAddress"), "ascheduler.httpAddress", "") or DEFAULT_ADDRESS
     try:
         parse_address(address)
     except ValueError as exc:

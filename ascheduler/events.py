@@ -20,7 +20,7 @@ from typing import Any, Final
 import structlog
 
 from ascheduler import metrics
-from ascheduler.kube import ApiError, KubeClient
+from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import STRATEGIC_MERGE_PATCH
 from ascheduler.model import PodInfo
 
@@ -106,17 +106,25 @@ class StatusWriter:
                 group.create_task(self._work())
 
     async def _work(self) -> None:
+        """Send items until cancelled. A failed write is logged and dropped, never retried: a
+        newer attempt of the same pod reports again, and the writer must never die (it runs
+        in the scheduler's task group, whose failure stops the process)."""
         while True:
             item = await self.queue.get()
             try:
                 if self.kube is not None:
                     await self._send(item)
                     self.sent += 1
-            except ApiError as exc:
+            except KubeError as exc:
                 if not exc.not_found:  # the pod is gone: nothing to report on
-                    log.warning("status_write_failed", pod=item.pod.key, error=str(exc))
-            except (OSError, TimeoutError) as exc:
-                log.warning("status_write_failed", pod=item.pod.key, error=str(exc))
+                    log.warning(
+                        "status_write_failed",
+                        pod=item.pod.key,
+                        failure=exc.kind.value,
+                        error=str(exc),
+                    )
+            except Exception:
+                log.exception("status_write_crashed", pod=item.pod.key)
             finally:
                 self.queue.task_done()
 

@@ -1,8 +1,9 @@
 """`/metrics`, `/healthz`, `/livez` and `/readyz` on the scheduler's own event loop (aiohttp).
 
-Ready means the informers have synced (the scheduler has a complete picture and is placing
-pods); live means the scheduling loop is running. Pending-pod gauges are read from the queue
-at scrape time, so the hot path pays nothing for them.
+Ready means the informers have synced and their watches are getting through (the scheduler has
+a complete, current picture and is placing pods; while the API server is unreachable it is not
+ready, and says why); live means the scheduling loop is running. Pending-pod gauges are read
+from the queue at scrape time, so the hot path pays nothing for them.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ class HealthServer:
         self,
         address: str,
         *,
-        ready: Callable[[], bool] = lambda: False,
+        not_ready: Callable[[], str] = lambda: "starting",
         live: Callable[[], bool] = lambda: True,
         pending: Callable[[], dict[str, int]] = dict,
     ) -> None:
-        """`ready`, `live` and `pending` may be replaced once the scheduler runs."""
+        """`not_ready` (why not, or "" when ready), `live` and `pending` may be replaced once
+        the scheduler runs."""
         self.host, self.port = parse_address(address)
-        self.ready = ready
+        self.not_ready = not_ready
         self.live = live
         self.pending = pending
         app = web.Application()
@@ -67,6 +69,7 @@ class HealthServer:
         return web.Response(status=503, text="scheduling loop is not running")
 
     async def _readyz(self, request: web.Request) -> web.Response:
-        if self.ready():
+        reason = self.not_ready()
+        if not reason:
             return web.Response(text="ok")
-        return web.Response(status=503, text="informers have not synced")
+        return web.Response(status=503, text=reason)

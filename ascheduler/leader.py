@@ -2,9 +2,16 @@
 
 Standby replicas try to take the Lease every `retry_period`; a Lease counts as expired when its
 record (holder, renew time) has not changed for `lease_duration` *as observed by this process*
-(not by comparing clocks with the holder's). The leader renews every `retry_period` and gives
-up (`LostLeadership`) if it could not renew for `renew_deadline`; on a graceful stop it
-releases the Lease (empty holder, 1 s duration) so a standby takes over at once.
+(not by comparing clocks with the holder's). The leader renews every `retry_period`; like
+client-go, every renewal is bounded by the renew deadline (counted from the last successful
+renewal), and the moment that deadline passes it stops leading (`LostLeadership`), even if a
+request is still hanging. Since `renew_deadline < lease_duration` and a standby counts the
+duration from when *it* saw the last renewal, the old leader has stopped before any standby
+can take over. On a graceful stop the leader releases the Lease (empty holder, 1 s duration)
+so a standby takes over at once.
+
+Give the elector a client of its own (`app` does): a renewal must not queue behind binds in a
+shared connection pool or rate limiter.
 """
 
 from __future__ import annotations
@@ -17,11 +24,10 @@ import socket
 import uuid
 from typing import Any
 
-import aiohttp
 import structlog
 
 from ascheduler.config import LeaderElection
-from ascheduler.kube import ApiError, KubeClient
+from ascheduler.kube import KubeClient, KubeError
 
 log = structlog.get_logger(__name__)
 
@@ -51,6 +57,7 @@ class LeaderElector:
         )
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
+        self._renewed_at = 0.0
         self.leading = False
 
     def _now(self) -> float:
@@ -69,7 +76,7 @@ class LeaderElector:
     async def try_acquire_or_renew(self) -> bool:
         try:
             lease = await self.kube.get(self.path)
-        except ApiError as exc:
+        except KubeError as exc:
             if not exc.not_found:
                 raise
             body = {
@@ -83,7 +90,7 @@ class LeaderElector:
             }
             try:
                 await self.kube.post(self.path.rsplit("/", 1)[0], body)
-            except ApiError as err:
+            except KubeError as err:
                 if err.conflict:
                     return False  # another replica created it first
                 raise
@@ -107,7 +114,7 @@ class LeaderElector:
         }
         try:
             await self.kube.request("PUT", self.path, body=updated)
-        except ApiError as exc:
+        except KubeError as exc:
             if exc.conflict:
                 return False
             raise
@@ -118,29 +125,43 @@ class LeaderElector:
         log.info("leader_election_waiting", lease=self.path, identity=self.identity)
         while not stop.is_set():
             try:
-                if await self.try_acquire_or_renew():
+                async with asyncio.timeout(self.settings.renew_deadline):
+                    won = await self.try_acquire_or_renew()
+                if won:
                     self.leading = True
+                    self._renewed_at = self._now()
                     log.info("leader_elected", lease=self.path, identity=self.identity)
                     return True
-            except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
+            except (KubeError, TimeoutError) as exc:
                 log.warning("leader_election_error", error=str(exc))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.settings.retry_period)
         return False
 
     async def hold(self) -> None:
-        """Renew until cancelled; raise LostLeadership past the renew deadline."""
-        last = self._now()
+        """Renew until cancelled. Every attempt is bounded by the renew deadline (from the last
+        successful renewal); once it passes, raise LostLeadership at once."""
         while True:
-            await asyncio.sleep(self.settings.retry_period)
+            deadline = self._renewed_at + self.settings.renew_deadline
+            await asyncio.sleep(max(0.0, min(self.settings.retry_period, deadline - self._now())))
             try:
-                if await self.try_acquire_or_renew():
-                    last = self._now()
+                async with asyncio.timeout_at(deadline):
+                    renewed = await self.try_acquire_or_renew()
+                if renewed:
+                    self._renewed_at = self._now()
                     continue
-            except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
+            except TimeoutError:
+                pass  # the deadline passed while renewing: checked below
+            except KubeError as exc:
                 log.warning("leader_renew_error", error=str(exc))
-            if self._now() - last > self.settings.renew_deadline:
+            if self._now() >= deadline:
                 self.leading = False
+                log.error(
+                    "leader_lost",
+                    lease=self.path,
+                    identity=self.identity,
+                    renew_deadline=self.settings.renew_deadline,
+                )
                 raise LostLeadership(
                     f"could not renew {self.path} for {self.settings.renew_deadline:g}s"
                 )
@@ -150,11 +171,12 @@ class LeaderElector:
             return
         self.leading = False
         try:
-            lease = await self.kube.get(self.path)
-            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
-                return
-            lease["spec"] = {**lease["spec"], "holderIdentity": "", "leaseDurationSeconds": 1}
-            await self.kube.request("PUT", self.path, body=lease)
+            async with asyncio.timeout(self.settings.renew_deadline):
+                lease = await self.kube.get(self.path)
+                if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                    return
+                spec = {**lease["spec"], "holderIdentity": "", "leaseDurationSeconds": 1}
+                await self.kube.request("PUT", self.path, body={**lease, "spec": spec})
             log.info("leader_released", lease=self.path)
-        except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
+        except (KubeError, TimeoutError) as exc:
             log.warning("leader_release_failed", error=str(exc))

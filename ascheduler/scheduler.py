@@ -13,15 +13,26 @@ semaphore: WaitOnPermit, PreBind, Bind, then PostBind and the `Scheduled` event.
 takes one path: Unreserve (reverse order), forget the assumed pod, put the pod back (backoff),
 report `FailedScheduling`, and move pods waiting for room. The scheduling loop never awaits the
 network, so a slow or failing bind cannot stall it.
+
+One bad pod fails alone: an exception anywhere in its scheduling cycle (a plugin, the cache)
+undoes what the attempt did, reports `SchedulerError` and puts the pod back with backoff; a
+binding cycle never lets an exception out of its task. Either would otherwise end the task
+group, and with it the process.
+
+A pod is put back as the informer has it now, not as it was popped (kube-scheduler re-reads
+it from its lister too): updates that arrived while it was assumed (new tolerations, a new
+resourceVersion, a deletionTimestamp) are not lost, and a pod deleted or bound meanwhile is
+not put back at all.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 
 import structlog
 
@@ -35,7 +46,6 @@ from ascheduler.framework import (
     CycleState,
     Framework,
     QueuedPodInfo,
-    ScheduleResult,
     Status,
 )
 from ascheduler.model import NodeInfo, PodInfo
@@ -49,6 +59,9 @@ _STARTED = "ascheduler/cycle-started"
 
 #: Pods with an invalid spec are rejected by this pseudo-plugin; only their own update helps.
 INVALID_SPEC = "PodSpecValidation"
+
+#: The informer's current copy of a pod by uid; None once it is gone.
+PodLookup = Callable[[str], PodInfo | None]
 
 
 @dataclass
@@ -70,8 +83,12 @@ class Scheduler:
         writer: StatusWriter,
         binding_concurrency: int = 256,
         binder: LockedBinder | None = None,
+        pods: PodLookup | None = None,
     ) -> None:
         self.frameworks = dict(frameworks)
+        #: Where a failed pod is re-read before it is put back (None: no informer, as in unit
+        #: tests of the cycle alone; the popped copy is then taken as current).
+        self.pods = pods
         #: Node locks and bind phases around Bind; None binds directly.
         self.binder = binder
         self.cache = cache
@@ -119,6 +136,17 @@ class Scheduler:
             return None
         self.stats.attempts += 1
         self._cycle_started = time.perf_counter()
+        try:
+            return self._attempt(fw, qp)
+        except Exception as exc:
+            log.exception("scheduling_cycle_crashed", pod=pod.key, profile=fw.profile)
+            self._abort(fw, qp, exc)
+            return None
+
+    def _attempt(
+        self, fw: Framework, qp: QueuedPodInfo
+    ) -> tuple[Framework, CycleState, QueuedPodInfo, str] | None:
+        pod = qp.pod
         if pod.errors:
             message = f"invalid pod {pod.key}: " + "; ".join(pod.errors)
             log.warning("pod_invalid", pod=pod.key, errors=list(pod.errors))
@@ -133,11 +161,7 @@ class Scheduler:
 
         state = CycleState()
         state.write(_STARTED, self._cycle_started)
-        try:
-            result = fw.find_nodes(state, pod, self.cache.table)
-        except Exception as exc:
-            log.exception("scheduling_cycle_failed", pod=pod.key, profile=fw.profile)
-            result = ScheduleResult(None, Status.error(f"scheduling failed: {exc}"))
+        result = fw.find_nodes(state, pod, self.cache.table)
         if self._rng.random() < METRICS_SAMPLE_RATE:
             for point, seconds in state.timings.items():
                 metrics.EXTENSION_POINT_DURATION.labels(point, "Success", fw.profile).observe(
@@ -174,6 +198,24 @@ class Scheduler:
             return None
         return fw, state, qp, node
 
+    def _abort(self, fw: Framework, qp: QueuedPodInfo, exc: Exception) -> None:
+        """Undo whatever a crashed attempt did (it found the pod outside the cache, so an
+        assumed pod is its own doing), then report and requeue it with backoff."""
+        pod = qp.pod
+        failed = Status.error(f"scheduling failed: {exc!r}")
+        try:
+            fw.handle.waiting_pods.remove(pod.uid)
+            node = self.cache.pod_node(pod.uid)
+            if node is not None and self.cache.is_assumed(pod.uid):
+                fw.unreserve(CycleState(), pod, node)
+                self.cache.forget(pod)
+            self._fail(fw, qp, failed, error=True, reason="SchedulerError")
+        except Exception:
+            # Only a bug in the undo itself lands here; the loop goes on regardless.
+            log.exception("scheduling_cycle_abort_failed", pod=pod.key)
+            with contextlib.suppress(Exception):
+                self.queue.requeue(qp, error=True)
+
     def _fail(
         self,
         fw: Framework,
@@ -199,8 +241,14 @@ class Scheduler:
             attempt=qp.attempts,
             message=message,
         )
-        self.queue.requeue(qp, rejected_by=rejected_by, error=error)
-        self.writer.failed(qp.pod, message, fw.profile, reason=reason)
+        current = self._current(qp.pod)
+        if current is None:
+            # Deleted, being deleted, or bound (by us after all, or by someone else) while
+            # this attempt ran: nothing to retry, nobody to report to.
+            self.queue.done(qp.pod.uid)
+        else:
+            self.queue.requeue(replace(qp, pod=current), rejected_by=rejected_by, error=error)
+            self.writer.failed(current, message, fw.profile, reason=reason)
         result = "error" if error else "unschedulable"
         metrics.SCHEDULE_ATTEMPTS.labels(result, fw.profile).inc()
         began = self._cycle_started if started is None else started
@@ -208,9 +256,25 @@ class Scheduler:
             time.perf_counter() - began
         )
 
+    def _current(self, pod: PodInfo) -> PodInfo | None:
+        """The informer's copy of `pod`, if it is still a pod of ours to schedule."""
+        if self.pods is None:
+            return pod
+        current = self.pods(pod.uid)
+        if current is None or current.deleting or current.assigned:
+            return None
+        return current
+
     async def _binding_cycle(
         self, fw: Framework, state: CycleState, qp: QueuedPodInfo, node: str
     ) -> None:
+        """Never raises but for cancellation: the task group it runs in is the scheduler's."""
+        try:
+            await self._bind(fw, state, qp, node)
+        except Exception:
+            log.exception("binding_cycle_crashed", pod=qp.pod.key, node=node)
+
+    async def _bind(self, fw: Framework, state: CycleState, qp: QueuedPodInfo, node: str) -> None:
         pod = qp.pod
         bind_started = time.perf_counter()
         try:
@@ -237,7 +301,6 @@ class Scheduler:
         if not status.ok:
             self._undo(fw, state, qp, node, status)
             return
-        self.cache.finish_binding(pod)
         self.queue.done(pod.uid)
         self.stats.scheduled += 1
         metrics.SCHEDULE_ATTEMPTS.labels("scheduled", fw.profile).inc()
@@ -248,10 +311,7 @@ class Scheduler:
             metrics.POD_SCHEDULING_SLI_DURATION.labels(str(qp.attempts)).observe(
                 max(self.queue.clock.now() - qp.initial_attempt_timestamp, 0.0)
             )
-        try:
-            fw.post_bind(state, pod, node)
-        except Exception:
-            log.exception("post_bind_failed", pod=pod.key, node=node)
+        fw.post_bind(state, pod, node)
         log.debug("pod_bound", pod=pod.key, node=node, profile=fw.profile, attempt=qp.attempts)
         self.writer.scheduled(pod, node, fw.profile)
 
@@ -317,6 +377,8 @@ class _PodEvents:
                 queue.move_all(ClusterEvent.ASSIGNED_POD_UPDATE)  # it shrank: room freed
             return
         if not self.r.ours(new) or cache.is_assumed(new.uid):
+            # An assumed pod is in its binding cycle; if that fails, the scheduler re-reads
+            # the pod from the informer before putting it back, so no update is lost.
             return
         if new.deleting:
             queue.delete(new)
@@ -341,12 +403,18 @@ class _NodeEvents:
     def __init__(self, router: EventRouter) -> None:
         self.r = router
 
+    def _observe_lock(self, node: NodeInfo) -> None:
+        if self.r.scheduler.binder is not None:
+            self.r.scheduler.binder.locks.observe(node.name, node.annotations)
+
     def on_add(self, node: NodeInfo) -> None:
         self.r.cache.add_node(node)
+        self._observe_lock(node)
         self.r.queue.move_all(ClusterEvent.NODE_ADD)
 
     def on_update(self, old: NodeInfo, new: NodeInfo) -> None:
         self.r.cache.update_node(new)
+        self._observe_lock(new)
         events = []
         if new.allocatable != old.allocatable:
             events.append(ClusterEvent.NODE_ALLOCATABLE)

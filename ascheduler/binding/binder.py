@@ -1,10 +1,12 @@
 """The bind-phase protocol around the Bind extension point, for pods the lock policy selects.
 
-    async with node_locks.hold(node, first_pod) as node_obj:  # asyncio lock, then annotation
+    async with node_locks.hold(node, first_pod) as hold:   # asyncio lock, then annotation
         pods on the node, from the API server              # one LIST per hold
-        the binds queued for this node (up to MAX_BINDS_PER_HOLD in all), in order:
+        the binds queued for this node, in batches (a hold serves MAX_BINDS_PER_HOLD at most,
+        one under HAMi's key, and only while its time budget lasts):
+            from the second batch on: read the node back, stop if the lock is not ours
             re-validate each fit against that list plus the binds before it in this hold
-            then, for the ones that fit, concurrently:
+            then, for the ones that fit, concurrently (each within the hold's cutoff):
                 pod: <prefix>/bind-phase=allocating, <prefix>/bind-time=<unix seconds>
                 Bind plugins (POST pods/binding)
                 pod: <prefix>/bind-phase=success | failed
@@ -28,20 +30,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-import aiohttp
 import structlog
 
 from ascheduler import metrics
-from ascheduler.binding.nodelock import LockContended, LockSettings, NodeLocks
+from ascheduler.binding.nodelock import Hold, LockContended, LockSettings, NodeLocks
 from ascheduler.framework import Code, CycleState, Framework, Status
 from ascheduler.framework.interface import BINDING_ANNOTATIONS
-from ascheduler.kube import ApiError, KubeClient
+from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import MERGE_PATCH
 from ascheduler.model import PodInfo, parse_node, parse_pod
 
 log = structlog.get_logger(__name__)
 
 POLICIES: Final = ("devices", "all", "none")
+DEFAULT_DEVICE_RESOURCES: Final = ("nvidia.com/gpu",)
 NODE_LOCK: Final = "NodeLock"
 #: A hold serves at most this many binds, so one busy node cannot keep its lock for long.
 MAX_BINDS_PER_HOLD: Final = 32
@@ -50,7 +52,7 @@ MAX_BINDS_PER_HOLD: Final = 32
 @dataclass(frozen=True)
 class BindSettings:
     policy: str = "devices"
-    device_resources: frozenset[str] = field(default_factory=lambda: frozenset({"nvidia.com/gpu"}))
+    device_resources: frozenset[str] = frozenset(DEFAULT_DEVICE_RESOURCES)
     annotation_prefix: str = "ascheduler.io"
     lock: LockSettings = field(default_factory=LockSettings)
 
@@ -142,7 +144,8 @@ class LockedBinder:
         return mine.result.result()
 
     async def _lead(self, node: str, queue: deque[_Bind]) -> None:
-        """Take the node's lock and serve the queue, one hold per MAX_BINDS_PER_HOLD binds."""
+        """Take the node's lock and serve the queue, one hold after another."""
+        most = 1 if self.settings.lock.hami else MAX_BINDS_PER_HOLD
         while queue:
             first = queue[0]
             if first.result.done():  # its binding cycle was cancelled while it waited
@@ -151,28 +154,29 @@ class LockedBinder:
             cached = first.fw.handle.cache.node(node)
             known = (cached.resource_version, cached.annotations) if cached is not None else None
             try:
-                async with self.locks.hold(node, first.pod, known=known) as node_obj:
-                    allocatable = dict(parse_node(node_obj).allocatable)
+                async with self.locks.hold(node, first.pod, known=known) as hold:
+                    allocatable = dict(parse_node(hold.node_obj).allocatable)
                     on_node = await self._pods_on(node)
                     served = 0
-                    while queue and served < MAX_BINDS_PER_HOLD:
-                        batch = _take(queue, MAX_BINDS_PER_HOLD - served)
-                        await self._serve(batch, node, allocatable, on_node)
+                    while queue and served < most:
+                        if served and not await self.locks.still_ours(hold):
+                            break  # out of time (or robbed): the next hold serves the rest
+                        batch = _take(queue, most - served)
+                        await self._serve(hold, batch, node, allocatable, on_node)
                         served += len(batch)
-                        owner = first.result
-                        if owner.cancelled() or not owner.result().ok:
-                            # The lock bears the first pod's name: once that pod is not bound
-                            # here, another instance may rightly call the lock dangling.
-                            break
-                    self.locks.stats.binds_per_hold.append(served)
                     metrics.NODE_LOCK_BINDS_PER_HOLD.observe(served)
-            except (LockContended, ApiError, aiohttp.ClientError, TimeoutError) as exc:
+            except (LockContended, KubeError) as exc:
                 failed = Status.error(f"node lock: {exc}", NODE_LOCK)
                 while queue:  # they would meet the same lock, or the same failure
                     queue.popleft().finish(failed)
 
     async def _serve(
-        self, batch: list[_Bind], node: str, allocatable: dict[str, int], on_node: list[PodInfo]
+        self,
+        hold: Hold,
+        batch: list[_Bind],
+        node: str,
+        allocatable: dict[str, int],
+        on_node: list[PodInfo],
     ) -> None:
         """Re-validate each bind against `on_node` plus the ones before it, then write the
         fitting ones concurrently; every bind of the batch is finished when this returns, or
@@ -188,7 +192,7 @@ class LockedBinder:
                 else:
                     bind.finish(status)
             outcomes = await asyncio.gather(
-                *(self._bind_one(bind, node) for bind in fitting), return_exceptions=True
+                *(self._bind_one(hold, bind, node) for bind in fitting), return_exceptions=True
             )
             for bind, outcome in zip(fitting, outcomes, strict=True):
                 if isinstance(outcome, BaseException):
@@ -201,28 +205,36 @@ class LockedBinder:
             for bind in batch:  # only those not finished above: cancelled meanwhile
                 bind.finish(Status.error("bind interrupted", NODE_LOCK))
 
-    async def _bind_one(self, bind: _Bind, node: str) -> Status:
-        """The bind phases and the Bind plugins for one pod already re-validated."""
+    async def _bind_one(self, hold: Hold, bind: _Bind, node: str) -> Status:
+        """The bind phases and the Bind plugins for one pod already re-validated, started only
+        within the hold's time budget and cut off at its cutoff (see `nodelock`)."""
         pod = bind.pod
+        if not hold.writable():
+            return Status.error(f"node lock on {node}: the hold ran out of time", NODE_LOCK)
         stamp = str(int(time.time()))
         try:
-            # Guarded by the version this scheduling decision saw: if the pod changed
-            # since (another instance bound it), this instance must not touch it.
-            version = await self._phase(
-                pod, "allocating", stamp=stamp, version=pod.resource_version
-            )
-        except ApiError as exc:
+            async with asyncio.timeout(hold.remaining()):
+                # Guarded by the version this scheduling decision saw (the scheduler re-reads
+                # a pod before retrying it): if the pod changed since (another instance bound
+                # it), this instance must not touch it.
+                version = await self._phase(
+                    pod, "allocating", stamp=stamp, version=pod.resource_version
+                )
+        except KubeError as exc:
             if exc.conflict:
                 return Status.error(f"pod {pod.key} changed since it was scheduled", NODE_LOCK)
             return Status.error(f"pod {pod.key}: {exc}", NODE_LOCK)  # e.g. deleted meanwhile
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return Status.error(f"pod {pod.key}: {exc}", NODE_LOCK)
+        except TimeoutError:
+            return Status.error(f"node lock on {node}: the hold ran out of time", NODE_LOCK)
         # `success` rides on the Binding itself: the API server copies its annotations
         # onto the pod in the same write that binds it.
         bind.state.write(BINDING_ANNOTATIONS, {self.phase_key: "success", self.time_key: stamp})
         status = Status.error("bind interrupted", NODE_LOCK)
         try:
-            status = await bind.fw.bind(bind.state, pod, node)
+            async with asyncio.timeout(hold.remaining()):
+                status = await bind.fw.bind(bind.state, pod, node)
+        except TimeoutError:
+            status = Status.error(f"node lock on {node}: bind cut off with the hold", NODE_LOCK)
         finally:
             if not status.ok:  # also on cancellation: never left `allocating`
                 await self._phase_quietly(pod, "failed", version)
@@ -268,5 +280,5 @@ class LockedBinder:
     async def _phase_quietly(self, pod: PodInfo, phase: str, version: str) -> None:
         try:
             await self._phase(pod, phase, version=version)
-        except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
+        except KubeError as exc:
             log.warning("bind_phase_patch_failed", pod=pod.key, phase=phase, error=str(exc))

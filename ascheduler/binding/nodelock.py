@@ -1,21 +1,44 @@
 """Two-level node locks: an `asyncio.Lock` per node under a Kubernetes Node-annotation lock.
 
-The in-process lock serialises this instance's binds on a node; the annotation
-(`<key>: <RFC3339 time>,<namespace>,<pod>`, HAMi's format) serialises binds across scheduler
-instances (replicas, shards, or ascheduler beside HAMi with key `hami.io/mutex.lock`).
+The in-process lock serialises this instance's binds on a node; the annotation serialises binds
+across scheduler instances (replicas, shards, or ascheduler beside HAMi).
 
-* **Acquire** is a JSON merge patch carrying the node's resourceVersion, so of two instances
-  patching the same version only one wins; the loser's 409 is contention, reported at once.
-  Transient errors (429, 5xx, connection) are retried 5 x 100 ms with 10% jitter.
-* A lock older than the timeout (**stale**: its holder crashed mid-bind), or whose owner pod is
-  gone or finished (**dangling**), is taken over; a value that does not parse is treated as
-  stale, with a warning. The same pod acquiring again succeeds (a retried bind).
-* **Release** clears the annotation only if this pod holds it (unless forced), so pod B can never
-  release pod A's lock. HAMi's bug history shaped this: a lock held five minutes after a crash
-  (dangling detection), leaked on error paths (`hold()` is the only way in and always releases,
-  also on cancellation), an expired lock handed over while its holder still worked (the
-  timeout is a floor on how long a bind may take, checked against the annotation's own time),
-  a timeout setting that never took effect (`LockSettings.from_env` is what the CLI uses).
+**Values.** Every value this instance writes is unique: its time carries nanoseconds, the last
+three digits random. So "is this lock ours?" is exact equality with a value we wrote, which
+also recognises an acquire whose patch landed but whose answer was lost.
+
+* ascheduler's own key (`ascheduler.io/node-lock`): `<time>,<instance>`. The holder is this
+  instance's *hold*, not a pod: one hold serves many pods' binds, and the lock stays valid for
+  every one of them whatever happens to any single pod.
+* `hami.io/mutex.lock` (HAMi interoperability): HAMi's `<time>,<namespace>,<pod>`, naming the
+  one pod the hold binds. HAMi treats a lock whose pod is gone as dangling, so a hold under
+  this key serves exactly one pod.
+
+**Taking over a lock that is not ours.**
+
+* *stale*: this instance has seen that exact value on the node for `timeout`. Staleness is
+  counted on this instance's monotonic clock from when it first saw the value (through the
+  node informer or its own reads), never from the time written inside it: no assumption is
+  made about clocks across instances, only that each one's clock runs at about real speed. A
+  restarted instance therefore waits one full timeout before taking over a lock it finds.
+* *dangling*: a value naming a pod (HAMi's format) whose pod is gone, deleting or finished.
+* anything else is respected until stale: a live holder, HAMi's legacy value (a bare time),
+  and a value that does not parse (reported once).
+
+**Holds are bounded in time.** A hold starts writes only within `HOLD_BUDGET` of the timeout
+after it took the lock, and its writes are cut off at `HOLD_CUTOFF`; before each batch of binds
+after its first it reads the node back and checks the lock still holds its value. Since any
+other instance counts staleness from a moment after our lock was written, a hold has stopped
+writing before anyone can take it over. The assumption: a write the API server accepted is
+applied within the remaining quarter of the timeout (75 s by default).
+
+**Release** is a patch guarded by the version our last write left, so it never clears someone
+else's lock. When it fails (the API server is down, say), the value is kept as a leftover:
+`run()` retries it in the background until it lands or the lock is no longer ours, and this
+instance's next hold on the node takes its own leftover over at once (HAMi's "node locked for
+five minutes" bug, fixed at the root). `run()` also clears locks that have gone stale by the
+rule above, so a lock left by a dead instance on a node nobody binds to any more goes away once
+the timeout passes.
 """
 
 from __future__ import annotations
@@ -25,39 +48,67 @@ import contextlib
 import datetime as dt
 import os
 import random
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import re
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import aiohttp
 import structlog
 
 from ascheduler import metrics
-from ascheduler.kube import ApiError, KubeClient
+from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import MERGE_PATCH
 from ascheduler.model import PodInfo
 
 log = structlog.get_logger(__name__)
 
 DEFAULT_KEY: Final = "ascheduler.io/node-lock"
+HAMI_KEY: Final = "hami.io/mutex.lock"
 DEFAULT_TIMEOUT: Final = 300.0
 EXPIRE_ENV: Final = "ASCHEDULER_NODELOCK_EXPIRE"
-RETRIES: Final = 5
+#: Attempts per acquire or release: transient failures, and conflicts that are not a holder.
+ATTEMPTS: Final = 6
 RETRY_DELAY: Final = 0.1
+#: Fractions of the timeout: a hold starts writes until the first, and stops them at the second.
+HOLD_BUDGET: Final = 0.5
+HOLD_CUTOFF: Final = 0.75
 #: How long our own release's answer is trusted over the informer's copy of the node.
 RELEASE_HINT_SECONDS: Final = 5.0
+#: Background retries of a failed release: first delay, and the cap of its doubling.
+LEFTOVER_RETRY: Final = (0.5, 10.0)
+
+_TIME = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+
+
+def instance_identity() -> str:
+    """This process: its host and a random suffix (no comma, which separates a value's parts)."""
+    host = (os.environ.get("POD_NAME") or socket.gethostname() or "ascheduler").replace(",", "-")
+    return f"{host}-{uuid.uuid4().hex[:8]}"
 
 
 @dataclass(frozen=True)
 class LockSettings:
     key: str = DEFAULT_KEY
     timeout: float = DEFAULT_TIMEOUT
+    #: Names this instance in the values it writes under its own key.
+    identity: str = field(default_factory=instance_identity)
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0:
+            raise ValueError(f"node lock timeout must be positive, got {self.timeout:g}s")
+
+    @property
+    def hami(self) -> bool:
+        """HAMi's key: values name a pod, and a hold serves that one pod."""
+        return self.key == HAMI_KEY
 
     @classmethod
     def from_env(cls, *, key: str = DEFAULT_KEY, timeout: float | None = None) -> LockSettings:
         """`timeout` if given (the CLI flag), else `$ASCHEDULER_NODELOCK_EXPIRE` (seconds, or a
-        Go-style duration such as `90s` or `5m`), else 5 minutes."""
+        Go-style duration such as `90s` or `5m`), else 5 minutes. ValueError for a value that
+        does not parse or is not positive."""
         if timeout is None:
             raw = os.environ.get(EXPIRE_ENV, "")
             timeout = parse_seconds(raw) if raw else DEFAULT_TIMEOUT
@@ -86,32 +137,63 @@ def parse_seconds(text: str) -> float:
     return total
 
 
+def parse_time(text: str) -> dt.datetime | None:
+    """RFC 3339 with an optional fraction of up to 9 digits (Go's reading of it), else None."""
+    m = _TIME.match(text)
+    if m is None:
+        return None
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    micros = int((m.group(7) or "0").ljust(9, "0")[:6])
+    zone = m.group(8)
+    if zone == "Z":
+        tz = dt.UTC
+    else:
+        sign = 1 if zone[0] == "+" else -1
+        tz = dt.timezone(sign * dt.timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6])))
+    try:
+        return dt.datetime(year, month, day, hour, minute, second, micros, tzinfo=tz)
+    except ValueError:
+        return None
+
+
+def format_time(when: dt.datetime, nonce: int) -> str:
+    """RFC 3339 in UTC with nanoseconds whose last three digits are `nonce` (0..999)."""
+    when = when.astimezone(dt.UTC)
+    return f"{when:%Y-%m-%dT%H:%M:%S}.{when.microsecond:06d}{nonce % 1000:03d}Z"
+
+
 @dataclass(frozen=True)
 class Holder:
+    """A lock value as read off a node: a time, and a pod (HAMi's format) or an instance
+    (ascheduler's own); neither for HAMi's legacy bare time."""
+
     time: dt.datetime
-    namespace: str
-    pod: str
+    namespace: str = ""
+    pod: str = ""
+    instance: str = ""
 
     @classmethod
     def parse(cls, value: str) -> Holder | None:
         parts = value.split(",")
-        if len(parts) != 3 or not parts[1] or not parts[2]:
+        when = parse_time(parts[0])
+        if when is None:
             return None
-        try:
-            when = dt.datetime.fromisoformat(parts[0].replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        if when.tzinfo is None:
-            return None
-        return cls(when, parts[1], parts[2])
+        if len(parts) == 1:
+            return cls(when)
+        if len(parts) == 2 and parts[1]:
+            return cls(when, instance=parts[1])
+        if len(parts) == 3 and parts[1] and parts[2]:
+            return cls(when, parts[1], parts[2])
+        return None
 
-    def format(self) -> str:
-        stamp = self.time.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return f"{stamp},{self.namespace},{self.pod}"
+    def describe(self) -> str:
+        if self.pod:
+            return f"pod {self.namespace}/{self.pod}"
+        return f"instance {self.instance}" if self.instance else "a holder (legacy value)"
 
 
 class LockContended(Exception):
-    """Another pod holds the node's lock (or won the race for it)."""
+    """Another holder has the node's lock (or won the race for it)."""
 
     def __init__(self, node: str, holder: str) -> None:
         self.node = node
@@ -120,13 +202,38 @@ class LockContended(Exception):
 
 
 @dataclass
+class Hold:
+    """A lock this instance holds on one node."""
+
+    node: str
+    value: str
+    #: The node's resourceVersion after our last write of it.
+    version: str
+    #: The node as our lock patch (or read) returned it: authoritative allocatable.
+    node_obj: Mapping[str, Any]
+    #: Times (on `clock`) until which writes may start, and after which they are cut off.
+    write_until: float
+    cutoff_at: float
+    clock: Callable[[], float]
+
+    def writable(self) -> bool:
+        return self.clock() < self.write_until
+
+    def remaining(self) -> float:
+        """Seconds until the cutoff."""
+        return max(0.0, self.cutoff_at - self.clock())
+
+
+@dataclass
 class LockStats:
     acquired: int = 0
     contended: int = 0
     stale_recovered: int = 0
     dangling_recovered: int = 0
-    wait_seconds: list[float] = field(default_factory=list)
-    binds_per_hold: list[int] = field(default_factory=list)
+    #: Releases that failed in the hold and landed later, in the background.
+    released_late: int = 0
+    #: Stale locks of others cleared by the background sweep.
+    stale_cleared: int = 0
 
 
 #: A node's (resourceVersion, annotations) as the scheduler's cache last saw them.
@@ -140,162 +247,210 @@ class NodeLocks:
         settings: LockSettings | None = None,
         *,
         now: Callable[[], dt.datetime] | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
+        """`now` is the wall clock written into values (informational); `clock` the monotonic
+        one staleness and hold budgets are counted on (default: the event loop's)."""
         self.kube = kube
         self.settings = settings or LockSettings()
         self.now = now or (lambda: dt.datetime.now(dt.UTC))
+        self._clock = clock or (lambda: asyncio.get_running_loop().time())
         self.stats = LockStats()
+        self._rng = random.Random()
         self._local: dict[str, asyncio.Lock] = {}
-        self._held: dict[str, PodInfo] = {}
-        self._versions: dict[str, str] = {}
+        self._held: dict[str, Hold] = {}
+        #: node -> a value of ours whose release failed, and when to try it again (delay)
+        self._leftover: dict[str, str] = {}
+        self._retry_at: dict[str, tuple[float, float]] = {}
+        #: node -> (a lock value on it, loop time this instance first saw that value)
+        self._seen: dict[str, tuple[str, float]] = {}
         #: node -> (when, resourceVersion, annotations) our last release left it with
         self._released: dict[str, tuple[float, str, Mapping[str, str]]] = {}
+        self._reported: set[str] = set()
+        self._wake = asyncio.Event()
+
+    # -- what this instance sees ------------------------------------------------------------
+
+    def observe(self, node: str, annotations: Mapping[str, str]) -> None:
+        """A node as the informer (or one of our reads) shows it: starts the staleness clock
+        of a lock value the first time this instance sees it."""
+        value = annotations.get(self.settings.key, "")
+        if not value:
+            self._seen.pop(node, None)
+        elif (seen := self._seen.get(node)) is None or seen[0] != value:
+            self._seen[node] = (value, self._clock())
+
+    def _stale(self, node: str, value: str) -> bool:
+        seen = self._seen.get(node)
+        return (
+            seen is not None
+            and seen[0] == value
+            and self._clock() - seen[1] >= self.settings.timeout
+        )
+
+    def _ours(self, node: str, value: str) -> bool:
+        hold = self._held.get(node)
+        return (hold is not None and hold.value == value) or self._leftover.get(node) == value
 
     # -- the one way in --------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
     async def hold(
         self, node: str, pod: PodInfo, *, known: Known | None = None
-    ) -> AsyncIterator[dict[str, Any]]:
-        """Hold both levels for `pod` on `node`; yields the Node object read under the lock
-        (authoritative allocatable, for re-validating the fit). Always releases."""
+    ) -> AsyncIterator[Hold]:
+        """Hold both levels on `node` (`pod` is the one it binds under HAMi's key); always
+        releases, also on error and cancellation."""
         lock = self._local.setdefault(node, asyncio.Lock())
-        loop = asyncio.get_running_loop()
-        started = loop.time()
+        started = self._clock()
         async with lock:
             # Both writes run to completion even when the bind is cancelled meanwhile, and the
-            # asyncio lock is only let go once the annotation is: a lock patch that landed is
-            # always released, and the next holder never meets our own stale annotation.
+            # asyncio lock is only let go once the annotation is (or is a leftover): a lock
+            # patch that landed is always released, and our next hold knows our own value.
             taking = asyncio.ensure_future(self.acquire(node, pod, known=known))
             try:
-                node_obj = await asyncio.shield(taking)
+                hold = await asyncio.shield(taking)
             except asyncio.CancelledError:
                 with contextlib.suppress(Exception):
-                    await taking
-                    await self._release_quietly(node, pod)
+                    await self.release(await taking)
                 raise
-            waited = loop.time() - started
-            self.stats.wait_seconds.append(waited)
-            metrics.NODE_LOCK_WAIT.observe(waited)
+            metrics.NODE_LOCK_WAIT.observe(self._clock() - started)
             try:
-                yield node_obj
+                yield hold
             finally:
-                releasing = asyncio.ensure_future(self._release_quietly(node, pod))
+                releasing = asyncio.ensure_future(self.release(hold))
                 try:
                     await asyncio.shield(releasing)
                 except asyncio.CancelledError:
                     await releasing
                     raise
 
-    async def _release_quietly(self, node: str, pod: PodInfo) -> None:
-        try:
-            await self.release(node, pod)
-        except (LockContended, ApiError, aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("node_lock_release_failed", node=node, pod=pod.key, error=str(exc))
+    # -- the annotation --------------------------------------------------------------------
 
-    # -- annotation level ------------------------------------------------------------------
+    def _new_value(self, pod: PodInfo) -> str:
+        stamp = format_time(self.now(), self._rng.randrange(1000))
+        if self.settings.hami:
+            return f"{stamp},{pod.namespace},{pod.name}"
+        return f"{stamp},{self.settings.identity}"
 
-    async def _retrying(self, attempt: Callable[[], Awaitable[Any]]) -> Any:
-        for i in range(1, RETRIES + 1):
-            try:
-                return await attempt()
-            except ApiError as exc:
-                if not exc.retryable or i == RETRIES:
-                    raise
-            except (aiohttp.ClientError, TimeoutError):
-                if i == RETRIES:
-                    raise
-            await asyncio.sleep(RETRY_DELAY * (1 + random.uniform(-0.1, 0.1)))
-        raise AssertionError("unreachable")
+    async def _patch(self, node: str, version: str, value: str | None) -> dict[str, Any]:
+        """Set (or, with None, remove) the lock if the node is still at `version`."""
+        patch = {
+            "metadata": {"resourceVersion": version, "annotations": {self.settings.key: value}}
+        }
+        return await self.kube.patch(f"/api/v1/nodes/{node}", patch, content_type=MERGE_PATCH)
 
-    async def acquire(
-        self, node: str, pod: PodInfo, *, known: Known | None = None
-    ) -> dict[str, Any]:
+    async def _read(self, node: str) -> tuple[str, str, dict[str, Any]]:
+        """(resourceVersion, lock value or "", node) as the API server has it now."""
+        obj = await self.kube.get(f"/api/v1/nodes/{node}")
+        meta = obj.get("metadata") or {}
+        annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+        self.observe(node, annotations)
+        return str(meta.get("resourceVersion", "")), annotations.get(self.settings.key, ""), obj
+
+    async def _pause(self, attempt: int) -> None:
+        await asyncio.sleep(RETRY_DELAY * 2**attempt * (1 + self._rng.uniform(-0.1, 0.1)))
+
+    async def acquire(self, node: str, pod: PodInfo, *, known: Known | None = None) -> Hold:
         """Take the annotation lock. `known` is the node's (resourceVersion, annotations) as
         this instance's cache last saw them: when they show no lock, the patch goes out at once
-        (one call instead of two); if the cache was stale the 409 only sends us to read."""
-        key = self.settings.key
+        (one call instead of two); if the cache was stale the 409 only sends us to read.
+
+        Conflicts that are not another holder (a heartbeat or label change between our read and
+        our patch) are read again and retried, as are transient failures; our own value found
+        on the node (an earlier patch of this acquire whose answer was lost, or a leftover of
+        ours) is ours. Raises `LockContended`, or `KubeError` once attempts run out."""
+        started = self._clock()
+        value = self._new_value(pod)
         hint = known
         released = self._released.pop(node, None)
-        if released is not None and time.monotonic() - released[0] < RELEASE_HINT_SECONDS:
+        if released is not None and started - released[0] < RELEASE_HINT_SECONDS:
             # Just after our own release the informer has usually not seen it (nor our lock):
             # that write's answer is the node's newest version we know of.
             hint = (released[1], released[2])
-
-        async def attempt() -> dict[str, Any]:
-            nonlocal hint
-            # A hint without a version would make the patch unconditional: never use one.
-            if hint is not None and hint[0] and not hint[1].get(key):
-                version: Any = hint[0]
-                hint = None
-                mine = Holder(self.now(), pod.namespace, pod.name).format()
-                patch = {"metadata": {"resourceVersion": version, "annotations": {key: mine}}}
+        # A hint without a version would make the patch unconditional: never use one.
+        fast = (
+            hint[0] if hint is not None and hint[0] and not hint[1].get(self.settings.key) else ""
+        )
+        for attempt in range(ATTEMPTS):
+            try:
+                if fast:
+                    version, fast = fast, ""
+                    try:
+                        return self._took(
+                            node, value, started, await self._patch(node, version, value)
+                        )
+                    except KubeError as exc:
+                        if not exc.conflict:
+                            raise
+                        # Our cache was behind: read the node and decide on what it says.
+                version, current, obj = await self._read(node)
+                if current and current != value and not self._ours(node, current):
+                    await self._check_takeover(node, current)
+                if current == value:
+                    return self._took(node, value, started, obj)  # it landed; the answer did not
                 try:
-                    return await self.kube.patch(
-                        f"/api/v1/nodes/{node}", patch, content_type=MERGE_PATCH
-                    )
-                except ApiError as exc:
+                    taken = await self._patch(node, version, value)
+                    return self._took(node, value, started, taken)
+                except KubeError as exc:
                     if not exc.conflict:
                         raise
-                    # Our cache was behind: read the node and decide on what it says.
-            obj = await self.kube.get(f"/api/v1/nodes/{node}")
-            meta = obj.get("metadata") or {}
-            current = (meta.get("annotations") or {}).get(key)
-            if current:
-                await self._check_takeover(node, pod, str(current))
-            mine = Holder(self.now(), pod.namespace, pod.name).format()
-            patch = {
-                "metadata": {
-                    "resourceVersion": meta.get("resourceVersion"),
-                    "annotations": {key: mine},
-                }
-            }
-            try:
-                return await self.kube.patch(
-                    f"/api/v1/nodes/{node}", patch, content_type=MERGE_PATCH
-                )
-            except ApiError as exc:
-                if exc.conflict:
-                    self.stats.contended += 1
-                    metrics.NODE_LOCK_CONTENDED.inc()
-                    raise LockContended(node, "a concurrent holder") from exc
-                raise
+                    continue  # the node changed since our read: read again
+            except KubeError as exc:
+                if not exc.transient or attempt == ATTEMPTS - 1:
+                    raise
+                await self._pause(attempt)
+        self.stats.contended += 1
+        metrics.NODE_LOCK_CONTENDED.inc()
+        raise LockContended(node, "a concurrent writer (the node kept changing)")
 
-        result: dict[str, Any] = await self._retrying(attempt)
-        self._held[node] = pod
-        self._versions[node] = str((result.get("metadata") or {}).get("resourceVersion", ""))
+    def _took(self, node: str, value: str, started: float, obj: Mapping[str, Any]) -> Hold:
+        timeout = self.settings.timeout
+        hold = Hold(
+            node=node,
+            value=value,
+            version=str((obj.get("metadata") or {}).get("resourceVersion", "")),
+            node_obj=obj,
+            write_until=started + timeout * HOLD_BUDGET,
+            cutoff_at=started + timeout * HOLD_CUTOFF,
+            clock=self._clock,
+        )
+        self._held[node] = hold
+        self._leftover.pop(node, None)  # our new value replaced it
+        self._retry_at.pop(node, None)
         self.stats.acquired += 1
-        return result
+        return hold
 
-    async def _check_takeover(self, node: str, pod: PodInfo, value: str) -> None:
-        """Return if `pod` may take the lock currently holding `value`; else LockContended."""
+    async def _check_takeover(self, node: str, value: str) -> None:
+        """Return if the lock holding `value` (not ours) may be taken over; else raise
+        LockContended."""
         holder = Holder.parse(value)
-        if holder is None:
-            log.warning("node_lock_unparseable", node=node, value=value[:200])
-            self.stats.stale_recovered += 1
-            metrics.NODE_LOCK_RECOVERED.labels("unparseable").inc()
-            return
-        if (holder.namespace, holder.pod) == (pod.namespace, pod.name):
-            return  # our own lock: a retried bind of the same pod
-        age = (self.now() - holder.time).total_seconds()
-        if age > self.settings.timeout:
-            log.warning("node_lock_stale", node=node, holder=value, age_seconds=round(age))
+        if holder is None and value not in self._reported:
+            if len(self._reported) > 1024:
+                self._reported.clear()
+            self._reported.add(value)
+            log.warning(
+                "node_lock_unparseable", node=node, value=value[:200], respected_until="stale"
+            )
+        if self._stale(node, value):
+            log.warning(
+                "node_lock_stale", node=node, holder=value[:200], timeout=self.settings.timeout
+            )
             self.stats.stale_recovered += 1
             metrics.NODE_LOCK_RECOVERED.labels("stale").inc()
             return
-        if not await self._owner_alive(holder):
-            log.warning("node_lock_dangling", node=node, holder=value)
+        if holder is not None and holder.pod and not await self._owner_alive(holder):
+            log.warning("node_lock_dangling", node=node, holder=value[:200])
             self.stats.dangling_recovered += 1
             metrics.NODE_LOCK_RECOVERED.labels("dangling").inc()
             return
         self.stats.contended += 1
         metrics.NODE_LOCK_CONTENDED.inc()
-        raise LockContended(node, f"{holder.namespace}/{holder.pod}")
+        raise LockContended(node, holder.describe() if holder else f"value {value[:100]!r}")
 
     async def _owner_alive(self, holder: Holder) -> bool:
         try:
             pod = await self.kube.get(f"/api/v1/namespaces/{holder.namespace}/pods/{holder.pod}")
-        except ApiError as exc:
+        except KubeError as exc:
             if exc.not_found:
                 return False
             raise
@@ -303,90 +458,163 @@ class NodeLocks:
         deleting = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
         return phase not in ("Succeeded", "Failed") and not deleting
 
-    async def release(self, node: str, pod: PodInfo, *, force: bool = False) -> bool:
-        """Clear the annotation if `pod` holds it (or `force`); True if it was cleared."""
-        key = self.settings.key
+    async def still_ours(self, hold: Hold) -> bool:
+        """Whether `hold` may go on writing: within its time budget, and the node still holds
+        its value (read from the API server)."""
+        if not hold.writable():
+            return False
+        _, current, _ = await self._read(hold.node)
+        if current != hold.value:
+            log.error("node_lock_lost", node=hold.node, ours=hold.value, found=current[:200])
+            return False
+        return True
 
-        # We wrote the lock at this version: if the node has not changed since, it is still
-        # ours and one patch releases it; otherwise read it and check the owner.
-        version = self._versions.pop(node, None) if self._held.get(node) is pod else None
-
-        def remember(updated: Mapping[str, Any]) -> None:
-            meta = updated.get("metadata") or {}
-            annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
-            self._released[node] = (
-                time.monotonic(),
-                str(meta.get("resourceVersion", "")),
-                annotations,
+    async def release(self, hold: Hold) -> None:
+        """Clear `hold`'s lock if the node still holds its value. Never raises: a release that
+        fails is left to `run()`, and our next hold on the node takes it over."""
+        node = hold.node
+        if self._held.get(node) is hold:
+            del self._held[node]
+        try:
+            await self._clear(node, hold.value, version=hold.version)
+        except (KubeError, LockContended) as exc:
+            log.warning(
+                "node_lock_release_failed", node=node, error=str(exc), retry="in the background"
             )
+            self._leftover[node] = hold.value
+            self._retry_at[node] = (self._clock() + LEFTOVER_RETRY[0], LEFTOVER_RETRY[0])
+            self._wake.set()
 
-        async def attempt() -> bool:
-            nonlocal version
-            if version:
-                guarded = {"metadata": {"resourceVersion": version, "annotations": {key: None}}}
-                version = None
+    async def _clear(self, node: str, value: str, *, version: str = "") -> bool:
+        """Remove the lock if it still holds `value`; True if this call removed it. `version`
+        (the node's version after our last write) lets the first attempt skip a read."""
+        for attempt in range(ATTEMPTS):
+            try:
+                if version:
+                    guess, version = version, ""
+                    try:
+                        self._remember_release(node, await self._patch(node, guess, None))
+                        return True
+                    except KubeError as exc:
+                        if not exc.conflict:
+                            raise
+                current_version, current, _ = await self._read(node)
+                if current != value:
+                    return False  # released after all, or no longer ours
                 try:
-                    remember(
-                        await self.kube.patch(
-                            f"/api/v1/nodes/{node}", guarded, content_type=MERGE_PATCH
-                        )
-                    )
+                    self._remember_release(node, await self._patch(node, current_version, None))
                     return True
-                except ApiError as exc:
+                except KubeError as exc:
                     if not exc.conflict:
                         raise
-            obj = await self.kube.get(f"/api/v1/nodes/{node}")
-            meta = obj.get("metadata") or {}
-            current = (meta.get("annotations") or {}).get(key)
-            if not current:
-                return False
-            holder = Holder.parse(str(current))
-            ours = holder is not None and (holder.namespace, holder.pod) == (
-                pod.namespace,
-                pod.name,
-            )
-            if not ours and not force:
-                log.info("node_lock_not_ours", node=node, pod=pod.key, holder=current)
-                return False
-            patch = {
-                "metadata": {
-                    "resourceVersion": meta.get("resourceVersion"),
-                    "annotations": {key: None},
-                }
-            }
-            remember(
-                await self.kube.patch(f"/api/v1/nodes/{node}", patch, content_type=MERGE_PATCH)
-            )
-            return True
-
-        for _ in range(RETRIES):
-            try:
-                cleared: bool = await self._retrying(attempt)
-                break
-            except ApiError as exc:
-                if not exc.conflict:
+            except KubeError as exc:
+                if not exc.transient or attempt == ATTEMPTS - 1:
                     raise
-                # The node changed under us (kwok heartbeats it): read it again.
-        else:
-            raise LockContended(node, "release kept conflicting")
-        if self._held.get(node) is pod or (self._held.get(node) is not None and force):
-            self._held.pop(node, None)
-        return cleared
+                await self._pause(attempt)
+        raise LockContended(node, "a concurrent writer (release kept conflicting)")
+
+    def _remember_release(self, node: str, updated: Mapping[str, Any]) -> None:
+        meta = updated.get("metadata") or {}
+        annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+        self._released[node] = (
+            self._clock(),
+            str(meta.get("resourceVersion", "")),
+            annotations,
+        )
+        self.observe(node, annotations)
+
+    # -- in the background -------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Until cancelled: `tend()` whenever a failed release is due for a retry (backing off
+        per node), when one is added, and every quarter timeout (1 s to 30 s)."""
+        sweep = min(max(self.settings.timeout / 4, 1.0), 30.0)
+        next_sweep = self._clock() + sweep
+        while True:
+            now = self._clock()
+            wake = min([next_sweep, *(at for at, _ in self._retry_at.values())])
+            if wake > now:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=wake - now)
+            self._wake.clear()
+            sweeping = self._clock() >= next_sweep
+            await self.tend(sweep=sweeping)
+            if sweeping:
+                next_sweep = self._clock() + sweep
+
+    async def tend(self, *, sweep: bool = True) -> None:
+        """One round of background work: retry the failed releases that are due, and (with
+        `sweep`) clear locks of others that have gone stale."""
+        await self._retry_leftovers()
+        if sweep:
+            await self._clear_stale()
+
+    async def _retry_leftovers(self) -> None:
+        for node, value in list(self._leftover.items()):
+            at, delay = self._retry_at.get(node, (0.0, LEFTOVER_RETRY[0]))
+            if at > self._clock():
+                continue
+            async with self._local.setdefault(node, asyncio.Lock()):
+                if self._leftover.get(node) != value:
+                    continue  # a hold of ours took it over meanwhile
+                try:
+                    cleared = await self._clear(node, value)
+                except (KubeError, LockContended) as exc:
+                    delay = min(delay * 2, LEFTOVER_RETRY[1])
+                    self._retry_at[node] = (self._clock() + delay, delay)
+                    log.info("node_lock_release_retry_failed", node=node, error=str(exc))
+                    continue
+                del self._leftover[node]
+                self._retry_at.pop(node, None)
+                if cleared:
+                    self.stats.released_late += 1
+                    log.info("node_lock_released_late", node=node)
+
+    async def _clear_stale(self) -> None:
+        for node, (value, _) in list(self._seen.items()):
+            if self._ours(node, value) or not self._stale(node, value):
+                continue
+            async with self._local.setdefault(node, asyncio.Lock()):
+                if not self._stale(node, value):
+                    continue
+                try:
+                    cleared = await self._clear(node, value)
+                except (KubeError, LockContended) as exc:
+                    log.info("node_lock_stale_clear_failed", node=node, error=str(exc))
+                    continue
+                if cleared:
+                    self.stats.stale_cleared += 1
+                    metrics.NODE_LOCK_RECOVERED.labels("stale").inc()
+                    log.warning("node_lock_stale_cleared", node=node, holder=value[:200])
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def forget_node(self, node: str) -> None:
-        """The node was deleted: drop its in-memory lock unless a bind holds it now."""
-        self._released.pop(node, None)
+        """The node was deleted (and its annotations with it): drop what we know of it, and
+        its in-memory lock unless a bind holds it now."""
+        for table in (self._released, self._seen, self._leftover, self._retry_at):
+            table.pop(node, None)
         lock = self._local.get(node)
         if lock is not None and not lock.locked():
             del self._local[node]
 
     async def release_all(self) -> None:
-        """Graceful shutdown: release every annotation lock this instance still holds."""
-        for node, pod in list(self._held.items()):
-            await self._release_quietly(node, pod)
+        """Graceful shutdown: one last try at every lock of ours still on a node."""
+        values = {node: hold.value for node, hold in self._held.items()}
+        values.update(self._leftover)
+        for node, value in values.items():
+            try:
+                await self._clear(node, value)
+            except (KubeError, LockContended) as exc:
+                log.warning("node_lock_release_failed", node=node, error=str(exc), retry="never")
+        self._held.clear()
+        self._leftover.clear()
 
     @property
-    def held(self) -> dict[str, PodInfo]:
+    def held(self) -> dict[str, Hold]:
         return dict(self._held)
+
+    @property
+    def leftovers(self) -> dict[str, str]:
+        """Locks of ours whose release has not landed yet (node -> value)."""
+        return dict(self._leftover)

@@ -2,10 +2,11 @@
 
 Pod states (as kube-scheduler's cache documents them):
 
-    Initial --assume--> Assumed --finish_binding--> Assumed(bound) --add (watch)--> Added
-       |                   |                                                     |
-       |                   +--forget (binding failed)--> Initial                 +--remove--> gone
-       +--add (watch: a pod assigned by anyone)--> Added --update--> Added
+    Initial --assume--> Assumed --add (watch: bound)--> Added --update--> Added
+       |                   |                               |
+       |                   +--forget (binding failed)--> Initial
+       |                                                   +--remove--> gone
+       +--add (watch: a pod assigned by anyone)--> Added
 
 * `assume` counts the pod on its node the moment the scheduling cycle picks the node, so the
   next cycle sees the node as used although the bind has not landed.
@@ -16,6 +17,8 @@ Pod states (as kube-scheduler's cache documents them):
   and one that failed is forgotten by its binding cycle.
 * Pods may arrive before their node (the informers are independent); their usage is applied
   when the node appears.
+* Every mutation is all-or-nothing: the node table's arithmetic saturates and cannot raise, and
+  it runs before a pod is registered, so no input leaves a pod registered but uncounted.
 
 All methods are plain synchronous code on the event loop: see `NodeTable` for why the table
 doubles as the scheduling cycle's snapshot.
@@ -38,7 +41,6 @@ class _PodState:
     pod: PodInfo
     node: str
     assumed: bool
-    binding_finished: bool = False
 
 
 class CacheError(RuntimeError):
@@ -87,29 +89,25 @@ class Cache:
             self.table.add_usage(row, pod, sign)
 
     def _place(self, pod: PodInfo, node: str, *, assumed: bool) -> None:
+        self._count(pod, node, 1)
         self._pods[pod.uid] = _PodState(pod, node, assumed)
         self._by_node.setdefault(node, set()).add(pod.uid)
-        self._count(pod, node, 1)
 
     def _unplace(self, uid: str) -> _PodState:
-        state = self._pods.pop(uid)
+        state = self._pods[uid]
+        self._count(state.pod, state.node, -1)
+        del self._pods[uid]
         members = self._by_node.get(state.node)
         if members is not None:
             members.discard(uid)
             if not members:
                 del self._by_node[state.node]
-        self._count(state.pod, state.node, -1)
         return state
 
     def assume(self, pod: PodInfo, node: str) -> None:
         if pod.uid in self._pods:
             raise CacheError(f"pod {pod.key} ({pod.uid}) is already in the cache")
         self._place(pod, node, assumed=True)
-
-    def finish_binding(self, pod: PodInfo) -> None:
-        state = self._pods.get(pod.uid)
-        if state is not None and state.assumed:
-            state.binding_finished = True
 
     def forget(self, pod: PodInfo) -> None:
         state = self._pods.get(pod.uid)

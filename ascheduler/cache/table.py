@@ -4,8 +4,15 @@ at once with numpy instead of a Python loop per node.
 Rows are dense (0..n-1); removing a node moves the last row into its place. Resources are rows
 of the `alloc` / `requested` matrices: cpu (millicores), memory, ephemeral-storage, pods (the
 node's pod count is its `pods` request), then any other resource (`nvidia.com/gpu`, hugepages)
-as it is first seen. `nonzero` holds cpu and memory with kube-scheduler's per-container
+as a node first advertises it. Only nodes add resource rows: a resource no node has is
+absent everywhere (`resource_row` is None), so a pod naming thousands of made-up resources
+costs no memory per node. `nonzero` holds cpu and memory with kube-scheduler's per-container
 defaults, which the scoring plugins use.
+
+Usage is kept exactly, in Python integers per row (`_RowUsage`), and the int64 columns hold it
+saturated at `MAX_QUANTITY`: however many enormous pods land on a node, its columns never
+overflow, and removing a pod restores exactly what was there before. Every mutation computes
+first and assigns last, so none can leave a row half-updated.
 
 The table is also the scheduling cycle's snapshot. kube-scheduler copies its cache into a
 snapshot because informer goroutines keep mutating the cache during a cycle; here informers,
@@ -17,8 +24,8 @@ shape until it moves.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -26,6 +33,7 @@ import numpy.typing as npt
 
 from ascheduler.model import NodeInfo, PodInfo
 from ascheduler.model.pod import HostPort
+from ascheduler.model.quantity import saturate
 
 CPU: Final = 0
 MEMORY: Final = 1
@@ -35,6 +43,16 @@ BASE_RESOURCES: Final = ("cpu", "memory", "ephemeral-storage", "pods")
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(slots=True)
+class _RowUsage:
+    """A row's exact usage: the sum of its pods' requests, unbounded."""
+
+    requested: dict[str, int] = field(default_factory=dict)
+    pods: int = 0
+    nonzero_cpu: int = 0
+    nonzero_memory: int = 0
 
 
 @dataclass(slots=True)
@@ -61,6 +79,7 @@ class NodeTable:
         self.index: dict[str, int] = {}
         #: Host ports in use per row (only rows with such pods have entries).
         self.ports: list[dict[HostPort, int]] = []
+        self._usage: list[_RowUsage] = []
         self.spec_generation = 0
         self._masks: dict[Hashable, tuple[int, Any]] = {}
         #: Rows whose usage or allocatable changed, in order (see `row_values`).
@@ -90,16 +109,27 @@ class NodeTable:
     def unschedulable(self) -> BoolArray:
         return self._unschedulable[: self.n]
 
-    def resource_row(self, name: str) -> int:
-        """The row of resource `name`, adding one (zero everywhere) the first time it is seen."""
+    def resource_row(self, name: str) -> int | None:
+        """The row of resource `name`; None when no node has ever advertised it (it is then
+        zero everywhere: no allocatable, and no usage a filter or score could read)."""
+        return self.resource_index.get(name)
+
+    def _node_resource_row(self, name: str) -> int:
+        """The row of a resource a node advertises, added the first time (zero allocatable
+        everywhere, the usage pods already on nodes have of it)."""
         row = self.resource_index.get(name)
-        if row is None:
-            row = len(self.resource_names)
-            self.resource_index[name] = row
-            self.resource_names.append(name)
-            self._alloc = np.vstack([self._alloc, np.zeros((1, self._cap), dtype=np.int64)])
-            self._requested = np.vstack([self._requested, np.zeros((1, self._cap), np.int64)])
-            self._free = np.vstack([self._free, np.zeros((1, self._cap), np.int64)])
+        if row is not None:
+            return row
+        requested = np.zeros((1, self._cap), dtype=np.int64)
+        for r in range(self.n):
+            requested[0, r] = saturate(self._usage[r].requested.get(name, 0))
+        alloc = np.vstack([self._alloc, np.zeros((1, self._cap), dtype=np.int64)])
+        requested = np.vstack([self._requested, requested])
+        free = np.vstack([self._free, -requested[-1:]])
+        row = len(self.resource_names)
+        self._alloc, self._requested, self._free = alloc, requested, free
+        self.resource_index[name] = row
+        self.resource_names.append(name)
         return row
 
     # -- per pod-shape caches ----------------------------------------------------------------
@@ -167,6 +197,7 @@ class NodeTable:
         self.names.append(info.name)
         self.infos.append(info)
         self.ports.append({})
+        self._usage.append(_RowUsage())
         self.index[info.name] = row
         self._requested[:, row] = 0
         self._nonzero[:, row] = 0
@@ -183,7 +214,7 @@ class NodeTable:
 
     def _set_spec(self, row: int, info: NodeInfo) -> None:
         # Resolve (and maybe add) resource rows first: adding one replaces the arrays.
-        rows = [(self.resource_row(name), value) for name, value in info.allocatable.items()]
+        rows = [(self._node_resource_row(name), value) for name, value in info.allocatable.items()]
         self._alloc[:, row] = 0
         for resource, value in rows:
             self._alloc[resource, row] = value
@@ -201,23 +232,38 @@ class NodeTable:
             self.names[row] = self.names[last]
             self.infos[row] = self.infos[last]
             self.ports[row] = self.ports[last]
+            self._usage[row] = self._usage[last]
             self.index[self.names[row]] = row
         self.names.pop()
         self.infos.pop()
         self.ports.pop()
+        self._usage.pop()
         self.n = last
         self.spec_generation += 1
 
     def add_usage(self, row: int, pod: PodInfo, sign: int) -> None:
         """Add (sign=1) or remove (sign=-1) a pod's requests on a row."""
-        rows = [(self.resource_row(name), value) for name, value in pod.requests.items()]
-        for resource, value in rows:
-            self._requested[resource, row] += sign * value
-        self._requested[PODS, row] += sign
+        usage = self._usage[row]
+        exact = usage.requested
+        for name, value in pod.requests.items():
+            if name == "pods":
+                continue  # a pod counts as one pod, whatever it claims
+            total = exact.get(name, 0) + sign * value
+            if total:
+                exact[name] = total
+            else:
+                exact.pop(name, None)
+            resource = self.resource_index.get(name)
+            if resource is not None:
+                self._requested[resource, row] = saturate(total)
+        usage.pods += sign
+        usage.nonzero_cpu += sign * pod.nonzero_cpu
+        usage.nonzero_memory += sign * pod.nonzero_memory
+        self._requested[PODS, row] = saturate(usage.pods)
+        self._nonzero[CPU, row] = saturate(usage.nonzero_cpu)
+        self._nonzero[MEMORY, row] = saturate(usage.nonzero_memory)
         self._free[:, row] = self._alloc[:, row] - self._requested[:, row]
         self._touch(row)
-        self._nonzero[CPU, row] += sign * pod.nonzero_cpu
-        self._nonzero[MEMORY, row] += sign * pod.nonzero_memory
         if pod.host_ports:
             used = self.ports[row]
             for port in pod.host_ports:
@@ -226,12 +272,3 @@ class NodeTable:
                     used[port] = count
                 else:
                     used.pop(port, None)
-
-    def request_vector(self, requests: Mapping[str, int]) -> IntArray:
-        """A pod's requests as a column over this table's resource rows (`pods` = 1)."""
-        rows = [(self.resource_row(name), value) for name, value in requests.items()]
-        vec = np.zeros(len(self.resource_names), dtype=np.int64)
-        for resource, value in rows:
-            vec[resource] = value
-        vec[PODS] = 1
-        return vec

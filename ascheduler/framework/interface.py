@@ -38,7 +38,6 @@ class Code(enum.IntEnum):
     UNSCHEDULABLE_AND_UNRESOLVABLE = 3
     WAIT = 4
     SKIP = 5
-    PENDING = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +52,7 @@ class Status:
 
     @property
     def rejected(self) -> bool:
-        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
 
     @property
     def message(self) -> str:
@@ -273,7 +272,3 @@ def default_normalize(scores: IntArray, *, reverse: bool = False) -> IntArray:
         return np.full_like(scores, MAX_NODE_SCORE if reverse else 0)
     scaled: IntArray = (MAX_NODE_SCORE * scores) // top
     return MAX_NODE_SCORE - scaled if reverse else scaled
-
-
-def no_rejections(n: int) -> BoolArray:
-    return np.zeros(n, dtype=np.bool_)

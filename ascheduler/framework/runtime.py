@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
+import structlog
 
 from ascheduler.cache.table import BoolArray, IntArray, NodeTable
 from ascheduler.framework.errors import ConfigError, PluginArgsError
@@ -49,6 +50,8 @@ from ascheduler.framework.interface import (
 )
 from ascheduler.framework.waiting import WaitingPod
 from ascheduler.model import PodInfo
+
+log = structlog.get_logger(__name__)
 
 NO_NODES_MESSAGE: Final = "no nodes available to schedule pods"
 MAX_PERMIT_TIMEOUT: Final = 15 * 60.0
@@ -433,8 +436,13 @@ class Framework:
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Every Reserve plugin's Unreserve, in reverse order. Unreserve has no status: one
+        that raises is logged and the others still run, so each undoes its own part."""
         for plugin in reversed(self.reserve_plugins):
-            plugin.unreserve(state, pod, node)
+            try:
+                plugin.unreserve(state, pod, node)
+            except Exception:
+                log.exception("unreserve_failed", plugin=plugin.name, pod=pod.key, node=node)
 
     def permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """SUCCESS, a rejection, or WAIT (the pod is then registered as waiting)."""
@@ -477,5 +485,9 @@ class Framework:
         return Status.error("no bind plugin bound the pod")
 
     def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Informational, after the bind: one plugin that raises is logged, the rest run."""
         for plugin in self.post_bind_plugins:
-            plugin.post_bind(state, pod, node)
+            try:
+                plugin.post_bind(state, pod, node)
+            except Exception:
+                log.exception("post_bind_failed", plugin=plugin.name, pod=pod.key, node=node)

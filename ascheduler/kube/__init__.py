@@ -1,5 +1,24 @@
-"""The kube client layer: raw JSON requests and errors mapped to one exception type."""
+"""The kube client layer: raw JSON requests, and every failure classified once (`KubeError`:
+transient, conflict or permanent)."""
 
-from ascheduler.kube.client import JSON, ApiError, KubeClient, Response, load_configuration
+from ascheduler.kube.client import (
+    JSON,
+    ApiError,
+    ConnectionFailed,
+    Failure,
+    KubeClient,
+    KubeError,
+    Response,
+    load_configuration,
+)
 
-__all__ = ["JSON", "ApiError", "KubeClient", "Response", "load_configuration"]
+__all__ = [
+    "JSON",
+    "ApiError",
+    "ConnectionFailed",
+    "Failure",
+    "KubeClient",
+    "KubeError",
+    "Response",
+    "load_configuration",
+]

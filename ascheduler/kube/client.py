@@ -10,6 +10,7 @@ long-lived watches, one for writes, so a burst of binds never queues behind a wa
 from __future__ import annotations
 
 import asyncio
+import enum
 import os
 import ssl
 from collections.abc import Mapping
@@ -29,21 +30,53 @@ _RESEND = 5
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 
 
-class ApiError(Exception):
+class Failure(enum.Enum):
+    """What a failed request means for its caller, decided once, here."""
+
+    #: Try again (after a pause): 429, 5xx, 408, the connection failed or the answer was cut.
+    #: A write may or may not have landed; a retry of one that did answers CONFLICT.
+    TRANSIENT = "transient"
+    #: 409: the object changed since it was read, or already exists. Re-read and decide.
+    CONFLICT = "conflict"
+    #: The request itself is refused (400, 401, 403, 404, 422, ...); the same request fails
+    #: the same way.
+    PERMANENT = "permanent"
+
+
+class KubeError(Exception):
+    """Any failure of a request to the API server; `kind` says what to do about it."""
+
+    kind: Failure = Failure.PERMANENT
+
+    @property
+    def transient(self) -> bool:
+        return self.kind is Failure.TRANSIENT
+
+    @property
+    def conflict(self) -> bool:
+        return self.kind is Failure.CONFLICT
+
+    @property
+    def not_found(self) -> bool:
+        return False
+
+
+class ApiError(KubeError):
     """A non-2xx answer. `status` is the HTTP code; `reason` the Status object's reason."""
 
     def __init__(self, status: int, reason: str, message: str, *, method: str, path: str) -> None:
         self.status = status
         self.reason = reason
         self.message = message
+        if status == 409:
+            self.kind = Failure.CONFLICT
+        elif status in (408, 429) or status >= 500:
+            self.kind = Failure.TRANSIENT
+        else:
+            self.kind = Failure.PERMANENT
         super().__init__(f"{method} {path}: {status} {reason}: {message}")
-
-    @property
-    def conflict(self) -> bool:
-        return self.status == 409
 
     @property
     def not_found(self) -> bool:
@@ -53,9 +86,16 @@ class ApiError(Exception):
     def gone(self) -> bool:
         return self.status == 410
 
-    @property
-    def retryable(self) -> bool:
-        return self.status == 429 or self.status >= 500
+
+class ConnectionFailed(KubeError):
+    """No answer: the connection could not be made, broke, timed out, or the answer was cut
+    or garbled. Always transient."""
+
+    kind = Failure.TRANSIENT
+
+    def __init__(self, method: str, path: str, cause: BaseException) -> None:
+        self.cause = cause
+        super().__init__(f"{method} {path}: {type(cause).__name__}: {cause}")
 
 
 @dataclass(frozen=True)
@@ -64,9 +104,15 @@ class Response:
     body: bytes
 
     def json(self) -> JSON:
-        data = orjson.loads(self.body) if self.body else {}
+        """The body as a JSON object; `ConnectionFailed` if it is not one (a cut answer)."""
+        try:
+            data = orjson.loads(self.body) if self.body else {}
+        except orjson.JSONDecodeError as exc:
+            raise ConnectionFailed("decode", "response body", exc) from exc
         if not isinstance(data, dict):
-            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+            raise ConnectionFailed(
+                "decode", "response body", ValueError(f"not a JSON object: {type(data).__name__}")
+            )
         return data
 
 
@@ -206,7 +252,8 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: float | None = 60.0,
     ) -> Response:
-        """Send one request; raise `ApiError` for any status >= 400.
+        """Send one request; raise `ApiError` for any status >= 400 and `ConnectionFailed`
+        when there is no answer, so callers catch `KubeError` and look at its `kind`.
 
         Pooled keep-alive connections the server has closed (it restarted, or timed them out)
         fail before any answer; such a request is sent again, up to `_RESEND` times (each
@@ -228,15 +275,19 @@ class KubeClient:
                     timeout=aiohttp.ClientTimeout(total=timeout),
                 ) as resp:
                     self.count(method, resp.status)
-                    payload = await resp.read()
-                    if resp.status >= 400:
-                        raise _api_error(resp.status, payload, method=method, path=path)
-                    return Response(resp.status, payload)
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+                    status, payload = resp.status, await resp.read()
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                 self.count(method, "<error>")
                 if attempt == _RESEND:
-                    raise
+                    raise ConnectionFailed(method, path, exc) from exc
                 await asyncio.sleep(0.01 * attempt)
+                continue
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                self.count(method, "<error>")
+                raise ConnectionFailed(method, path, exc) from exc
+            if status >= 400:
+                raise _api_error(status, payload, method=method, path=path)
+            return Response(status, payload)
         raise AssertionError("unreachable")
 
     async def get(self, path: str, *, params: Mapping[str, str | int] | None = None) -> JSON:

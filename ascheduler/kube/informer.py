@@ -8,6 +8,11 @@
   once a minute) drops the connection and re-watches; errors back off exponentially up to 30 s.
 * Raw JSON is parsed once, here, with orjson, into the caller's record type; raw dicts never
   outlive the event.
+* Nothing an object or the stream holds can stop the informer: an object its parser cannot
+  take is logged and skipped (in a list as in a watch), an event line longer than
+  `max_event_bytes` is dropped and the informer relists (a list has no line limit), and any
+  other failure is logged and retried from a relist. `healthy` says whether the last attempt
+  to list or watch got through, which `/readyz` reports.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import aiohttp
 import orjson
 import structlog
 
-from ascheduler.kube.client import ApiError, KubeClient
+from ascheduler.kube.client import ApiError, KubeClient, KubeError
 
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
@@ -39,6 +44,43 @@ class _Gone(Exception):
     """The watch's resourceVersion is too old."""
 
 
+class _EventTooLarge(Exception):
+    """A watch event longer than the informer accepts: relist instead."""
+
+
+#: Kubernetes objects are at most ~1.5 MiB in etcd; a watch line has room for far more.
+MAX_EVENT_BYTES = 64 * 2**20
+
+
+class LineSplitter:
+    """Newline-delimited JSON from arbitrary chunks, one line at most `limit` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._partial = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The complete lines `chunk` finishes; `_EventTooLarge` once one passes `limit`."""
+        lines = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            self._partial += chunk[start:end]
+            self._check()
+            if self._partial.strip():
+                lines.append(bytes(self._partial))
+            self._partial.clear()
+            start = end + 1
+        self._partial += chunk[start:]
+        self._check()
+        return lines
+
+    def _check(self) -> None:
+        if len(self._partial) > self.limit:
+            size = len(self._partial)
+            self._partial.clear()
+            raise _EventTooLarge(f"a watch event of more than {size} bytes (limit {self.limit})")
+
+
 class Informer(Generic[T]):
     def __init__(
         self,
@@ -54,6 +96,7 @@ class Informer(Generic[T]):
         page_size: int = 500,
         watch_timeout: int = 300,
         inactivity: float = 90.0,
+        max_event_bytes: int = MAX_EVENT_BYTES,
         name: str = "",
     ) -> None:
         self.kube = kube
@@ -67,12 +110,15 @@ class Informer(Generic[T]):
         self.page_size = page_size
         self.watch_timeout = watch_timeout
         self.inactivity = inactivity
+        self.max_event_bytes = max_event_bytes
         self.name = name or path
         self.store: dict[str, T] = {}
         self.synced = asyncio.Event()
         self.resource_version = ""
         self.relists = 0
         self.watches = 0
+        #: Whether the last list or watch got through (False while the server is unreachable).
+        self.healthy = False
 
     def _selectors(self) -> dict[str, str | int]:
         params: dict[str, str | int] = {}
@@ -95,6 +141,7 @@ class Informer(Generic[T]):
                     self.synced.set()
                 await self._watch()
                 delay = 0.5
+                continue
             except _Gone:
                 log.info(
                     "watch_expired_relisting",
@@ -102,15 +149,28 @@ class Informer(Generic[T]):
                     resource_version=self.resource_version,
                 )
                 need_list = True
-            except (aiohttp.ClientError, TimeoutError, ApiError, ValueError) as exc:
-                if isinstance(exc, ApiError) and exc.gone:
+                continue
+            except _EventTooLarge as exc:
+                log.error("watch_event_too_large_relisting", informer=self.name, error=str(exc))
+                need_list = True
+            except ApiError as exc:
+                if exc.gone:
                     need_list = True
                     continue
-                log.warning(
-                    "watch_failed", informer=self.name, error=str(exc), retry_in=round(delay, 2)
-                )
-                await asyncio.sleep(delay * (1 + random.random() * 0.2))
-                delay = min(delay * 2, 30.0)
+                self._failed(exc, delay)
+            except (KubeError, aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+                self._failed(exc, delay)
+            except Exception:
+                # A bug, not the network: start over from a fresh list rather than die.
+                log.exception("informer_crashed", informer=self.name)
+                self.healthy = False
+                need_list = True
+            await asyncio.sleep(delay * (1 + random.random() * 0.2))
+            delay = min(delay * 2, 30.0)
+
+    def _failed(self, exc: Exception, delay: float) -> None:
+        self.healthy = False
+        log.warning("watch_failed", informer=self.name, error=str(exc), retry_in=round(delay, 2))
 
     async def _list(self) -> None:
         items: dict[str, T] = {}
@@ -118,9 +178,11 @@ class Informer(Generic[T]):
         params["limit"] = self.page_size
         while True:
             body = await self.kube.get(self.path, params=params)
-            for raw in body.get("items") or []:
-                obj = self.parse(raw)
-                items[self.key(obj)] = obj
+            raw_items = body.get("items")
+            for raw in raw_items if isinstance(raw_items, list) else ():
+                obj = self._parse(raw, "")
+                if obj is not None:
+                    items[self.key(obj)] = obj
             meta = body.get("metadata") or {}
             cont = meta.get("continue")
             if not cont:
@@ -128,6 +190,7 @@ class Informer(Generic[T]):
                 break
             params["continue"] = cont
         self.relists += 1
+        self.healthy = True
         self._reconcile(items)
 
     def _reconcile(self, fresh: dict[str, T]) -> None:
@@ -169,13 +232,27 @@ class Informer(Generic[T]):
                     method="WATCH",
                     path=self.path,
                 )
-            async for line in resp.content:
-                if line.strip():
+            self.healthy = True
+            lines = LineSplitter(self.max_event_bytes)
+            async for chunk in resp.content.iter_any():
+                for line in lines.feed(chunk):
                     self._event(orjson.loads(line))
 
-    def _event(self, event: Mapping[str, Any]) -> None:
+    def _parse(self, raw: Any, rv: str) -> T | None:
+        try:
+            return self.parse(raw)
+        except Exception:
+            # A record type's parser is built not to raise; if one does, skip the object
+            # rather than the whole list or stream.
+            log.exception("object_unparseable", informer=self.name, resource_version=rv)
+            return None
+
+    def _event(self, event: Any) -> None:
+        if not isinstance(event, Mapping) or not isinstance(event.get("object"), Mapping):
+            log.warning("watch_event_malformed", informer=self.name, raw=repr(event)[:200])
+            return
         kind = event.get("type")
-        raw = event.get("object") or {}
+        raw = event["object"]
         if kind == "ERROR":
             if raw.get("code") == 410:
                 raise _Gone
@@ -186,16 +263,15 @@ class Informer(Generic[T]):
                 method="WATCH",
                 path=self.path,
             )
-        rv = str((raw.get("metadata") or {}).get("resourceVersion", ""))
+        meta = raw.get("metadata")
+        rv = str(meta.get("resourceVersion", "")) if isinstance(meta, Mapping) else ""
         if kind == "BOOKMARK":
             self.resource_version = rv or self.resource_version
             return
-        try:
-            obj = self.parse(raw)
-        except Exception:
-            # A record type's parser is built not to raise; if one does, skip the object
-            # rather than the whole stream.
-            log.exception("object_unparseable", informer=self.name, resource_version=rv)
+        obj = self._parse(raw, rv)
+        if obj is None:
+            if rv:
+                self.resource_version = rv
             return
         key = self.key(obj)
         if rv:

@@ -19,7 +19,7 @@ from ascheduler.model.affinity import (
     parse_term,
     parse_toleration,
 )
-from ascheduler.model.quantity import QuantityError, parse_resource
+from ascheduler.model.quantity import QuantityError, parse_resource, saturating_add
 
 #: kube-scheduler's defaults for containers that request no cpu / memory, used for scoring only.
 DEFAULT_MILLI_CPU_REQUEST: Final = 100
@@ -108,7 +108,7 @@ def _seq(value: Any, path: str, errors: list[str]) -> list[Any]:
 
 def _add(total: dict[str, int], extra: Mapping[str, int]) -> None:
     for name, value in extra.items():
-        total[name] = total.get(name, 0) + value
+        total[name] = saturating_add(total.get(name, 0), value)
 
 
 def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
@@ -166,7 +166,7 @@ def effective_requests(
 ) -> tuple[dict[str, int], dict[str, int]]:
     """(requests, non-zero cpu/memory) by Kubernetes' rules (component-helpers `PodRequests`):
     max(sum of containers, each init container over the sidecars started before it), pod-level
-    requests replacing the aggregate, plus overhead."""
+    requests replacing the aggregate, plus overhead. Sums saturate at `MAX_QUANTITY`."""
     total: dict[str, int] = {}
     nonzero: dict[str, int] = {}
     for i, c in _containers(spec, "containers", errors):
@@ -205,7 +205,7 @@ def effective_requests(
     overhead = _requests(spec.get("overhead"), "spec.overhead", errors)
     _add(total, overhead)
     for name in ("cpu", "memory"):
-        nonzero[name] = nonzero.get(name, 0) + overhead.get(name, 0)
+        nonzero[name] = saturating_add(nonzero.get(name, 0), overhead.get(name, 0))
     return {k: v for k, v in total.items() if v}, nonzero
 
 

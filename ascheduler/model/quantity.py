@@ -1,9 +1,14 @@
 """Kubernetes resource quantities (`100m`, `1.5Gi`, `2e3`) as exact integers.
 
 cpu is kept in millicores (kube-scheduler's `MilliValue`), everything else in base units
-(`Value`: bytes for memory). Both round up, as Kubernetes does. Values are clamped to
-`MAX_QUANTITY`, so an absurd request ("1000000Ei") stays an ordinary integer that no node can
-satisfy instead of overflowing the int64 columns the scheduler computes on.
+(`Value`: bytes for memory). Both round up, as Kubernetes does.
+
+Every value the scheduler computes on saturates at `MAX_QUANTITY` (2^56, 72 PB or 72 billion
+cores, far above any real node): single quantities, a pod's sum over its containers
+(`saturating_add`) and a node's sum over its pods. An absurd request ("1000000Ei", or two
+containers asking 4Ei each) stays an ordinary integer that no node can satisfy, and the int64
+columns filters and scores compute on cannot overflow: the largest intermediate they form is
+a sum of two saturated values or one times 100.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import re
 from fractions import Fraction
 from typing import Final
 
-MAX_QUANTITY: Final = 2**62
+MAX_QUANTITY: Final = 2**56
 
 _BINARY: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL: Final = {
@@ -62,18 +67,23 @@ def parse_fraction(text: object) -> Fraction:
     return number * (_BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix])
 
 
-def _clamp(value: int) -> int:
+def saturate(value: int) -> int:
+    """`value` clamped to [-MAX_QUANTITY, MAX_QUANTITY]."""
     return max(-MAX_QUANTITY, min(MAX_QUANTITY, value))
+
+
+def saturating_add(a: int, b: int) -> int:
+    return saturate(a + b)
 
 
 def parse_value(text: object) -> int:
     """Base units, rounded up: `1.5Gi` -> 1610612736, `100m` -> 1."""
-    return _clamp(math.ceil(parse_fraction(text)))
+    return saturate(math.ceil(parse_fraction(text)))
 
 
 def parse_milli(text: object) -> int:
     """Thousandths, rounded up: `100m` -> 100, `1.5` -> 1500, `1u` -> 1."""
-    return _clamp(math.ceil(parse_fraction(text) * 1000))
+    return saturate(math.ceil(parse_fraction(text) * 1000))
 
 
 def parse_resource(name: str, text: object) -> int:

@@ -1,19 +1,27 @@
 """DefaultBinder: POST a Binding to `pods/<name>/binding`, carrying the pod's UID so a pod
-deleted and recreated under the same name is never bound by mistake."""
+deleted and recreated under the same name is never bound by mistake.
+
+A bind is a write whose answer can be lost (the connection drops after the API server applied
+it). Transient failures are retried a few times; a retry of a bind that did land answers 409,
+so a conflict is settled by reading the pod back: bound to this node (with this UID) is a
+success. Without that, a lost answer would make the scheduler forget a pod that is in fact on
+the node, and hand its room to the next pod.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any, Final
 
-import aiohttp
-
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import BINDING_ANNOTATIONS, SUCCESS, CycleState, Status
-from ascheduler.kube import ApiError
+from ascheduler.kube import KubeClient, KubeError
 from ascheduler.model import PodInfo
 
 NAME: Final = "DefaultBinder"
+ATTEMPTS: Final = 5
+FIRST_RETRY_DELAY: Final = 0.1
 
 
 class DefaultBinder:
@@ -37,15 +45,38 @@ class DefaultBinder:
             },
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        try:
-            await kube.request(
-                "POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding", body=body
-            )
-        except ApiError as exc:
-            return Status.error(f"binding rejected: {exc}", NAME)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return Status.error(f"binding not confirmed: {exc!r}", NAME)
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
+        delay = FIRST_RETRY_DELAY
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                await kube.request("POST", path, body=body)
+                return SUCCESS
+            except KubeError as exc:
+                if exc.conflict:
+                    return await _settle_conflict(kube, pod, node, exc)
+                if not exc.transient or attempt == ATTEMPTS:
+                    return Status.error(f"binding failed ({exc.kind.value}): {exc}", NAME)
+            await asyncio.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")
+
+
+async def _settle_conflict(kube: KubeClient, pod: PodInfo, node: str, exc: KubeError) -> Status:
+    """A 409: the pod is bound already (by an earlier attempt of ours whose answer was lost, or
+    by someone else), or was recreated under its name. Read it back to know which."""
+    try:
+        current = await kube.get(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
+    except KubeError as err:
+        return Status.error(f"binding refused ({exc}); reading the pod back failed: {err}", NAME)
+    meta = current.get("metadata") or {}
+    bound_to = (current.get("spec") or {}).get("nodeName") or ""
+    if meta.get("uid") == pod.uid and bound_to == node:
         return SUCCESS
+    if meta.get("uid") != pod.uid:
+        return Status.error(f"binding refused: pod {pod.key} was recreated ({exc})", NAME)
+    if bound_to:
+        return Status.error(f"binding refused: pod {pod.key} is bound to {bound_to} ({exc})", NAME)
+    return Status.error(f"binding refused: {exc}", NAME)
 
 
 def new(args: Mapping[str, Any], handle: Handle) -> DefaultBinder:

@@ -111,7 +111,12 @@ class _ResourceScorer:
                 pod_req = pod.requests.get(spec.name, 0)
                 if pod_req == 0 and spec.name not in ("cpu", "memory", "ephemeral-storage"):
                     continue  # an extended resource the pod does not ask for
-                row = nodes.resource_row(spec.name)
+                found = nodes.resource_row(spec.name)
+                if found is None:  # no node has it: nothing allocatable, nothing used
+                    zeros = np.zeros(feasible.size, dtype=np.int64)
+                    out.append((spec.weight, zeros, zeros + pod_req))
+                    continue
+                row = found
                 node_req = nodes.requested[row].take(feasible)
             node_req += pod_req
             out.append((spec.weight, nodes.alloc[row].take(feasible), node_req))
@@ -129,7 +134,11 @@ class _ResourceScorer:
                 pod_req = pod.requests.get(spec.name, 0)
                 if pod_req == 0 and spec.name not in ("cpu", "memory", "ephemeral-storage"):
                     continue
-                res = nodes.resource_row(spec.name)
+                found = nodes.resource_row(spec.name)
+                if found is None:
+                    out.append((spec.weight, 0, pod_req))
+                    continue
+                res = found
                 node_req = int(nodes.requested[res, row])
             out.append((spec.weight, int(nodes.alloc[res, row]), node_req + pod_req))
         return out
@@ -167,7 +176,6 @@ class NodeResourcesFit:
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
         wanted = [(n, v) for n, v in pod.requests.items() if v > 0 and self._checked(n)]
-        rows = [(nodes.resource_row(n), n, v) for n, v in wanted]
         alloc, free = nodes.alloc, nodes.free
         failing: list[tuple[str, BoolArray]] = []
         rejected: BoolArray | None = None
@@ -176,13 +184,17 @@ class NodeResourcesFit:
         if too_many.any():
             failing.append(("Too many pods", too_many))
             rejected = too_many
-        for row, name, value in rows:
-            short = free[row] < value
-            if not short.any():
-                continue
+        for name, value in wanted:
+            row = nodes.resource_row(name)
+            if row is None:  # no node has any of it: short everywhere, for good
+                short = exceeds = np.ones(nodes.n, dtype=np.bool_)
+            else:
+                short = free[row] < value
+                if not short.any():
+                    continue
+                exceeds = value > alloc[row]
             failing.append((f"Insufficient {name}", short))
             rejected = short if rejected is None else rejected | short
-            exceeds = value > alloc[row]
             if exceeds.any():
                 never = exceeds if never is None else never | exceeds
         if rejected is None:

@@ -14,7 +14,10 @@ A pod is in exactly one place:
 * **gated**: pods a PreEnqueue plugin holds back (scheduling gates); re-checked on update.
 * **in flight**: popped and being scheduled or bound. Events that arrive meanwhile are recorded,
   so a pod rejected on an outdated view is retried instead of parked (the race kube-scheduler's
-  in-flight events close).
+  in-flight events close). The log keeps only events newer than the oldest pod in flight (the
+  first in `_in_flight`, which keeps pop order), so it stays bounded while pods wait on Permit
+  or bind in a steady stream. Updates of an in-flight pod are not recorded here: whoever
+  puts it back passes the pod as the informer has it then (see `requeue`).
 
 Time comes from an injected clock, so tests move time instead of sleeping. Everything runs on
 the event loop: no locks.
@@ -23,6 +26,7 @@ the event loop: no locks.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import heapq
 import itertools
 import math
@@ -111,7 +115,6 @@ class _InFlight:
     qp: QueuedPodInfo
     event_mark: int
     deleted: bool = False
-    updated: PodInfo | None = None
 
 
 class SchedulingQueue:
@@ -136,7 +139,9 @@ class SchedulingQueue:
         self._gated: dict[str, QueuedPodInfo] = {}
         self._error_backoff = _Heap()
         self._in_flight: dict[str, _InFlight] = {}
+        #: (sequence number, event); those before `_events_head` are dropped (see `_trim_events`)
         self._events: list[tuple[int, ClusterEvent]] = []
+        self._events_head = 0
         self._event_seq = 0
         self._wakeup = asyncio.Event()
         self._closed = False
@@ -215,10 +220,8 @@ class SchedulingQueue:
 
     def update(self, pod: PodInfo) -> None:
         uid = pod.uid
-        flight = self._in_flight.get(uid)
-        if flight is not None:
-            flight.updated = pod
-            return
+        if uid in self._in_flight:
+            return  # its attempt's owner re-reads it when putting it back
         for heap in (self._active, self._backoff, self._error_backoff):
             if uid in heap:
                 qp = heap.remove(uid)
@@ -302,43 +305,64 @@ class SchedulingQueue:
     def done(self, uid: str) -> None:
         """The pod's attempt is over (bound, or put back): stop tracking it as in flight."""
         self._in_flight.pop(uid, None)
-        if not self._in_flight:
-            self._events.clear()
+        self._trim_events()
 
     def requeue(
         self, qp: QueuedPodInfo, *, rejected_by: frozenset[str] = frozenset(), error: bool = False
     ) -> None:
         """Put back a pod whose attempt failed: unschedulable (rejected by plugins) or backoff
-        (an error, or an event during the attempt that may have helped)."""
+        (an error, or an event during the attempt that may have helped).
+
+        `qp.pod` is the pod as it is now (the caller re-reads it from the informer); if what
+        scheduling depends on changed since it was popped, it is retried like an updated pod.
+        """
         uid = qp.pod.uid
         flight = self._in_flight.pop(uid, None)
         if flight is not None and flight.deleted:
-            self._after_flight()
+            self._trim_events()
             return
-        if flight is not None and flight.updated is not None:
-            qp = replace(qp, pod=flight.updated)
         now = self.clock.now()
         qp = replace(qp, timestamp=now, unschedulable_plugins=rejected_by)
         if error:
             self._push_backoff(qp, error=True)
             self.on_incoming("backoff", "ScheduleAttemptFailure")
             self._wakeup.set()
-        elif flight is not None and (flight.updated is not None or self._helped(qp, flight)):
+        elif flight is not None and (
+            not flight.qp.pod.scheduling_spec_equal(qp.pod) or self._helped(qp, flight)
+        ):
             self._to_active_or_backoff(qp, "ScheduleAttemptFailure")
         else:
             self._unschedulable[uid] = qp
             self._unschedulable_since[uid] = now
             self.on_incoming("unschedulable", "ScheduleAttemptFailure")
-        self._after_flight()
+        self._trim_events()
 
-    def _after_flight(self) -> None:
+    def _trim_events(self) -> None:
+        """Drop the events no pod in flight can still be helped by: those up to the mark of
+        the oldest one (`_in_flight` keeps pop order, so that is its first entry)."""
         if not self._in_flight:
             self._events.clear()
+            self._events_head = 0
+            return
+        oldest = next(iter(self._in_flight.values())).event_mark
+        events = self._events
+        head = bisect.bisect_right(events, oldest, lo=self._events_head, key=lambda e: e[0])
+        if head > len(events) // 2:
+            del events[:head]
+            head = 0
+        self._events_head = head
 
     def _helped(self, qp: QueuedPodInfo, flight: _InFlight) -> bool:
-        return any(
-            seq > flight.event_mark and self.event_filter(qp, event) for seq, event in self._events
+        events = self._events
+        start = bisect.bisect_right(
+            events, flight.event_mark, lo=self._events_head, key=lambda e: e[0]
         )
+        return any(self.event_filter(qp, events[i][1]) for i in range(start, len(events)))
+
+    @property
+    def in_flight_events(self) -> int:
+        """How many events the in-flight log holds (bounded by the oldest pod in flight)."""
+        return len(self._events) - self._events_head
 
     # -- cluster events ------------------------------------------------------------------
 

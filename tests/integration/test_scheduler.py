@@ -4,7 +4,9 @@ fit nowhere the way kube-scheduler does."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from ascheduler.devcluster import ControlPlane
@@ -357,3 +359,84 @@ async def test_enormous_pod_is_reported_and_others_still_scheduled(
         "example.com/unobtainium, 2 Insufficient memory."
     )
     assert is_alive(ascheduler)
+
+
+def two_containers_of(name: str, quantity: str, *, scheduler_name: str, **spec: Any) -> Any:
+    """A pod whose two containers each ask `quantity` of example.com/foo (its sum may pass
+    int64 when the quantity is 4Ei)."""
+    pod = pause_pod(name, scheduler_name=scheduler_name, **spec)
+    container = pod["spec"]["containers"][0]
+    resources = {"requests": {"example.com/foo": quantity}, "limits": {"example.com/foo": quantity}}
+    pod["spec"]["containers"] = [
+        {**container, "name": f"c{i}", "resources": resources} for i in range(2)
+    ]
+    return pod
+
+
+async def test_requests_summing_past_int64_take_nothing_down(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+    tmp_path: Path,
+) -> None:
+    """Any user who can create a pod can ask 4Ei twice. Bound by hand (the informer path) it
+    fills its node for good; scheduled by a profile whose Fit ignores the resource group (the
+    scheduling cycle's `assume`) it is placed; in both cases the scheduler stays up, its
+    accounting stays whole, and every other pod is still scheduled."""
+    names = await nodes(
+        FakeNodes(count=2, prefix=f"{namespace}-n", extended={"example.com/foo": "8"})
+    )
+    profile = f"{namespace}-ignoring"
+    config = tmp_path / "ignoring.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [
+                    {
+                        "schedulerName": profile,
+                        "pluginConfig": [
+                            {
+                                "name": "NodeResourcesFit",
+                                "args": {"ignoredResourceGroups": ["example.com"]},
+                            }
+                        ],
+                    },
+                    {"schedulerName": f"{namespace}-strict"},
+                ],
+            }
+        )
+    )
+    with scheduler(plane, plane_state, "ascheduler-huge", profile, "--config", str(config)) as me:
+        await create_pods(
+            kube,
+            namespace,
+            [
+                two_containers_of(
+                    "bound-by-hand", "4Ei", scheduler_name="nobody", nodeName=names[0]
+                ),
+                two_containers_of(
+                    "ignored",
+                    "4Ei",
+                    scheduler_name=profile,
+                    nodeSelector={"kubernetes.io/hostname": names[0]},
+                ),
+            ],
+        )
+        assert (await wait_bound(kube, namespace, ["ignored"])) == {"ignored": names[0]}
+        # The hand-bound pod fills names[0]'s example.com/foo for good: a strict profile puts a
+        # small request only on the other node.
+        await create_pods(
+            kube,
+            namespace,
+            [
+                two_containers_of(f"small-{i}", "1", scheduler_name=f"{namespace}-strict")
+                for i in range(2)
+            ],
+        )
+        placed = await wait_bound(kube, namespace, ["small-0", "small-1"])
+        assert set(placed.values()) == {names[1]}
+        assert is_alive(me)

@@ -228,3 +228,87 @@ def test_http_address_flag_overrides_the_file(
     from ascheduler.cli import http_address
 
     assert http_address(flag, configured) == expected
+
+
+# -- nothing is silently ignored: each option is honoured or refused with its path ------------
+
+
+def problems(document: dict[str, Any]) -> list[str]:
+    with pytest.raises(ConfigError) as err:
+        parse({**HEAD, **document}, IN_TREE)
+    return err.value.problems
+
+
+def test_parallelism_is_refused_not_ignored() -> None:
+    (problem,) = problems({"parallelism": 16})
+    assert problem.startswith("parallelism: not supported")
+
+
+@pytest.mark.parametrize("field", ["contentType", "acceptContentTypes"])
+def test_only_json_content_types_are_accepted(field: str) -> None:
+    (problem,) = problems({"clientConnection": {field: "application/vnd.kubernetes.protobuf"}})
+    assert problem.startswith(f"clientConnection.{field}: only 'application/json' is supported")
+    config = parse({**HEAD, "clientConnection": {field: "application/json"}}, IN_TREE)
+    assert config.kubeconfig is None
+
+
+def test_an_empty_device_list_is_refused_under_policy_devices() -> None:
+    (problem,) = problems({"ascheduler": {"nodeLock": {"deviceResources": []}}})
+    assert problem.startswith("ascheduler.nodeLock.deviceResources: must name at least one")
+    config = parse(
+        {**HEAD, "ascheduler": {"nodeLock": {"policy": "none", "deviceResources": []}}}, IN_TREE
+    )
+    assert config.binding.device_resources == frozenset()
+    config = parse(
+        {**HEAD, "ascheduler": {"nodeLock": {"deviceResources": ["x.io/fpga"]}}}, IN_TREE
+    )
+    assert config.binding.device_resources == frozenset({"x.io/fpga"})
+
+
+def test_device_names_must_be_strings() -> None:
+    (problem,) = problems({"ascheduler": {"nodeLock": {"deviceResources": ["a.io/b", 7]}}})
+    assert problem == "ascheduler.nodeLock.deviceResources[1]: expected a resource name, got 7"
+
+
+@pytest.mark.parametrize("value", ["false", "no", 0, 1])
+def test_leader_elect_must_be_a_boolean(value: object) -> None:
+    (problem,) = problems({"leaderElection": {"leaderElect": value}})
+    assert problem == f"leaderElection.leaderElect: expected true or false, got {value!r}"
+
+
+def test_leader_elect_false_is_honoured() -> None:
+    config = parse({**HEAD, "leaderElection": {"leaderElect": False}}, IN_TREE)
+    assert config.leader_election.leader_elect is False
+
+
+@pytest.mark.parametrize(
+    ("document", "path"),
+    [
+        ({"leaderElection": {"resourceName": 5}}, "leaderElection.resourceName"),
+        ({"leaderElection": {"resourceNamespace": ["a"]}}, "leaderElection.resourceNamespace"),
+        ({"clientConnection": {"kubeconfig": 3}}, "clientConnection.kubeconfig"),
+        ({"ascheduler": {"nodeLock": {"key": True}}}, "ascheduler.nodeLock.key"),
+        ({"ascheduler": {"annotationPrefix": 1}}, "ascheduler.annotationPrefix"),
+        ({"ascheduler": {"httpAddress": 10251}}, "ascheduler.httpAddress"),
+    ],
+)
+def test_strings_are_not_coerced(document: dict[str, Any], path: str) -> None:
+    (problem,) = problems(document)
+    assert problem.startswith(f"{path}: expected a string")
+
+
+def test_a_non_positive_lock_timeout_from_the_environment_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ASCHEDULER_NODELOCK_EXPIRE", "0")
+    (problem,) = problems({})
+    assert problem.startswith("ascheduler.nodeLock.timeout: $ASCHEDULER_NODELOCK_EXPIRE:")
+    assert "must be positive" in problem
+    (problem,) = problems({"ascheduler": {"nodeLock": {"timeout": "0s"}}})
+    assert problem == "ascheduler.nodeLock.timeout: must be positive"
+
+
+def test_run_refuses_a_non_positive_lock_timeout(tmp_path: Path) -> None:
+    result = cli("run", "--node-lock-timeout", "0s", "--kubeconfig", str(tmp_path / "none"))
+    assert result.returncode == 2
+    assert "must be positive" in result.stderr

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from ascheduler.app import DEFAULT_SCHEDULER_NAME, RunOptions, build_frameworks, build_queue
 from ascheduler.cache import Cache
 from ascheduler.cache.table import CPU, PODS
 from ascheduler.events import NOTE_LIMIT, StatusWriter, truncate_note
-from ascheduler.framework import ClusterEvent, QueuedPodInfo
+from ascheduler.framework import (
+    DEFAULT_PLUGINS,
+    ClusterEvent,
+    PluginRef,
+    QueuedPodInfo,
+    Status,
+    multipoint,
+)
 from ascheduler.model import NodeInfo, PodInfo, parse_node, parse_pod
+from ascheduler.model.quantity import MAX_QUANTITY
+from ascheduler.plugins import IN_TREE
 from ascheduler.queue import QueueSettings, SchedulingQueue
 from ascheduler.scheduler import INVALID_SPEC, EventRouter, Scheduler
 
@@ -74,17 +85,28 @@ async def pop(queue: SchedulingQueue) -> QueuedPodInfo | None:
 
 
 class Env:
-    def __init__(self, *nodes: NodeInfo) -> None:
+    def __init__(
+        self,
+        *nodes: NodeInfo,
+        options: RunOptions | None = None,
+        store: dict[str, PodInfo] | None = None,
+    ) -> None:
+        """`store` plays the pod informer's store (by uid) when a test needs one."""
         self.clock = FakeClock()
         self.cache = Cache()
         for node in nodes:
             self.cache.add_node(node)
-        self.frameworks = build_frameworks(RunOptions(), self.cache, None)
+        self.frameworks = build_frameworks(options or RunOptions(), self.cache, None)
         self.queue: SchedulingQueue = build_queue(self.frameworks, QueueSettings())
         self.queue.clock = self.clock
         self.writer = StatusWriter(None, hostname="test")
+        self.store = store
         self.scheduler = Scheduler(
-            frameworks=self.frameworks, cache=self.cache, queue=self.queue, writer=self.writer
+            frameworks=self.frameworks,
+            cache=self.cache,
+            queue=self.queue,
+            writer=self.writer,
+            pods=None if store is None else store.get,
         )
         self.router = EventRouter(self.scheduler)
 
@@ -483,3 +505,210 @@ def test_multibyte_notes_are_cut_on_bytes_and_stay_valid() -> None:
     cut = truncate_note(odd)
     assert cut == "a" + "é" * 509 + " ..."
     assert len(cut.encode()) <= 1024
+
+
+# -- a failed attempt puts back the pod as it is now -----------------------------------------
+
+
+def tolerating(pod: PodInfo, version: str) -> PodInfo:
+    """`pod` as an update with a new resourceVersion and a new toleration would make it."""
+    return parse_pod(
+        {
+            "metadata": {
+                "name": pod.name,
+                "namespace": pod.namespace,
+                "uid": pod.uid,
+                "resourceVersion": version,
+            },
+            "spec": {
+                "schedulerName": pod.scheduler_name,
+                "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+            },
+        }
+    )
+
+
+async def test_failed_bind_requeues_the_pod_as_the_informer_has_it_now() -> None:
+    store: dict[str, PodInfo] = {}
+    env = Env(make_node("n1"), store=store)
+    pod = make_pod("p")
+    store[pod.uid] = pod
+    env.router.pods.on_add(pod)
+    bind, _ = await env.attempt(pod)
+    assert bind is not None
+    # Updated while assumed: the router ignores it (the pod is in its binding cycle).
+    newer = tolerating(pod, "42")
+    store[pod.uid] = newer
+    env.router.pods.on_update(pod, newer)
+    await env.scheduler._binding_cycle(*bind)
+    assert not env.cache.has_pod(pod.uid)
+    assert env.queue.where(pod.uid) == "backoff"
+    env.clock.advance(10)
+    again = await pop(env.queue)
+    assert again is not None
+    assert again.pod.resource_version == "42"
+    assert again.pod.tolerations == newer.tolerations
+    (condition,) = [i for i in env.written() if type(i).__name__ == "_Condition"]
+    assert condition.pod.resource_version == "42"
+
+
+@pytest.mark.parametrize("fate", ["deleted", "deleting", "bound elsewhere"])
+async def test_failed_bind_of_a_pod_gone_meanwhile_is_not_requeued(fate: str) -> None:
+    store: dict[str, PodInfo] = {}
+    env = Env(make_node("n1"), make_node("n2"), store=store)
+    pod = make_pod("p")
+    store[pod.uid] = pod
+    env.router.pods.on_add(pod)
+    bind, _ = await env.attempt(pod)
+    assert bind is not None
+    if fate == "deleted":
+        del store[pod.uid]
+    elif fate == "deleting":
+        store[pod.uid] = replace(pod, deleting=True)
+    else:
+        store[pod.uid] = replace(pod, node_name="n2")
+    await env.scheduler._binding_cycle(*bind)
+    assert env.queue.where(pod.uid) is None
+    assert env.queue.pending() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
+    assert env.failed_events() == []
+
+
+# -- sums that would overflow int64 ----------------------------------------------------------
+
+
+def two_huge_containers(name: str, *, node: str = "") -> PodInfo:
+    return parse_pod(
+        {
+            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
+            "spec": {
+                "schedulerName": DEFAULT_SCHEDULER_NAME,
+                "nodeName": node,
+                "containers": [
+                    {"name": f"c{i}", "resources": {"requests": {"example.com/foo": "4Ei"}}}
+                    for i in range(2)
+                ],
+            },
+        }
+    )
+
+
+async def test_pod_whose_sums_pass_int64_is_assumed_without_overflow() -> None:
+    """Fit ignores the resource group, so the pod fits and is assumed: its sum (2 x 4Ei, past
+    int64) must saturate in the node's columns instead of raising out of the loop."""
+    ignore = {"NodeResourcesFit": {"ignoredResourceGroups": ["example.com"]}}
+    node = parse_node(
+        {
+            "metadata": {"name": "n1"},
+            "status": {
+                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110", "example.com/foo": "1"}
+            },
+        }
+    )
+    env = Env(node, options=RunOptions(profiles=[multipoint(DEFAULT_SCHEDULER_NAME, args=ignore)]))
+    bind, _ = await env.attempt(two_huge_containers("huge"))
+    assert bind is not None
+    assert env.cache.is_assumed("uid-huge")
+    second, _ = await env.attempt(two_huge_containers("huge2"))
+    assert second is not None
+    table = env.cache.table
+    foo = table.resource_row("example.com/foo")
+    assert foo is not None
+    assert int(table.requested[foo, 0]) == MAX_QUANTITY
+    assert int(table.requested[PODS, 0]) == 2
+
+
+def test_pod_created_bound_with_huge_sums_is_counted_whole() -> None:
+    node = parse_node(
+        {
+            "metadata": {"name": "n1"},
+            "status": {
+                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110", "example.com/foo": "8"}
+            },
+        }
+    )
+    env = Env(node)
+    env.router.pods.on_add(two_huge_containers("huge", node="n1"))
+    table = env.cache.table
+    foo = table.resource_row("example.com/foo")
+    assert foo is not None
+    assert env.cache.has_pod("uid-huge")
+    assert int(table.requested[PODS, 0]) == 1
+    assert int(table.free[foo, 0]) < 0  # full: nothing else asking for foo fits
+
+
+# -- one bad pod fails alone -----------------------------------------------------------------
+
+
+class Exploding:
+    """A plugin that raises at the extension point named in its args."""
+
+    name = "Exploding"
+
+    def __init__(self, at: str) -> None:
+        self.at = at
+        self.unreserved: list[str] = []
+
+    def _maybe(self, point: str, pod: PodInfo) -> None:
+        if point == self.at and pod.name.startswith("bad"):
+            raise RuntimeError(f"boom at {point}")
+
+    def score(self, state: Any, pod: PodInfo, nodes: Any, feasible: Any) -> Any:
+        self._maybe("score", pod)
+        return np.zeros(feasible.size, dtype=np.int64)
+
+    def reserve(self, state: Any, pod: PodInfo, node: str) -> Status:
+        self._maybe("reserve", pod)
+        return Status()
+
+    def unreserve(self, state: Any, pod: PodInfo, node: str) -> None:
+        self.unreserved.append(pod.name)
+        self._maybe("unreserve", pod)
+
+    def permit(self, state: Any, pod: PodInfo, node: str) -> tuple[Status, float]:
+        self._maybe("permit", pod)
+        return Status(), 0.0
+
+
+def exploding_env(at: str, *nodes: NodeInfo) -> tuple[Env, Exploding]:
+    made: list[Exploding] = []
+
+    def factory(args: Any, handle: Any) -> Exploding:
+        made.append(Exploding(at))
+        return made[-1]
+
+    options = RunOptions(
+        profiles=[multipoint(DEFAULT_SCHEDULER_NAME, (*DEFAULT_PLUGINS, PluginRef("Exploding")))],
+        registry={**IN_TREE, "Exploding": factory},
+    )
+    env = Env(*nodes, options=options)
+    return env, made[0]
+
+
+@pytest.mark.parametrize("at", ["score", "reserve", "permit"])
+async def test_a_plugin_that_raises_fails_its_pod_alone(at: str) -> None:
+    env, plugin = exploding_env(at, make_node("n1"), make_node("n2"))
+    bad = make_pod("bad")
+    bind, _ = await env.attempt(bad)
+    assert bind is None
+    assert not env.cache.has_pod(bad.uid)  # assumed, then undone
+    assert env.queue.where(bad.uid) == "backoff"
+    (event,) = env.failed_events()
+    assert "boom" in event.note
+    assert env.scheduler.stats.errors == 1
+    if at == "permit":
+        assert plugin.unreserved == ["bad"]  # Reserve ran, so Unreserve did too
+    good, _ = await env.attempt(make_pod("good"))
+    assert good is not None
+    assert env.cache.is_assumed("uid-good")
+
+
+async def test_an_unreserve_that_raises_does_not_stop_the_failure_path() -> None:
+    env, plugin = exploding_env("unreserve", make_node("n1"))
+    bad = make_pod("bad")
+    bind, _ = await env.attempt(bad)
+    assert bind is not None
+    await env.scheduler._binding_cycle(*bind)  # no API client: the bind fails
+    assert plugin.unreserved == ["bad"]
+    assert not env.cache.has_pod(bad.uid)
+    assert env.queue.where(bad.uid) == "backoff"

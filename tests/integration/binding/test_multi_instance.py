@@ -9,7 +9,7 @@ import signal
 from collections import Counter
 from pathlib import Path
 
-from ascheduler.binding.nodelock import DEFAULT_KEY
+from ascheduler.binding.nodelock import DEFAULT_KEY, format_time
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState
@@ -127,3 +127,27 @@ async def test_kill_9_mid_run_leaves_no_lock_stuck(
         placed = await wait_bound(kube, namespace, [f"g{i}" for i in range(8)], timeout=90)
     assert Counter(placed.values()) == {n: 4 for n in names}
     assert await lock_annotations(kube, names) == {}
+
+
+async def test_a_stale_lock_on_a_node_nobody_binds_to_is_cleared(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+) -> None:
+    """A dead instance's lock on a node no pod needs any more: a live instance clears it once
+    it has seen it for the timeout, without any bind to that node."""
+    (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-idle", extended={GPU: "1"}))
+    dead = f"{format_time(dt.datetime.now(dt.UTC), 0)},instance-that-died"
+    await kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {DEFAULT_KEY: dead}}})
+    with scheduler(
+        plane, plane_state, "ascheduler-sweep", f"{namespace}-s", "--node-lock-timeout", "3s"
+    ) as record:
+
+        async def cleared() -> bool:
+            return await lock_annotations(kube, [node]) == {}
+
+        await eventually(cleared, what="the stale lock cleared by the sweep", timeout=60)
+        log = await asyncio.to_thread(Path(record.log).read_text)
+    assert "node_lock_stale_cleared" in log

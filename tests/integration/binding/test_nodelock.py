@@ -3,27 +3,34 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from typing import Any
 
 import pytest
 
-from ascheduler.binding.nodelock import DEFAULT_KEY, LockContended, LockSettings, NodeLocks
+from ascheduler.binding.nodelock import (
+    DEFAULT_KEY,
+    HAMI_KEY,
+    LockContended,
+    LockSettings,
+    NodeLocks,
+)
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.kube import KubeClient
 from ascheduler.model import PodInfo, parse_pod
 from tests.integration.conftest import NodeFactory
-from tests.integration.helpers import create_pods, pause_pod
+from tests.integration.helpers import create_pods, eventually, pause_pod
 
 
-async def annotation(kube: KubeClient, node: str) -> str | None:
+async def annotation(kube: KubeClient, node: str, key: str = DEFAULT_KEY) -> str | None:
     obj = await kube.get(f"/api/v1/nodes/{node}")
-    value = (obj["metadata"].get("annotations") or {}).get(DEFAULT_KEY)
+    value = (obj["metadata"].get("annotations") or {}).get(key)
     return None if value is None else str(value)
 
 
-async def set_annotation(kube: KubeClient, node: str, value: str | None) -> None:
-    await kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {DEFAULT_KEY: value}}})
+async def set_annotation(
+    kube: KubeClient, node: str, value: str | None, key: str = DEFAULT_KEY
+) -> None:
+    await kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {key: value}}})
 
 
 async def real_pod(kube: KubeClient, namespace: str, name: str) -> PodInfo:
@@ -36,52 +43,60 @@ async def test_acquire_release_and_ownership(
     kube: KubeClient, namespace: str, nodes: NodeFactory
 ) -> None:
     (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
-    a = await real_pod(kube, namespace, "a")
-    b = await real_pod(kube, namespace, "b")
-    locks = NodeLocks(kube)
+    pod = await real_pod(kube, namespace, "a")
+    mine = NodeLocks(kube, LockSettings(identity="instance-a"))
+    theirs = NodeLocks(kube, LockSettings(identity="instance-b"))
 
-    await locks.acquire(node, a)
-    value = await annotation(kube, node)
-    assert value is not None
-    assert value.endswith(f",{namespace},a")
-    await locks.acquire(node, a)  # the same pod again: fine
+    hold = await mine.acquire(node, pod)
+    assert await annotation(kube, node) == hold.value
+    assert hold.value.endswith(",instance-a")
 
-    with pytest.raises(LockContended, match=f"{namespace}/a"):
-        await locks.acquire(node, b)  # a is alive and the lock is fresh
-    assert locks.stats.contended == 1
+    with pytest.raises(LockContended, match="instance instance-a"):
+        await theirs.acquire(node, pod)  # fresh, and held by another instance
+    assert theirs.stats.contended == 1
 
-    assert await locks.release(node, b) is False  # b never releases a's lock
-    assert await annotation(kube, node) == value
-    assert await locks.release(node, a) is True
+    await mine.release(hold)
+    assert await annotation(kube, node) is None
+    other = await theirs.acquire(node, pod)
+    await mine.release(hold)  # a second release of an old hold leaves the new lock alone
+    assert await annotation(kube, node) == other.value
+    await theirs.release(other)
     assert await annotation(kube, node) is None
 
 
-async def test_dangling_stale_and_garbage_locks_are_taken_over(
+async def test_hami_locks_dangling_stale_and_garbage(
     kube: KubeClient, namespace: str, nodes: NodeFactory
 ) -> None:
     (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
     b = await real_pod(kube, namespace, "b")
-    locks = NodeLocks(kube, LockSettings(timeout=60))
-    fresh = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-    await set_annotation(kube, node, f"{fresh},{namespace},gone")  # owner pod does not exist
-    await locks.acquire(node, b)
-    assert locks.stats.dangling_recovered == 1
-    await locks.release(node, b)
-
     alive = await real_pod(kube, namespace, "alive")
-    old = (dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    await set_annotation(kube, node, f"{old},{namespace},{alive.name}")  # older than 60 s
-    await locks.acquire(node, b)
-    assert locks.stats.stale_recovered == 1
-    await locks.release(node, b)
+    timeout = 2.0
+    locks = NodeLocks(kube, LockSettings(key=HAMI_KEY, timeout=timeout))
 
-    await set_annotation(kube, node, "this is not a lock")
-    await locks.acquire(node, b)
+    # HAMi's own format, naming a pod that does not exist: dangling, taken over at once.
+    await set_annotation(kube, node, f"2026-11-23T00:00:00Z,{namespace},gone", HAMI_KEY)
+    hold = await locks.acquire(node, b)
+    assert locks.stats.dangling_recovered == 1
+    assert hold.value.endswith(f",{namespace},b")  # HAMi's format, naming our pod
+    await locks.release(hold)
+
+    # Naming a live pod, with a time long past: respected (we do not trust the time inside
+    # a value) until this instance has seen it for the timeout.
+    for value in (f"2000-01-01T00:00:00Z,{namespace},{alive.name}", "2000-01-01T00:00:00Z"):
+        await set_annotation(kube, node, value, HAMI_KEY)
+        with pytest.raises(LockContended):
+            await locks.acquire(node, b)
+
+        async def taken() -> bool:
+            try:
+                await locks.release(await locks.acquire(node, b))
+            except LockContended:
+                return False
+            return True
+
+        await eventually(taken, what=f"{value!r} taken over once stale", interval=0.5)
     assert locks.stats.stale_recovered == 2
-    assert (await annotation(kube, node) or "").endswith(f",{namespace},b")
-    await locks.release(node, b, force=True)
-    assert await annotation(kube, node) is None
+    assert await annotation(kube, node, HAMI_KEY) is None
 
 
 async def test_hold_releases_on_error_and_on_cancellation(
@@ -124,3 +139,4 @@ async def test_graceful_release_all(kube: KubeClient, namespace: str, nodes: Nod
         await locks.acquire(node, a)
     await locks.release_all()
     assert [await annotation(kube, n) for n in names] == [None, None]
+    assert locks.held == {}

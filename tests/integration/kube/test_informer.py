@@ -117,3 +117,35 @@ async def test_a_silent_watch_is_dropped_and_resumed_without_losing_events(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def test_an_event_past_the_line_limit_is_picked_up_by_a_relist(
+    plane_state: PlaneState, kube: KubeClient, namespace: str
+) -> None:
+    """A watch event longer than the informer takes is dropped and the informer relists (a
+    list has no line limit): the object arrives all the same, and the informer goes on."""
+    recorder = Recorder()
+    async with await KubeClient.connect(str(plane_state.admin_kubeconfig)) as watch_client:
+        informer = pod_informer(watch_client, namespace, recorder, max_event_bytes=32 * 1024)
+        task = asyncio.create_task(informer.run())
+        try:
+            await asyncio.wait_for(informer.synced.wait(), 30)
+            big = pause_pod("big")
+            big["metadata"]["annotations"] = {"example.com/blob": "x" * 100_000}
+            await create_pods(kube, namespace, [big])
+
+            async def relisted() -> bool:
+                return informer.relists == 2 and ("add", "big") in recorder.events
+
+            await eventually(relisted, what="the oversized pod added through a relist")
+            await create_pods(kube, namespace, [pause_pod("small")])
+
+            async def watched() -> bool:
+                return ("add", "small") in recorder.events
+
+            await eventually(watched, what="the next pod through the watch")
+            assert informer.relists == 2
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

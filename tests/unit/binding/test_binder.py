@@ -1,71 +1,44 @@
 """LockedBinder's coordination of one node's binds, with an in-memory stand-in for the API
 server's Node and pod writes (the same paths run against the real plane in
 tests/integration/binding/test_binder.py); here the failures that plane will not produce on
-demand: a connection dropped mid-Binding, a lock owner whose own bind fails, a cancellation
-while the lock patch is in flight."""
+demand: a connection dropped mid-Binding, a first pod whose own bind fails, a hold that runs
+out of time, a cancellation while the lock patch is in flight."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
 
 import aiohttp
 
 from ascheduler.binding.binder import BindSettings, LockedBinder
-from ascheduler.binding.nodelock import DEFAULT_KEY, NodeLocks
+from ascheduler.binding.nodelock import DEFAULT_KEY, HAMI_KEY, LockSettings, NodeLocks
 from ascheduler.framework import CycleState, Status
 from ascheduler.model import PodInfo, parse_pod
+from tests.unit.binding.fakeapi import FakeClock, FakeNodeApi
 
-
-class FakeNodeApi:
-    """One node `n`: resourceVersion-checked merge patches of its annotations, an empty
-    list of pods, and pod patches that always succeed."""
-
-    def __init__(self, patch_delay: float = 0.0) -> None:
-        self.rv = 1
-        self.annotations: dict[str, str] = {}
-        self.log: list[str] = []
-        self.patch_delay = patch_delay
-
-    def node(self) -> dict[str, Any]:
-        return {
-            "metadata": {
-                "name": "n",
-                "resourceVersion": str(self.rv),
-                "annotations": dict(self.annotations),
-            },
-            "status": {"allocatable": {"pods": "10", "cpu": "10"}},
-        }
-
-    async def get(self, path: str, params: Any = None) -> dict[str, Any]:
-        await asyncio.sleep(0)
-        return self.node() if path.startswith("/api/v1/nodes/") else {"items": []}
-
-    async def patch(self, path: str, body: Any, content_type: str = "") -> dict[str, Any]:
-        await asyncio.sleep(self.patch_delay)
-        if not path.startswith("/api/v1/nodes/"):
-            return {"metadata": {"resourceVersion": "7"}}
-        for key, value in body["metadata"]["annotations"].items():
-            if value is None:
-                self.annotations.pop(key, None)
-                self.log.append("unlock")
-            else:
-                self.annotations[key] = value
-                self.log.append(f"lock {value.rsplit(',', 1)[-1]}")
-        self.rv += 1
-        return self.node()
+ME = "instance-a"
 
 
 class FakeFramework:
     handle = SimpleNamespace(cache=SimpleNamespace(node=lambda name: None))
 
-    def __init__(self, api: FakeNodeApi, fail: dict[str, BaseException | Status]) -> None:
+    def __init__(
+        self,
+        api: FakeNodeApi,
+        fail: dict[str, BaseException | Status],
+        *,
+        during_bind: Callable[[str], None] | None = None,
+    ) -> None:
         self.api = api
         self.fail = fail
+        self.during_bind = during_bind
 
     async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        if self.during_bind is not None:
+            self.during_bind(pod.name)
         await asyncio.sleep(0.01 if pod.name in self.fail else 0.03)
         outcome = self.fail.get(pod.name)
         if isinstance(outcome, BaseException):
@@ -85,6 +58,16 @@ def pod(name: str) -> PodInfo:
     )
 
 
+def binder_for(
+    api: FakeNodeApi, *, key: str = DEFAULT_KEY, clock: FakeClock | None = None
+) -> LockedBinder:
+    settings = BindSettings(policy="all", lock=LockSettings(key=key, identity=ME))
+    binder = LockedBinder(api, settings)  # type: ignore[arg-type]
+    if clock is not None:
+        binder.locks = NodeLocks(api, settings.lock, clock=clock)  # type: ignore[arg-type]
+    return binder
+
+
 async def bind_all(binder: LockedBinder, fw: FakeFramework, names: list[str]) -> list[Status]:
     tasks = [
         asyncio.create_task(binder.bind(fw, CycleState(), pod(n), "n"))  # type: ignore[arg-type]
@@ -95,37 +78,89 @@ async def bind_all(binder: LockedBinder, fw: FakeFramework, names: list[str]) ->
 
 async def test_a_dropped_binding_fails_alone_and_the_hold_outlasts_the_others() -> None:
     api = FakeNodeApi()
-    binder = LockedBinder(api, BindSettings(policy="all"))  # type: ignore[arg-type]
+    binder = binder_for(api)
     fw = FakeFramework(api, {"p1": aiohttp.ClientConnectionError("reset")})
     statuses = await bind_all(binder, fw, ["p0", "p1", "p2"])
     assert [s.ok for s in statuses] == [True, False, True]
     assert "reset" in statuses[1].message
-    # Both other binds landed while the node was still locked.
-    assert api.log == ["lock p0", "bound p0", "bound p2", "unlock"]
+    # Both other binds landed while the node was still locked, under this instance's name.
+    assert api.log == [f"lock {ME}", "bound p0", "bound p2", "unlock"]
     assert api.annotations == {}
 
 
-async def test_the_hold_ends_when_the_lock_owners_own_bind_fails() -> None:
+async def test_the_hold_serves_every_bind_it_covers_when_its_first_pod_fails() -> None:
+    """The lock names this instance's hold, not its first pod: that pod failing (or being
+    deleted) leaves the lock valid for the binds that joined it."""
     api = FakeNodeApi()
-    binder = LockedBinder(api, BindSettings(policy="all"))  # type: ignore[arg-type]
+    binder = binder_for(api)
     fw = FakeFramework(api, {"p0": Status.error("rejected", "DefaultBinder")})
-    # p0 leads; p1 and p2 queue while its Binding is in flight. Once p0 is known not bound,
-    # the lock bearing its name is released and the rest are served under p1's name.
     lead = asyncio.create_task(
         binder.bind(fw, CycleState(), pod("p0"), "n")  # type: ignore[arg-type]
     )
     await asyncio.sleep(0.005)
-    assert api.log == ["lock p0"]
-    rest = await bind_all(binder, fw, ["p1", "p2"])
+    assert api.log == [f"lock {ME}"]
+    rest = await bind_all(binder, fw, ["p1", "p2"])  # queue while p0's Binding is in flight
     assert not (await lead).ok
     assert [s.ok for s in rest] == [True, True]
-    assert api.log == ["lock p0", "unlock", "lock p1", "bound p1", "bound p2", "unlock"]
-    assert binder.locks.stats.binds_per_hold == [1, 2]
+    assert api.log == [f"lock {ME}", "bound p1", "bound p2", "unlock"]
+
+
+async def test_under_hamis_key_a_hold_names_and_serves_one_pod() -> None:
+    api = FakeNodeApi()
+    binder = binder_for(api, key=HAMI_KEY)
+    statuses = await bind_all(binder, FakeFramework(api, {}), ["p0", "p1"])
+    assert [s.ok for s in statuses] == [True, True]
+    assert api.log == ["lock ns,p0", "bound p0", "unlock", "lock ns,p1", "bound p1", "unlock"]
+
+
+async def test_a_hold_out_of_time_hands_the_rest_to_a_new_hold() -> None:
+    api = FakeNodeApi()
+    clock = FakeClock()
+    binder = binder_for(api, clock=clock)
+
+    def slow_first_bind(name: str) -> None:
+        if name == "p0":  # p0's Binding takes longer than the hold's write budget
+            clock.advance(binder.settings.lock.timeout * 0.6)
+
+    fw = FakeFramework(api, {}, during_bind=slow_first_bind)
+    lead = asyncio.create_task(
+        binder.bind(fw, CycleState(), pod("p0"), "n")  # type: ignore[arg-type]
+    )
+    await asyncio.sleep(0.005)
+    rest = await bind_all(binder, fw, ["p1", "p2"])
+    assert (await lead).ok
+    assert [s.ok for s in rest] == [True, True]
+    first_hold = [f"lock {ME}", "bound p0", "unlock"]
+    assert api.log == [*first_hold, f"lock {ME}", "bound p1", "bound p2", "unlock"]
+
+
+async def test_a_hold_that_finds_its_lock_gone_writes_nothing_more() -> None:
+    api = FakeNodeApi()
+    binder = binder_for(api)
+
+    def robbed(name: str) -> None:
+        if name == "p0":
+            api.annotations[DEFAULT_KEY] = "2026-11-23T00:00:00.000000000Z,someone-else"
+            api.rv += 1
+
+    fw = FakeFramework(api, {}, during_bind=robbed)
+    lead = asyncio.create_task(
+        binder.bind(fw, CycleState(), pod("p0"), "n")  # type: ignore[arg-type]
+    )
+    await asyncio.sleep(0.005)
+    rest = await bind_all(binder, fw, ["p1"])
+    assert (await lead).ok
+    # The second batch checks the lock first, finds another holder's value, and stops; the
+    # next hold meets that holder's lock and fails, without writing.
+    assert not rest[0].ok
+    assert "locked by instance someone-else" in rest[0].message
+    assert api.log == [f"lock {ME}", "bound p0"]
+    assert api.annotations[DEFAULT_KEY].endswith("someone-else")  # not ours to release
 
 
 async def test_cancelled_while_the_lock_patch_is_in_flight_still_releases() -> None:
     api = FakeNodeApi(patch_delay=0.05)
-    locks = NodeLocks(api)  # type: ignore[arg-type]
+    locks = NodeLocks(api, LockSettings(identity=ME))  # type: ignore[arg-type]
 
     async def hold() -> None:
         async with locks.hold("n", pod("p0")):
@@ -136,6 +171,6 @@ async def test_cancelled_while_the_lock_patch_is_in_flight_still_releases() -> N
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
-    assert api.log == ["lock p0", "unlock"]
+    assert api.log == [f"lock {ME}", "unlock"]
     assert DEFAULT_KEY not in api.annotations
     assert locks.held == {}

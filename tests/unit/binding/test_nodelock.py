@@ -7,25 +7,45 @@ from typing import Any
 
 import pytest
 
+from ascheduler.binding import nodelock
 from ascheduler.binding.binder import BindSettings, shortfall
 from ascheduler.binding.nodelock import (
+    DEFAULT_KEY,
     DEFAULT_TIMEOUT,
     EXPIRE_ENV,
+    HAMI_KEY,
     Holder,
+    LockContended,
     LockSettings,
+    NodeLocks,
+    format_time,
     parse_seconds,
+    parse_time,
 )
-from ascheduler.model import parse_pod
+from ascheduler.model import PodInfo, parse_pod
+from tests.unit.binding.fakeapi import FakeClock, FakeNodeApi, Fault
 
 
-def test_holder_round_trips_hami_format() -> None:
+def test_values_parse_in_each_format() -> None:
     when = dt.datetime(2026, 11, 22, 5, 0, 1, tzinfo=dt.UTC)
-    value = Holder(when, "ns", "pod-a").format()
-    assert value == "2026-11-22T05:00:01Z,ns,pod-a"
-    assert Holder.parse(value) == Holder(when, "ns", "pod-a")
+    assert Holder.parse("2026-11-22T05:00:01Z,ns,pod-a") == Holder(when, "ns", "pod-a")
+    assert Holder.parse("2026-11-22T05:00:01Z,inst-1") == Holder(when, instance="inst-1")
+    assert Holder.parse("2026-11-22T05:00:01Z") == Holder(when)  # HAMi's legacy value
     offset = Holder.parse("2026-11-22T07:00:01+02:00,ns,p")
     assert offset is not None
     assert offset.time == when
+    # Go's RFC 3339 reading: up to nine fraction digits, which HAMi parses as well.
+    nanos = Holder.parse("2026-11-22T05:00:01.123456789Z,inst")
+    assert nanos is not None
+    assert nanos.time == when.replace(microsecond=123456)
+
+
+def test_written_values_are_unique_and_parse_back() -> None:
+    when = dt.datetime(2026, 11, 22, 5, 0, 1, 250000, tzinfo=dt.UTC)
+    stamp = format_time(when, 7)
+    assert stamp == "2026-11-22T05:00:01.250000007Z"
+    assert parse_time(stamp) == when
+    assert len({format_time(when, n) for n in range(1000)}) == 1000
 
 
 @pytest.mark.parametrize(
@@ -33,11 +53,12 @@ def test_holder_round_trips_hami_format() -> None:
     [
         "",
         "garbage",
-        "2026-11-22T05:00:01Z,ns",
         "yesterday,ns,pod",
         "2026-11-22T05:00:01,ns,pod",
         "2026-11-22T05:00:01Z,,pod",
+        "2026-11-22T05:00:01Z,",
         "2026-11-22T05:00:01Z,ns,pod,extra",
+        "2026-13-40T05:00:01Z,ns,pod",
     ],
 )
 def test_garbage_values_do_not_parse(garbage: str) -> None:
@@ -76,6 +97,22 @@ def test_timeout_from_env_and_flag(monkeypatch: pytest.MonkeyPatch) -> None:
         LockSettings.from_env()
 
 
+@pytest.mark.parametrize("bad", ["0", "0s", "0.0"])
+def test_a_timeout_of_zero_is_refused(monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
+    monkeypatch.setenv(EXPIRE_ENV, bad)
+    with pytest.raises(ValueError, match="must be positive"):
+        LockSettings.from_env()
+    with pytest.raises(ValueError, match="must be positive"):
+        LockSettings(timeout=-1.0)
+
+
+@pytest.mark.parametrize("bad", ["-5", "-5s"])
+def test_a_negative_timeout_is_refused(monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
+    monkeypatch.setenv(EXPIRE_ENV, bad)
+    with pytest.raises(ValueError, match=r"must be positive|not a duration"):
+        LockSettings.from_env()
+
+
 def test_policy_is_validated() -> None:
     with pytest.raises(ValueError, match="policy must be one of"):
         BindSettings(policy="sometimes")
@@ -104,3 +141,207 @@ def test_shortfall_counts_the_pods_already_on_the_node() -> None:
     )
     crowded = [_pod(f"p{i}", {"cpu": "1500m"}) for i in range(3)]
     assert shortfall(incoming, alloc, crowded) == ["pods", "cpu"]
+
+
+# -- NodeLocks against an in-memory node -----------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retry pauses of a millisecond: these tests count attempts, not time."""
+    monkeypatch.setattr(nodelock, "RETRY_DELAY", 0.001)
+
+
+ME = "instance-a"
+TIMEOUT = 60.0
+
+
+def a_pod(name: str = "p0", namespace: str = "ns") -> PodInfo:
+    return parse_pod({"metadata": {"name": name, "namespace": namespace, "uid": name}})
+
+
+def locks_for(
+    api: FakeNodeApi, clock: FakeClock, *, key: str = DEFAULT_KEY, identity: str = ME
+) -> NodeLocks:
+    settings = LockSettings(key=key, timeout=TIMEOUT, identity=identity)
+    return NodeLocks(api, settings, clock=clock)  # type: ignore[arg-type]
+
+
+async def test_a_failed_release_is_retried_in_the_background() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock)
+    async with locks.hold("n", a_pod()) as hold:
+        api.faults += [Fault("PATCH", "503", setting=False), Fault("GET", "503")] * 6
+    assert api.annotations == {DEFAULT_KEY: hold.value}  # the release did not land...
+    assert locks.leftovers == {"n": hold.value}  # ...and is not forgotten
+    api.faults.clear()
+    await locks.tend(sweep=False)  # not due yet: backing off
+    assert locks.leftovers == {"n": hold.value}
+    clock.advance(1)
+    await locks.tend(sweep=False)
+    assert api.annotations == {}
+    assert locks.leftovers == {}
+    assert locks.stats.released_late == 1
+
+
+async def test_the_next_hold_takes_over_its_own_leftover_at_once() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock)
+    async with locks.hold("n", a_pod()):
+        api.faults += [Fault("PATCH", "503", setting=False), Fault("GET", "503")] * 6
+    api.faults.clear()
+    async with locks.hold("n", a_pod("p1")) as second:
+        assert api.annotations == {DEFAULT_KEY: second.value}
+        assert locks.leftovers == {}
+    assert api.annotations == {}
+    assert locks.stats.contended == 0
+
+
+async def test_an_acquire_whose_answer_was_lost_knows_its_own_lock() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock)
+    api.faults.append(Fault("PATCH", "lost", setting=True))  # lands, answer lost
+    hold = await locks.acquire("n", a_pod())
+    assert api.annotations == {DEFAULT_KEY: hold.value}
+    assert api.log == [f"lock {ME}"]  # written once, then recognised on the read
+    assert hold.version == str(api.rv)
+    await locks.release(hold)
+    assert api.annotations == {}
+
+
+async def test_a_heartbeat_between_read_and_patch_is_read_again() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock)
+    api.faults += [Fault("PATCH", "bump", setting=True), Fault("PATCH", "bump", setting=True)]
+    hold = await locks.acquire("n", a_pod())
+    assert api.annotations == {DEFAULT_KEY: hold.value}
+    assert locks.stats.contended == 0
+
+
+async def test_a_heartbeat_before_the_release_is_read_again() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock)
+    hold = await locks.acquire("n", a_pod())
+    api.faults.append(Fault("PATCH", "bump", setting=False))
+    await locks.release(hold)
+    assert api.annotations == {}
+    assert locks.leftovers == {}
+
+
+async def test_another_instances_lock_is_respected_until_seen_stale() -> None:
+    """An ancient time inside the value is not believed (clocks may disagree): staleness is
+    counted on our clock from when we first saw the value."""
+    api, clock = FakeNodeApi(), FakeClock()
+    api.annotations[DEFAULT_KEY] = "2000-01-01T00:00:00Z,instance-b"
+    locks = locks_for(api, clock)
+    with pytest.raises(LockContended, match="instance instance-b"):
+        await locks.acquire("n", a_pod())
+    clock.advance(TIMEOUT - 1)
+    with pytest.raises(LockContended):
+        await locks.acquire("n", a_pod())
+    clock.advance(1)
+    hold = await locks.acquire("n", a_pod())
+    assert api.annotations == {DEFAULT_KEY: hold.value}
+    assert locks.stats.stale_recovered == 1
+
+
+async def test_a_new_value_restarts_the_staleness_clock() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    api.annotations[DEFAULT_KEY] = "2026-11-23T00:00:00Z,instance-b"
+    locks = locks_for(api, clock)
+    with pytest.raises(LockContended):
+        await locks.acquire("n", a_pod())
+    clock.advance(TIMEOUT * 0.9)
+    api.annotations[DEFAULT_KEY] = "2026-11-23T00:00:05Z,instance-b"  # its next hold
+    with pytest.raises(LockContended):
+        await locks.acquire("n", a_pod())
+    clock.advance(TIMEOUT * 0.9)
+    with pytest.raises(LockContended):
+        await locks.acquire("n", a_pod())
+
+
+async def test_the_informer_starts_the_staleness_clock() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    value = "2026-11-23T00:00:00Z,instance-b"
+    api.annotations[DEFAULT_KEY] = value
+    locks = locks_for(api, clock)
+    locks.observe("n", {DEFAULT_KEY: value})
+    clock.advance(TIMEOUT)
+    await locks.acquire("n", a_pod())  # stale at the first try: seen a timeout ago
+
+
+async def test_a_lock_naming_an_instance_is_never_dangling() -> None:
+    """The coalesced-hold case: whatever happens to any pod, another instance does not take
+    the lock over (there is no pod to look up)."""
+    api, clock = FakeNodeApi(), FakeClock()
+    a = locks_for(api, clock, identity="instance-a")
+    b = locks_for(api, clock, identity="instance-b")
+    await a.acquire("n", a_pod("first"))
+    assert api.pods == {}  # the first pod is gone
+    with pytest.raises(LockContended, match="instance instance-a"):
+        await b.acquire("n", a_pod("other"))
+    assert b.stats.dangling_recovered == 0
+
+
+@pytest.mark.parametrize(
+    ("pod_state", "taken"),
+    [(None, True), ({"status": {"phase": "Succeeded"}}, True), ({"status": {}}, False)],
+)
+async def test_a_lock_naming_a_pod_is_dangling_once_the_pod_is_gone(
+    pod_state: dict[str, object] | None, taken: bool
+) -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    api.annotations[HAMI_KEY] = "2026-11-23T00:00:00Z,team,trainer-0"
+    if pod_state is not None:
+        api.pods[("team", "trainer-0")] = {"metadata": {}, **pod_state}
+    locks = locks_for(api, clock, key=HAMI_KEY)
+    if taken:
+        hold = await locks.acquire("n", a_pod())
+        assert hold.value.endswith(",ns,p0")  # HAMi's format, naming the pod it binds
+        assert locks.stats.dangling_recovered == 1
+    else:
+        with pytest.raises(LockContended, match="pod team/trainer-0"):
+            await locks.acquire("n", a_pod())
+
+
+@pytest.mark.parametrize("value", ["2026-11-23T00:00:00Z", "not a lock at all"])
+async def test_legacy_and_unparseable_values_are_respected_until_stale(value: str) -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    api.annotations[HAMI_KEY] = value
+    locks = locks_for(api, clock, key=HAMI_KEY)
+    with pytest.raises(LockContended):
+        await locks.acquire("n", a_pod())
+    clock.advance(TIMEOUT)
+    await locks.acquire("n", a_pod())
+    assert locks.stats.stale_recovered == 1
+
+
+async def test_the_sweep_clears_stale_locks_of_others_only() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    value = "2026-11-23T00:00:00Z,instance-b"
+    api.annotations[DEFAULT_KEY] = value
+    locks = locks_for(api, clock)
+    locks.observe("n", {DEFAULT_KEY: value})
+    await locks.tend()
+    assert api.annotations == {DEFAULT_KEY: value}  # not stale yet
+    clock.advance(TIMEOUT)
+    await locks.tend()
+    assert api.annotations == {}
+    assert locks.stats.stale_cleared == 1
+    # Our own lock, however long we have held it, is never swept.
+    hold = await locks.acquire("n", a_pod())
+    clock.advance(TIMEOUT * 2)
+    await locks.tend()
+    assert api.annotations == {DEFAULT_KEY: hold.value}
+
+
+async def test_a_hold_knows_its_write_budget() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock)
+    hold = await locks.acquire("n", a_pod())
+    assert hold.writable()
+    assert await locks.still_ours(hold)
+    clock.advance(TIMEOUT * 0.5)
+    assert not hold.writable()
+    assert not await locks.still_ours(hold)
+    assert hold.remaining() == pytest.approx(TIMEOUT * 0.25)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from ascheduler.cache import Cache, CacheError
 from ascheduler.cache.table import CPU, EPHEMERAL, MEMORY, PODS
 from ascheduler.model import NodeInfo, PodInfo, parse_node, parse_pod
+from ascheduler.model.quantity import MAX_QUANTITY
 
 GI = 2**30
 MI = 2**20
@@ -90,7 +92,6 @@ def test_assume_counts_the_pod(cache: Cache) -> None:
 def test_watch_add_confirms_assumed_pod_without_double_counting(cache: Cache) -> None:
     pod = make_pod("p1")
     cache.assume(pod, "n1")
-    cache.finish_binding(pod)
     assert cache.is_assumed("p1")
     cache.add_pod(make_pod("p1", node="n1"))
     assert usage(cache, "n1") == (1000, GI, 1)
@@ -99,14 +100,6 @@ def test_watch_add_confirms_assumed_pod_without_double_counting(cache: Cache) ->
     assert cache.has_pod("p1")
     assert cache.pod_count() == 1
     assert cache.assumed_count() == 0
-
-
-def test_watch_add_before_finish_binding_also_confirms(cache: Cache) -> None:
-    cache.assume(make_pod("p1"), "n1")
-    cache.add_pod(make_pod("p1", node="n1"))
-    assert usage(cache, "n1") == (1000, GI, 1)
-    cache.finish_binding(make_pod("p1", node="n1"))  # late: a no-op
-    assert not cache.is_assumed("p1")
 
 
 def test_forget_restores_usage(cache: Cache) -> None:
@@ -359,19 +352,6 @@ def test_host_port_moves_with_the_pod(cache: Cache) -> None:
     assert cache.table.ports[cache.table.index["n2"]] == {("0.0.0.0", "TCP", 9000): 1}
 
 
-def test_new_extended_resource_from_a_pod_adds_a_row(cache: Cache) -> None:
-    table = cache.table
-    rows = len(table.resource_names)
-    cache.add_pod(make_pod("p1", node="n1", **{"example.com/foo": "3"}))
-    assert len(table.resource_names) == rows + 1
-    row = table.resource_index["example.com/foo"]
-    assert table.resource_names[row] == "example.com/foo"
-    assert table.requested.shape[0] == rows + 1
-    assert int(table.requested[row, table.index["n1"]]) == 3
-    assert int(table.requested[row, table.index["n2"]]) == 0
-    assert usage(cache, "n1") == (1000, GI, 1)
-
-
 def test_node_with_hugepages_like_every_kubelet_reports_adds_rows() -> None:
     cache = Cache()
     cache.add_pod(make_pod("p1", node="real"))
@@ -390,22 +370,68 @@ def test_node_with_hugepages_like_every_kubelet_reports_adds_rows() -> None:
     assert usage(cache, "real") == (1000, GI, 1)
 
 
-def test_extended_resource_accounting_once_its_row_exists(cache: Cache) -> None:
+def test_only_nodes_add_resource_rows(cache: Cache) -> None:
     table = cache.table
-    gpu = table.resource_row("nvidia.com/gpu")  # as NodeResourcesFit's filter would
+    rows_before = len(table.resource_names)
+    # Pods (assumed, or bound by anyone) naming resources no node has add no row...
+    cache.add_pod(make_pod("early", node="n1", **{"nvidia.com/gpu": "2"}))
+    cache.assume(make_pod("odd", **{"example.com/made-up": "5"}), "n1")
+    assert table.resource_row("nvidia.com/gpu") is None
+    assert len(table.resource_names) == rows_before
+    # ...but their usage is kept: a node advertising the resource later sees it.
+    cache.add_node(make_node("big", **{"nvidia.com/gpu": "8"}))
+    gpu = table.resource_row("nvidia.com/gpu")
+    assert gpu is not None
     assert table.resource_names[gpu] == "nvidia.com/gpu"
     assert table.alloc.shape[0] == table.requested.shape[0] == gpu + 1
-    assert int(table.alloc[gpu, table.index["n1"]]) == 0
-    cache.add_node(make_node("big", **{"nvidia.com/gpu": "8"}))
-    assert int(table.alloc[gpu, table.index["big"]]) == 8
+    n1, big = table.index["n1"], table.index["big"]
+    assert int(table.alloc[gpu, n1]) == 0
+    assert int(table.requested[gpu, n1]) == 2
+    assert int(table.free[gpu, n1]) == -2
+    assert int(table.alloc[gpu, big]) == 8
     cache.add_pod(make_pod("p1", node="big", **{"nvidia.com/gpu": "2"}))
     cache.assume(make_pod("p2", **{"nvidia.com/gpu": "3"}), "big")
-    assert int(table.requested[gpu, table.index["big"]]) == 5
-    assert int(table.requested[gpu, table.index["n1"]]) == 0
+    assert int(table.requested[gpu, big]) == 5
     cache.forget(make_pod("p2"))
-    assert int(table.requested[gpu, table.index["big"]]) == 2
+    assert int(table.requested[gpu, big]) == 2
+    assert int(table.free[gpu, big]) == 6
     # the base resources keep their rows
     assert (table.resource_index["cpu"], table.resource_index["pods"]) == (CPU, PODS)
+
+
+def test_sums_saturate_and_unwind_exactly(cache: Cache) -> None:
+    """Two containers of 4Ei each, on pods bound by anyone: nothing overflows, nothing is
+    lost, and removing the pods restores the node exactly."""
+    cache.add_node(make_node("dev", **{"example.com/foo": "8"}))
+    table = cache.table
+    foo = table.resource_row("example.com/foo")
+    assert foo is not None
+    row = table.index["dev"]
+    huge = parse_pod(
+        {
+            "metadata": {"name": "huge", "namespace": "ns", "uid": "uid-huge"},
+            "spec": {
+                "nodeName": "dev",
+                "containers": [
+                    {"name": f"c{i}", "resources": {"requests": {"example.com/foo": "4Ei"}}}
+                    for i in range(2)
+                ],
+            },
+        }
+    )
+    assert huge.requests["example.com/foo"] == MAX_QUANTITY
+    pods = [replace(huge, uid=f"uid-huge-{i}", name=f"huge-{i}") for i in range(200)]
+    for pod in pods:
+        cache.add_pod(pod)
+    assert int(table.requested[foo, row]) == MAX_QUANTITY
+    assert int(table.free[foo, row]) == 8 - MAX_QUANTITY
+    assert int(table.requested[PODS, row]) == 200
+    cache.assume(make_pod("small", **{"example.com/foo": "1"}), "dev")
+    for pod in pods:
+        cache.remove_pod(pod)
+    assert int(table.requested[foo, row]) == 1
+    assert int(table.free[foo, row]) == 7
+    assert int(table.requested[PODS, row]) == 1
 
 
 def test_table_grows_past_its_capacity() -> None:

@@ -13,6 +13,7 @@ from ascheduler.model.quantity import (
     parse_milli,
     parse_resource,
     parse_value,
+    saturating_add,
 )
 
 GI = 2**30
@@ -37,8 +38,8 @@ MI = 2**20
         ("1M", 10**9, 10**6),
         ("1G", 10**12, 10**9),
         ("1T", 10**15, 10**12),
-        ("1P", 10**18, 10**15),
-        ("1E", MAX_QUANTITY, 10**18),  # exa (not an exponent); its millis are clamped
+        ("1P", MAX_QUANTITY, 10**15),  # its millis are clamped
+        ("1E", MAX_QUANTITY, MAX_QUANTITY),  # exa (not an exponent), past the clamp
         ("1Ki", 1024 * 1000, 1024),
         ("500Mi", 500 * MI * 1000, 500 * MI),
         ("1.5Gi", 1536 * MI * 1000, 1536 * MI),
@@ -150,7 +151,15 @@ def test_enormous_negative_values_are_clamped() -> None:
 
 
 def test_values_just_below_the_clamp_are_exact() -> None:
-    assert parse_value("3Ei") == 3 * 2**60
-    assert parse_milli("4Pi") == 4 * 2**50 * 1000
-    # 4Ei is exactly 2**62: the clamp itself.
+    assert parse_value("63Pi") == 63 * 2**50
+    assert parse_milli("60Ti") == 60 * 2**40 * 1000
+    # 64Pi is exactly 2**56: the clamp itself.
+    assert parse_value("64Pi") == MAX_QUANTITY
     assert parse_value("4Ei") == MAX_QUANTITY
+
+
+def test_saturating_add_never_leaves_the_range() -> None:
+    assert saturating_add(MAX_QUANTITY, MAX_QUANTITY) == MAX_QUANTITY
+    assert saturating_add(-MAX_QUANTITY, -1) == -MAX_QUANTITY
+    assert saturating_add(MAX_QUANTITY, -MAX_QUANTITY) == 0
+    assert saturating_add(2, 3) == 5

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -650,20 +651,31 @@ async def test_invalid_spec_pod_is_not_helped_by_events_in_flight(
     assert default_queue.where("uid-p") == "unschedulable"
 
 
-async def test_update_during_flight_requeues_updated_pod(
+async def test_pod_put_back_with_a_changed_spec_is_retried(
     queue: SchedulingQueue, clock: FakeClock
 ) -> None:
     queue.add(make_pod("p"))
     qp = await pop(queue)
     assert qp is not None
-    queue.update(make_pod("p", priority=9))
+    queue.update(make_pod("p", priority=9))  # recorded nowhere: the owner re-reads the pod
     assert queue.where("uid-p") == "in-flight"
-    queue.requeue(qp, rejected_by=frozenset({"NodeResourcesFit"}))
+    queue.requeue(replace(qp, pod=make_pod("p", priority=9)), rejected_by=frozenset({"X"}))
     assert queue.where("uid-p") == "backoff"
     clock.advance(1)
     again = await pop(queue)
     assert again is not None
     assert again.pod.priority == 9
+
+
+async def test_pod_put_back_unchanged_stays_unschedulable(queue: SchedulingQueue) -> None:
+    queue.add(make_pod("p"))
+    qp = await pop(queue)
+    assert qp is not None
+    newer = replace(make_pod("p"), resource_version="7")  # an annotation, say
+    queue.requeue(replace(qp, pod=newer), rejected_by=frozenset({"NodeResourcesFit"}))
+    assert queue.where("uid-p") == "unschedulable"
+    queue.flush_unschedulable_leftover()
+    assert queue.pending()["unschedulable"] == 1
 
 
 async def test_pod_deleted_in_flight_is_not_requeued(queue: SchedulingQueue) -> None:
@@ -685,6 +697,54 @@ async def test_pod_deleted_in_flight_after_error_is_not_requeued(queue: Scheduli
     queue.delete(pod)
     queue.requeue(qp, error=True)
     assert queue.where(pod.uid) is None
+
+
+async def test_event_log_keeps_only_what_pods_in_flight_can_use(
+    default_queue: SchedulingQueue,
+) -> None:
+    """A pod that stays in flight (waiting on Permit, say) while others come and go keeps
+    only the events since it was popped; once it is done, the log empties."""
+    queue = default_queue
+    queue.add(make_pod("waiter"))
+    waiter = await pop(queue)
+    assert waiter is not None
+    for i in range(50):
+        queue.move_all(ClusterEvent.NODE_TAINT)
+        queue.add(make_pod(f"p{i}"))
+        qp = await pop(queue)
+        assert qp is not None
+        queue.done(qp.pod.uid)
+    assert queue.in_flight_events == 50  # all newer than the waiter: it may still need them
+    queue.move_all(ClusterEvent.NODE_ADD)
+    queue.add(make_pod("late"))
+    late = await pop(queue)
+    assert late is not None
+    queue.requeue(waiter, rejected_by=frozenset({"NodeResourcesFit"}))
+    assert queue.where("uid-waiter") == "backoff"  # NODE_ADD during its flight helped it
+    assert queue.in_flight_events == 0  # nothing newer than `late`'s pop
+    queue.move_all(ClusterEvent.NODE_TAINT)
+    assert queue.in_flight_events == 1
+    queue.requeue(late, rejected_by=frozenset({"NodeResourcesFit"}))
+    assert queue.where("uid-late") == "unschedulable"  # a taint change does not help Fit
+    assert queue.in_flight_events == 0
+
+
+async def test_event_log_is_bounded_under_steady_traffic(
+    default_queue: SchedulingQueue,
+) -> None:
+    """Pods always in flight (steady binding), never all done at once: the log still drops
+    what every pod in flight has seen."""
+    queue = default_queue
+    flying: list[QueuedPodInfo] = []
+    for i in range(2000):
+        queue.add(make_pod(f"p{i}"))
+        qp = await pop(queue)
+        assert qp is not None
+        flying.append(qp)
+        queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE)
+        if len(flying) > 3:
+            queue.done(flying.pop(0).pod.uid)
+    assert queue.in_flight_events <= 4
 
 
 async def test_done_stops_tracking(queue: SchedulingQueue) -> None:

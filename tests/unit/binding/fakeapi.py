@@ -1,0 +1,119 @@
+"""An in-memory stand-in for the few API calls node locks make (one node's GET and
+resourceVersion-checked merge patch, a pod GET for the dangling check, the LIST of a node's
+pods), with faults injected per call. The same paths run against the real plane in
+tests/integration/binding/; here, the exact interleavings that plane will not produce on demand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from ascheduler.kube import ApiError, ConnectionFailed
+
+#: What a fault does to the call it matches:
+#: "lost" applies the write and loses its answer; "drop" loses the request itself;
+#: "bump" changes the node (a heartbeat) just before the call, so a guarded patch conflicts;
+#: "503" answers Service Unavailable without applying anything.
+FAULTS = ("lost", "drop", "bump", "503")
+
+
+@dataclass
+class Fault:
+    method: str
+    action: str
+    #: Matches only patches that set (True) or remove (False) the lock; None: any call.
+    setting: bool | None = None
+
+
+@dataclass
+class FakeNodeApi:
+    patch_delay: float = 0.0
+    rv: int = 1
+    annotations: dict[str, str] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    #: (namespace, name) -> pod body, for the dangling check
+    pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    on_patch: Callable[[], None] | None = None
+
+    def node(self) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "name": "n",
+                "resourceVersion": str(self.rv),
+                "annotations": dict(self.annotations),
+            },
+            "status": {"allocatable": {"pods": "10", "cpu": "10"}},
+        }
+
+    def _fault(self, method: str, setting: bool | None) -> str | None:
+        for i, fault in enumerate(self.faults):
+            if fault.method == method and fault.setting in (None, setting):
+                del self.faults[i]
+                return fault.action
+        return None
+
+    async def get(self, path: str, params: Any = None) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        action = self._fault("GET", None)
+        if action == "503":
+            raise ApiError(503, "ServiceUnavailable", "down", method="GET", path=path)
+        if action == "drop":
+            raise ConnectionFailed("GET", path, aiohttp.ServerDisconnectedError())
+        if path.startswith("/api/v1/nodes/"):
+            return self.node()
+        if path.startswith("/api/v1/namespaces/"):
+            parts = path.split("/")
+            pod = self.pods.get((parts[4], parts[6]))
+            if pod is None:
+                raise ApiError(404, "NotFound", "no such pod", method="GET", path=path)
+            return pod
+        return {"items": []}
+
+    async def patch(self, path: str, body: Any, content_type: str = "") -> dict[str, Any]:
+        await asyncio.sleep(self.patch_delay)
+        if not path.startswith("/api/v1/nodes/"):
+            return {"metadata": {"resourceVersion": "7"}}
+        meta = body["metadata"]
+        ((key, value),) = meta["annotations"].items()
+        action = self._fault("PATCH", value is not None)
+        if action == "bump":
+            self.rv += 1  # a heartbeat landed between the caller's read and this patch
+        if action == "503":
+            raise ApiError(503, "ServiceUnavailable", "down", method="PATCH", path=path)
+        if action == "drop":
+            raise ConnectionFailed("PATCH", path, aiohttp.ServerDisconnectedError())
+        if meta.get("resourceVersion") not in (None, str(self.rv)):
+            raise ApiError(
+                409, "Conflict", "the object has been modified", method="PATCH", path=path
+            )
+        if value is None:
+            self.annotations.pop(key, None)
+            self.log.append("unlock")
+        else:
+            self.annotations[key] = value
+            self.log.append(f"lock {value.split(',', 1)[-1]}")
+        self.rv += 1
+        if self.on_patch is not None:
+            self.on_patch()
+        if action == "lost":
+            raise ConnectionFailed("PATCH", path, aiohttp.ServerDisconnectedError())
+        return self.node()
+
+
+class FakeClock:
+    """Monotonic time that moves only when a test says so."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds

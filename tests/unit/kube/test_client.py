@@ -1,0 +1,137 @@
+"""The client's one classification of failures, against a local HTTP server that misbehaves
+the ways an API server under load or restarting does (not an API server: only transport)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+from aiohttp import web
+from kubernetes_asyncio.client import Configuration
+
+from ascheduler.kube import ApiError, ConnectionFailed, Failure, KubeClient, KubeError
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[[Handler], Awaitable[KubeClient]]]:
+    runners: list[web.AppRunner] = []
+    clients: list[KubeClient] = []
+
+    async def start(handler: Handler) -> KubeClient:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        port = runner.addresses[0][1]
+        config = Configuration()
+        config.host = f"http://127.0.0.1:{port}"
+        client = KubeClient(config)
+        clients.append(client)
+        return client
+
+    yield start
+    for client in clients:
+        await client.close()
+    for runner in runners:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (409, Failure.CONFLICT),
+        (429, Failure.TRANSIENT),
+        (500, Failure.TRANSIENT),
+        (503, Failure.TRANSIENT),
+        (504, Failure.TRANSIENT),
+        (400, Failure.PERMANENT),
+        (403, Failure.PERMANENT),
+        (404, Failure.PERMANENT),
+        (422, Failure.PERMANENT),
+    ],
+)
+async def test_statuses_are_classified(
+    serve: Callable[[Handler], Awaitable[KubeClient]], status: int, kind: Failure
+) -> None:
+    async def answer(request: web.Request) -> web.Response:
+        return web.json_response({"reason": "Why", "message": "because"}, status=status)
+
+    client = await serve(answer)
+    with pytest.raises(ApiError) as err:
+        await client.get("/api/v1/pods")
+    assert err.value.kind is kind
+    assert err.value.status == status
+    assert err.value.not_found == (status == 404)
+
+
+async def test_a_connection_cut_mid_answer_is_transient(
+    serve: Callable[[Handler], Awaitable[KubeClient]],
+) -> None:
+    async def cut(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Length": "1000"})
+        await response.prepare(request)
+        await response.write(b'{"items": [')
+        assert request.transport is not None
+        request.transport.close()
+        return response
+
+    client = await serve(cut)
+    with pytest.raises(ConnectionFailed) as err:
+        await client.post("/api/v1/namespaces/ns/pods/p/binding", {})
+    assert err.value.transient
+
+
+async def test_a_dropped_connection_is_transient(
+    serve: Callable[[Handler], Awaitable[KubeClient]],
+) -> None:
+    async def drop(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        request.transport.close()
+        return web.Response()
+
+    client = await serve(drop)
+    with pytest.raises(KubeError) as err:
+        await client.request("PATCH", "/api/v1/nodes/n", body={})
+    assert err.value.transient
+
+
+async def test_a_garbled_answer_is_transient(
+    serve: Callable[[Handler], Awaitable[KubeClient]],
+) -> None:
+    async def garbled(request: web.Request) -> web.Response:
+        return web.Response(text="<html>proxy error</html>", content_type="text/html")
+
+    client = await serve(garbled)
+    with pytest.raises(ConnectionFailed):
+        await client.get("/api/v1/nodes")
+
+
+async def test_a_request_past_its_timeout_is_transient(
+    serve: Callable[[Handler], Awaitable[KubeClient]],
+) -> None:
+    released = asyncio.Event()
+
+    async def hang(request: web.Request) -> web.Response:
+        await released.wait()
+        return web.Response()
+
+    client = await serve(hang)
+    with pytest.raises(ConnectionFailed) as err:
+        await client.request("GET", "/api/v1/nodes", timeout=0.1)
+    released.set()
+    assert err.value.transient
+
+
+async def test_nothing_listening_is_transient() -> None:
+    config = Configuration()
+    config.host = "http://127.0.0.1:9"  # discard: nothing listens there
+    async with KubeClient(config) as client:
+        with pytest.raises(ConnectionFailed) as err:
+            await client.get("/api/v1/nodes")
+    assert err.value.transient

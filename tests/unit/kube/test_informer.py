@@ -1,0 +1,77 @@
+"""The informer's pure parts: splitting a watch stream into events, and events of any shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ascheduler.kube.informer import Informer, LineSplitter, _EventTooLarge
+
+
+def test_lines_split_across_chunks() -> None:
+    lines = LineSplitter(limit=100)
+    assert lines.feed(b'{"a"') == []
+    assert lines.feed(b': 1}\n{"b": 2}\n{"c"') == [b'{"a": 1}', b'{"b": 2}']
+    assert lines.feed(b": 3}\n\n") == [b'{"c": 3}']
+
+
+def test_a_line_past_the_limit_raises_and_the_splitter_starts_over() -> None:
+    lines = LineSplitter(limit=10)
+    with pytest.raises(_EventTooLarge):
+        lines.feed(b"x" * 11)
+    assert lines.feed(b"\nok\n") == [b"ok"]
+    with pytest.raises(_EventTooLarge):
+        lines.feed(b"12345\n" + b"y" * 20 + b"\n")
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any]] = []
+
+    def on_add(self, obj: Any) -> None:
+        self.seen.append(("add", obj))
+
+    def on_update(self, old: Any, new: Any) -> None:
+        self.seen.append(("update", new))
+
+    def on_delete(self, obj: Any) -> None:
+        self.seen.append(("delete", obj))
+
+
+def explosive_parse(raw: Any) -> str:
+    if raw.get("boom"):
+        raise RuntimeError("a parser bug")
+    return str(raw["metadata"]["name"])
+
+
+def informer(recorder: Recorder) -> Informer[str]:
+    return Informer(
+        None,  # type: ignore[arg-type]  # no network: events are fed by hand
+        "/api/v1/things",
+        parse=explosive_parse,
+        key=lambda name: name,
+        version=lambda name: name,
+        handler=recorder,
+    )
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        [],
+        "text",
+        None,
+        {"type": "ADDED"},
+        {"type": "ADDED", "object": "not an object"},
+        {"type": "ADDED", "object": {"boom": True, "metadata": {"resourceVersion": "9"}}},
+        {"type": "ADDED", "object": {"metadata": "not an object", "boom": True}},
+    ],
+)
+def test_events_of_any_shape_are_skipped(event: Any) -> None:
+    recorder = Recorder()
+    inf = informer(recorder)
+    inf._event(event)
+    inf._event({"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "10"}}})
+    assert recorder.seen == [("add", "a")]
+    assert inf.resource_version == "10"
