@@ -39,6 +39,7 @@ import yaml
 
 from ascheduler.devcluster import certs, processes
 from ascheduler.devcluster.build import Binaries, binaries, cache_dir
+from ascheduler.devcluster.faultproxy import FaultProxy
 from ascheduler.devcluster.processes import ProcessRecord
 
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -321,11 +322,30 @@ class ControlPlane:
         """Stop kube-apiserver and start it again on the same port and etcd: clients see
         their connections drop and watches from versions the new watch cache does not hold
         answered with 410 Gone, as after a real apiserver restart."""
+        argv = self.stop_apiserver()
+        self.start_apiserver(argv)
+
+    def stop_apiserver(self, *, kill: bool = False) -> tuple[str, ...]:
+        """Stop kube-apiserver (SIGKILL with `kill`, as a crash would); returns its argv for
+        `start_apiserver`."""
         state = self.require_state()
         (old,) = [p for p in state.processes if p.name == "kube-apiserver"]
+        if kill:
+            processes.kill(old)
         self.stop_process(old)
-        record = self._spawn("kube-apiserver", old.argv, self.state_dir / "logs")
+        return old.argv
+
+    def start_apiserver(self, argv: Sequence[str]) -> None:
+        """Start kube-apiserver again (on its old port and etcd) and wait until it is ready."""
+        record = self._spawn("kube-apiserver", argv, self.state_dir / "logs")
         self._wait_ready(record)
+
+    def fault_proxy(self, *, seed: int | None = None) -> FaultProxy:
+        """A fault-injecting proxy in front of this plane's API server (not started)."""
+        state = self.require_state()
+        return FaultProxy(
+            state.server, ca=state.ca_cert, cert=state.admin_cert, key=state.admin_key, seed=seed
+        )
 
     # -- extra processes (kube-scheduler for comparison, schedulers under test) -----------
 

@@ -128,6 +128,12 @@ def stop(record: ProcessRecord, *, timeout: float = 10.0) -> None:
         child.wait(timeout=5.0)
 
 
+def kill(record: ProcessRecord) -> None:
+    """SIGKILL the process group at once (a crash, not a stop); `stop` then reaps it."""
+    if is_alive(record):
+        _signal_group(record, signal.SIGKILL)
+
+
 def _signal_group(record: ProcessRecord, sig: signal.Signals) -> None:
     try:
         if os.getpgid(record.pid) == record.pid:

@@ -130,9 +130,11 @@ def scheduler(
     scheduler_name: str,
     *extra: str,
     env: dict[str, str] | None = None,
+    kubeconfig: str | None = None,
+    http_address: str = "127.0.0.1:0",
 ) -> Iterator[ProcessRecord]:
     """An `ascheduler run` process of the test's own (profile `scheduler_name`), stopped by pid
-    when the block ends."""
+    when the block ends; as the plane's admin unless `kubeconfig` says otherwise."""
     record = plane.start_ascheduler(
         name,
         "--scheduler-name",
@@ -140,6 +142,8 @@ def scheduler(
         "--log-level",
         "debug",
         *extra,
+        kubeconfig=kubeconfig,
+        http_address=http_address,
         env={**os.environ, **(env or {})},
     )
     try:
