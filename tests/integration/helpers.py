@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from ascheduler.binding.nodelock import DEFAULT_KEY
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.devcluster.processes import ProcessRecord
@@ -115,6 +116,19 @@ async def wait_unschedulable(
 async def events_for(kube: KubeClient, namespace: str, reason: str) -> list[dict[str, Any]]:
     body = await kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
     return [e for e in body["items"] if e.get("reason") == reason]
+
+
+async def lock_annotations(
+    kube: KubeClient, names: list[str], key: str = DEFAULT_KEY
+) -> dict[str, str]:
+    """The node-lock annotation of each named node that has one."""
+    found = {}
+    for node in names:
+        obj = await kube.get(f"/api/v1/nodes/{node}")
+        value = (obj["metadata"].get("annotations") or {}).get(key)
+        if value:
+            found[node] = value
+    return found
 
 
 async def create_pods(kube: KubeClient, namespace: str, pods: list[dict[str, Any]]) -> None:

@@ -19,6 +19,7 @@ from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
     create_pods,
     eventually,
+    lock_annotations,
     node_of,
     pause_pod,
     pods_in,
@@ -31,16 +32,6 @@ GPU = "nvidia.com/gpu"
 
 def gpu_pod(name: str, scheduler_name: str) -> dict[str, object]:
     return pause_pod(name, scheduler_name=scheduler_name, extra={GPU: "1"})
-
-
-async def lock_annotations(kube: KubeClient, names: list[str]) -> dict[str, str]:
-    found = {}
-    for node in names:
-        obj = await kube.get(f"/api/v1/nodes/{node}")
-        value = (obj["metadata"].get("annotations") or {}).get(DEFAULT_KEY)
-        if value:
-            found[node] = value
-    return found
 
 
 async def test_two_instances_never_overcommit_shared_gpu_nodes(
