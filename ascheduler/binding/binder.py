@@ -83,6 +83,10 @@ def shortfall(
     return short
 
 
+class _Taken(Exception):
+    """The pod was bound, deleted or recreated since it was scheduled."""
+
+
 @dataclass
 class _Bind:
     fw: Framework
@@ -155,6 +159,8 @@ class LockedBinder:
             known = (cached.resource_version, cached.annotations) if cached is not None else None
             try:
                 async with self.locks.hold(node, first.pod, known=known) as hold:
+                    if most == 1 and first.result.done():
+                        continue  # HAMi's value names this pod, cancelled meanwhile: relock
                     allocatable = dict(parse_node(hold.node_obj).allocatable)
                     on_node = await self._pods_on(node)
                     served = 0
@@ -214,16 +220,11 @@ class LockedBinder:
         stamp = str(int(time.time()))
         try:
             async with asyncio.timeout(hold.remaining()):
-                # Guarded by the version this scheduling decision saw (the scheduler re-reads
-                # a pod before retrying it): if the pod changed since (another instance bound
-                # it), this instance must not touch it.
-                version = await self._phase(
-                    pod, "allocating", stamp=stamp, version=pod.resource_version
-                )
+                version = await self._allocating(pod, stamp)
         except KubeError as exc:
-            if exc.conflict:
-                return Status.error(f"pod {pod.key} changed since it was scheduled", NODE_LOCK)
             return Status.error(f"pod {pod.key}: {exc}", NODE_LOCK)  # e.g. deleted meanwhile
+        except _Taken as exc:
+            return Status.error(str(exc), NODE_LOCK)
         except TimeoutError:
             return Status.error(f"node lock on {node}: the hold ran out of time", NODE_LOCK)
         # `success` rides on the Binding itself: the API server copies its annotations
@@ -239,6 +240,27 @@ class LockedBinder:
             if not status.ok:  # also on cancellation: never left `allocating`
                 await self._phase_quietly(pod, "failed", version)
         return status
+
+    async def _allocating(self, pod: PodInfo, stamp: str) -> str:
+        """Mark the pod `allocating`, guarded by the version this scheduling decision saw; on
+        a conflict, read it back: still unbound and the same pod (its PodScheduled condition
+        was written meanwhile, say), mark that version; bound or recreated, `_Taken` (this
+        instance must not touch it). Returns the pod's new version."""
+        try:
+            return await self._phase(pod, "allocating", stamp=stamp, version=pod.resource_version)
+        except KubeError as exc:
+            if not exc.conflict:
+                raise
+        current = await self.kube.get(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
+        meta = current.get("metadata") or {}
+        if (
+            meta.get("uid") != pod.uid
+            or (current.get("spec") or {}).get("nodeName")
+            or meta.get("deletionTimestamp")
+        ):
+            raise _Taken(f"pod {pod.key} changed since it was scheduled")
+        version = str(meta.get("resourceVersion", ""))
+        return await self._phase(pod, "allocating", stamp=stamp, version=version)
 
     async def _pods_on(self, node: str) -> list[PodInfo]:
         """The API server's pods on `node`: the one read a hold makes."""

@@ -53,7 +53,7 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import structlog
 
@@ -63,6 +63,7 @@ from ascheduler.kube.client import MERGE_PATCH
 from ascheduler.model import PodInfo
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 DEFAULT_KEY: Final = "ascheduler.io/node-lock"
 HAMI_KEY: Final = "hami.io/mutex.lock"
@@ -78,8 +79,26 @@ HOLD_CUTOFF: Final = 0.75
 RELEASE_HINT_SECONDS: Final = 5.0
 #: Background retries of a failed release: first delay, and the cap of its doubling.
 LEFTOVER_RETRY: Final = (0.5, 10.0)
+#: The background loop's shortest pause between rounds.
+MIN_PAUSE: Final = 0.05
 
 _TIME = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+
+
+async def _uninterruptible(task: asyncio.Future[T]) -> T:
+    """`task`'s outcome, waiting for it to finish even if the caller is cancelled meanwhile
+    (any number of times); such a cancellation is raised once it has finished."""
+    cancelled = False
+    while not task.done():
+        try:
+            with contextlib.suppress(Exception):  # the task's own failure: result() raises it
+                await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return task.result()
 
 
 def instance_identity() -> str:
@@ -303,26 +322,22 @@ class NodeLocks:
         lock = self._local.setdefault(node, asyncio.Lock())
         started = self._clock()
         async with lock:
-            # Both writes run to completion even when the bind is cancelled meanwhile, and the
-            # asyncio lock is only let go once the annotation is (or is a leftover): a lock
-            # patch that landed is always released, and our next hold knows our own value.
+            # Both writes run to completion even when the bind is cancelled meanwhile (once or
+            # again), and the asyncio lock is only let go once the annotation is (or is a
+            # leftover): a lock patch that landed is always released, and our next hold knows
+            # our own value.
             taking = asyncio.ensure_future(self.acquire(node, pod, known=known))
             try:
-                hold = await asyncio.shield(taking)
+                hold = await _uninterruptible(taking)
             except asyncio.CancelledError:
-                with contextlib.suppress(Exception):
-                    await self.release(await taking)
+                if taking.done() and not taking.cancelled() and taking.exception() is None:
+                    await _uninterruptible(asyncio.ensure_future(self.release(taking.result())))
                 raise
             metrics.NODE_LOCK_WAIT.observe(self._clock() - started)
             try:
                 yield hold
             finally:
-                releasing = asyncio.ensure_future(self.release(hold))
-                try:
-                    await asyncio.shield(releasing)
-                except asyncio.CancelledError:
-                    await releasing
-                    raise
+                await _uninterruptible(asyncio.ensure_future(self.release(hold)))
 
     # -- the annotation --------------------------------------------------------------------
 
@@ -358,9 +373,22 @@ class NodeLocks:
         Conflicts that are not another holder (a heartbeat or label change between our read and
         our patch) are read again and retried, as are transient failures; our own value found
         on the node (an earlier patch of this acquire whose answer was lost, or a leftover of
-        ours) is ours. Raises `LockContended`, or `KubeError` once attempts run out."""
+        ours) is ours. Raises `LockContended`, or `KubeError` once attempts run out; if a patch
+        had been sent by then, it may have landed, so its value becomes a leftover that `run()`
+        clears (never a lock nobody owns)."""
         started = self._clock()
         value = self._new_value(pod)
+        sent: list[bool] = []
+        try:
+            return await self._acquire(node, value, started, known, sent)
+        except BaseException:
+            if sent:
+                self._leave(node, value)
+            raise
+
+    async def _acquire(
+        self, node: str, value: str, started: float, known: Known | None, sent: list[bool]
+    ) -> Hold:
         hint = known
         released = self._released.pop(node, None)
         if released is not None and started - released[0] < RELEASE_HINT_SECONDS:
@@ -376,9 +404,9 @@ class NodeLocks:
                 if fast:
                     version, fast = fast, ""
                     try:
-                        return self._took(
-                            node, value, started, await self._patch(node, version, value)
-                        )
+                        sent.append(True)
+                        taken = await self._patch(node, version, value)
+                        return self._took(node, value, started, taken)
                     except KubeError as exc:
                         if not exc.conflict:
                             raise
@@ -389,6 +417,7 @@ class NodeLocks:
                 if current == value:
                     return self._took(node, value, started, obj)  # it landed; the answer did not
                 try:
+                    sent.append(True)
                     taken = await self._patch(node, version, value)
                     return self._took(node, value, started, taken)
                 except KubeError as exc:
@@ -470,8 +499,9 @@ class NodeLocks:
         return True
 
     async def release(self, hold: Hold) -> None:
-        """Clear `hold`'s lock if the node still holds its value. Never raises: a release that
-        fails is left to `run()`, and our next hold on the node takes it over."""
+        """Clear `hold`'s lock if the node still holds its value. Never raises (but for
+        cancellation): a release that fails is left to `run()`, and our next hold on the node
+        takes it over."""
         node = hold.node
         if self._held.get(node) is hold:
             del self._held[node]
@@ -481,9 +511,16 @@ class NodeLocks:
             log.warning(
                 "node_lock_release_failed", node=node, error=str(exc), retry="in the background"
             )
-            self._leftover[node] = hold.value
-            self._retry_at[node] = (self._clock() + LEFTOVER_RETRY[0], LEFTOVER_RETRY[0])
-            self._wake.set()
+            self._leave(node, hold.value)
+        except Exception:
+            log.exception("node_lock_release_failed", node=node, retry="in the background")
+            self._leave(node, hold.value)
+
+    def _leave(self, node: str, value: str) -> None:
+        """`value` of ours may be on `node`: clear it in the background (`run()`)."""
+        self._leftover[node] = value
+        self._retry_at[node] = (self._clock() + LEFTOVER_RETRY[0], LEFTOVER_RETRY[0])
+        self._wake.set()
 
     async def _clear(self, node: str, value: str, *, version: str = "") -> bool:
         """Remove the lock if it still holds `value`; True if this call removed it. `version`
@@ -496,9 +533,14 @@ class NodeLocks:
                         self._remember_release(node, await self._patch(node, guess, None))
                         return True
                     except KubeError as exc:
-                        if not exc.conflict:
+                        if not exc.conflict and not exc.not_found:
                             raise
-                current_version, current, _ = await self._read(node)
+                try:
+                    current_version, current, _ = await self._read(node)
+                except KubeError as exc:
+                    if exc.not_found:
+                        return False  # the node is gone, and its annotations with it
+                    raise
                 if current != value:
                     return False  # released after all, or no longer ours
                 try:
@@ -531,11 +573,11 @@ class NodeLocks:
         sweep = min(max(self.settings.timeout / 4, 1.0), 30.0)
         next_sweep = self._clock() + sweep
         while True:
-            now = self._clock()
-            wake = min([next_sweep, *(at for at, _ in self._retry_at.values())])
-            if wake > now:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=wake - now)
+            due = [self._retry_at[n][0] for n in self._leftover if n in self._retry_at]
+            # At least a short pause per round, whatever the table says: never a hot loop.
+            pause = max(min([next_sweep, *due]) - self._clock(), MIN_PAUSE)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=pause)
             self._wake.clear()
             sweeping = self._clock() >= next_sweep
             await self.tend(sweep=sweeping)
@@ -544,48 +586,51 @@ class NodeLocks:
 
     async def tend(self, *, sweep: bool = True) -> None:
         """One round of background work: retry the failed releases that are due, and (with
-        `sweep`) clear locks of others that have gone stale."""
-        await self._retry_leftovers()
-        if sweep:
-            await self._clear_stale()
-
-    async def _retry_leftovers(self) -> None:
+        `sweep`) clear locks of others that have gone stale. Never raises (but for
+        cancellation): its failures are logged and tried again next round."""
         for node, value in list(self._leftover.items()):
-            at, delay = self._retry_at.get(node, (0.0, LEFTOVER_RETRY[0]))
-            if at > self._clock():
-                continue
-            async with self._local.setdefault(node, asyncio.Lock()):
-                if self._leftover.get(node) != value:
-                    continue  # a hold of ours took it over meanwhile
-                try:
-                    cleared = await self._clear(node, value)
-                except (KubeError, LockContended) as exc:
+            await self._retry_leftover(node, value)
+        if sweep:
+            for node, (value, _) in list(self._seen.items()):
+                await self._clear_if_stale(node, value)
+
+    async def _retry_leftover(self, node: str, value: str) -> None:
+        at, delay = self._retry_at.get(node, (0.0, LEFTOVER_RETRY[0]))
+        if at > self._clock():
+            return
+        async with self._local.setdefault(node, asyncio.Lock()):
+            if self._leftover.get(node) != value:
+                return  # a hold of ours took it over, or the node was deleted, meanwhile
+            try:
+                cleared = await self._clear(node, value)
+            except Exception as exc:
+                if self._leftover.get(node) == value:
                     delay = min(delay * 2, LEFTOVER_RETRY[1])
                     self._retry_at[node] = (self._clock() + delay, delay)
-                    log.info("node_lock_release_retry_failed", node=node, error=str(exc))
-                    continue
-                del self._leftover[node]
+                log.info("node_lock_release_retry_failed", node=node, error=repr(exc))
+                return
+            if self._leftover.get(node) == value:
+                self._leftover.pop(node, None)
                 self._retry_at.pop(node, None)
-                if cleared:
-                    self.stats.released_late += 1
-                    log.info("node_lock_released_late", node=node)
+            if cleared:
+                self.stats.released_late += 1
+                log.info("node_lock_released_late", node=node)
 
-    async def _clear_stale(self) -> None:
-        for node, (value, _) in list(self._seen.items()):
-            if self._ours(node, value) or not self._stale(node, value):
-                continue
-            async with self._local.setdefault(node, asyncio.Lock()):
-                if not self._stale(node, value):
-                    continue
-                try:
-                    cleared = await self._clear(node, value)
-                except (KubeError, LockContended) as exc:
-                    log.info("node_lock_stale_clear_failed", node=node, error=str(exc))
-                    continue
-                if cleared:
-                    self.stats.stale_cleared += 1
-                    metrics.NODE_LOCK_RECOVERED.labels("stale").inc()
-                    log.warning("node_lock_stale_cleared", node=node, holder=value[:200])
+    async def _clear_if_stale(self, node: str, value: str) -> None:
+        if self._ours(node, value) or not self._stale(node, value):
+            return
+        async with self._local.setdefault(node, asyncio.Lock()):
+            if not self._stale(node, value):
+                return
+            try:
+                cleared = await self._clear(node, value)
+            except Exception as exc:
+                log.info("node_lock_stale_clear_failed", node=node, error=repr(exc))
+                return
+            if cleared:
+                self.stats.stale_cleared += 1
+                metrics.NODE_LOCK_RECOVERED.labels("stale").inc()
+                log.warning("node_lock_stale_cleared", node=node, holder=value[:200])
 
     # -- lifecycle ---------------------------------------------------------------------------
 

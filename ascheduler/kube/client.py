@@ -87,6 +87,17 @@ class ApiError(KubeError):
         return self.status == 410
 
 
+class CredentialsFailed(KubeError):
+    """The credentials hook (a token file being rotated, an exec plugin) failed before the
+    request could be sent. Transient: the next request asks again."""
+
+    kind = Failure.TRANSIENT
+
+    def __init__(self, method: str, path: str, cause: BaseException) -> None:
+        self.cause = cause
+        super().__init__(f"{method} {path}: credentials: {type(cause).__name__}: {cause}")
+
+
 class ConnectionFailed(KubeError):
     """No answer: the connection could not be made, broke, timed out, or the answer was cut
     or garbled. Always transient."""
@@ -263,7 +274,10 @@ class KubeClient:
         if self.limiter is not None:
             await self.limiter.wait()
         data = None if body is None else orjson.dumps(body)
-        headers = await self.headers(content_type if data is not None else None)
+        try:
+            headers = await self.headers(content_type if data is not None else None)
+        except Exception as exc:  # whatever the credentials hook raises: never past this layer
+            raise CredentialsFailed(method, path, exc) from exc
         for attempt in range(1, _RESEND + 1):
             try:
                 async with self.session.request(

@@ -18,8 +18,8 @@ from ascheduler.kube import ApiError, ConnectionFailed
 #: What a fault does to the call it matches:
 #: "lost" applies the write and loses its answer; "drop" loses the request itself;
 #: "bump" changes the node (a heartbeat) just before the call, so a guarded patch conflicts;
-#: "503" answers Service Unavailable without applying anything.
-FAULTS = ("lost", "drop", "bump", "503")
+#: "503" answers Service Unavailable without applying anything; "404" (GET) Not Found.
+FAULTS = ("lost", "drop", "bump", "503", "404")
 
 
 @dataclass
@@ -40,6 +40,13 @@ class FakeNodeApi:
     #: (namespace, name) -> pod body, for the dangling check
     pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     on_patch: Callable[[], None] | None = None
+    #: While set and not yet released, GETs wait on it (to interleave something with them).
+    gate: asyncio.Event | None = None
+    #: Raised by every call while set (a failure that is not the API server's).
+    crash: BaseException | None = None
+    #: Pod patches to answer 409 before one lands.
+    pod_conflicts: int = 0
+    pod_patches: list[str] = field(default_factory=list)
 
     def node(self) -> dict[str, Any]:
         return {
@@ -60,11 +67,17 @@ class FakeNodeApi:
 
     async def get(self, path: str, params: Any = None) -> dict[str, Any]:
         await asyncio.sleep(0)
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.crash is not None:
+            raise self.crash
         action = self._fault("GET", None)
         if action == "503":
             raise ApiError(503, "ServiceUnavailable", "down", method="GET", path=path)
         if action == "drop":
             raise ConnectionFailed("GET", path, aiohttp.ServerDisconnectedError())
+        if action == "404":
+            raise ApiError(404, "NotFound", "gone", method="GET", path=path)
         if path.startswith("/api/v1/nodes/"):
             return self.node()
         if path.startswith("/api/v1/namespaces/"):
@@ -77,7 +90,14 @@ class FakeNodeApi:
 
     async def patch(self, path: str, body: Any, content_type: str = "") -> dict[str, Any]:
         await asyncio.sleep(self.patch_delay)
+        if self.crash is not None:
+            raise self.crash
         if not path.startswith("/api/v1/nodes/"):
+            version = body["metadata"].get("resourceVersion")
+            if self.pod_conflicts > 0:
+                self.pod_conflicts -= 1
+                raise ApiError(409, "Conflict", "modified", method="PATCH", path=path)
+            self.pod_patches.append(f"{path.rsplit('/', 1)[-1]}@{version}")
             return {"metadata": {"resourceVersion": "7"}}
         meta = body["metadata"]
         ((key, value),) = meta["annotations"].items()

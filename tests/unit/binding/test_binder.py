@@ -174,3 +174,59 @@ async def test_cancelled_while_the_lock_patch_is_in_flight_still_releases() -> N
     assert api.log == [f"lock {ME}", "unlock"]
     assert DEFAULT_KEY not in api.annotations
     assert locks.held == {}
+
+
+async def test_under_hamis_key_a_lock_never_covers_a_pod_it_does_not_name() -> None:
+    """p1 waits behind p0's hold, then leads the next one; its binding cycle is cancelled as
+    its lock (naming p1) lands. That lock is let go, and p2's bind gets a lock naming p2."""
+    api = FakeNodeApi()
+    binder = binder_for(api, key=HAMI_KEY)
+    fw = FakeFramework(api, {})
+    tasks = {
+        name: asyncio.create_task(
+            binder.bind(fw, CycleState(), pod(name), "n")  # type: ignore[arg-type]
+        )
+        for name in ("p0", "p1", "p2")
+    }
+
+    def cancel_p1_as_its_lock_lands() -> None:
+        if api.annotations.get(HAMI_KEY, "").endswith(",ns,p1"):
+            tasks["p1"].cancel()
+
+    api.on_patch = cancel_p1_as_its_lock_lands
+    outcomes = await asyncio.gather(*tasks.values(), return_exceptions=True)
+    assert outcomes[0].ok  # type: ignore[union-attr]
+    assert isinstance(outcomes[1], asyncio.CancelledError)
+    assert outcomes[2].ok  # type: ignore[union-attr]
+    assert api.log == [
+        *("lock ns,p0", "bound p0", "unlock"),
+        *("lock ns,p1", "unlock"),
+        *("lock ns,p2", "bound p2", "unlock"),
+    ]
+
+
+async def test_an_allocating_conflict_from_a_condition_write_is_read_back() -> None:
+    """The pod's version moved (its PodScheduled condition was written after an earlier
+    attempt) but it is still unbound: the bind goes on at its new version."""
+    api = FakeNodeApi()
+    api.pod_conflicts = 1
+    api.pods[("ns", "p0")] = {"metadata": {"uid": "p0", "resourceVersion": "5"}, "spec": {}}
+    binder = binder_for(api)
+    (status,) = await bind_all(binder, FakeFramework(api, {}), ["p0"])
+    assert status.ok
+    assert api.pod_patches[0] == "p0@5"  # allocating, at the version read back
+
+
+async def test_an_allocating_conflict_for_a_pod_bound_meanwhile_touches_nothing() -> None:
+    api = FakeNodeApi()
+    api.pod_conflicts = 1
+    api.pods[("ns", "p0")] = {
+        "metadata": {"uid": "p0", "resourceVersion": "5"},
+        "spec": {"nodeName": "elsewhere"},
+    }
+    binder = binder_for(api)
+    (status,) = await bind_all(binder, FakeFramework(api, {}), ["p0"])
+    assert not status.ok
+    assert "changed since it was scheduled" in status.message
+    assert api.pod_patches == []
+    assert "bound p0" not in api.log

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from typing import Any
 
@@ -22,6 +23,7 @@ from ascheduler.binding.nodelock import (
     parse_seconds,
     parse_time,
 )
+from ascheduler.kube import KubeError
 from ascheduler.model import PodInfo, parse_pod
 from tests.unit.binding.fakeapi import FakeClock, FakeNodeApi, Fault
 
@@ -345,3 +347,74 @@ async def test_a_hold_knows_its_write_budget() -> None:
     assert not hold.writable()
     assert not await locks.still_ours(hold)
     assert hold.remaining() == pytest.approx(TIMEOUT * 0.25)
+
+
+async def test_an_acquire_that_gives_up_after_its_patch_landed_leaves_no_orphan() -> None:
+    """The patch lands, its answer is lost, and every read after it fails: acquire gives up,
+    but the value it may have written is kept as a leftover and cleared in the background."""
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock)
+    api.faults += [Fault("PATCH", "lost", setting=True)] + [Fault("GET", "503")] * 20
+    with pytest.raises(KubeError):
+        # The cache shows the node unlocked: the patch goes out first, then only reads fail.
+        await locks.acquire("n", a_pod(), known=(str(api.rv), {}))
+    value = api.annotations[DEFAULT_KEY]
+    assert locks.leftovers == {"n": value}
+    api.faults.clear()
+    clock.advance(1)
+    await locks.tend(sweep=False)
+    assert api.annotations == {}
+    assert locks.leftovers == {}
+
+
+async def test_a_node_deleted_while_its_leftover_is_retried() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock)
+    async with locks.hold("n", a_pod()):
+        api.faults += [Fault("PATCH", "503", setting=False), Fault("GET", "503")] * 6
+    api.faults.clear()
+    clock.advance(1)
+    api.gate = asyncio.Event()
+    retry = asyncio.create_task(locks.tend(sweep=False))
+    await asyncio.sleep(0.01)  # the retry is reading the node
+    locks.forget_node("n")  # the informer saw the node deleted
+    api.faults.append(Fault("GET", "404"))
+    api.gate.set()
+    await asyncio.wait_for(retry, 10)  # no KeyError, nothing re-armed for a forgotten node
+    assert locks.leftovers == {}
+    assert locks._retry_at == {}
+
+
+async def test_a_release_never_raises_whatever_fails() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock)
+    hold = await locks.acquire("n", a_pod())
+    api.crash = RuntimeError("a bug below the client")
+    await locks.release(hold)
+    assert locks.leftovers == {"n": hold.value}
+    await locks.tend()  # neither does the background work
+    api.crash = None
+    clock.advance(1)
+    await locks.tend()
+    assert api.annotations == {}
+
+
+async def test_a_hold_cancelled_twice_still_releases() -> None:
+    api, clock = FakeNodeApi(patch_delay=0.05), FakeClock()
+    locks = locks_for(api, clock)
+
+    async def bind() -> None:
+        async with locks.hold("n", a_pod()):
+            await asyncio.sleep(10)
+
+    task = asyncio.create_task(bind())
+    await asyncio.sleep(0.02)  # the lock patch is in flight
+    task.cancel()
+    await asyncio.sleep(0.04)  # the lock landed; its release is in flight
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert api.log == [f"lock {ME}", "unlock"]
+    assert api.annotations == {}
+    assert locks.held == {}
+    assert locks.leftovers == {}

@@ -10,7 +10,14 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio.client import Configuration
 
-from ascheduler.kube import ApiError, ConnectionFailed, Failure, KubeClient, KubeError
+from ascheduler.kube import (
+    ApiError,
+    ConnectionFailed,
+    CredentialsFailed,
+    Failure,
+    KubeClient,
+    KubeError,
+)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -135,3 +142,22 @@ async def test_nothing_listening_is_transient() -> None:
         with pytest.raises(ConnectionFailed) as err:
             await client.get("/api/v1/nodes")
     assert err.value.transient
+
+
+async def test_a_failing_credentials_hook_is_transient(
+    serve: Callable[[Handler], Awaitable[KubeClient]],
+) -> None:
+    async def ok(request: web.Request) -> web.Response:
+        return web.json_response({})
+
+    client = await serve(ok)
+
+    def rotate(config: Configuration) -> None:
+        raise OSError("token file is being rotated")
+
+    client.config.refresh_api_key_hook = rotate
+    with pytest.raises(CredentialsFailed) as err:
+        await client.get("/api/v1/nodes")
+    assert err.value.transient
+    client.config.refresh_api_key_hook = None
+    assert await client.get("/api/v1/nodes") == {}
