@@ -213,8 +213,9 @@ class Scheduler:
         except Exception:
             # Only a bug in the undo itself lands here; the loop goes on regardless.
             log.exception("scheduling_cycle_abort_failed", pod=pod.key)
-            with contextlib.suppress(Exception):
-                self.queue.requeue(qp, error=True)
+            if self.queue.where(pod.uid) in (None, "in-flight"):  # not put back already
+                with contextlib.suppress(Exception):
+                    self.queue.requeue(qp, error=True)
 
     def _fail(
         self,
