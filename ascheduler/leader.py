@@ -144,16 +144,16 @@ class LeaderElector:
         while True:
             deadline = self._renewed_at + self.settings.renew_deadline
             await asyncio.sleep(max(0.0, min(self.settings.retry_period, deadline - self._now())))
-            try:
-                async with asyncio.timeout_at(deadline):
-                    renewed = await self.try_acquire_or_renew()
-                if renewed:
-                    self._renewed_at = self._now()
-                    continue
-            except TimeoutError:
-                pass  # the deadline passed while renewing: checked below
-            except KubeError as exc:
-                log.warning("leader_renew_error", error=str(exc))
+            renewed = False
+            with contextlib.suppress(TimeoutError):  # the deadline passed: checked below
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        renewed = await self.try_acquire_or_renew()
+                except KubeError as exc:
+                    log.warning("leader_renew_error", error=str(exc))
+            if renewed:
+                self._renewed_at = self._now()
+                continue
             if self._now() >= deadline:
                 self.leading = False
                 log.error(

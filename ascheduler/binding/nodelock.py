@@ -403,19 +403,12 @@ class NodeLocks:
             try:
                 if fast:
                     version, fast = fast, ""
-                    try:
-                        sent.append(True)
-                        taken = await self._patch(node, version, value)
-                        return self._took(node, value, started, taken)
-                    except KubeError as exc:
-                        if not exc.conflict:
-                            raise
-                        # Our cache was behind: read the node and decide on what it says.
-                version, current, obj = await self._read(node)
-                if current and current != value and not self._ours(node, current):
-                    await self._check_takeover(node, current)
-                if current == value:
-                    return self._took(node, value, started, obj)  # it landed; the answer did not
+                else:
+                    version, current, obj = await self._read(node)
+                    if current and current != value and not self._ours(node, current):
+                        await self._check_takeover(node, current)
+                    if current == value:
+                        return self._took(node, value, started, obj)  # landed; answer did not
                 try:
                     sent.append(True)
                     taken = await self._patch(node, version, value)
@@ -423,7 +416,7 @@ class NodeLocks:
                 except KubeError as exc:
                     if not exc.conflict:
                         raise
-                    continue  # the node changed since our read: read again
+                    # The node changed since we read it (or the cache was behind): read again.
             except KubeError as exc:
                 if not exc.transient or attempt == ATTEMPTS - 1:
                     raise
