@@ -29,16 +29,16 @@ from ascheduler.framework import (
     Handle,
     ProfileSpec,
     QueuedPodInfo,
+    Registry,
     WaitingPods,
     multipoint,
 )
-from ascheduler.framework.interface import PluginFactory
 from ascheduler.http import DEFAULT_ADDRESS, HealthServer
 from ascheduler.kube import KubeClient
 from ascheduler.kube.client import RateLimiter
 from ascheduler.kube.informer import Informer
 from ascheduler.leader import LeaderElector, LostLeadership
-from ascheduler.model import NodeInfo, PodInfo, parse_node, parse_pod
+from ascheduler.model import Node, PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
 from ascheduler.queue import QueueSettings, SchedulingQueue
 from ascheduler.scheduler import INVALID_SPEC, EventRouter, Scheduler
@@ -56,7 +56,7 @@ class RunOptions:
     profiles: Sequence[ProfileSpec] = field(
         default_factory=lambda: [multipoint(DEFAULT_SCHEDULER_NAME)]
     )
-    registry: Mapping[str, PluginFactory] = field(default_factory=lambda: dict(IN_TREE))
+    registry: Registry = field(default_factory=lambda: IN_TREE)
     percentage_of_nodes_to_score: int = 0
     queue: QueueSettings = field(default_factory=QueueSettings)
     binding_concurrency: int = 256
@@ -76,7 +76,7 @@ class Runtime:
 
     scheduler: Scheduler
     pod_informer: Informer[PodInfo]
-    node_informer: Informer[NodeInfo]
+    node_informer: Informer[Node]
     writer: StatusWriter
     watch_client: KubeClient
     write_client: KubeClient
@@ -94,7 +94,9 @@ def build_frameworks(
     waiting = WaitingPods()
     frameworks = {}
     for spec in options.profiles:
-        handle = Handle(cache=cache, waiting_pods=waiting, kube=kube, profile=spec.scheduler_name)
+        handle = Handle(
+            nodes=cache.table, waiting_pods=waiting, kube=kube, profile=spec.scheduler_name
+        )
         frameworks[spec.scheduler_name] = Framework(
             spec,
             options.registry,

@@ -7,8 +7,12 @@ import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ascheduler import __version__
+
+if TYPE_CHECKING:
+    from ascheduler.framework import Registry
 
 
 def _say(message: str) -> None:
@@ -52,6 +56,25 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     with_state_dir(verbs.add_parser("down", help="stop every process of the plane and remove it"))
     with_state_dir(verbs.add_parser("status", help="show the plane's processes"))
     with_state_dir(verbs.add_parser("env", help="print `export KUBECONFIG=...` for the plane"))
+
+
+def _plugins_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--plugin",
+        action="append",
+        dest="plugins",
+        default=[],
+        metavar="MODULE:ATTRIBUTE",
+        help="also register this plugin Registration from a module on the path (repeatable); "
+        "installed packages' plugins (entry-point group ascheduler.plugins) always are",
+    )
+
+
+def _registry(args: argparse.Namespace) -> Registry:
+    """In-tree plugins, installed packages' plugins, and those named with --plugin."""
+    from ascheduler.plugins import IN_TREE
+
+    return IN_TREE.with_entry_points().with_modules(args.plugins)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="as kube-scheduler's; 0 picks it from the cluster size",
     )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    _plugins_option(run)
     run.add_argument(
         "--http-address",
         default=None,
@@ -162,7 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
         "validate", help="report every problem in a file, with its path; exit 2 if any"
     )
     validate.add_argument("file")
-    config_verbs.add_parser("defaults", help="print the effective default configuration")
+    _plugins_option(validate)
+    defaults = config_verbs.add_parser("defaults", help="print the effective default configuration")
+    _plugins_option(defaults)
     _cluster_parser(sub)
     return parser
 
@@ -172,20 +198,24 @@ def _config(args: argparse.Namespace) -> int:
 
     from ascheduler.config import load, parse, to_document
     from ascheduler.framework import ConfigError
-    from ascheduler.plugins import IN_TREE
 
-    if args.verb == "defaults":
-        defaults = parse(
-            {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"},
-            IN_TREE,
-        )
-        print(yaml.safe_dump(to_document(defaults), sort_keys=False), end="")
-        return 0
     try:
-        load(args.file, IN_TREE)
+        registry = _registry(args)
+        if args.verb == "defaults":
+            defaults = parse(
+                {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                },
+                registry,
+            )
+            print(yaml.safe_dump(to_document(defaults, registry), sort_keys=False), end="")
+            return 0
+        load(args.file, registry)
     except ConfigError as exc:
+        where = f"{args.file}: " if args.verb == "validate" else ""
         for problem in exc.problems:
-            print(f"{args.file}: {problem}", file=sys.stderr)
+            print(f"{where}{problem}", file=sys.stderr)
         return 2
     print(f"{args.file}: valid")
     return 0
@@ -276,13 +306,19 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"ascheduler: error: --http-address: {exc}", file=sys.stderr)
         return 2
+    from ascheduler.framework import ConfigError
+
+    try:
+        registry = _registry(args)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"ascheduler: {problem}", file=sys.stderr)
+        return 2
     if args.config:
         from ascheduler.config import load
-        from ascheduler.framework import ConfigError
-        from ascheduler.plugins import IN_TREE
 
         try:
-            config = load(args.config, IN_TREE)
+            config = load(args.config, registry)
         except ConfigError as exc:
             for problem in exc.problems:
                 print(f"ascheduler: {args.config}: {problem}", file=sys.stderr)
@@ -300,11 +336,13 @@ def _run(args: argparse.Namespace) -> int:
                     leader_election=config.leader_election,
                     qps=config.qps,
                     burst=config.burst,
+                    registry=registry,
                 )
             )
         )
     names = args.scheduler_names or [app.DEFAULT_SCHEDULER_NAME]
     options = app.RunOptions(
+        registry=registry,
         kubeconfig=args.kubeconfig,
         profiles=[multipoint(name) for name in dict.fromkeys(names)],
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,

@@ -13,6 +13,7 @@ plugins to every extension point they implement (or changes a default plugin's w
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,17 +23,17 @@ import yaml
 
 from ascheduler.binding.binder import DEFAULT_DEVICE_RESOURCES, POLICIES, BindSettings
 from ascheduler.binding.nodelock import DEFAULT_KEY, EXPIRE_ENV, LockSettings, parse_seconds
-from ascheduler.cache import Cache
 from ascheduler.framework import (
-    DEFAULT_PLUGINS,
+    EXTENSION_POINTS,
     ConfigError,
     Framework,
     Handle,
     PluginRef,
     ProfileSpec,
-    WaitingPods,
+    Registry,
+    default_plugins,
 )
-from ascheduler.framework.runtime import EXTENSION_POINTS
+from ascheduler.framework.args import encode
 from ascheduler.http import DEFAULT_ADDRESS, parse_address
 from ascheduler.queue import QueueSettings
 
@@ -170,7 +171,7 @@ class _Problems:
 
 
 def _plugin_set(
-    p: _Problems, raw: Any, path: str, registry: Mapping[str, Any]
+    p: _Problems, raw: Any, path: str, registry: Registry
 ) -> tuple[list[PluginRef], set[str]]:
     body = p.obj(raw, path, {"enabled", "disabled"})
     enabled: list[PluginRef] = []
@@ -198,7 +199,7 @@ def _plugin_set(
     return enabled, disabled
 
 
-def _profile(p: _Problems, raw: Any, path: str, registry: Mapping[str, Any]) -> ProfileSpec:
+def _profile(p: _Problems, raw: Any, path: str, registry: Registry) -> ProfileSpec:
     body = p.obj(raw, path, _PROFILE)
     name = body.get("schedulerName", DEFAULT_SCHEDULER_NAME)
     if not isinstance(name, str) or not name:
@@ -221,7 +222,7 @@ def _profile(p: _Problems, raw: Any, path: str, registry: Mapping[str, Any]) -> 
     base = (
         []
         if "*" in multi_disabled
-        else [r for r in DEFAULT_PLUGINS if r.name not in multi_disabled]
+        else [r for r in default_plugins(registry) if r.name not in multi_disabled]
     )
     merged: list[PluginRef] = []
     overrides = {r.name: r for r in multi_enabled}
@@ -249,11 +250,12 @@ def _profile(p: _Problems, raw: Any, path: str, registry: Mapping[str, Any]) -> 
         if plugin in args:
             p.add(f"{path}.pluginConfig[{i}].name", f"duplicate config for plugin {plugin!r}")
             continue
-        args[plugin] = p.obj(
-            entry.get("args"),
-            f"{path}.pluginConfig[{i}].args",
-            _ARG_FIELDS.get(plugin, frozenset()),
-        )
+        raw_args = entry.get("args")
+        if raw_args is not None and not isinstance(raw_args, Mapping):
+            p.add(f"{path}.pluginConfig[{i}].args", "expected an object")
+            continue
+        # Checked field by field by the plugin's own argument type when the profile is built.
+        args[plugin] = raw_args or {}
         arg_paths[plugin] = f"{path}.pluginConfig[{i}].args"
     return ProfileSpec(
         name,
@@ -266,14 +268,7 @@ def _profile(p: _Problems, raw: Any, path: str, registry: Mapping[str, Any]) -> 
     )
 
 
-#: The argument fields each configurable plugin accepts (everything else is unknown).
-_ARG_FIELDS: Final[dict[str, frozenset[str]]] = {
-    "NodeResourcesFit": frozenset({"scoringStrategy", "ignoredResources", "ignoredResourceGroups"}),
-    "NodeResourcesBalancedAllocation": frozenset({"resources"}),
-}
-
-
-def parse(data: Any, registry: Mapping[str, Any]) -> SchedulerConfig:
+def parse(data: Any, registry: Registry) -> SchedulerConfig:
     """Validate and default a decoded configuration; `ConfigError` lists every problem."""
     p = _Problems()
     top = p.obj(data, "", _TOP)
@@ -392,7 +387,7 @@ def parse(data: Any, registry: Mapping[str, Any]) -> SchedulerConfig:
         # rules (one QueueSort, a Bind) are checked by the same code that runs them.
         for spec in profiles:
             try:
-                Framework(spec, registry, Handle(cache=Cache(), waiting_pods=WaitingPods()))
+                Framework(spec, registry, Handle())
             except ConfigError as exc:
                 p.items.extend(exc.problems)
     if p.items:
@@ -411,18 +406,20 @@ def parse(data: Any, registry: Mapping[str, Any]) -> SchedulerConfig:
     )
 
 
-def to_document(config: SchedulerConfig) -> dict[str, Any]:
+def _has_fields(args: Any) -> bool:
+    return dataclasses.is_dataclass(args) and bool(dataclasses.fields(args))
+
+
+def to_document(config: SchedulerConfig, registry: Registry) -> dict[str, Any]:
     """The effective configuration, every default filled in, as a document `parse` accepts."""
     le = config.leader_election
     lock = config.binding.lock
     profiles = []
     for spec in config.profiles:
+        multi = spec.points.get("multiPoint")
+        refs = default_plugins(registry) if multi is None else multi
         plugins: dict[str, Any] = {
-            "multiPoint": {
-                "enabled": [
-                    {"name": r.name, "weight": r.weight} for r in spec.points.get("multiPoint", ())
-                ]
-            }
+            "multiPoint": {"enabled": [{"name": r.name, "weight": r.weight} for r in refs]}
         }
         for point, refs in spec.points.items():
             if point != "multiPoint":
@@ -431,17 +428,9 @@ def to_document(config: SchedulerConfig) -> dict[str, Any]:
                 ]
         for point, names in spec.disabled.items():
             plugins.setdefault(point, {})["disabled"] = [{"name": n} for n in sorted(names)]
-        args = {name: dict(a) for name, a in spec.args.items()}
-        args.setdefault("NodeResourcesFit", {}).setdefault(
-            "scoringStrategy",
-            {
-                "type": "LeastAllocated",
-                "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
-            },
-        )
-        args.setdefault("NodeResourcesBalancedAllocation", {}).setdefault(
-            "resources", [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
-        )
+        # Every enabled plugin's arguments, defaults filled in, as its own type decodes them.
+        fw = Framework(spec, registry, Handle())
+        args = {name: encode(value) for name, value in fw.args.items() if _has_fields(value)}
         profiles.append(
             {
                 "schedulerName": spec.scheduler_name,
@@ -484,7 +473,7 @@ def to_document(config: SchedulerConfig) -> dict[str, Any]:
     }
 
 
-def load(path: str | Path, registry: Mapping[str, Any]) -> SchedulerConfig:
+def load(path: str | Path, registry: Registry) -> SchedulerConfig:
     try:
         text = Path(path).read_text()
     except OSError as exc:

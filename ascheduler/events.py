@@ -56,6 +56,8 @@ class _Condition:
     pod: PodInfo
     reason: str
     message: str
+    #: Set with the condition, as kube-scheduler does when PostFilter nominated a node.
+    nominated_node: str = ""
 
 
 class StatusWriter:
@@ -94,11 +96,18 @@ class StatusWriter:
         )
 
     def failed(
-        self, pod: PodInfo, message: str, profile: str, *, reason: str = "Unschedulable"
+        self,
+        pod: PodInfo,
+        message: str,
+        profile: str,
+        *,
+        reason: str = "Unschedulable",
+        nominated_node: str = "",
     ) -> None:
         self._put(_Event(pod, profile, "Warning", "FailedScheduling", "Scheduling", message))
-        if pod.scheduled_condition != ("False", reason, message):
-            self._put(_Condition(pod, reason, message))
+        unchanged = pod.scheduled_condition == ("False", reason, message)
+        if not unchanged or (nominated_node and nominated_node != pod.nominated_node_name):
+            self._put(_Condition(pod, reason, message, nominated_node))
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
@@ -166,7 +175,10 @@ class StatusWriter:
         }
         if pod.scheduled_condition is None or pod.scheduled_condition[0] != "False":
             condition["lastTransitionTime"] = _now()[:19] + "Z"  # only when the status changes
-        patch = {"metadata": {"uid": pod.uid}, "status": {"conditions": [condition]}}
+        status: dict[str, Any] = {"conditions": [condition]}
+        if item.nominated_node:
+            status["nominatedNodeName"] = item.nominated_node
+        patch = {"metadata": {"uid": pod.uid}, "status": status}
         await self.kube.request(
             "PATCH",
             f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",

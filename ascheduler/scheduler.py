@@ -48,7 +48,7 @@ from ascheduler.framework import (
     QueuedPodInfo,
     Status,
 )
-from ascheduler.model import NodeInfo, PodInfo
+from ascheduler.model import Node, PodInfo
 from ascheduler.queue import SchedulingQueue
 
 log = structlog.get_logger(__name__)
@@ -174,7 +174,13 @@ class Scheduler:
                     if result.diagnosis
                     else frozenset()
                 )
-                self._fail(fw, qp, result.status, rejected_by=rejecting)
+                self._fail(
+                    fw,
+                    qp,
+                    result.status,
+                    rejected_by=rejecting,
+                    nominated_node=result.nominated_node,
+                )
             else:
                 self._fail(fw, qp, result.status, error=True, reason="SchedulerError")
             return None
@@ -227,6 +233,7 @@ class Scheduler:
         error: bool = False,
         reason: str = "Unschedulable",
         started: float | None = None,
+        nominated_node: str = "",
     ) -> None:
         """Put the pod back and report why; `started` is when its attempt began (default:
         the current scheduling cycle's start)."""
@@ -249,7 +256,9 @@ class Scheduler:
             self.queue.done(qp.pod.uid)
         else:
             self.queue.requeue(replace(qp, pod=current), rejected_by=rejected_by, error=error)
-            self.writer.failed(current, message, fw.profile, reason=reason)
+            self.writer.failed(
+                current, message, fw.profile, reason=reason, nominated_node=nominated_node
+            )
         result = "error" if error else "unschedulable"
         metrics.SCHEDULE_ATTEMPTS.labels(result, fw.profile).inc()
         began = self._cycle_started if started is None else started
@@ -404,16 +413,16 @@ class _NodeEvents:
     def __init__(self, router: EventRouter) -> None:
         self.r = router
 
-    def _observe_lock(self, node: NodeInfo) -> None:
+    def _observe_lock(self, node: Node) -> None:
         if self.r.scheduler.binder is not None:
             self.r.scheduler.binder.locks.observe(node.name, node.annotations)
 
-    def on_add(self, node: NodeInfo) -> None:
+    def on_add(self, node: Node) -> None:
         self.r.cache.add_node(node)
         self._observe_lock(node)
         self.r.queue.move_all(ClusterEvent.NODE_ADD)
 
-    def on_update(self, old: NodeInfo, new: NodeInfo) -> None:
+    def on_update(self, old: Node, new: Node) -> None:
         self.r.cache.update_node(new)
         self._observe_lock(new)
         events = []
@@ -428,7 +437,7 @@ class _NodeEvents:
         for event in events:
             self.r.queue.move_all(event)
 
-    def on_delete(self, node: NodeInfo) -> None:
+    def on_delete(self, node: Node) -> None:
         self.r.cache.remove_node(node.name)
         if self.r.scheduler.binder is not None:
             self.r.scheduler.binder.locks.forget_node(node.name)

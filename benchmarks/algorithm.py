@@ -21,7 +21,7 @@ from typing import Any
 
 from ascheduler.cache import Cache
 from ascheduler.devcluster.nodes import FakeNodes, fake_node_body
-from ascheduler.framework import CycleState, Framework, Handle, WaitingPods, multipoint
+from ascheduler.framework import CycleState, Framework, Handle, multipoint
 from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
 
@@ -45,7 +45,7 @@ def measure(nodes: int, pods: int, initial: int, batch: int) -> dict[str, Any]:
     shape = FakeNodes(count=nodes)
     for name in shape.names():
         cache.add_node(parse_node(fake_node_body(name, shape)))
-    fw = Framework(multipoint("ascheduler"), IN_TREE, Handle(cache, WaitingPods()))
+    fw = Framework(multipoint("ascheduler"), IN_TREE, Handle(nodes=cache.table))
     template = basic_pod(0)
     for i in range(initial):
         pod = dataclasses.replace(template, uid=f"initial-{i}", name=f"initial-{i}")

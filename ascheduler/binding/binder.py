@@ -155,7 +155,7 @@ class LockedBinder:
             if first.result.done():  # its binding cycle was cancelled while it waited
                 queue.popleft()
                 continue
-            cached = first.fw.handle.cache.node(node)
+            cached = first.fw.handle.nodes.node(node)
             known = (cached.resource_version, cached.annotations) if cached is not None else None
             try:
                 async with self.locks.hold(node, first.pod, known=known) as hold:

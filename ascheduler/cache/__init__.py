@@ -1,7 +1,6 @@
-"""Nodes with their pods' aggregated requests, as columns (`NodeTable`) under a pod state
-machine (`Cache`)."""
+"""The scheduler's cache: a pod state machine (`Cache`) over the node table the framework
+defines (`ascheduler.framework.nodes.NodeTable`), which plugins read."""
 
 from ascheduler.cache.cache import Cache, CacheError
-from ascheduler.cache.table import NodeTable
 
-__all__ = ["Cache", "CacheError", "NodeTable"]
+__all__ = ["Cache", "CacheError"]

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from ascheduler.cache.table import NodeTable
-from ascheduler.model import NodeInfo, PodInfo
+from ascheduler.framework.nodes import NodeTable
+from ascheduler.model import Node, PodInfo
 
 log = structlog.get_logger(__name__)
 
@@ -55,7 +55,7 @@ class Cache:
 
     # -- nodes -------------------------------------------------------------------------------
 
-    def add_node(self, node: NodeInfo) -> None:
+    def add_node(self, node: Node) -> None:
         if node.errors:
             log.warning("node_invalid_fields", node=node.name, errors=list(node.errors))
         if node.name in self.table.index:
@@ -65,7 +65,7 @@ class Cache:
         for uid in self._by_node.get(node.name, ()):
             self.table.add_usage(row, self._pods[uid].pod, 1)
 
-    def update_node(self, node: NodeInfo) -> None:
+    def update_node(self, node: Node) -> None:
         if node.name not in self.table.index:
             self.add_node(node)
             return
@@ -77,7 +77,7 @@ class Cache:
         if name in self.table.index:
             self.table.remove(name)
 
-    def node(self, name: str) -> NodeInfo | None:
+    def node(self, name: str) -> Node | None:
         row = self.table.index.get(name)
         return None if row is None else self.table.infos[row]
 

@@ -1,51 +1,108 @@
-"""The scheduling framework: plugin interfaces, profiles, and running extension points."""
+"""The scheduling framework, and everything a plugin is written against.
+
+A plugin imports from here only: the interface of each extension point it implements (and
+subclasses), `CycleState`, `Status` and its codes, the `Handle`, the `NodeTable` it reads,
+`MAX_NODE_SCORE` and the normalizing helper, and `Registration` to declare itself. The records
+it is given (`PodInfo`, `Node`) are re-exported from `ascheduler.model`.
+"""
 
 from ascheduler.framework.errors import ConfigError, PluginArgsError
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
+    EXTENSION_POINTS,
+    INTERFACES,
+    MAX_NODE_SCORE,
     SKIP,
     SUCCESS,
+    BindPlugin,
     ClusterEvent,
     Code,
     CycleState,
-    FilterResult,
-    PreFilterResult,
-    QueuedPodInfo,
-    Rejection,
-    Status,
-)
-from ascheduler.framework.runtime import (
-    DEFAULT_PLUGINS,
     Diagnosis,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueuedPodInfo,
+    QueueSortPlugin,
+    Rejection,
+    ReservePlugin,
+    RowLocalScorePlugin,
+    ScorePlugin,
+    Status,
+    default_normalize,
+)
+from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
+from ascheduler.framework.registry import NoArgs, Registration, Registry
+from ascheduler.framework.runtime import (
     Framework,
     PluginRef,
     ProfileSpec,
     ScheduleResult,
+    default_plugins,
     multipoint,
 )
 from ascheduler.framework.waiting import WaitingPod, WaitingPods
+from ascheduler.model import Node, PodInfo
 
 __all__ = [
-    "DEFAULT_PLUGINS",
+    "EXTENSION_POINTS",
+    "INTERFACES",
+    "MAX_NODE_SCORE",
     "SKIP",
     "SUCCESS",
+    "BindPlugin",
+    "BoolArray",
     "ClusterEvent",
     "Code",
     "ConfigError",
     "CycleState",
     "Diagnosis",
+    "EnqueueExtensions",
+    "FilterPlugin",
     "FilterResult",
     "Framework",
     "Handle",
+    "IntArray",
+    "NoArgs",
+    "Node",
+    "NodeTable",
+    "PermitPlugin",
+    "Plugin",
     "PluginArgsError",
     "PluginRef",
+    "PodInfo",
+    "PostBindPlugin",
+    "PostFilterPlugin",
+    "PostFilterResult",
+    "PreBindPlugin",
+    "PreEnqueuePlugin",
+    "PreFilterPlugin",
     "PreFilterResult",
+    "PreScorePlugin",
     "ProfileSpec",
+    "QueueSortPlugin",
     "QueuedPodInfo",
+    "Registration",
+    "Registry",
     "Rejection",
+    "ReservePlugin",
+    "RowLocalScorePlugin",
     "ScheduleResult",
+    "ScorePlugin",
     "Status",
     "WaitingPod",
     "WaitingPods",
+    "default_normalize",
+    "default_plugins",
     "multipoint",
 ]

@@ -1,21 +1,22 @@
-"""What plugins may reach besides their arguments: the write client, the cache, waiting pods."""
+"""What a plugin may reach besides its arguments: the node table it reads (the same one the
+scheduling cycle passes it), pods waiting on Permit, and the client for writes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ascheduler.cache import Cache
+from ascheduler.framework.nodes import NodeTable
+from ascheduler.framework.waiting import WaitingPods
 
 if TYPE_CHECKING:
-    from ascheduler.framework.waiting import WaitingPods
     from ascheduler.kube import KubeClient
 
 
 @dataclass
 class Handle:
-    cache: Cache
-    waiting_pods: WaitingPods
+    nodes: NodeTable = field(default_factory=NodeTable)
+    waiting_pods: WaitingPods = field(default_factory=WaitingPods)
     #: The client for writes; None where a framework only computes (tests, benchmarks).
     kube: KubeClient | None = None
     profile: str = ""

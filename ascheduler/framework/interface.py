@@ -1,10 +1,18 @@
 """The plugin interfaces, one per extension point, with kube-scheduler's names and meaning.
 
+A plugin **subclasses** the interfaces it implements (kube-scheduler's
+`var _ framework.FilterPlugin = &Fit{}`), so `mypy --strict` proves its methods have the right
+signatures, and a method left out or misspelt is an abstract method the framework names when
+it builds the profile. The framework also checks out-of-tree plugins at run time: an override
+with the wrong parameters, or `async` where the interface is not (or the other way round), is
+refused, naming the plugin and the method.
+
 Filter and Score work on all nodes at once: a Filter returns which nodes it rejects (boolean
 masks over the `NodeTable` rows, one per reason), a Score returns an integer array over the
 feasible rows. That is what makes a Python scheduler as fast as a Go one: the per-node loop
-happens inside numpy. A plugin whose logic is naturally per node can still loop; it simply pays
-for it.
+happens inside numpy. `RowFilterPlugin` and `RowScorePlugin` (in `framework.rows`) adapt
+per-node code, kube-scheduler's `Filter(nodeInfo)` / `Score(nodeName)`, for authors who
+would rather not write numpy; they pay a Python call per node.
 
 Everything up to Permit runs inside the serial scheduling cycle and must not await. PreBind,
 Bind and PostBind run in the pod's binding cycle, concurrently with other pods, and may await.
@@ -12,23 +20,22 @@ Bind and PostBind run in the pod's binding cycle, concurrently with other pods, 
 
 from __future__ import annotations
 
+import abc
 import enum
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Final
 
 import numpy as np
 
-from ascheduler.cache.table import BoolArray, IntArray, NodeTable
+from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.model import PodInfo
 
-if TYPE_CHECKING:
-    from ascheduler.framework.handle import Handle
-
-MAX_NODE_SCORE = 100
+MAX_NODE_SCORE: Final = 100
 #: CycleState key: annotations a Bind plugin puts on the Binding (the API server copies a
 #: Binding's annotations onto the pod as it binds it, in the same write).
 BINDING_ANNOTATIONS = "BindingAnnotations"
+NO_NODES_MESSAGE: Final = "no nodes available to schedule pods"
 
 
 class Code(enum.IntEnum):
@@ -127,6 +134,81 @@ class PreFilterResult:
     node_names: frozenset[str] | None = None
 
 
+@dataclass
+class Diagnosis:
+    """Why a pod fits no node (kube-scheduler's `Diagnosis` and `FitError`).
+
+    The reasons are kept the columnar way: each filter's result in order (`filtered`), and
+    per row the code of the first plugin that rejected it (`codes`, Code.SUCCESS where none
+    did). `statuses()` rebuilds kube-scheduler's per-node status map from them, for PostFilter
+    plugins that think per node.
+    """
+
+    num_nodes: int
+    reason_counts: dict[str, int] = field(default_factory=dict)
+    #: The PreFilter rejection that failed the whole pod, if that is what happened.
+    prefilter_status: Status | None = None
+    rejecting_plugins: set[str] = field(default_factory=set)
+    unresolvable: bool = False
+    #: Per row: the Code of the node's first rejection (Code.SUCCESS where it passed).
+    codes: IntArray | None = None
+    #: (plugin, result) of each filter that rejected any node, in the order they ran.
+    filtered: Sequence[tuple[str, FilterResult]] = ()
+    #: (reason, rows) of the nodes PreFilter results left out, if any.
+    excluded: tuple[str, BoolArray] | None = None
+    postfilter_message: str = ""
+
+    @property
+    def prefilter_message(self) -> str:
+        return self.prefilter_status.message if self.prefilter_status is not None else ""
+
+    def message(self) -> str:
+        """`0/N nodes are available: <PreFilter or Filter reasons>. <PostFilter message>`."""
+        if self.num_nodes == 0:
+            return NO_NODES_MESSAGE
+        text = f"0/{self.num_nodes} nodes are available:"
+        if self.prefilter_message:
+            text += f" {self.prefilter_message}."
+        else:
+            parts = sorted(f"{count} {reason}" for reason, count in self.reason_counts.items())
+            if parts:
+                text += f" {', '.join(parts)}."
+        if self.postfilter_message:
+            text += f" {self.postfilter_message}"
+        return text
+
+    def statuses(self, names: Sequence[str]) -> dict[str, Status]:
+        """kube-scheduler's NodeToStatus map: each rejected node's status (its first rejecting
+        plugin, with all of that plugin's reasons for it)."""
+        if self.prefilter_status is not None:
+            return {name: self.prefilter_status for name in names}
+        out: dict[str, Status] = {}
+        if self.excluded is not None:
+            reason, rows = self.excluded
+            for row in np.flatnonzero(rows):
+                out[names[int(row)]] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (reason,))
+        for plugin, result in self.filtered:
+            for rejection in result.rejections:
+                for row in np.flatnonzero(rejection.nodes):
+                    name = names[int(row)]
+                    seen = out.get(name)
+                    if seen is not None and seen.plugin != plugin:
+                        continue  # an earlier plugin rejected it first
+                    reasons = (*seen.reasons, rejection.reason) if seen else (rejection.reason,)
+                    code = Code(int(self.codes[row])) if self.codes is not None else rejection.code
+                    out[name] = Status(code, reasons, plugin)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    """A PostFilter's outcome: SUCCESS with a node to nominate (preemption made room there),
+    or a rejection whose message joins the failure message."""
+
+    status: Status
+    nominated_node: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class QueuedPodInfo:
     pod: PodInfo
@@ -150,117 +232,146 @@ class ClusterEvent(enum.Enum):
     FORCE = "Force"
 
 
-class Plugin(Protocol):
-    name: str
+# -- the interfaces ------------------------------------------------------------------------
 
 
-@runtime_checkable
-class PreEnqueuePlugin(Plugin, Protocol):
-    def pre_enqueue(self, pod: PodInfo) -> Status: ...
+class Plugin(abc.ABC):  # noqa: B024 (a base with no method of its own, on purpose)
+    """Every plugin: a `name`, kube-scheduler's for the plugins it has. Subclass the
+    interfaces below, not this."""
+
+    name: ClassVar[str] = ""
 
 
-@runtime_checkable
-class QueueSortPlugin(Plugin, Protocol):
+class PreEnqueuePlugin(Plugin):
+    @abc.abstractmethod
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """SUCCESS lets the pod into the active queue; anything else holds it (gated)."""
+
+
+class QueueSortPlugin(Plugin):
+    @abc.abstractmethod
     def sort_key(self, qp: QueuedPodInfo) -> tuple[Any, ...]:
         """Smaller keys pop first (kube-scheduler's `Less`, made a key for the heap)."""
-        ...
 
 
-@runtime_checkable
-class PreFilterPlugin(Plugin, Protocol):
+class PreFilterPlugin(Plugin):
+    @abc.abstractmethod
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable
-    ) -> tuple[PreFilterResult | None, Status]: ...
+    ) -> tuple[PreFilterResult | None, Status]:
+        """Prepare the Filter (through `state`), narrow the nodes, or reject the pod; SKIP
+        also skips this plugin's Filter."""
 
 
-@runtime_checkable
-class FilterPlugin(Plugin, Protocol):
+class FilterPlugin(Plugin):
+    @abc.abstractmethod
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
         """Rejections over all rows of `nodes`; None when every node passes."""
-        ...
 
 
-@runtime_checkable
-class PostFilterPlugin(Plugin, Protocol):
+class PostFilterPlugin(Plugin):
+    @abc.abstractmethod
     def post_filter(
-        self, state: CycleState, pod: PodInfo, nodes: NodeTable, failures: Mapping[str, Status]
-    ) -> tuple[str | None, Status]: ...
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, diagnosis: Diagnosis
+    ) -> PostFilterResult:
+        """Runs when no node fits (preemption makes room here)."""
 
 
-@runtime_checkable
-class PreScorePlugin(Plugin, Protocol):
+class PreScorePlugin(Plugin):
+    @abc.abstractmethod
     def pre_score(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
-    ) -> Status: ...
+    ) -> Status:
+        """Prepare the Score; SKIP skips this plugin's Score."""
 
 
-@runtime_checkable
-class ScorePlugin(Plugin, Protocol):
+class ScorePlugin(Plugin):
+    @abc.abstractmethod
     def score(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
     ) -> IntArray:
         """Raw scores for the rows in `feasible` (same order)."""
-        ...
+
+    def normalize(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        """kube-scheduler's ScoreExtensions: the raw scores mapped to 0..MAX_NODE_SCORE.
+        By default they are taken as they are."""
+        return scores
 
 
-@runtime_checkable
-class RowLocalScorePlugin(ScorePlugin, Protocol):
+class RowLocalScorePlugin(ScorePlugin):
+    """A Score whose value for a node depends only on that node's row: the framework keeps
+    every row's score for a pod shape and recomputes only rows that changed since."""
+
+    @abc.abstractmethod
     def score_key(self, pod: PodInfo) -> Hashable:
         """A key such that a node's raw score depends only on it and on that node's own row
-        (its usage and allocatable). The framework then keeps the scores of every row for the
-        key and recomputes only rows that changed since: one row per cycle, typically."""
-        ...
+        (its usage and allocatable)."""
 
+    @abc.abstractmethod
     def score_row(self, pod: PodInfo, nodes: NodeTable, row: int) -> int:
         """The raw score of one row, equal to `score` for that row, in plain Python (numpy's
         per-call overhead dominates for the handful of rows that change per cycle)."""
-        ...
 
 
-@runtime_checkable
-class NormalizeScorePlugin(ScorePlugin, Protocol):
-    def normalize(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray: ...
-
-
-@runtime_checkable
-class ReservePlugin(Plugin, Protocol):
+class ReservePlugin(Plugin):
+    @abc.abstractmethod
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
-    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None: ...
+
+    @abc.abstractmethod
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Undo `reserve`; idempotent, and called even when this plugin's `reserve` did not
+        run (a later Reserve failed)."""
 
 
-@runtime_checkable
-class PermitPlugin(Plugin, Protocol):
+class PermitPlugin(Plugin):
+    @abc.abstractmethod
     def permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, float]:
         """(SUCCESS | WAIT | rejection, timeout seconds for WAIT)."""
-        ...
 
 
-@runtime_checkable
-class PreBindPlugin(Plugin, Protocol):
+class PreBindPlugin(Plugin):
+    @abc.abstractmethod
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
 
 
-@runtime_checkable
-class BindPlugin(Plugin, Protocol):
+class BindPlugin(Plugin):
+    @abc.abstractmethod
     async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """SKIP passes the pod to the next Bind plugin."""
-        ...
 
 
-@runtime_checkable
-class PostBindPlugin(Plugin, Protocol):
+class PostBindPlugin(Plugin):
+    @abc.abstractmethod
     def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None: ...
 
 
-@runtime_checkable
-class EnqueueExtensions(Plugin, Protocol):
+class EnqueueExtensions(Plugin):
+    @abc.abstractmethod
     def events_to_register(self) -> frozenset[ClusterEvent]:
         """Cluster events that may make a pod this plugin rejected schedulable."""
-        ...
 
 
-class PluginFactory(Protocol):
-    def __call__(self, args: Mapping[str, Any], handle: Handle) -> Plugin: ...
+#: Extension point (as `KubeSchedulerConfiguration` names it) -> its interface.
+EXTENSION_POINTS: Final[Mapping[str, type[Plugin]]] = {
+    "preEnqueue": PreEnqueuePlugin,
+    "queueSort": QueueSortPlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+}
+#: Every interface a plugin may subclass (the extension points, and their extensions).
+INTERFACES: Final[tuple[type[Plugin], ...]] = (
+    *EXTENSION_POINTS.values(),
+    RowLocalScorePlugin,
+    EnqueueExtensions,
+)
 
 
 def default_normalize(scores: IntArray, *, reverse: bool = False) -> IntArray:

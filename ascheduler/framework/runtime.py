@@ -2,12 +2,13 @@
 
 Plugins are enabled kube-scheduler's `multiPoint` way by default: a plugin listed once takes
 part in every extension point it implements. The scheduling cycle calls `find_nodes` (PreFilter,
-Filter, PostFilter, PreScore, Score, NormalizeScore), then `reserve` and `permit`; the binding
-cycle calls `wait_on_permit`, `pre_bind`, `bind` and `post_bind`.
+Filter, PostFilter when no node fits, PreScore, Score, NormalizeScore), then `reserve` and
+`permit`; the binding cycle calls `wait_on_permit`, `pre_bind`, `bind` and `post_bind`.
 
 When no node fits, `Diagnosis` says why the way kube-scheduler's FitError does: each node counts
 under the reasons of the first filter that rejected it, and the message reads
-`0/5 nodes are available: 2 Insufficient cpu, 3 node(s) had untolerated taint(s).`
+`0/5 nodes are available: 2 Insufficient cpu, 3 node(s) had untolerated taint(s).`, followed by
+what PostFilter plugins said.
 """
 
 from __future__ import annotations
@@ -21,21 +22,22 @@ from typing import Any, Final
 import numpy as np
 import structlog
 
-from ascheduler.cache.table import BoolArray, IntArray, NodeTable
-from ascheduler.framework.errors import ConfigError, PluginArgsError
+from ascheduler.framework.errors import ConfigError
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
+    EXTENSION_POINTS,
+    NO_NODES_MESSAGE,
     SUCCESS,
     BindPlugin,
     ClusterEvent,
     Code,
     CycleState,
+    Diagnosis,
     EnqueueExtensions,
     FilterPlugin,
-    NormalizeScorePlugin,
+    FilterResult,
     PermitPlugin,
     Plugin,
-    PluginFactory,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -48,44 +50,17 @@ from ascheduler.framework.interface import (
     ScorePlugin,
     Status,
 )
+from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
+from ascheduler.framework.registry import Registry
 from ascheduler.framework.waiting import WaitingPod
 from ascheduler.model import PodInfo
 
 log = structlog.get_logger(__name__)
 
-NO_NODES_MESSAGE: Final = "no nodes available to schedule pods"
 MAX_PERMIT_TIMEOUT: Final = 15 * 60.0
 MIN_FEASIBLE_NODES_TO_FIND: Final = 100
 MIN_FEASIBLE_PERCENTAGE: Final = 5
 _SCALAR_ROWS: Final = 16  # up to this many changed rows are rescored in plain Python
-EXTENSION_POINTS: Final = (
-    "preEnqueue",
-    "queueSort",
-    "preFilter",
-    "filter",
-    "postFilter",
-    "preScore",
-    "score",
-    "reserve",
-    "permit",
-    "preBind",
-    "bind",
-    "postBind",
-)
-_PROTOCOLS: Final[dict[str, type]] = {
-    "preEnqueue": PreEnqueuePlugin,
-    "queueSort": QueueSortPlugin,
-    "preFilter": PreFilterPlugin,
-    "filter": FilterPlugin,
-    "postFilter": PostFilterPlugin,
-    "preScore": PreScorePlugin,
-    "score": ScorePlugin,
-    "reserve": ReservePlugin,
-    "permit": PermitPlugin,
-    "preBind": PreBindPlugin,
-    "bind": BindPlugin,
-    "postBind": PostBindPlugin,
-}
 
 
 @dataclass(frozen=True)
@@ -96,10 +71,13 @@ class PluginRef:
 
 @dataclass(frozen=True)
 class ProfileSpec:
-    """A profile: the plugins of each extension point, in order, and their arguments."""
+    """A profile: the plugins of each extension point, in order, and their arguments.
+
+    `points["multiPoint"]` left out means the registry's default profile."""
 
     scheduler_name: str
-    points: Mapping[str, Sequence[PluginRef]]
+    points: Mapping[str, Sequence[PluginRef]] = field(default_factory=dict)
+    #: Raw `pluginConfig` args by plugin name (decoded by each plugin's registration).
     args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: Plugins removed from single extension points (`*`: every multiPoint plugin there).
     disabled: Mapping[str, frozenset[str]] = field(default_factory=dict)
@@ -111,48 +89,20 @@ class ProfileSpec:
     percentage_of_nodes_to_score: int | None = None
 
 
-#: kube-scheduler's default profile, restricted to the plugins ascheduler implements.
-DEFAULT_PLUGINS: Final = (
-    PluginRef("SchedulingGates"),
-    PluginRef("PrioritySort"),
-    PluginRef("NodeUnschedulable"),
-    PluginRef("NodeName"),
-    PluginRef("TaintToleration", 3),
-    PluginRef("NodeAffinity", 2),
-    PluginRef("NodePorts"),
-    PluginRef("NodeResourcesFit", 1),
-    PluginRef("NodeResourcesBalancedAllocation", 1),
-    PluginRef("DefaultBinder"),
-)
-
-
 def multipoint(
     scheduler_name: str,
-    plugins: Sequence[PluginRef] = DEFAULT_PLUGINS,
+    plugins: Sequence[PluginRef] | None = None,
     args: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ProfileSpec:
-    """Every listed plugin at every extension point it implements (resolved at build time)."""
-    return ProfileSpec(scheduler_name, {"multiPoint": tuple(plugins)}, dict(args or {}))
+    """Every listed plugin (None: the default profile's) at every extension point it
+    implements (resolved when the profile is built)."""
+    points = {} if plugins is None else {"multiPoint": tuple(plugins)}
+    return ProfileSpec(scheduler_name, points, dict(args or {}))
 
 
-@dataclass
-class Diagnosis:
-    """Why a pod fits no node."""
-
-    num_nodes: int
-    reason_counts: dict[str, int] = field(default_factory=dict)
-    prefilter_message: str = ""
-    rejecting_plugins: set[str] = field(default_factory=set)
-    unresolvable: bool = False
-
-    def message(self) -> str:
-        if self.num_nodes == 0:
-            return NO_NODES_MESSAGE
-        head = f"0/{self.num_nodes} nodes are available:"
-        if self.prefilter_message:
-            return f"{head} {self.prefilter_message}."
-        parts = sorted(f"{count} {reason}" for reason, count in self.reason_counts.items())
-        return f"{head} {', '.join(parts)}."
+def default_plugins(registry: Registry) -> tuple[PluginRef, ...]:
+    """The registry's default profile (kube-scheduler's, restricted to what it holds)."""
+    return tuple(PluginRef(name, weight) for name, weight in registry.default_profile())
 
 
 @dataclass
@@ -161,6 +111,8 @@ class ScheduleResult:
     status: Status
     diagnosis: Diagnosis | None = None
     feasible: int = 0
+    #: A node a PostFilter plugin nominated the pod to (it made room there).
+    nominated_node: str = ""
 
 
 def num_feasible_nodes_to_find(num_nodes: int, percentage: int) -> int:
@@ -175,43 +127,54 @@ class Framework:
     def __init__(
         self,
         spec: ProfileSpec,
-        registry: Mapping[str, PluginFactory],
+        registry: Registry,
         handle: Handle,
         *,
         percentage_of_nodes_to_score: int = 0,
     ) -> None:
+        """Build each enabled plugin once, from its registration and decoded args; every
+        problem (an unknown plugin, a bad argument, a plugin that does not conform) is
+        collected into one ConfigError, with its path."""
         self.profile = spec.scheduler_name
         self.handle = handle
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self._next_start = 0
         self.plugins: dict[str, Plugin] = {}
+        #: Each plugin's decoded arguments (what `config defaults` prints).
+        self.args: dict[str, Any] = {}
         self.weights: dict[str, int] = {}
         problems: list[str] = []
         points: dict[str, list[Plugin]] = {p: [] for p in EXTENSION_POINTS}
+        failed: set[str] = set()
 
         def instance(ref: PluginRef, path: str) -> Plugin | None:
-            if ref.name in self.plugins:
-                return self.plugins[ref.name]
-            factory = registry.get(ref.name)
-            if factory is None:
+            if ref.name in self.plugins or ref.name in failed:
+                return self.plugins.get(ref.name)
+            registration = registry.get(ref.name)
+            if registration is None:
                 problems.append(f'{spec.path}{path}.name: unknown plugin "{ref.name}"')
+                failed.add(ref.name)
                 return None
+            where = spec.arg_paths.get(ref.name, f"{spec.path}pluginConfig[{ref.name}].args")
             try:
-                plugin = factory(spec.args.get(ref.name, {}), handle)
-            except PluginArgsError as exc:
-                where = spec.arg_paths.get(ref.name, f"{spec.path}pluginConfig[{ref.name}].args")
-                problems.append(f"{where}.{exc}")
+                args = registration.decode_args(spec.args.get(ref.name), where)
+                plugin = registration.build(args, handle)
+            except ConfigError as exc:
+                problems.extend(exc.problems)
+                failed.add(ref.name)
                 return None
             self.plugins[ref.name] = plugin
+            self.args[ref.name] = args
             return plugin
 
-        for i, ref in enumerate(spec.points.get("multiPoint", ())):
+        multi = spec.points.get("multiPoint")
+        for i, ref in enumerate(default_plugins(registry) if multi is None else multi):
             plugin = instance(ref, f"plugins.multiPoint.enabled[{i}]")
             if plugin is None:
                 continue
-            for point, proto in _PROTOCOLS.items():
+            for point, interface in EXTENSION_POINTS.items():
                 off = spec.disabled.get(point, frozenset())
-                if isinstance(plugin, proto) and ref.name not in off and "*" not in off:
+                if isinstance(plugin, interface) and ref.name not in off and "*" not in off:
                     points[point].append(plugin)
             self.weights.setdefault(ref.name, ref.weight)
         for point in EXTENSION_POINTS:
@@ -219,7 +182,7 @@ class Framework:
                 plugin = instance(ref, f"plugins.{point}.enabled[{i}]")
                 if plugin is None:
                     continue
-                if not isinstance(plugin, _PROTOCOLS[point]):
+                if not isinstance(plugin, EXTENSION_POINTS[point]):
                     problems.append(
                         f"{spec.path}plugins.{point}.enabled[{i}].name: plugin {ref.name!r} "
                         f"does not implement {point}"
@@ -229,40 +192,44 @@ class Framework:
                     points[point].append(plugin)
                 if point == "score":
                     self.weights[ref.name] = ref.weight
-        if len(points["queueSort"]) != 1:
-            problems.append(
-                f"{spec.path}plugins.queueSort: exactly one plugin must be enabled, found "
-                f"{len(points['queueSort'])}"
-            )
-        if not points["bind"]:
-            problems.append(f"{spec.path}plugins.bind: at least one plugin must be enabled")
+        if not problems:
+            if len(points["queueSort"]) != 1:
+                problems.append(
+                    f"{spec.path}plugins.queueSort: exactly one plugin must be enabled, found "
+                    f"{len(points['queueSort'])}"
+                )
+            if not points["bind"]:
+                problems.append(f"{spec.path}plugins.bind: at least one plugin must be enabled")
         if problems:
             raise ConfigError(problems)
 
-        self.pre_enqueue_plugins: list[PreEnqueuePlugin] = points["preEnqueue"]  # type: ignore[assignment]
-        self.queue_sort: QueueSortPlugin = points["queueSort"][0]  # type: ignore[assignment]
-        self.pre_filter_plugins: list[PreFilterPlugin] = points["preFilter"]  # type: ignore[assignment]
-        self.filter_plugins: list[FilterPlugin] = points["filter"]  # type: ignore[assignment]
-        self.post_filter_plugins: list[PostFilterPlugin] = points["postFilter"]  # type: ignore[assignment]
-        self.pre_score_plugins: list[PreScorePlugin] = points["preScore"]  # type: ignore[assignment]
-        self.score_plugins: list[ScorePlugin] = points["score"]  # type: ignore[assignment]
-        self.reserve_plugins: list[ReservePlugin] = points["reserve"]  # type: ignore[assignment]
-        self.permit_plugins: list[PermitPlugin] = points["permit"]  # type: ignore[assignment]
-        self.pre_bind_plugins: list[PreBindPlugin] = points["preBind"]  # type: ignore[assignment]
-        self.bind_plugins: list[BindPlugin] = points["bind"]  # type: ignore[assignment]
-        self.post_bind_plugins: list[PostBindPlugin] = points["postBind"]  # type: ignore[assignment]
+        def of(point: str, _: type[Any]) -> list[Any]:
+            return points[point]
+
+        self.pre_enqueue_plugins: list[PreEnqueuePlugin] = of("preEnqueue", PreEnqueuePlugin)
+        self.queue_sort: QueueSortPlugin = of("queueSort", QueueSortPlugin)[0]
+        self.pre_filter_plugins: list[PreFilterPlugin] = of("preFilter", PreFilterPlugin)
+        self.filter_plugins: list[FilterPlugin] = of("filter", FilterPlugin)
+        self.post_filter_plugins: list[PostFilterPlugin] = of("postFilter", PostFilterPlugin)
+        self.pre_score_plugins: list[PreScorePlugin] = of("preScore", PreScorePlugin)
+        self.score_plugins: list[ScorePlugin] = of("score", ScorePlugin)
+        self.reserve_plugins: list[ReservePlugin] = of("reserve", ReservePlugin)
+        self.permit_plugins: list[PermitPlugin] = of("permit", PermitPlugin)
+        self.pre_bind_plugins: list[PreBindPlugin] = of("preBind", PreBindPlugin)
+        self.bind_plugins: list[BindPlugin] = of("bind", BindPlugin)
+        self.post_bind_plugins: list[PostBindPlugin] = of("postBind", PostBindPlugin)
         self._row_local = {p.name for p in self.score_plugins if isinstance(p, RowLocalScorePlugin)}
         self._normalizes = {
-            p.name for p in self.score_plugins if isinstance(p, NormalizeScorePlugin)
+            p.name for p in self.score_plugins if type(p).normalize is not ScorePlugin.normalize
         }
-        self._events = {
-            name: (
-                p.events_to_register()
-                if isinstance(p, EnqueueExtensions)
-                else frozenset(ClusterEvent)
-            )
-            for name, p in self.plugins.items()
-        }
+        every = frozenset(ClusterEvent)
+        self._events: dict[str, frozenset[ClusterEvent]] = {}
+        for name, p in self.plugins.items():
+            if isinstance(p, EnqueueExtensions):
+                self._events[name] = p.events_to_register()
+            else:
+                declared = registry[name].events
+                self._events[name] = every if declared is None else declared
         self._rng = random.Random()
 
     # -- queueing ----------------------------------------------------------------------------
@@ -286,7 +253,8 @@ class Framework:
     # -- the scheduling cycle ----------------------------------------------------------------
 
     def find_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> ScheduleResult:
-        """PreFilter .. NormalizeScore: the node to assume, or why there is none."""
+        """PreFilter .. NormalizeScore: the node to assume, or why there is none (then with
+        what PostFilter plugins did about it)."""
         n = nodes.n
         if n == 0:
             return ScheduleResult(
@@ -303,15 +271,13 @@ class Framework:
                 continue
             if not status.ok:
                 if status.rejected:
-                    unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
                     diag = Diagnosis(
                         n,
-                        prefilter_message=status.message,
+                        prefilter_status=status.with_plugin(pre.name),
                         rejecting_plugins={pre.name},
-                        unresolvable=unresolvable,
+                        unresolvable=status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                     )
-                    fit_error = Status(status.code, (diag.message(),), pre.name)
-                    return ScheduleResult(None, fit_error, diag)
+                    return self._unschedulable(state, pod, nodes, diag)
                 return ScheduleResult(None, status.with_plugin(pre.name))
             if result is not None and result.node_names is not None:
                 allowed = np.fromiter(
@@ -322,7 +288,7 @@ class Framework:
 
         now = time.perf_counter()
         timings["PreFilter"], mark = now - mark, now
-        applied = []
+        applied: list[tuple[str, FilterResult]] = []
         rejected = np.zeros(n, dtype=np.bool_) if candidates is None else ~candidates
         for plugin in self.filter_plugins:
             if plugin.name in state.skip_filter:
@@ -336,14 +302,40 @@ class Framework:
         timings["Filter"], mark = now - mark, now
         if feasible.size == 0:
             diag = self._diagnose(n, candidates, narrowed_by, applied)
-            status = Status.unschedulable(diag.message(), resolvable=not diag.unresolvable)
-            return ScheduleResult(None, status, diag)
+            return self._unschedulable(state, pod, nodes, diag)
         feasible = self._sample(feasible, n)
         if feasible.size == 1:
             return ScheduleResult(nodes.names[int(feasible[0])], SUCCESS, feasible=1)
         row = self._best(state, pod, nodes, feasible)
         timings["Score"] = time.perf_counter() - mark
         return ScheduleResult(nodes.names[row], SUCCESS, feasible=int(feasible.size))
+
+    def _unschedulable(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, diag: Diagnosis
+    ) -> ScheduleResult:
+        """No node fits: PostFilter plugins run in order until one succeeds (it nominates a
+        node) or fails outright; the rejections' messages join the failure message, as
+        kube-scheduler's RunPostFilterPlugins does."""
+        nominated = ""
+        reasons: list[str] = []
+        for plugin in self.post_filter_plugins:
+            outcome = plugin.post_filter(state, pod, nodes, diag)
+            status = outcome.status
+            if status.ok:
+                nominated = outcome.nominated_node
+                reasons = list(status.reasons)
+                break
+            if status.code is Code.ERROR:
+                return ScheduleResult(None, status.with_plugin(plugin.name), diag)
+            reasons.extend(status.reasons)
+            if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                break
+        diag.postfilter_message = ", ".join(reasons)
+        status = Status.unschedulable(diag.message(), resolvable=not diag.unresolvable)
+        if diag.prefilter_status is not None:
+            prefilter = diag.prefilter_status
+            status = Status(prefilter.code, (diag.message(),), prefilter.plugin)
+        return ScheduleResult(None, status, diag, nominated_node=nominated)
 
     def _sample(self, feasible: IntArray, n: int) -> IntArray:
         """The first `numFeasibleNodesToFind` feasible rows from a start that rotates by the
@@ -366,20 +358,25 @@ class Framework:
         n: int,
         candidates: BoolArray | None,
         narrowed_by: list[str],
-        applied: list[tuple[str, Any]],
+        applied: list[tuple[str, FilterResult]],
     ) -> Diagnosis:
-        diag = Diagnosis(num_nodes=n)
+        diag = Diagnosis(num_nodes=n, filtered=applied)
+        codes = np.zeros(n, dtype=np.int64)
         alive = np.ones(n, dtype=np.bool_) if candidates is None else candidates.copy()
         if candidates is not None:
-            outside = int((~candidates).sum())
-            if outside:
+            outside = ~candidates
+            if outside.any():
                 reason = f"node(s) didn't satisfy plugin(s) [{', '.join(narrowed_by)}]"
-                diag.reason_counts[reason] = outside
+                diag.reason_counts[reason] = int(outside.sum())
                 diag.rejecting_plugins.update(narrowed_by)
+                diag.excluded = (reason, outside)
+                codes[outside] = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
         resolvable_seen = False
         for name, outcome in applied:
+            first = outcome.rejected & alive
             for rejection in outcome.rejections:
-                count = int((rejection.nodes & alive).sum())
+                mine = rejection.nodes & alive
+                count = int(mine.sum())
                 if count:
                     diag.reason_counts[rejection.reason] = (
                         diag.reason_counts.get(rejection.reason, 0) + count
@@ -387,7 +384,10 @@ class Framework:
                     diag.rejecting_plugins.add(name)
                     if rejection.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                         resolvable_seen = True
-            alive &= ~outcome.rejected
+                    # A node's code is its first plugin's worst: unresolvable wins.
+                    codes[mine] = np.maximum(codes[mine], int(rejection.code))
+            alive &= ~first
+        diag.codes = codes
         diag.unresolvable = not resolvable_seen and candidates is None
         return diag
 
@@ -405,7 +405,7 @@ class Framework:
             else:
                 scores = plugin.score(state, pod, nodes, feasible)
             if plugin.name in self._normalizes:
-                scores = plugin.normalize(state, pod, scores)  # type: ignore[attr-defined]
+                scores = plugin.normalize(state, pod, scores)
             total += scores * self.weights.get(plugin.name, 1)
         top = np.flatnonzero(total == total.max())
         pick = int(top[0]) if top.size == 1 else int(top[self._rng.randrange(top.size)])

@@ -1,11 +1,11 @@
 """Compact, immutable records parsed once from the API's JSON."""
 
 from ascheduler.model.affinity import NodeSelectorTerm, PreferredTerm, Taint, Toleration
-from ascheduler.model.node import NodeInfo, parse_node
+from ascheduler.model.node import Node, parse_node
 from ascheduler.model.pod import PodInfo, parse_pod
 
 __all__ = [
-    "NodeInfo",
+    "Node",
     "NodeSelectorTerm",
     "PodInfo",
     "PreferredTerm",

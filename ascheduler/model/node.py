@@ -1,4 +1,4 @@
-"""`NodeInfo`: what the scheduler needs of a node, parsed once from the API's JSON.
+"""`Node`: what the scheduler needs of a node, parsed once from the API's JSON.
 
 A node whose allocatable holds garbage does not crash anything: the bad resource counts as
 zero (so nothing lands there for it) and the field is named in `errors`, which the cache logs.
@@ -15,7 +15,7 @@ from ascheduler.model.quantity import QuantityError, parse_resource
 
 
 @dataclass(frozen=True, slots=True)
-class NodeInfo:
+class Node:
     name: str
     uid: str
     resource_version: str
@@ -27,7 +27,7 @@ class NodeInfo:
     annotations: Mapping[str, str]
     errors: tuple[str, ...] = ()
 
-    def spec_equal(self, other: NodeInfo) -> bool:
+    def spec_equal(self, other: Node) -> bool:
         """Everything but allocatable that filters and scores read."""
         return (
             self.labels == other.labels
@@ -36,7 +36,7 @@ class NodeInfo:
         )
 
 
-def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
+def parse_node(obj: Mapping[str, Any]) -> Node:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -58,7 +58,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
             errors.append(str(exc))
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
-    return NodeInfo(
+    return Node(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),

@@ -1,8 +1,8 @@
-"""The in-tree plugins, registered under kube-scheduler's names."""
+"""The in-tree plugins, registered under kube-scheduler's names, in the default profile's order."""
 
 from __future__ import annotations
 
-from ascheduler.framework.interface import PluginFactory
+from ascheduler.framework.registry import Registry
 from ascheduler.plugins import (
     defaultbinder,
     nodeaffinity,
@@ -15,17 +15,19 @@ from ascheduler.plugins import (
     tainttoleration,
 )
 
-IN_TREE: dict[str, PluginFactory] = {
-    prioritysort.NAME: prioritysort.new,
-    schedulinggates.NAME: schedulinggates.new,
-    nodeunschedulable.NAME: nodeunschedulable.new,
-    nodename.NAME: nodename.new,
-    tainttoleration.NAME: tainttoleration.new,
-    nodeaffinity.NAME: nodeaffinity.new,
-    nodeports.NAME: nodeports.new,
-    noderesources.FIT: noderesources.new_fit,
-    noderesources.BALANCED: noderesources.new_balanced,
-    defaultbinder.NAME: defaultbinder.new,
-}
+IN_TREE = Registry(
+    [
+        schedulinggates.REGISTRATION,
+        prioritysort.REGISTRATION,
+        nodeunschedulable.REGISTRATION,
+        nodename.REGISTRATION,
+        tainttoleration.REGISTRATION,
+        nodeaffinity.REGISTRATION,
+        nodeports.REGISTRATION,
+        noderesources.FIT_REGISTRATION,
+        noderesources.BALANCED_REGISTRATION,
+        defaultbinder.REGISTRATION,
+    ]
+)
 
 __all__ = ["IN_TREE"]

@@ -11,11 +11,17 @@ the node, and hand its room to the next pod.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import BINDING_ANNOTATIONS, SUCCESS, CycleState, Status
+from ascheduler.framework.interface import (
+    BINDING_ANNOTATIONS,
+    SUCCESS,
+    BindPlugin,
+    CycleState,
+    Status,
+)
+from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.model import PodInfo
 
@@ -24,7 +30,7 @@ ATTEMPTS: Final = 5
 FIRST_RETRY_DELAY: Final = 0.1
 
 
-class DefaultBinder:
+class DefaultBinder(BindPlugin):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:
@@ -79,5 +85,8 @@ async def _settle_conflict(kube: KubeClient, pod: PodInfo, node: str, exc: KubeE
     return Status.error(f"binding refused: {exc}", NAME)
 
 
-def new(args: Mapping[str, Any], handle: Handle) -> DefaultBinder:
+def new(args: NoArgs, handle: Handle) -> DefaultBinder:
     return DefaultBinder(handle)
+
+
+REGISTRATION: Final = Registration(NAME, new, NoArgs, events=frozenset(), default_weight=1)

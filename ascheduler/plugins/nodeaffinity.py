@@ -8,11 +8,10 @@ cached per pod shape until a node's spec changes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 
-from ascheduler.cache.table import BoolArray, IntArray, NodeTable
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
     SKIP,
@@ -20,11 +19,17 @@ from ascheduler.framework.interface import (
     ClusterEvent,
     Code,
     CycleState,
+    FilterPlugin,
     FilterResult,
+    PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
+    ScorePlugin,
     Status,
     default_normalize,
 )
+from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
+from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo
 
 NAME: Final = "NodeAffinity"
@@ -40,7 +45,7 @@ def _required_match(pod: PodInfo, name: str, labels: Mapping[str, str]) -> bool:
     return any(term.matches(name, labels) for term in pod.required_terms)
 
 
-class NodeAffinity:
+class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
     name = NAME
 
     def pre_filter(
@@ -114,9 +119,15 @@ class NodeAffinity:
     def normalize(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
         return default_normalize(scores)
 
-    def events_to_register(self) -> frozenset[ClusterEvent]:
-        return frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_LABEL})
 
-
-def new(args: Mapping[str, Any], handle: Handle) -> NodeAffinity:
+def new(args: NoArgs, handle: Handle) -> NodeAffinity:
     return NodeAffinity()
+
+
+REGISTRATION: Final = Registration(
+    NAME,
+    new,
+    NoArgs,
+    events=frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_LABEL}),
+    default_weight=2,
+)

@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 
-from ascheduler.cache.table import NodeTable
 from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import ClusterEvent, Code, CycleState, FilterResult
+from ascheduler.framework.interface import (
+    ClusterEvent,
+    Code,
+    CycleState,
+    FilterPlugin,
+    FilterResult,
+)
+from ascheduler.framework.nodes import NodeTable
+from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo
 
 NAME: Final = "NodeName"
 REASON: Final = "node(s) didn't match the requested node name"
 
 
-class NodeName:
+class NodeName(FilterPlugin):
     name = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
@@ -28,9 +34,11 @@ class NodeName:
             mask[row] = False
         return FilterResult.single(REASON, mask, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
 
-    def events_to_register(self) -> frozenset[ClusterEvent]:
-        return frozenset({ClusterEvent.NODE_ADD})
 
-
-def new(args: Mapping[str, Any], handle: Handle) -> NodeName:
+def new(args: NoArgs, handle: Handle) -> NodeName:
     return NodeName()
+
+
+REGISTRATION: Final = Registration(
+    NAME, new, NoArgs, events=frozenset({ClusterEvent.NODE_ADD}), default_weight=1
+)

@@ -4,13 +4,14 @@ same host IP or either side 0.0.0.0, conflict)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 
-from ascheduler.cache.table import NodeTable
 from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import ClusterEvent, CycleState, FilterResult
+from ascheduler.framework.interface import ClusterEvent, CycleState, FilterPlugin, FilterResult
+from ascheduler.framework.nodes import NodeTable
+from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo
 from ascheduler.model.pod import HostPort
 
@@ -27,7 +28,7 @@ def conflicts(wanted: HostPort, used: Mapping[HostPort, int]) -> bool:
     return False
 
 
-class NodePorts:
+class NodePorts(FilterPlugin):
     name = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
@@ -41,9 +42,15 @@ class NodePorts:
             return None
         return FilterResult.single(REASON, mask)
 
-    def events_to_register(self) -> frozenset[ClusterEvent]:
-        return frozenset({ClusterEvent.NODE_ADD, ClusterEvent.ASSIGNED_POD_DELETE})
 
-
-def new(args: Mapping[str, Any], handle: Handle) -> NodePorts:
+def new(args: NoArgs, handle: Handle) -> NodePorts:
     return NodePorts()
+
+
+REGISTRATION: Final = Registration(
+    NAME,
+    new,
+    NoArgs,
+    events=frozenset({ClusterEvent.NODE_ADD, ClusterEvent.ASSIGNED_POD_DELETE}),
+    default_weight=1,
+)

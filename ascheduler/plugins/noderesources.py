@@ -11,14 +11,13 @@ follows kube-scheduler's, so the scores are the same numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
-from ascheduler.cache.table import CPU, MEMORY, PODS, BoolArray, IntArray, NodeTable
 from ascheduler.framework.errors import PluginArgsError
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
@@ -28,10 +27,15 @@ from ascheduler.framework.interface import (
     ClusterEvent,
     Code,
     CycleState,
+    FilterPlugin,
     FilterResult,
+    PreScorePlugin,
     Rejection,
+    RowLocalScorePlugin,
     Status,
 )
+from ascheduler.framework.nodes import CPU, MEMORY, PODS, BoolArray, IntArray, NodeTable
+from ascheduler.framework.registry import Registration
 from ascheduler.model import PodInfo
 
 FIT: Final = "NodeResourcesFit"
@@ -43,8 +47,16 @@ STRATEGIES: Final = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRati
 
 @dataclass(frozen=True)
 class ResourceSpec:
+    """A resource a score looks at, and its weight (1..100)."""
+
     name: str
-    weight: int
+    weight: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise PluginArgsError("name: required")
+        if not 1 <= self.weight <= 100:
+            raise PluginArgsError("weight: must be an integer in 1..100")
 
 
 def _floor_div(num: IntArray, den: IntArray) -> IntArray:
@@ -66,26 +78,71 @@ def _trunc_div(num: IntArray, den: IntArray | int) -> IntArray:
     return np.where((num < 0) != (np.asarray(den) < 0), -q, q)
 
 
-def _resource_specs(
-    raw: Any, path: str, default: Sequence[ResourceSpec]
-) -> tuple[ResourceSpec, ...]:
-    if raw is None:
-        return tuple(default)
-    if not isinstance(raw, list) or not raw:
-        raise PluginArgsError(f"{path}: expected a non-empty list")
-    specs = []
-    for i, item in enumerate(raw):
-        name = (item or {}).get("name")
-        weight = (item or {}).get("weight", 1)
-        if not isinstance(name, str) or not name:
-            raise PluginArgsError(f"{path}[{i}].name: required")
-        if not isinstance(weight, int) or not 1 <= weight <= 100:
-            raise PluginArgsError(f"{path}[{i}].weight: must be an integer in 1..100")
-        specs.append(ResourceSpec(name, weight))
-    return tuple(specs)
-
-
 _DEFAULT_RESOURCES: Final = (ResourceSpec("cpu", 1), ResourceSpec("memory", 1))
+
+
+def _check_resources(resources: Sequence[ResourceSpec]) -> None:
+    if not resources:
+        raise PluginArgsError("resources: expected a non-empty list")
+
+
+@dataclass(frozen=True)
+class UtilizationShapePoint:
+    utilization: int
+    score: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.utilization <= MAX_UTILIZATION:
+            raise PluginArgsError("utilization: must be an integer in 0..100")
+        if not 0 <= self.score <= MAX_CUSTOM_SCORE:
+            raise PluginArgsError("score: must be an integer in 0..10")
+
+
+@dataclass(frozen=True)
+class RequestedToCapacityRatioParam:
+    shape: tuple[UtilizationShapePoint, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScoringStrategy:
+    type: str = "LeastAllocated"
+    resources: tuple[ResourceSpec, ...] = _DEFAULT_RESOURCES
+    requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in STRATEGIES:
+            raise PluginArgsError(
+                f"type: unknown strategy {self.type!r}, expected one of {', '.join(STRATEGIES)}"
+            )
+        _check_resources(self.resources)
+        if self.type != "RequestedToCapacityRatio":
+            return
+        shape = self.requested_to_capacity_ratio.shape if self.requested_to_capacity_ratio else ()
+        path = "requestedToCapacityRatio.shape"
+        if not shape:
+            raise PluginArgsError(f"{path}: at least one point is required")
+        for i in range(1, len(shape)):
+            if shape[i].utilization <= shape[i - 1].utilization:
+                raise PluginArgsError(f"{path}[{i}].utilization: values must increase")
+
+
+@dataclass(frozen=True)
+class NodeResourcesFitArgs:
+    """kube-scheduler's `NodeResourcesFitArgs`."""
+
+    ignored_resources: tuple[str, ...] = ()
+    ignored_resource_groups: tuple[str, ...] = ()
+    scoring_strategy: ScoringStrategy = ScoringStrategy()
+
+
+@dataclass(frozen=True)
+class NodeResourcesBalancedAllocationArgs:
+    """kube-scheduler's `NodeResourcesBalancedAllocationArgs`."""
+
+    resources: tuple[ResourceSpec, ...] = _DEFAULT_RESOURCES
+
+    def __post_init__(self) -> None:
+        _check_resources(self.resources)
 
 
 class _ResourceScorer:
@@ -144,7 +201,7 @@ class _ResourceScorer:
         return out
 
 
-class NodeResourcesFit:
+class NodeResourcesFit(FilterPlugin, RowLocalScorePlugin):
     name = FIT
 
     def __init__(
@@ -299,18 +356,8 @@ class NodeResourcesFit:
             done |= hit
         return out
 
-    def events_to_register(self) -> frozenset[ClusterEvent]:
-        return frozenset(
-            {
-                ClusterEvent.NODE_ADD,
-                ClusterEvent.NODE_ALLOCATABLE,
-                ClusterEvent.ASSIGNED_POD_DELETE,
-                ClusterEvent.ASSIGNED_POD_UPDATE,
-            }
-        )
 
-
-class NodeResourcesBalancedAllocation:
+class NodeResourcesBalancedAllocation(PreScorePlugin, RowLocalScorePlugin):
     name = BALANCED
 
     def __init__(self, resources: Sequence[ResourceSpec]) -> None:
@@ -376,64 +423,45 @@ class NodeResourcesBalancedAllocation:
             std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
         return int((1 - std) * MAX_NODE_SCORE)
 
-    def events_to_register(self) -> frozenset[ClusterEvent]:
-        return frozenset(
-            {ClusterEvent.NODE_ADD, ClusterEvent.NODE_ALLOCATABLE, ClusterEvent.ASSIGNED_POD_DELETE}
-        )
 
-
-def _strategy(
-    args: Mapping[str, Any],
-) -> tuple[str, tuple[ResourceSpec, ...], tuple[tuple[int, int], ...]]:
-    raw = args.get("scoringStrategy") or {}
-    if not isinstance(raw, Mapping):
-        raise PluginArgsError("scoringStrategy: expected an object")
-    kind = raw.get("type", "LeastAllocated")
-    if kind not in STRATEGIES:
-        raise PluginArgsError(
-            f"scoringStrategy.type: unknown strategy {kind!r}, expected one of "
-            f"{', '.join(STRATEGIES)}"
-        )
-    resources = _resource_specs(
-        raw.get("resources"), "scoringStrategy.resources", _DEFAULT_RESOURCES
-    )
-    shape: list[tuple[int, int]] = []
-    if kind == "RequestedToCapacityRatio":
-        points = ((raw.get("requestedToCapacityRatio") or {}).get("shape")) or []
-        path = "scoringStrategy.requestedToCapacityRatio.shape"
-        if not isinstance(points, list) or not points:
-            raise PluginArgsError(f"{path}: at least one point is required")
-        for i, p in enumerate(points):
-            u, s = (p or {}).get("utilization"), (p or {}).get("score")
-            if not isinstance(u, int) or not 0 <= u <= MAX_UTILIZATION:
-                raise PluginArgsError(f"{path}[{i}].utilization: must be an integer in 0..100")
-            if not isinstance(s, int) or not 0 <= s <= MAX_CUSTOM_SCORE:
-                raise PluginArgsError(f"{path}[{i}].score: must be an integer in 0..10")
-            if shape and u <= shape[-1][0]:
-                raise PluginArgsError(f"{path}[{i}].utilization: values must increase")
-            shape.append((u, s))
-    return kind, resources, tuple(shape)
-
-
-def _string_set(args: Mapping[str, Any], key: str) -> frozenset[str]:
-    raw = args.get(key) or []
-    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
-        raise PluginArgsError(f"{key}: expected a list of strings")
-    return frozenset(raw)
-
-
-def new_fit(args: Mapping[str, Any], handle: Handle) -> NodeResourcesFit:
-    kind, resources, shape = _strategy(args)
+def new_fit(args: NodeResourcesFitArgs, handle: Handle) -> NodeResourcesFit:
+    strategy = args.scoring_strategy
+    ratio = strategy.requested_to_capacity_ratio
     return NodeResourcesFit(
-        strategy=kind,
-        resources=resources,
-        shape=shape,
-        ignored=_string_set(args, "ignoredResources"),
-        ignored_groups=_string_set(args, "ignoredResourceGroups"),
+        strategy=strategy.type,
+        resources=strategy.resources,
+        shape=tuple((p.utilization, p.score) for p in ratio.shape) if ratio else (),
+        ignored=frozenset(args.ignored_resources),
+        ignored_groups=frozenset(args.ignored_resource_groups),
     )
 
 
-def new_balanced(args: Mapping[str, Any], handle: Handle) -> NodeResourcesBalancedAllocation:
-    return NodeResourcesBalancedAllocation(
-        _resource_specs(args.get("resources"), "resources", _DEFAULT_RESOURCES)
-    )
+def new_balanced(
+    args: NodeResourcesBalancedAllocationArgs, handle: Handle
+) -> NodeResourcesBalancedAllocation:
+    return NodeResourcesBalancedAllocation(args.resources)
+
+
+FIT_REGISTRATION: Final = Registration(
+    FIT,
+    new_fit,
+    NodeResourcesFitArgs,
+    events=frozenset(
+        {
+            ClusterEvent.NODE_ADD,
+            ClusterEvent.NODE_ALLOCATABLE,
+            ClusterEvent.ASSIGNED_POD_DELETE,
+            ClusterEvent.ASSIGNED_POD_UPDATE,
+        }
+    ),
+    default_weight=1,
+)
+BALANCED_REGISTRATION: Final = Registration(
+    BALANCED,
+    new_balanced,
+    NodeResourcesBalancedAllocationArgs,
+    events=frozenset(
+        {ClusterEvent.NODE_ADD, ClusterEvent.NODE_ALLOCATABLE, ClusterEvent.ASSIGNED_POD_DELETE}
+    ),
+    default_weight=1,
+)

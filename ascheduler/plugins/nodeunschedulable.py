@@ -3,12 +3,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
-from ascheduler.cache.table import NodeTable
 from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import ClusterEvent, Code, CycleState, FilterResult
+from ascheduler.framework.interface import (
+    ClusterEvent,
+    Code,
+    CycleState,
+    FilterPlugin,
+    FilterResult,
+)
+from ascheduler.framework.nodes import NodeTable
+from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo, Taint
 from ascheduler.model.affinity import tolerated
 
@@ -17,7 +23,7 @@ REASON: Final = "node(s) were unschedulable"
 _TAINT: Final = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 
 
-class NodeUnschedulable:
+class NodeUnschedulable(FilterPlugin):
     name = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
@@ -26,9 +32,15 @@ class NodeUnschedulable:
             return None
         return FilterResult.single(REASON, mask.copy(), Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
 
-    def events_to_register(self) -> frozenset[ClusterEvent]:
-        return frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_SCHEDULABLE})
 
-
-def new(args: Mapping[str, Any], handle: Handle) -> NodeUnschedulable:
+def new(args: NoArgs, handle: Handle) -> NodeUnschedulable:
     return NodeUnschedulable()
+
+
+REGISTRATION: Final = Registration(
+    NAME,
+    new,
+    NoArgs,
+    events=frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_SCHEDULABLE}),
+    default_weight=1,
+)

@@ -3,17 +3,17 @@ its gates are removed."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import SUCCESS, ClusterEvent, Code, Status
+from ascheduler.framework.interface import SUCCESS, ClusterEvent, Code, PreEnqueuePlugin, Status
+from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo
 
 NAME: Final = "SchedulingGates"
 
 
-class SchedulingGates:
+class SchedulingGates(PreEnqueuePlugin):
     name = NAME
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
@@ -24,9 +24,15 @@ class SchedulingGates:
             Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (f"waiting for scheduling gates: [{gates}]",), NAME
         )
 
-    def events_to_register(self) -> frozenset[ClusterEvent]:
-        return frozenset({ClusterEvent.UNSCHEDULED_POD_UPDATE})
 
-
-def new(args: Mapping[str, Any], handle: Handle) -> SchedulingGates:
+def new(args: NoArgs, handle: Handle) -> SchedulingGates:
     return SchedulingGates()
+
+
+REGISTRATION: Final = Registration(
+    NAME,
+    new,
+    NoArgs,
+    events=frozenset({ClusterEvent.UNSCHEDULED_POD_UPDATE}),
+    default_weight=1,
+)

@@ -8,12 +8,10 @@ ever looked at.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 
-from ascheduler.cache.table import BoolArray, IntArray, NodeTable
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
     SKIP,
@@ -21,10 +19,15 @@ from ascheduler.framework.interface import (
     ClusterEvent,
     Code,
     CycleState,
+    FilterPlugin,
     FilterResult,
+    PreScorePlugin,
+    ScorePlugin,
     Status,
     default_normalize,
 )
+from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
+from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo
 from ascheduler.model.affinity import tolerated
 
@@ -41,7 +44,7 @@ def _tainted_rows(nodes: NodeTable) -> list[int]:
     return rows
 
 
-class TaintToleration:
+class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin):
     name = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
@@ -87,9 +90,15 @@ class TaintToleration:
     def normalize(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
         return default_normalize(scores, reverse=True)
 
-    def events_to_register(self) -> frozenset[ClusterEvent]:
-        return frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_TAINT})
 
-
-def new(args: Mapping[str, Any], handle: Handle) -> TaintToleration:
+def new(args: NoArgs, handle: Handle) -> TaintToleration:
     return TaintToleration()
+
+
+REGISTRATION: Final = Registration(
+    NAME,
+    new,
+    NoArgs,
+    events=frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_TAINT}),
+    default_weight=3,
+)

@@ -139,7 +139,7 @@ def test_defaults_round_trip_through_the_cli() -> None:
     assert result.returncode == 0
     document = yaml.safe_load(result.stdout)
     again = parse(document, IN_TREE)
-    assert to_document(again) == document
+    assert to_document(again, IN_TREE) == document
     assert _multipoint(again)["TaintToleration"] == 3
     assert document["ascheduler"]["nodeLock"]["policy"] == "devices"
 

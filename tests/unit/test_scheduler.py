@@ -11,17 +11,25 @@ import pytest
 
 from ascheduler.app import DEFAULT_SCHEDULER_NAME, RunOptions, build_frameworks, build_queue
 from ascheduler.cache import Cache
-from ascheduler.cache.table import CPU, PODS
 from ascheduler.events import NOTE_LIMIT, StatusWriter, truncate_note
 from ascheduler.framework import (
-    DEFAULT_PLUGINS,
     ClusterEvent,
+    NoArgs,
+    PermitPlugin,
     PluginRef,
+    PostFilterPlugin,
+    PostFilterResult,
     QueuedPodInfo,
+    Registration,
+    Registry,
+    ReservePlugin,
+    ScorePlugin,
     Status,
+    default_plugins,
     multipoint,
 )
-from ascheduler.model import NodeInfo, PodInfo, parse_node, parse_pod
+from ascheduler.framework.nodes import CPU, PODS
+from ascheduler.model import Node, PodInfo, parse_node, parse_pod
 from ascheduler.model.quantity import MAX_QUANTITY
 from ascheduler.plugins import IN_TREE
 from ascheduler.queue import QueueSettings, SchedulingQueue
@@ -47,7 +55,7 @@ def make_node(
     labels: dict[str, str] | None = None,
     taints: list[dict[str, str]] | None = None,
     unschedulable: bool = False,
-) -> NodeInfo:
+) -> Node:
     return parse_node(
         {
             "metadata": {"name": name, "labels": labels or {}},
@@ -87,7 +95,7 @@ async def pop(queue: SchedulingQueue) -> QueuedPodInfo | None:
 class Env:
     def __init__(
         self,
-        *nodes: NodeInfo,
+        *nodes: Node,
         options: RunOptions | None = None,
         store: dict[str, PodInfo] | None = None,
     ) -> None:
@@ -640,7 +648,7 @@ def test_pod_created_bound_with_huge_sums_is_counted_whole() -> None:
 # -- one bad pod fails alone -----------------------------------------------------------------
 
 
-class Exploding:
+class Exploding(ScorePlugin, ReservePlugin, PermitPlugin):
     """A plugin that raises at the extension point named in its args."""
 
     name = "Exploding"
@@ -670,16 +678,17 @@ class Exploding:
         return Status(), 0.0
 
 
-def exploding_env(at: str, *nodes: NodeInfo) -> tuple[Env, Exploding]:
+def exploding_env(at: str, *nodes: Node) -> tuple[Env, Exploding]:
     made: list[Exploding] = []
 
-    def factory(args: Any, handle: Any) -> Exploding:
+    def factory(args: NoArgs, handle: Any) -> Exploding:
         made.append(Exploding(at))
         return made[-1]
 
+    defaults = default_plugins(IN_TREE)
     options = RunOptions(
-        profiles=[multipoint(DEFAULT_SCHEDULER_NAME, (*DEFAULT_PLUGINS, PluginRef("Exploding")))],
-        registry={**IN_TREE, "Exploding": factory},
+        profiles=[multipoint(DEFAULT_SCHEDULER_NAME, (*defaults, PluginRef("Exploding")))],
+        registry=Registry([*IN_TREE.values(), Registration("Exploding", factory, NoArgs)]),
     )
     env = Env(*nodes, options=options)
     return env, made[0]
@@ -712,3 +721,27 @@ async def test_an_unreserve_that_raises_does_not_stop_the_failure_path() -> None
     assert plugin.unreserved == ["bad"]
     assert not env.cache.has_pod(bad.uid)
     assert env.queue.where(bad.uid) == "backoff"
+
+
+class Nominating(PostFilterPlugin):
+    name = "Nominating"
+
+    def post_filter(self, state: Any, pod: PodInfo, nodes: Any, diagnosis: Any) -> PostFilterResult:
+        return PostFilterResult(Status(reasons=("preempting on n1",)), nominated_node="n1")
+
+
+async def test_a_post_filter_nomination_is_written_with_the_condition() -> None:
+    options = RunOptions(
+        profiles=[
+            multipoint(DEFAULT_SCHEDULER_NAME, (*default_plugins(IN_TREE), PluginRef("Nominating")))
+        ],
+        registry=Registry(
+            [*IN_TREE.values(), Registration("Nominating", lambda a, h: Nominating(), NoArgs)]
+        ),
+    )
+    env = Env(make_node("n1", cpu="1"), options=options)
+    bind, _ = await env.attempt(make_pod("big", cpu="2"))
+    assert bind is None
+    (condition,) = [i for i in env.written() if type(i).__name__ == "_Condition"]
+    assert condition.nominated_node == "n1"
+    assert condition.message == ("0/1 nodes are available: 1 Insufficient cpu. preempting on n1")

@@ -23,7 +23,7 @@ ME = "instance-a"
 
 
 class FakeFramework:
-    handle = SimpleNamespace(cache=SimpleNamespace(node=lambda name: None))
+    handle = SimpleNamespace(nodes=SimpleNamespace(node=lambda name: None))
 
     def __init__(
         self,

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from ascheduler.cache import Cache, CacheError
-from ascheduler.cache.table import CPU, EPHEMERAL, MEMORY, PODS
-from ascheduler.model import NodeInfo, PodInfo, parse_node, parse_pod
+from ascheduler.framework.nodes import CPU, EPHEMERAL, MEMORY, PODS
+from ascheduler.model import Node, PodInfo, parse_node, parse_pod
 from ascheduler.model.quantity import MAX_QUANTITY
 
 GI = 2**30
@@ -26,7 +26,7 @@ def make_node(
     taints: list[dict[str, str]] | None = None,
     unschedulable: bool = False,
     **extra: str,
-) -> NodeInfo:
+) -> Node:
     return parse_node(
         {
             "metadata": {"name": name, "labels": labels or {}},

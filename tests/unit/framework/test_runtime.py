@@ -12,17 +12,26 @@ import pytest
 
 from ascheduler.cache import Cache
 from ascheduler.framework import (
-    DEFAULT_PLUGINS,
     SUCCESS,
     Code,
     ConfigError,
     CycleState,
+    Diagnosis,
     Framework,
     Handle,
+    NoArgs,
+    NodeTable,
+    PermitPlugin,
+    Plugin,
     PluginRef,
+    PostFilterPlugin,
+    PostFilterResult,
     ProfileSpec,
+    Registration,
+    Registry,
+    ReservePlugin,
     Status,
-    WaitingPods,
+    default_plugins,
     multipoint,
 )
 from ascheduler.framework.runtime import num_feasible_nodes_to_find
@@ -40,6 +49,7 @@ from tests.unit.plugins.builders import (
     term,
 )
 
+DEFAULT_PLUGINS = default_plugins(IN_TREE)
 TAINT = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
 TAINTED = "node(s) had untolerated taint(s)"
 
@@ -48,14 +58,17 @@ def build(
     cache: Cache,
     *,
     extra: Sequence[PluginRef] = (),
-    registry: Mapping[str, Any] | None = None,
+    registry: Sequence[Registration[Any]] = (),
     args: Mapping[str, Mapping[str, Any]] | None = None,
     percentage: int = 0,
 ) -> Framework:
-    handle = Handle(cache=cache, waiting_pods=WaitingPods())
+    handle = Handle(nodes=cache.table)
     spec = multipoint("x", (*DEFAULT_PLUGINS, *extra), args)
     return Framework(
-        spec, {**IN_TREE, **(registry or {})}, handle, percentage_of_nodes_to_score=percentage
+        spec,
+        Registry([*IN_TREE.values(), *registry]),
+        handle,
+        percentage_of_nodes_to_score=percentage,
     )
 
 
@@ -398,7 +411,7 @@ def test_unknown_plugin_at_an_extension_point() -> None:
         "x",
         {"multiPoint": DEFAULT_PLUGINS, "score": (PluginRef("NodeAffinity"), PluginRef("Nope"))},
     )
-    handle = Handle(cache=Cache(), waiting_pods=WaitingPods())
+    handle = Handle()
     with pytest.raises(ConfigError) as err:
         Framework(spec, IN_TREE, handle)
     assert 'plugins.score.enabled[1].name: unknown plugin "Nope"' in err.value.problems
@@ -406,7 +419,7 @@ def test_unknown_plugin_at_an_extension_point() -> None:
 
 def test_plugin_at_a_point_it_does_not_implement() -> None:
     spec = ProfileSpec("x", {"multiPoint": DEFAULT_PLUGINS, "filter": (PluginRef("PrioritySort"),)})
-    handle = Handle(cache=Cache(), waiting_pods=WaitingPods())
+    handle = Handle()
     with pytest.raises(ConfigError, match=r"plugins\.filter\.enabled\[0\]\.name"):
         Framework(spec, IN_TREE, handle)
 
@@ -462,16 +475,12 @@ def test_unknown_strategy_is_named() -> None:
 # -- Reserve ---------------------------------------------------------------------------------
 
 
-def factory(plugin: Any) -> Any:
-    """A registry entry that always returns `plugin`."""
-
-    def new(args: Mapping[str, Any], handle: Handle) -> Any:
-        return plugin
-
-    return new
+def registration(plugin: Plugin) -> Registration[NoArgs]:
+    """A registration that always returns `plugin`."""
+    return Registration(plugin.name, lambda args, handle: plugin, NoArgs)
 
 
-class Recorder:
+class Recorder(ReservePlugin):
     """A Reserve plugin writing what is called into a shared log."""
 
     def __init__(self, name: str, log: list[str], result: Status = SUCCESS) -> None:
@@ -493,7 +502,7 @@ def reserve_framework(log: list[str], failing: Status | None) -> Framework:
         "B": Recorder("B", log, failing or SUCCESS),
         "C": Recorder("C", log),
     }
-    registry = {name: factory(p) for name, p in plugins.items()}
+    registry = [registration(p) for p in plugins.values()]
     return build(
         make_cache([node("n1")]),
         extra=[PluginRef("A"), PluginRef("B"), PluginRef("C")],
@@ -546,7 +555,7 @@ def test_reserve_success_then_unreserve_all_in_reverse() -> None:
 # -- Permit ----------------------------------------------------------------------------------
 
 
-class Permit:
+class Permit(PermitPlugin):
     def __init__(self, name: str, status: Status, timeout: float = 0.0) -> None:
         self.name = name
         self.status = status
@@ -560,7 +569,7 @@ WAIT = Status(Code.WAIT)
 
 
 def permit_framework(*plugins: Permit) -> Framework:
-    registry = {p.name: factory(p) for p in plugins}
+    registry = [registration(p) for p in plugins]
     return build(
         make_cache([node("n1")]),
         extra=[PluginRef(p.name) for p in plugins],
@@ -741,3 +750,102 @@ def test_assumed_pods_change_later_scores(num_nodes: int) -> None:
         cache.assume(info, result.node)
         placed[result.node] = placed.get(result.node, 0) + 1
     assert placed == {f"n{i:02d}": 1 for i in range(num_nodes)}
+
+
+# -- PostFilter ------------------------------------------------------------------------------
+
+
+class Recording(PostFilterPlugin):
+    """A PostFilter that records the diagnosis it is given and answers `outcome`."""
+
+    def __init__(self, name: str, outcome: PostFilterResult) -> None:
+        self.name = name
+        self.outcome = outcome
+        self.seen: list[Diagnosis] = []
+
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, diagnosis: Diagnosis
+    ) -> PostFilterResult:
+        self.seen.append(diagnosis)
+        return self.outcome
+
+
+def post_filter_framework(*plugins: Recording) -> tuple[Framework, Cache]:
+    cache = make_cache([node("t", taints=[TAINT]), node("small", cpu="1"), node("big")])
+    return (
+        build(
+            cache,
+            extra=[PluginRef(p.name) for p in plugins],
+            registry=[registration(p) for p in plugins],
+        ),
+        cache,
+    )
+
+
+def test_post_filter_runs_when_no_node_fits_with_every_nodes_status() -> None:
+    nominator = Recording(
+        "Nominator", PostFilterResult(Status(reasons=("made room",)), nominated_node="big")
+    )
+    fw, cache = post_filter_framework(nominator)
+    result = fw.find_nodes(CycleState(), parsed(pod(cpu="8")), cache.table)
+    assert result.node is None
+    assert result.nominated_node == "big"
+    (diag,) = nominator.seen
+    statuses = diag.statuses(cache.table.names)
+    assert statuses["t"] == Status(
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (TAINTED,), "TaintToleration"
+    )
+    assert statuses["small"].reasons == ("Insufficient cpu",)
+    assert statuses["small"].plugin == "NodeResourcesFit"
+    assert statuses["small"].code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE  # 8 > its 1 cpu
+    assert result.status.message == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. made room"
+    )
+
+
+def test_post_filter_does_not_run_when_a_node_fits() -> None:
+    nominator = Recording("Nominator", PostFilterResult(SUCCESS))
+    fw, cache = post_filter_framework(nominator)
+    assert fw.find_nodes(CycleState(), parsed(pod(cpu="1")), cache.table).node is not None
+    assert nominator.seen == []
+
+
+def test_post_filter_rejections_join_the_message_until_one_succeeds() -> None:
+    first = Recording("First", PostFilterResult(Status.unschedulable("no victims")))
+    second = Recording("Second", PostFilterResult(Status.unschedulable("not eligible")))
+    fw, cache = post_filter_framework(first, second)
+    result = fw.find_nodes(CycleState(), parsed(pod(cpu="8")), cache.table)
+    assert result.nominated_node == ""
+    assert result.status.message.endswith("2 Insufficient cpu. no victims, not eligible")
+    assert len(second.seen) == 1
+
+
+def test_an_unresolvable_post_filter_stops_the_others() -> None:
+    first = Recording("First", PostFilterResult(Status.unschedulable("never", resolvable=False)))
+    second = Recording("Second", PostFilterResult(SUCCESS, nominated_node="big"))
+    fw, cache = post_filter_framework(first, second)
+    result = fw.find_nodes(CycleState(), parsed(pod(cpu="8")), cache.table)
+    assert result.status.message.endswith(" never")
+    assert second.seen == []
+    assert result.nominated_node == ""
+
+
+def test_a_post_filter_error_fails_the_attempt() -> None:
+    broken = Recording("Broken", PostFilterResult(Status.error("cannot list victims")))
+    fw, cache = post_filter_framework(broken)
+    result = fw.find_nodes(CycleState(), parsed(pod(cpu="8")), cache.table)
+    assert result.status.code is Code.ERROR
+    assert result.status.plugin == "Broken"
+
+
+def test_post_filter_also_runs_after_a_prefilter_rejection() -> None:
+    """kube-scheduler: a FitError from PreFilter goes through PostFilter too."""
+    nominator = Recording("Nominator", PostFilterResult(Status.unschedulable("none")))
+    fw, cache = post_filter_framework(nominator)
+    disjoint = [expr("metadata.name", "In", "a"), expr("metadata.name", "In", "b")]
+    raw = pod(required=[term(fields=disjoint)])
+    result = fw.find_nodes(CycleState(), parsed(raw), cache.table)
+    (diag,) = nominator.seen
+    assert diag.prefilter_status is not None
+    assert set(diag.statuses(cache.table.names)) == {"t", "small", "big"}
+    assert result.status.message == ("0/3 nodes are available: pod affinity terms conflict. none")

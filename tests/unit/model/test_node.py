@@ -9,7 +9,7 @@ import pytest
 
 from ascheduler.model import parse_node
 from ascheduler.model.affinity import Taint
-from ascheduler.model.node import NodeInfo
+from ascheduler.model.node import Node
 
 GI = 2**30
 
@@ -20,7 +20,7 @@ def node(
     capacity: Any = None,
     taints: Any = None,
     **meta: Any,
-) -> NodeInfo:
+) -> Node:
     status: dict[str, Any] = {}
     if allocatable is not None:
         status["allocatable"] = allocatable

@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 
 from ascheduler.cache import Cache
-from ascheduler.framework import Code, CycleState, FilterResult, Handle, WaitingPods
-from ascheduler.framework.interface import NormalizeScorePlugin, PreScorePlugin
+from ascheduler.framework import Code, CycleState, FilterResult, Handle, PreScorePlugin
 from ascheduler.model import parse_node, parse_pod
 from ascheduler.model.pod import PodInfo
 from ascheduler.plugins import IN_TREE
@@ -167,8 +166,9 @@ def make_cache(nodes: Iterable[Json], pods: Iterable[Json] = ()) -> Cache:
 
 
 def make_plugin(name: str, cache: Cache, args: Mapping[str, Any] | None = None) -> Any:
-    handle = Handle(cache=cache, waiting_pods=WaitingPods())
-    return IN_TREE[name](dict(args or {}), handle)
+    """The in-tree plugin `name`, its `args` decoded as a profile would decode them."""
+    registration = IN_TREE[name]
+    return registration.build(registration.decode_args(args, "args"), Handle(nodes=cache.table))
 
 
 def run_filter(plugin: Any, raw_pod: Json, cache: Cache) -> FilterResult | None:
@@ -220,6 +220,5 @@ def run_score(
         assert status.ok, status
     scores = plugin.score(state, info, table, rows)
     assert scores.shape == rows.shape
-    if isinstance(plugin, NormalizeScorePlugin):
-        scores = plugin.normalize(state, info, scores)
+    scores = plugin.normalize(state, info, scores)
     return {name: int(s) for name, s in zip(names, scores, strict=True)}

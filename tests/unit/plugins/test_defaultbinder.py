@@ -8,8 +8,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from ascheduler.cache import Cache
-from ascheduler.framework import CycleState, Handle, WaitingPods
+from ascheduler.framework import CycleState, Handle
 from ascheduler.framework.interface import Code
 from ascheduler.kube import ApiError, ConnectionFailed
 from ascheduler.model import parse_pod
@@ -57,7 +56,7 @@ def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def bind(kube: Kube) -> Any:
-    handle = Handle(cache=Cache(), waiting_pods=WaitingPods(), kube=kube)  # type: ignore[arg-type]
+    handle = Handle(kube=kube)  # type: ignore[arg-type]
     return await DefaultBinder(handle).bind(CycleState(), POD, "n1")
 
 

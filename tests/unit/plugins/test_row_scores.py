@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ascheduler.cache import Cache
-from ascheduler.framework import Handle, WaitingPods
+from ascheduler.framework import Handle
 from ascheduler.model import parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
 
@@ -85,11 +85,12 @@ def random_cluster(seed: int) -> Cache:
 @pytest.mark.parametrize("args", STRATEGIES, ids=["least", "most", "rtc", "least-weighted"])
 def test_row_scores_equal_vector_scores(seed: int, args: dict[str, Any]) -> None:
     cache = random_cluster(seed)
-    handle = Handle(cache=cache, waiting_pods=WaitingPods())
+    handle = Handle(nodes=cache.table)
     rng = random.Random(seed + 100)
+    fit, balanced = IN_TREE["NodeResourcesFit"], IN_TREE["NodeResourcesBalancedAllocation"]
     for plugin in (
-        IN_TREE["NodeResourcesFit"](args, handle),
-        IN_TREE["NodeResourcesBalancedAllocation"]({}, handle),
+        fit.build(fit.decode_args(args, "args"), handle),
+        balanced.build(balanced.decode_args({}, "args"), handle),
     ):
         for k in range(10):
             requests = {"cpu": f"{rng.randint(0, 2000)}m", "memory": f"{rng.randint(0, 4096)}Mi"}

@@ -1,5 +1,7 @@
 """`NodeTable`: every node as a row of integer columns, so filters and scores run over all nodes
-at once with numpy instead of a Python loop per node.
+at once with numpy instead of a Python loop per node. It is what plugins read: the node records
+(`infos`, `names`, `index`, `node()`), each row's pods (`pods()`), resource columns, host ports,
+and caches keyed by pod shape. The scheduler's cache owns it and mutates it; plugins only read.
 
 Rows are dense (0..n-1); removing a node moves the last row into its place. Resources are rows
 of the `alloc` / `requested` matrices: cpu (millicores), memory, ephemeral-storage, pods (the
@@ -24,14 +26,14 @@ shape until it moves.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from ascheduler.model import NodeInfo, PodInfo
+from ascheduler.model import Node, PodInfo
 from ascheduler.model.pod import HostPort
 from ascheduler.model.quantity import saturate
 
@@ -47,10 +49,10 @@ BoolArray = npt.NDArray[np.bool_]
 
 @dataclass(slots=True)
 class _RowUsage:
-    """A row's exact usage: the sum of its pods' requests, unbounded."""
+    """A row's pods, and the exact sum of their requests (unbounded)."""
 
+    pods: dict[str, PodInfo] = field(default_factory=dict)
     requested: dict[str, int] = field(default_factory=dict)
-    pods: int = 0
     nonzero_cpu: int = 0
     nonzero_memory: int = 0
 
@@ -75,7 +77,7 @@ class NodeTable:
         self._nonzero = np.zeros((2, capacity), dtype=np.int64)
         self._unschedulable = np.zeros(capacity, dtype=np.bool_)
         self.names: list[str] = []
-        self.infos: list[NodeInfo] = []
+        self.infos: list[Node] = []
         self.index: dict[str, int] = {}
         #: Host ports in use per row (only rows with such pods have entries).
         self.ports: list[dict[HostPort, int]] = []
@@ -131,6 +133,16 @@ class NodeTable:
         self.resource_index[name] = row
         self.resource_names.append(name)
         return row
+
+    # -- nodes and their pods ----------------------------------------------------------------
+
+    def node(self, name: str) -> Node | None:
+        row = self.index.get(name)
+        return None if row is None else self.infos[row]
+
+    def pods(self, row: int) -> Mapping[str, PodInfo]:
+        """The pods on a row (assumed or bound), by uid."""
+        return self._usage[row].pods
 
     # -- per pod-shape caches ----------------------------------------------------------------
 
@@ -189,7 +201,7 @@ class NodeTable:
         self._unschedulable = unsched
         self._cap = cap
 
-    def add(self, info: NodeInfo) -> int:
+    def add(self, info: Node) -> int:
         if self.n == self._cap:
             self._grow()
         row = self.n
@@ -205,14 +217,14 @@ class NodeTable:
         self.spec_generation += 1
         return row
 
-    def update(self, info: NodeInfo) -> None:
+    def update(self, info: Node) -> None:
         row = self.index[info.name]
         if not self.infos[row].spec_equal(info):
             self.spec_generation += 1
         self.infos[row] = info
         self._set_spec(row, info)
 
-    def _set_spec(self, row: int, info: NodeInfo) -> None:
+    def _set_spec(self, row: int, info: Node) -> None:
         # Resolve (and maybe add) resource rows first: adding one replaces the arrays.
         rows = [(self._node_resource_row(name), value) for name, value in info.allocatable.items()]
         self._alloc[:, row] = 0
@@ -256,10 +268,13 @@ class NodeTable:
             resource = self.resource_index.get(name)
             if resource is not None:
                 self._requested[resource, row] = saturate(total)
-        usage.pods += sign
+        if sign > 0:
+            usage.pods[pod.uid] = pod
+        else:
+            usage.pods.pop(pod.uid, None)
         usage.nonzero_cpu += sign * pod.nonzero_cpu
         usage.nonzero_memory += sign * pod.nonzero_memory
-        self._requested[PODS, row] = saturate(usage.pods)
+        self._requested[PODS, row] = len(usage.pods)
         self._nonzero[CPU, row] = saturate(usage.nonzero_cpu)
         self._nonzero[MEMORY, row] = saturate(usage.nonzero_memory)
         self._free[:, row] = self._alloc[:, row] - self._requested[:, row]
