@@ -8,11 +8,15 @@ STAMP  := $(VENV)/.installed
 
 all: test
 
+EXAMPLE := examples/nodecost
+
 # The virtualenv, installed from the lock of exact versions; redone when either file changes.
-$(STAMP): pyproject.toml requirements.lock
+# The example plugin package is installed too: the tests load it as a user's would.
+$(STAMP): pyproject.toml requirements.lock $(EXAMPLE)/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c requirements.lock -e '.[dev]'
+	$(BIN)/pip install --quiet --no-deps -e $(EXAMPLE)
 	touch $@
 
 venv: $(STAMP)

@@ -11,29 +11,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 
 import structlog
 
 from ascheduler import metrics
-from ascheduler.binding.binder import BindSettings, LockedBinder
+from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
-from ascheduler.config import LeaderElection
+from ascheduler.config import SchedulerConfig
+from ascheduler.eventhandlers import EventRouter
 from ascheduler.events import StatusWriter
 from ascheduler.framework import (
     ClusterEvent,
     Framework,
     Handle,
-    ProfileSpec,
     QueuedPodInfo,
     Registry,
     WaitingPods,
-    multipoint,
 )
-from ascheduler.http import DEFAULT_ADDRESS, HealthServer
+from ascheduler.framework.extender import Extenders
+from ascheduler.http import HealthServer
 from ascheduler.kube import KubeClient
 from ascheduler.kube.client import RateLimiter
 from ascheduler.kube.informer import Informer
@@ -41,33 +42,12 @@ from ascheduler.leader import LeaderElector, LostLeadership
 from ascheduler.model import Node, PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
 from ascheduler.queue import QueueSettings, SchedulingQueue
-from ascheduler.scheduler import INVALID_SPEC, EventRouter, Scheduler
+from ascheduler.scheduler import INVALID_SPEC, Scheduler
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_SCHEDULER_NAME = "ascheduler"
 #: kube-scheduler's pod informer leaves out pods that have finished.
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
-
-
-@dataclass
-class RunOptions:
-    kubeconfig: str | None = None
-    profiles: Sequence[ProfileSpec] = field(
-        default_factory=lambda: [multipoint(DEFAULT_SCHEDULER_NAME)]
-    )
-    registry: Registry = field(default_factory=lambda: IN_TREE)
-    percentage_of_nodes_to_score: int = 0
-    queue: QueueSettings = field(default_factory=QueueSettings)
-    binding_concurrency: int = 256
-    write_pool: int = 128
-    binding: BindSettings = field(default_factory=BindSettings)
-    http_address: str | None = DEFAULT_ADDRESS
-    leader_election: LeaderElection | None = None
-    shutdown_grace: float = 30.0
-    #: clientConnection.qps/burst for the write client; None: no client-side limit.
-    qps: float | None = None
-    burst: int = 100
 
 
 @dataclass
@@ -82,31 +62,40 @@ class Runtime:
     write_client: KubeClient
     #: How long a graceful stop waits for binding cycles in flight.
     shutdown_grace: float = 30.0
+    extenders: Extenders | None = None
 
     async def close(self) -> None:
         await self.watch_client.close()
         await self.write_client.close()
+        if self.extenders is not None:
+            await self.extenders.close()
 
 
 def build_frameworks(
-    options: RunOptions, cache: Cache, kube: KubeClient | None
+    config: SchedulerConfig,
+    registry: Registry,
+    cache: Cache,
+    kube: KubeClient | None,
+    extenders: Extenders | None = None,
 ) -> dict[str, Framework]:
     waiting = WaitingPods()
     frameworks = {}
-    for spec in options.profiles:
+    for spec in config.profiles:
         handle = Handle(
             nodes=cache.table, waiting_pods=waiting, kube=kube, profile=spec.scheduler_name
         )
-        frameworks[spec.scheduler_name] = Framework(
+        fw = Framework(
             spec,
-            options.registry,
+            registry,
             handle,
             percentage_of_nodes_to_score=(
-                options.percentage_of_nodes_to_score
+                config.percentage_of_nodes_to_score
                 if spec.percentage_of_nodes_to_score is None
                 else spec.percentage_of_nodes_to_score
             ),
         )
+        fw.extenders = extenders or None
+        frameworks[spec.scheduler_name] = fw
     return frameworks
 
 
@@ -137,37 +126,37 @@ def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) ->
     return queue
 
 
-async def build(options: RunOptions) -> Runtime:
+async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtime:
     watch_client = await KubeClient.connect(
-        options.kubeconfig, pool_size=8, user_agent="ascheduler/watch"
+        config.kubeconfig, pool_size=8, user_agent="ascheduler/watch"
     )
-    limiter = RateLimiter(options.qps, options.burst) if options.qps else None
+    limiter = RateLimiter(config.qps, config.burst) if config.qps else None
     write_client = await KubeClient.connect(
-        options.kubeconfig,
-        pool_size=options.write_pool,
+        config.kubeconfig,
+        pool_size=config.write_pool,
         user_agent="ascheduler",
         limiter=limiter,
     )
     cache = Cache()
-    frameworks = build_frameworks(options, cache, write_client)
-    queue = build_queue(frameworks, options.queue)
+    extenders = Extenders(config.extenders)
+    frameworks = build_frameworks(config, registry, cache, write_client, extenders)
+    queue = build_queue(frameworks, config.queue)
     writer = StatusWriter(write_client)
-    binder = (
-        LockedBinder(write_client, options.binding) if options.binding.policy != "none" else None
-    )
+    binder = LockedBinder(write_client, config.binding) if config.binding.policy != "none" else None
     scheduler = Scheduler(
         frameworks=frameworks,
         cache=cache,
         queue=queue,
         writer=writer,
-        binding_concurrency=options.binding_concurrency,
+        binding_concurrency=config.binding_concurrency,
         binder=binder,
     )
     router = EventRouter(scheduler)
     pods: Informer[PodInfo] = Informer(
         watch_client,
         "/api/v1/pods",
-        parse=parse_pod,
+        # Extenders are sent the pods they are asked about, whole.
+        parse=functools.partial(parse_pod, keep_raw=bool(extenders)),
         key=lambda p: p.uid,
         version=lambda p: p.resource_version,
         handler=router.pods,
@@ -177,7 +166,7 @@ async def build(options: RunOptions) -> Runtime:
     nodes = Informer(
         watch_client,
         "/api/v1/nodes",
-        parse=parse_node,
+        parse=functools.partial(parse_node, keep_raw=extenders.want_raw_nodes),
         key=lambda n: n.name,
         version=lambda n: n.resource_version,
         handler=router.nodes,
@@ -193,7 +182,8 @@ async def build(options: RunOptions) -> Runtime:
         writer,
         watch_client,
         write_client,
-        shutdown_grace=options.shutdown_grace,
+        shutdown_grace=config.shutdown_grace,
+        extenders=extenders or None,
     )
 
 
@@ -266,24 +256,24 @@ async def serve(
             task.cancel()
 
 
-async def main(options: RunOptions) -> int:
-    runtime = await build(options)
+async def main(config: SchedulerConfig, registry: Registry = IN_TREE) -> int:
+    runtime = await build(config, registry)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     health = None
-    if options.http_address:
+    if config.http_address:
         # Up before the election, so standby replicas answer /livez (and are not ready).
-        health = HealthServer(options.http_address, pending=runtime.scheduler.queue.pending)
+        health = HealthServer(config.http_address, pending=runtime.scheduler.queue.pending)
         await health.start()
-    election = options.leader_election
+    election = config.leader_election
     elector = None
-    if election is not None and election.leader_elect:
+    if election.leader_elect:
         # A client of its own: renewals must never queue behind binds in the write pool or
         # wait on its rate limiter.
         lease_client = await KubeClient.connect(
-            options.kubeconfig, pool_size=2, user_agent="ascheduler/leader-election"
+            config.kubeconfig, pool_size=2, user_agent="ascheduler/leader-election"
         )
         elector = LeaderElector(lease_client, election)
         if health is not None:

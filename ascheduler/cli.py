@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascheduler import __version__
+from ascheduler.binding.binder import POLICIES
 
 if TYPE_CHECKING:
     from ascheduler.framework import Registry
@@ -94,8 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         default=None,
         metavar="FILE",
-        help="a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) file; with it, the "
-        "profile, node-lock and HTTP flags below are taken from the file",
+        help="a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) file; the flags "
+        "below override what it (or, without one, the defaults) says",
     )
     run.add_argument(
         "--kubeconfig",
@@ -112,13 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--binding-concurrency",
         type=int,
-        default=256,
+        default=None,
         help="binding cycles in flight at most (default: 256)",
     )
     run.add_argument(
         "--percentage-of-nodes-to-score",
         type=int,
-        default=0,
+        default=None,
         help="as kube-scheduler's; 0 picks it from the cluster size",
     )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -138,12 +139,19 @@ def build_parser() -> argparse.ArgumentParser:
     election.add_argument(
         "--leader-elect",
         action="store_true",
-        help="take part in leader election (off unless given)",
+        default=None,
+        help="take part in leader election (without a file, off unless given)",
     )
-    election.add_argument("--leader-elect-resource-namespace", default="kube-system")
-    election.add_argument("--leader-elect-resource-name", default="ascheduler")
     election.add_argument(
-        "--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS"
+        "--leader-elect-resource-namespace", default=None, help="default: kube-system"
+    )
+    election.add_argument("--leader-elect-resource-name", default=None, help="default: ascheduler")
+    election.add_argument(
+        "--leader-elect-lease-duration",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="default: 15 (the renew deadline is 2/3 of it, the retry period 1/7.5)",
     )
     locks = run.add_argument_group(
         "node locks",
@@ -152,8 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     locks.add_argument(
         "--node-lock-policy",
-        default="devices",
-        choices=["devices", "all", "none"],
+        default=None,
+        choices=POLICIES,
         help="which binds lock their node: pods requesting a device resource "
         "(default), all, or none",
     )
@@ -166,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     locks.add_argument(
         "--node-lock-key",
-        default="ascheduler.io/node-lock",
+        default=None,
         help="the Node annotation (hami.io/mutex.lock interoperates with HAMi)",
     )
     locks.add_argument(
@@ -177,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     locks.add_argument(
         "--annotation-prefix",
-        default="ascheduler.io",
+        default=None,
         help="prefix of the pod's bind-phase and bind-time annotations",
     )
     config = sub.add_parser("config", help="check or print scheduler configuration files")
@@ -285,90 +293,38 @@ def _run(args: argparse.Namespace) -> int:
     import uvloop
 
     from ascheduler import app, logs
-    from ascheduler.binding.binder import DEFAULT_DEVICE_RESOURCES, BindSettings
-    from ascheduler.binding.nodelock import EXPIRE_ENV, LockSettings, parse_seconds
-    from ascheduler.config import LeaderElection
-    from ascheduler.framework import multipoint
-    from ascheduler.http import DEFAULT_ADDRESS, parse_address
-
-    logs.configure(args.log_level)
-    try:
-        timeout = (
-            parse_seconds(args.node_lock_timeout) if args.node_lock_timeout is not None else None
-        )
-        LockSettings.from_env(timeout=timeout)
-    except ValueError as exc:
-        print(f"ascheduler: error: --node-lock-timeout / ${EXPIRE_ENV}: {exc}", file=sys.stderr)
-        return 2
-    try:
-        if args.http_address:
-            parse_address(args.http_address)
-    except ValueError as exc:
-        print(f"ascheduler: error: --http-address: {exc}", file=sys.stderr)
-        return 2
+    from ascheduler.config import Overrides, resolve
     from ascheduler.framework import ConfigError
 
+    logs.configure(args.log_level)
+    overrides = Overrides(
+        kubeconfig=args.kubeconfig,
+        scheduler_names=tuple(args.scheduler_names) if args.scheduler_names else None,
+        binding_concurrency=args.binding_concurrency,
+        percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
+        http_address=args.http_address,
+        leader_elect=args.leader_elect,
+        leader_elect_resource_namespace=args.leader_elect_resource_namespace,
+        leader_elect_resource_name=args.leader_elect_resource_name,
+        leader_elect_lease_duration=args.leader_elect_lease_duration,
+        node_lock_policy=args.node_lock_policy,
+        device_resources=tuple(args.device_resources) if args.device_resources else None,
+        node_lock_key=args.node_lock_key,
+        node_lock_timeout=args.node_lock_timeout,
+        annotation_prefix=args.annotation_prefix,
+    )
     try:
         registry = _registry(args)
+        config = resolve(args.config, overrides, registry)
     except ConfigError as exc:
+        where = f"{args.config}: " if args.config else ""
         for problem in exc.problems:
-            print(f"ascheduler: {problem}", file=sys.stderr)
-        return 2
-    if args.config:
-        from ascheduler.config import load
-
-        try:
-            config = load(args.config, registry)
-        except ConfigError as exc:
-            for problem in exc.problems:
-                print(f"ascheduler: {args.config}: {problem}", file=sys.stderr)
-            return 2
-        return uvloop.run(
-            app.main(
-                app.RunOptions(
-                    kubeconfig=args.kubeconfig or config.kubeconfig,
-                    profiles=list(config.profiles),
-                    percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
-                    queue=config.queue,
-                    binding_concurrency=config.binding_concurrency,
-                    http_address=http_address(args.http_address, config.http_address),
-                    binding=config.binding,
-                    leader_election=config.leader_election,
-                    qps=config.qps,
-                    burst=config.burst,
-                    registry=registry,
-                )
+            print(
+                f"ascheduler: {where if not problem.startswith('--') else ''}{problem}",
+                file=sys.stderr,
             )
-        )
-    names = args.scheduler_names or [app.DEFAULT_SCHEDULER_NAME]
-    options = app.RunOptions(
-        registry=registry,
-        kubeconfig=args.kubeconfig,
-        profiles=[multipoint(name) for name in dict.fromkeys(names)],
-        percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
-        binding_concurrency=max(1, args.binding_concurrency),
-        http_address=http_address(args.http_address, DEFAULT_ADDRESS),
-        leader_election=LeaderElection(
-            leader_elect=args.leader_elect,
-            lease_duration=args.leader_elect_lease_duration,
-            renew_deadline=args.leader_elect_lease_duration * 2 / 3,
-            retry_period=max(args.leader_elect_lease_duration / 7.5, 0.2),
-            resource_name=args.leader_elect_resource_name,
-            resource_namespace=args.leader_elect_resource_namespace,
-        ),
-        binding=BindSettings(
-            policy=args.node_lock_policy,
-            device_resources=frozenset(args.device_resources or DEFAULT_DEVICE_RESOURCES),
-            annotation_prefix=args.annotation_prefix,
-            lock=LockSettings.from_env(key=args.node_lock_key, timeout=timeout),
-        ),
-    )
-    return uvloop.run(app.main(options))
-
-
-def http_address(flag: str | None, configured: str) -> str | None:
-    """`--http-address` when given, else the configured address; empty means no server."""
-    return (configured if flag is None else flag) or None
+        return 2
+    return uvloop.run(app.main(config, registry))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

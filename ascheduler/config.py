@@ -21,8 +21,14 @@ from typing import Any, Final
 
 import yaml
 
-from ascheduler.binding.binder import DEFAULT_DEVICE_RESOURCES, POLICIES, BindSettings
-from ascheduler.binding.nodelock import DEFAULT_KEY, EXPIRE_ENV, LockSettings, parse_seconds
+from ascheduler.binding.binder import (
+    DEFAULT_DEVICE_RESOURCES,
+    POLICIES,
+    BindSettings,
+    LockPolicy,
+)
+from ascheduler.binding.nodelock import DEFAULT_KEY, EXPIRE_ENV, LockSettings
+from ascheduler.durations import parse_seconds
 from ascheduler.framework import (
     EXTENSION_POINTS,
     ConfigError,
@@ -32,8 +38,11 @@ from ascheduler.framework import (
     ProfileSpec,
     Registry,
     default_plugins,
+    multipoint,
 )
-from ascheduler.framework.args import encode
+from ascheduler.framework.args import decode, encode
+from ascheduler.framework.extender import ExtenderConfig, ignored_by_scheduler
+from ascheduler.framework.extender import validate as validate_extenders
 from ascheduler.http import DEFAULT_ADDRESS, parse_address
 from ascheduler.queue import QueueSettings
 
@@ -52,6 +61,7 @@ _TOP: Final = {
     "clientConnection",
     "leaderElection",
     "profiles",
+    "extenders",
     "ascheduler",
 }
 _CLIENT: Final = {"kubeconfig", "qps", "burst", "acceptContentTypes", "contentType"}
@@ -81,7 +91,9 @@ class LeaderElection:
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    profiles: tuple[ProfileSpec, ...]
+    """Everything `ascheduler run` runs with: the file (or its defaults), then the flags."""
+
+    profiles: tuple[ProfileSpec, ...] = (multipoint(DEFAULT_SCHEDULER_NAME),)
     percentage_of_nodes_to_score: int = 0
     queue: QueueSettings = field(default_factory=QueueSettings)
     kubeconfig: str | None = None
@@ -91,7 +103,131 @@ class SchedulerConfig:
     leader_election: LeaderElection = field(default_factory=LeaderElection)
     binding: BindSettings = field(default_factory=BindSettings)
     binding_concurrency: int = 256
-    http_address: str = DEFAULT_ADDRESS
+    #: None: no HTTP server (`--http-address ""`).
+    http_address: str | None = DEFAULT_ADDRESS
+    #: Connections of the client for writes (binds, events, locks).
+    write_pool: int = 128
+    #: How long a graceful stop waits for binding cycles in flight.
+    shutdown_grace: float = 30.0
+    #: kube-scheduler's HTTP extenders, consulted after the plugins.
+    extenders: tuple[ExtenderConfig, ...] = ()
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Command-line flags, each None unless given, applied over the configuration."""
+
+    kubeconfig: str | None = None
+    scheduler_names: tuple[str, ...] | None = None
+    binding_concurrency: int | None = None
+    percentage_of_nodes_to_score: int | None = None
+    http_address: str | None = None
+    leader_elect: bool | None = None
+    leader_elect_resource_namespace: str | None = None
+    leader_elect_resource_name: str | None = None
+    leader_elect_lease_duration: float | None = None
+    node_lock_policy: LockPolicy | None = None
+    device_resources: tuple[str, ...] | None = None
+    node_lock_key: str | None = None
+    node_lock_timeout: str | None = None
+    annotation_prefix: str | None = None
+
+
+#: What `ascheduler run` without a file starts from: kube-scheduler's defaults, but leader
+#: election off unless `--leader-elect` (a second scheduler usually runs one replica).
+NO_FILE: Final[Mapping[str, Any]] = {
+    "apiVersion": API_VERSION,
+    "kind": KIND,
+    "leaderElection": {"leaderElect": False},
+}
+
+
+def resolve(path: str | None, overrides: Overrides, registry: Registry) -> SchedulerConfig:
+    """The file at `path` (or `NO_FILE`), then `overrides`; ConfigError naming every problem,
+    the file's by their paths and the flags' by their names."""
+    document = read(path) if path else dict(NO_FILE)
+    config = parse(document, registry)
+    named = isinstance(document, Mapping) and document.get("profiles") is not None
+    return apply(config, overrides, file_profiles=named)
+
+
+def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False) -> SchedulerConfig:
+    """`config` with the flags in `o` applied; `file_profiles` says the file named profiles
+    (which `--scheduler-name` must not silently replace)."""
+    problems: list[str] = []
+    changes: dict[str, Any] = {}
+    if o.kubeconfig is not None:
+        changes["kubeconfig"] = o.kubeconfig
+    if o.scheduler_names is not None:
+        if file_profiles:
+            problems.append(
+                "--scheduler-name: the file names its profiles; set schedulerName there"
+            )
+        changes["profiles"] = tuple(multipoint(n) for n in dict.fromkeys(o.scheduler_names))
+    if o.binding_concurrency is not None:
+        if o.binding_concurrency < 1:
+            problems.append(
+                f"--binding-concurrency: must be at least 1, got {o.binding_concurrency}"
+            )
+        changes["binding_concurrency"] = o.binding_concurrency
+    if o.percentage_of_nodes_to_score is not None:
+        if not 0 <= o.percentage_of_nodes_to_score <= 100:
+            problems.append(
+                f"--percentage-of-nodes-to-score: must be in 0..100, got "
+                f"{o.percentage_of_nodes_to_score}"
+            )
+        changes["percentage_of_nodes_to_score"] = o.percentage_of_nodes_to_score
+    if o.http_address is not None:
+        if o.http_address:
+            try:
+                parse_address(o.http_address)
+            except ValueError as exc:
+                problems.append(f"--http-address: {exc}")
+        changes["http_address"] = o.http_address or None
+    election = config.leader_election
+    if o.leader_elect is not None:
+        election = dataclasses.replace(election, leader_elect=o.leader_elect)
+    if o.leader_elect_resource_namespace is not None:
+        election = dataclasses.replace(
+            election, resource_namespace=o.leader_elect_resource_namespace
+        )
+    if o.leader_elect_resource_name is not None:
+        election = dataclasses.replace(election, resource_name=o.leader_elect_resource_name)
+    if o.leader_elect_lease_duration is not None:
+        lease = o.leader_elect_lease_duration
+        if lease <= 0:
+            problems.append(f"--leader-elect-lease-duration: must be positive, got {lease:g}")
+        else:
+            election = dataclasses.replace(
+                election,
+                lease_duration=lease,
+                renew_deadline=lease * 2 / 3,
+                retry_period=max(lease / 7.5, 0.2),
+            )
+    changes["leader_election"] = election
+    binding = config.binding
+    lock = binding.lock
+    try:
+        if o.node_lock_key is not None:
+            lock = dataclasses.replace(lock, key=o.node_lock_key)
+        if o.node_lock_timeout is not None:
+            lock = dataclasses.replace(lock, timeout=parse_seconds(o.node_lock_timeout))
+    except ValueError as exc:
+        problems.append(f"--node-lock-timeout: {exc}")
+    binding_changes: dict[str, Any] = {"lock": lock}
+    if o.node_lock_policy is not None:
+        binding_changes["policy"] = o.node_lock_policy
+    if o.device_resources is not None:
+        binding_changes["device_resources"] = frozenset(o.device_resources)
+    if o.annotation_prefix is not None:
+        binding_changes["annotation_prefix"] = o.annotation_prefix
+    try:
+        changes["binding"] = dataclasses.replace(binding, **binding_changes)
+    except ValueError as exc:
+        problems.append(f"--node-lock-policy: {exc}")
+    if problems:
+        raise ConfigError(problems)
+    return dataclasses.replace(config, **changes)
 
 
 class _Problems:
@@ -382,6 +518,19 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
             p.add(f"profiles[{i}].schedulerName", f"duplicate {spec.scheduler_name!r}")
         seen.add(spec.scheduler_name)
         profiles.append(spec)
+    decoded: list[tuple[int, ExtenderConfig]] = []
+    for i, raw in enumerate(p.seq(top.get("extenders"), "extenders")):
+        try:
+            decoded.append((i, decode(ExtenderConfig, raw, f"extenders[{i}]")))
+        except ConfigError as exc:
+            p.items.extend(exc.problems)
+    p.items.extend(validate_extenders(decoded))
+    extenders = [e for _, e in decoded]
+    ignored = ignored_by_scheduler(extenders)
+    if ignored:
+        # kube-scheduler: resources extenders manage and the scheduler ignores replace
+        # NodeResourcesFit's ignoredResources in every profile.
+        profiles = [_ignoring(spec, ignored) for spec in profiles]
     if not p.items:
         # Build each profile once, computing nothing: plugin args and the extension-point
         # rules (one QueueSort, a Bind) are checked by the same code that runs them.
@@ -403,7 +552,17 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
         binding=binding,
         binding_concurrency=concurrency,
         http_address=address,
+        extenders=tuple(extenders),
     )
+
+
+def _ignoring(spec: ProfileSpec, resources: tuple[str, ...]) -> ProfileSpec:
+    args = dict(spec.args)
+    args["NodeResourcesFit"] = {
+        **args.get("NodeResourcesFit", {}),
+        "ignoredResources": list(resources),
+    }
+    return dataclasses.replace(spec, args=args)
 
 
 def _has_fields(args: Any) -> bool:
@@ -441,6 +600,7 @@ def to_document(config: SchedulerConfig, registry: Registry) -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
+        **({"extenders": [encode(e) for e in config.extenders]} if config.extenders else {}),
         "percentageOfNodesToScore": config.percentage_of_nodes_to_score,
         "podInitialBackoffSeconds": int(config.queue.initial_backoff),
         "podMaxBackoffSeconds": int(config.queue.max_backoff),
@@ -473,13 +633,17 @@ def to_document(config: SchedulerConfig, registry: Registry) -> dict[str, Any]:
     }
 
 
-def load(path: str | Path, registry: Registry) -> SchedulerConfig:
+def read(path: str | Path) -> Any:
+    """The YAML document at `path`; ConfigError if it cannot be read or parsed."""
     try:
         text = Path(path).read_text()
     except OSError as exc:
         raise ConfigError([f"{path}: {exc.strerror or exc}"]) from exc
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError([f"{path}: not YAML: {exc}"]) from exc
-    return parse(data, registry)
+
+
+def load(path: str | Path, registry: Registry) -> SchedulerConfig:
+    return parse(read(path), registry)

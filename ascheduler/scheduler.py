@@ -3,10 +3,11 @@
 One pod at a time (kube-scheduler's `scheduleOne`):
 
     qp = await queue.pop()
-    fw = frameworks[pod.schedulerName]
-    result = fw.find_nodes(state, pod, cache.table)     # PreFilter .. NormalizeScore, no await
-    cache.assume(pod, node); fw.reserve(); fw.permit()  # approve / reject / wait
-    spawn binding cycle                                 # the loop goes on at once
+    job = schedule_pod(qp):                             # the scheduling cycle, no await
+        fw = frameworks[pod.schedulerName]
+        result = fw.find_nodes(state, pod, cache.table) # PreFilter .. NormalizeScore
+        cache.assume(pod, node); fw.reserve(); fw.permit()  # approve / reject / wait
+    spawn binding_cycle(job)                            # the loop goes on at once
 
 Each binding cycle is an asyncio task owned by `Scheduler.run`'s task group and bounded by a
 semaphore: WaitOnPermit, PreBind, Bind, then PostBind and the `Scheduled` event. Any failure
@@ -46,9 +47,11 @@ from ascheduler.framework import (
     CycleState,
     Framework,
     QueuedPodInfo,
+    ScheduleResult,
     Status,
 )
-from ascheduler.model import Node, PodInfo
+from ascheduler.framework.extender import EXTENDER, ExtenderError
+from ascheduler.model import PodInfo
 from ascheduler.queue import SchedulingQueue
 
 log = structlog.get_logger(__name__)
@@ -62,6 +65,16 @@ INVALID_SPEC = "PodSpecValidation"
 
 #: The informer's current copy of a pod by uid; None once it is gone.
 PodLookup = Callable[[str], PodInfo | None]
+
+
+@dataclass(frozen=True, slots=True)
+class BindingJob:
+    """What a scheduling cycle hands its pod's binding cycle."""
+
+    fw: Framework
+    state: CycleState
+    qp: QueuedPodInfo
+    node: str
 
 
 @dataclass
@@ -111,11 +124,11 @@ class Scheduler:
                 if qp is None:
                     self._bind_slots.release()
                     break
-                bind = self.schedule_one(qp)
-                if bind is None:
+                job = await self.schedule_pod(qp)
+                if job is None:
                     self._bind_slots.release()
                 else:
-                    task = group.create_task(self._binding_cycle(*bind))
+                    task = group.create_task(self.binding_cycle(job))
                     self._binding.add(task)
                     task.add_done_callback(self._binding.discard)
                 # Let informers and binding cycles run between pods.
@@ -125,10 +138,9 @@ class Scheduler:
     def binding_in_flight(self) -> int:
         return len(self._binding)
 
-    def schedule_one(
-        self, qp: QueuedPodInfo
-    ) -> tuple[Framework, CycleState, QueuedPodInfo, str] | None:
-        """The scheduling cycle; returns what the binding cycle needs, or None when done."""
+    async def schedule_pod(self, qp: QueuedPodInfo) -> BindingJob | None:
+        """The scheduling cycle; returns what the binding cycle needs, or None when done. It
+        awaits only the HTTP extenders, when there are any."""
         pod = qp.pod
         fw = self.frameworks.get(pod.scheduler_name)
         if fw is None or pod.deleting or pod.assigned or self.cache.has_pod(pod.uid):
@@ -137,20 +149,18 @@ class Scheduler:
         self.stats.attempts += 1
         self._cycle_started = time.perf_counter()
         try:
-            return self._attempt(fw, qp)
+            return await self._attempt(fw, qp)
         except Exception as exc:
             log.exception("scheduling_cycle_crashed", pod=pod.key, profile=fw.profile)
             self._abort(fw, qp, exc)
             return None
 
-    def _attempt(
-        self, fw: Framework, qp: QueuedPodInfo
-    ) -> tuple[Framework, CycleState, QueuedPodInfo, str] | None:
+    async def _attempt(self, fw: Framework, qp: QueuedPodInfo) -> BindingJob | None:
         pod = qp.pod
         if pod.errors:
             message = f"invalid pod {pod.key}: " + "; ".join(pod.errors)
             log.warning("pod_invalid", pod=pod.key, errors=list(pod.errors))
-            self._fail(
+            self.handle_scheduling_failure(
                 fw,
                 qp,
                 Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,)),
@@ -161,7 +171,13 @@ class Scheduler:
 
         state = CycleState()
         state.write(_STARTED, self._cycle_started)
-        result = fw.find_nodes(state, pod, self.cache.table)
+        if fw.extenders is None:
+            result = fw.find_nodes(state, pod, self.cache.table)
+        else:
+            try:
+                result = await fw.find_nodes_with_extenders(state, pod, self.cache.table)
+            except ExtenderError as exc:
+                result = ScheduleResult(None, Status.error(f"extender: {exc}", EXTENDER))
         if self._rng.random() < METRICS_SAMPLE_RATE:
             for point, seconds in state.timings.items():
                 metrics.EXTENSION_POINT_DURATION.labels(point, "Success", fw.profile).observe(
@@ -174,7 +190,7 @@ class Scheduler:
                     if result.diagnosis
                     else frozenset()
                 )
-                self._fail(
+                self.handle_scheduling_failure(
                     fw,
                     qp,
                     result.status,
@@ -182,7 +198,9 @@ class Scheduler:
                     nominated_node=result.nominated_node,
                 )
             else:
-                self._fail(fw, qp, result.status, error=True, reason="SchedulerError")
+                self.handle_scheduling_failure(
+                    fw, qp, result.status, error=True, reason="SchedulerError"
+                )
             return None
 
         node = result.node
@@ -190,7 +208,7 @@ class Scheduler:
         status = fw.reserve(state, pod, node)
         if not status.ok:
             self.cache.forget(pod)
-            self._fail(
+            self.handle_scheduling_failure(
                 fw, qp, status, error=not status.rejected, rejected_by=frozenset({status.plugin})
             )
             return None
@@ -198,11 +216,11 @@ class Scheduler:
         if not (status.ok or status.code is Code.WAIT):
             fw.unreserve(state, pod, node)
             self.cache.forget(pod)
-            self._fail(
+            self.handle_scheduling_failure(
                 fw, qp, status, error=not status.rejected, rejected_by=frozenset({status.plugin})
             )
             return None
-        return fw, state, qp, node
+        return BindingJob(fw, state, qp, node)
 
     def _abort(self, fw: Framework, qp: QueuedPodInfo, exc: Exception) -> None:
         """Undo whatever a crashed attempt did (it found the pod outside the cache, so an
@@ -215,7 +233,7 @@ class Scheduler:
             if node is not None and self.cache.is_assumed(pod.uid):
                 fw.unreserve(CycleState(), pod, node)
                 self.cache.forget(pod)
-            self._fail(fw, qp, failed, error=True, reason="SchedulerError")
+            self.handle_scheduling_failure(fw, qp, failed, error=True, reason="SchedulerError")
         except Exception:
             # Only a bug in the undo itself lands here; the loop goes on regardless.
             log.exception("scheduling_cycle_abort_failed", pod=pod.key)
@@ -223,7 +241,7 @@ class Scheduler:
                 with contextlib.suppress(Exception):
                     self.queue.requeue(qp, error=True)
 
-    def _fail(
+    def handle_scheduling_failure(
         self,
         fw: Framework,
         qp: QueuedPodInfo,
@@ -275,14 +293,12 @@ class Scheduler:
             return None
         return current
 
-    async def _binding_cycle(
-        self, fw: Framework, state: CycleState, qp: QueuedPodInfo, node: str
-    ) -> None:
+    async def binding_cycle(self, job: BindingJob) -> None:
         """Never raises but for cancellation: the task group it runs in is the scheduler's."""
         try:
-            await self._bind(fw, state, qp, node)
+            await self._bind(job.fw, job.state, job.qp, job.node)
         except Exception:
-            log.exception("binding_cycle_crashed", pod=qp.pod.key, node=node)
+            log.exception("binding_cycle_crashed", pod=job.qp.pod.key, node=job.node)
 
     async def _bind(self, fw: Framework, state: CycleState, qp: QueuedPodInfo, node: str) -> None:
         pod = qp.pod
@@ -297,7 +313,7 @@ class Scheduler:
                 else:
                     status = await fw.bind(state, pod, node)
         except asyncio.CancelledError:
-            self._undo(fw, state, qp, node, Status.error("binding cancelled"))
+            self.handle_binding_cycle_error(fw, state, qp, node, Status.error("binding cancelled"))
             raise
         except Exception as exc:
             log.exception("binding_cycle_failed", pod=pod.key, node=node)
@@ -309,7 +325,7 @@ class Scheduler:
             done - bind_started
         )
         if not status.ok:
-            self._undo(fw, state, qp, node, status)
+            self.handle_binding_cycle_error(fw, state, qp, node, status)
             return
         self.queue.done(pod.uid)
         self.stats.scheduled += 1
@@ -325,7 +341,7 @@ class Scheduler:
         log.debug("pod_bound", pod=pod.key, node=node, profile=fw.profile, attempt=qp.attempts)
         self.writer.scheduled(pod, node, fw.profile)
 
-    def _undo(
+    def handle_binding_cycle_error(
         self, fw: Framework, state: CycleState, qp: QueuedPodInfo, node: str, status: Status
     ) -> None:
         """The one failure path of a binding cycle."""
@@ -335,7 +351,7 @@ class Scheduler:
         if self.cache.is_assumed(pod.uid):
             self.cache.forget(pod)
         rejected = status.rejected
-        self._fail(
+        self.handle_scheduling_failure(
             fw,
             qp,
             status,
@@ -346,98 +362,3 @@ class Scheduler:
         )
         # The node has room again: pods waiting for room may fit now.
         self.queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE)
-
-
-class EventRouter:
-    """Informer events to the cache and the queue (kube-scheduler's event handlers)."""
-
-    def __init__(self, scheduler: Scheduler) -> None:
-        self.scheduler = scheduler
-        self.cache = scheduler.cache
-        self.queue = scheduler.queue
-        self.pods = _PodEvents(self)
-        self.nodes = _NodeEvents(self)
-
-    def ours(self, pod: PodInfo) -> bool:
-        return pod.scheduler_name in self.scheduler.frameworks
-
-
-class _PodEvents:
-    def __init__(self, router: EventRouter) -> None:
-        self.r = router
-
-    def on_add(self, pod: PodInfo) -> None:
-        if pod.terminal:
-            return
-        if pod.assigned:
-            self.r.cache.add_pod(pod)
-        elif self.r.ours(pod) and not pod.deleting:
-            self.r.queue.add(pod)
-
-    def on_update(self, old: PodInfo, new: PodInfo) -> None:
-        cache, queue = self.r.cache, self.r.queue
-        if new.assigned:
-            if new.terminal:
-                self.on_delete(new)
-                return
-            cache.update_pod(new)
-            if not old.assigned:
-                queue.delete(new)  # bound (by us or anyone): no longer ours to schedule
-            elif any(new.requests.get(k, 0) < v for k, v in old.requests.items()):
-                queue.move_all(ClusterEvent.ASSIGNED_POD_UPDATE)  # it shrank: room freed
-            return
-        if not self.r.ours(new) or cache.is_assumed(new.uid):
-            # An assumed pod is in its binding cycle; if that fails, the scheduler re-reads
-            # the pod from the informer before putting it back, so no update is lost.
-            return
-        if new.deleting:
-            queue.delete(new)
-        else:
-            queue.update(new)
-
-    def on_delete(self, pod: PodInfo) -> None:
-        cache, queue = self.r.cache, self.r.queue
-        if cache.has_pod(pod.uid):
-            was_assumed = cache.is_assumed(pod.uid)
-            cache.remove_pod(pod)
-            if not was_assumed or pod.assigned:
-                queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE)
-        queue.delete(pod)
-        for fw in self.r.scheduler.frameworks.values():
-            waiting = fw.handle.waiting_pods.get(pod.uid)
-            if waiting is not None:
-                waiting.reject("", "pod deleted")
-
-
-class _NodeEvents:
-    def __init__(self, router: EventRouter) -> None:
-        self.r = router
-
-    def _observe_lock(self, node: Node) -> None:
-        if self.r.scheduler.binder is not None:
-            self.r.scheduler.binder.locks.observe(node.name, node.annotations)
-
-    def on_add(self, node: Node) -> None:
-        self.r.cache.add_node(node)
-        self._observe_lock(node)
-        self.r.queue.move_all(ClusterEvent.NODE_ADD)
-
-    def on_update(self, old: Node, new: Node) -> None:
-        self.r.cache.update_node(new)
-        self._observe_lock(new)
-        events = []
-        if new.allocatable != old.allocatable:
-            events.append(ClusterEvent.NODE_ALLOCATABLE)
-        if new.labels != old.labels:
-            events.append(ClusterEvent.NODE_LABEL)
-        if new.taints != old.taints:
-            events.append(ClusterEvent.NODE_TAINT)
-        if new.unschedulable != old.unschedulable:
-            events.append(ClusterEvent.NODE_SCHEDULABLE)
-        for event in events:
-            self.r.queue.move_all(event)
-
-    def on_delete(self, node: Node) -> None:
-        self.r.cache.remove_node(node.name)
-        if self.r.scheduler.binder is not None:
-            self.r.scheduler.binder.locks.forget_node(node.name)

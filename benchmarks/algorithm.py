@@ -3,7 +3,11 @@
 SchedulingBasic's shapes (nodes cpu 4 / memory 32Gi / pods 110; pods 100m / 500Mi), the default
 profile, a cache pre-filled with `--initial` pods. Pods are timed in batches; the figure is
 the median batch's time per pod, with the best batch beside it (on a shared machine the best
-is the least disturbed). Reproduce with:
+is the least disturbed).
+
+The price of writing a plugin one node at a time: the same cycle with one more plugin, a
+`RowFilterPlugin` (or a `RowScorePlugin`) that reads one node annotation, measured on
+`--adapted-pods` pods; the columns show what it adds per pod. Reproduce with:
 
     .venv/bin/python -m benchmarks algorithm --nodes 500 5000 15000
 """
@@ -21,9 +25,49 @@ from typing import Any
 
 from ascheduler.cache import Cache
 from ascheduler.devcluster.nodes import FakeNodes, fake_node_body
-from ascheduler.framework import CycleState, Framework, Handle, multipoint
+from ascheduler.framework import (
+    CycleState,
+    Framework,
+    Handle,
+    NoArgs,
+    NodeInfo,
+    PluginRef,
+    Registration,
+    Registry,
+    RowFilterPlugin,
+    RowScorePlugin,
+    Status,
+    default_plugins,
+    multipoint,
+)
 from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
+
+ANNOTATION = "example.com/maintenance"
+
+
+class AdaptedFilter(RowFilterPlugin):
+    """What a first plugin looks like: one annotation read per node."""
+
+    name = "AdaptedFilter"
+
+    def filter_node(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        if node.annotations.get(ANNOTATION):
+            return Status.unschedulable("node(s) are in maintenance")
+        return Status()
+
+
+class AdaptedScore(RowScorePlugin):
+    name = "AdaptedScore"
+
+    def score_node(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        return 0 if node.annotations.get(ANNOTATION) else 1
+
+
+ADAPTED = {
+    "filter": Registration("AdaptedFilter", lambda args, handle: AdaptedFilter(), NoArgs),
+    "score": Registration("AdaptedScore", lambda args, handle: AdaptedScore(), NoArgs),
+}
 
 
 def basic_pod(i: int) -> PodInfo:
@@ -40,12 +84,19 @@ def basic_pod(i: int) -> PodInfo:
     )
 
 
-def measure(nodes: int, pods: int, initial: int, batch: int) -> dict[str, Any]:
+def measure(
+    nodes: int, pods: int, initial: int, batch: int, adapted: str | None = None
+) -> dict[str, Any]:
     cache = Cache()
     shape = FakeNodes(count=nodes)
     for name in shape.names():
         cache.add_node(parse_node(fake_node_body(name, shape)))
-    fw = Framework(multipoint("ascheduler"), IN_TREE, Handle(nodes=cache.table))
+    registry, profile = IN_TREE, multipoint("ascheduler")
+    if adapted is not None:
+        extra = ADAPTED[adapted]
+        registry = Registry([*IN_TREE.values(), extra])
+        profile = multipoint("ascheduler", (*default_plugins(IN_TREE), PluginRef(extra.name)))
+    fw = Framework(profile, registry, Handle(nodes=cache.table))
     template = basic_pod(0)
     for i in range(initial):
         pod = dataclasses.replace(template, uid=f"initial-{i}", name=f"initial-{i}")
@@ -80,15 +131,35 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--pods", type=int, default=3000, help="measured pods per size")
     parser.add_argument("--initial", type=int, default=1000, help="pods placed beforehand")
     parser.add_argument("--batch", type=int, default=250)
+    parser.add_argument(
+        "--adapted-pods",
+        type=int,
+        default=300,
+        help="measured pods for the row-at-a-time runs (0: skip them)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per size")
     args = parser.parse_args(argv)
     if not args.json:
-        print(f"{'nodes':>7} {'median us/pod':>14} {'best us/pod':>12}")
+        print(
+            f"{'nodes':>7} {'median us/pod':>14} {'best us/pod':>12} "
+            f"{'+row filter us':>15} {'+row score us':>14}"
+        )
     for n in args.nodes:
         row = measure(n, args.pods, args.initial, args.batch)
+        if args.adapted_pods:
+            for kind in ADAPTED:
+                batch = min(args.batch, args.adapted_pods)
+                base = measure(n, args.adapted_pods, args.initial, batch)
+                with_it = measure(n, args.adapted_pods, args.initial, batch, adapted=kind)
+                added = with_it["us_per_pod_median"] - base["us_per_pod_median"]
+                row[f"adapted_{kind}_us_per_pod"] = round(added, 1)
         if args.json:
             print(json.dumps(row))
         else:
-            print(f"{n:>7} {row['us_per_pod_median']:>14} {row['us_per_pod_best']:>12}")
+            print(
+                f"{n:>7} {row['us_per_pod_median']:>14} {row['us_per_pod_best']:>12} "
+                f"{row.get('adapted_filter_us_per_pod', '-'):>15} "
+                f"{row.get('adapted_score_us_per_pod', '-'):>14}"
+            )
         sys.stdout.flush()
     return 0

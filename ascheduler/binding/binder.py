@@ -28,7 +28,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Literal
 
 import structlog
 
@@ -42,7 +42,9 @@ from ascheduler.model import PodInfo, parse_node, parse_pod
 
 log = structlog.get_logger(__name__)
 
-POLICIES: Final = ("devices", "all", "none")
+#: Which binds take their node's lock: pods requesting a device resource, all, or none.
+LockPolicy = Literal["devices", "all", "none"]
+POLICIES: Final[tuple[LockPolicy, ...]] = ("devices", "all", "none")
 DEFAULT_DEVICE_RESOURCES: Final = ("nvidia.com/gpu",)
 NODE_LOCK: Final = "NodeLock"
 #: A hold serves at most this many binds, so one busy node cannot keep its lock for long.
@@ -51,7 +53,7 @@ MAX_BINDS_PER_HOLD: Final = 32
 
 @dataclass(frozen=True)
 class BindSettings:
-    policy: str = "devices"
+    policy: LockPolicy = "devices"
     device_resources: frozenset[str] = frozenset(DEFAULT_DEVICE_RESOURCES)
     annotation_prefix: str = "ascheduler.io"
     lock: LockSettings = field(default_factory=LockSettings)

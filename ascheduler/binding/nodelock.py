@@ -58,6 +58,7 @@ from typing import Any, Final, TypeVar
 import structlog
 
 from ascheduler import metrics
+from ascheduler.durations import parse_seconds
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import MERGE_PATCH
 from ascheduler.model import PodInfo
@@ -132,28 +133,6 @@ class LockSettings:
             raw = os.environ.get(EXPIRE_ENV, "")
             timeout = parse_seconds(raw) if raw else DEFAULT_TIMEOUT
         return cls(key=key, timeout=timeout)
-
-
-def parse_seconds(text: str) -> float:
-    """`300`, `300s`, `5m`, `1h`, `1m30s` -> seconds; ValueError otherwise."""
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    total, number = 0.0, ""
-    units = {"h": 3600.0, "m": 60.0, "s": 1.0}
-    for ch in text:
-        if ch.isdigit() or ch == ".":
-            number += ch
-        elif ch in units and number:
-            total += float(number) * units[ch]
-            number = ""
-        else:
-            raise ValueError(f"not a duration: {text!r}")
-    if number or not text:
-        raise ValueError(f"not a duration: {text!r}")
-    return total
 
 
 def parse_time(text: str) -> dt.datetime | None:

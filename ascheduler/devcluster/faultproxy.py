@@ -222,6 +222,7 @@ class FaultProxy:
 
     def _serve_forever(self) -> None:
         loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
         self._loop = loop
         try:
             loop.run_until_complete(self._main())
@@ -229,6 +230,12 @@ class FaultProxy:
             self._error = exc
             self._ready.set()
         finally:
+            # Connections still open (cut watches) leave handler tasks behind: end them here.
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.wait(pending))
             loop.close()
 
     async def _main(self) -> None:

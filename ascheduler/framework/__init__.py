@@ -3,7 +3,8 @@
 A plugin imports from here only: the interface of each extension point it implements (and
 subclasses), `CycleState`, `Status` and its codes, the `Handle`, the `NodeTable` it reads,
 `MAX_NODE_SCORE` and the normalizing helper, and `Registration` to declare itself. The records
-it is given (`PodInfo`, `Node`) are re-exported from `ascheduler.model`.
+it is given (`PodInfo`, `Node`) are re-exported from `ascheduler.model`. `RowFilterPlugin` and
+`RowScorePlugin` take a plugin written one node at a time (`NodeInfo`), as kube-scheduler's are.
 """
 
 from ascheduler.framework.errors import ConfigError, PluginArgsError
@@ -43,6 +44,7 @@ from ascheduler.framework.interface import (
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import NoArgs, Registration, Registry
+from ascheduler.framework.rows import NodeInfo, RowFilterPlugin, RowScorePlugin
 from ascheduler.framework.runtime import (
     Framework,
     PluginRef,
@@ -75,6 +77,7 @@ __all__ = [
     "IntArray",
     "NoArgs",
     "Node",
+    "NodeInfo",
     "NodeTable",
     "PermitPlugin",
     "Plugin",
@@ -96,7 +99,9 @@ __all__ = [
     "Registry",
     "Rejection",
     "ReservePlugin",
+    "RowFilterPlugin",
     "RowLocalScorePlugin",
+    "RowScorePlugin",
     "ScheduleResult",
     "ScorePlugin",
     "Status",

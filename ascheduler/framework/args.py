@@ -6,8 +6,9 @@ reads a `KubeSchedulerConfiguration`'s camelCase mapping into it (`ignoredResour
 every value against the field's type and reporting every problem with its path. A dataclass may
 check more in `__post_init__` by raising `PluginArgsError("field: message")`.
 
-Types understood: bool, int, float, str, `Literal[...]`, Enum subclasses (by value), nested
-dataclasses, `tuple[X, ...]`, `list[X]`, `dict[str, X]` / `Mapping[str, X]`, `X | None`, Any.
+Types understood: bool, int, float, str, `Seconds` (a duration: a number of seconds, or Go's
+text such as `30s`), `Literal[...]`, Enum subclasses (by value), nested dataclasses,
+`tuple[X, ...]`, `list[X]`, `dict[str, X]` / `Mapping[str, X]`, `X | None`, Any.
 `encode` turns a value back into the mapping (`config defaults` prints it).
 """
 
@@ -20,9 +21,17 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from ascheduler.durations import parse_seconds
 from ascheduler.framework.errors import ConfigError, PluginArgsError
 
 T = TypeVar("T")
+
+
+class Seconds(float):
+    """A duration in seconds; configuration may write it as a number or as Go's `30s`, `1m`."""
+
+    def __repr__(self) -> str:
+        return f"{float(self):g}s"
 
 
 def key_of(field: dataclasses.Field[Any]) -> str:
@@ -86,6 +95,17 @@ def _decode(tp: Any, raw: Any, path: str, problems: list[str]) -> Any:
             return {}
         value_type = args[1] if len(args) == 2 else Any
         return {str(k): _decode(value_type, v, f"{path}.{k}", problems) for k, v in raw.items()}
+    if tp is Seconds:
+        try:
+            if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+                raise ValueError(f"not a duration: {raw!r}")
+            seconds = float(raw) if not isinstance(raw, str) else parse_seconds(raw)
+        except ValueError as exc:
+            problems.append(f"{path}: {exc}")
+            return Seconds(0)
+        if seconds < 0:
+            problems.append(f"{path}: must not be negative, got {raw!r}")
+        return Seconds(seconds)
     if tp is bool:
         if not isinstance(raw, bool):
             problems.append(f"{path}: expected true or false, got {raw!r}")
@@ -154,6 +174,8 @@ def encode(value: Any) -> Any:
         }
     if isinstance(value, enum.Enum):
         return value.value
+    if isinstance(value, Seconds):
+        return f"{float(value):g}s"
     if isinstance(value, tuple | list):
         return [encode(v) for v in value]
     if isinstance(value, Mapping):

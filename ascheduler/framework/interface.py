@@ -157,6 +157,21 @@ class Diagnosis:
     #: (reason, rows) of the nodes PreFilter results left out, if any.
     excluded: tuple[str, BoolArray] | None = None
     postfilter_message: str = ""
+    #: Statuses given outside the plugins (HTTP extenders), by node name.
+    external: dict[str, Status] = field(default_factory=dict)
+    #: The node names the rows refer to, when the table may have moved on since.
+    node_names: Sequence[str] | None = None
+
+    def add_external(self, statuses: Mapping[str, Status]) -> None:
+        """Rejections from outside the plugins (an extender's), counted in the message."""
+        for name, status in statuses.items():
+            self.external[name] = status
+            for reason in status.reasons:
+                self.reason_counts[reason] = self.reason_counts.get(reason, 0) + 1
+            if status.plugin:
+                self.rejecting_plugins.add(status.plugin)
+            if status.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                self.unresolvable = False
 
     @property
     def prefilter_message(self) -> str:
@@ -180,9 +195,10 @@ class Diagnosis:
     def statuses(self, names: Sequence[str]) -> dict[str, Status]:
         """kube-scheduler's NodeToStatus map: each rejected node's status (its first rejecting
         plugin, with all of that plugin's reasons for it)."""
+        names = self.node_names if self.node_names is not None else names
         if self.prefilter_status is not None:
             return {name: self.prefilter_status for name in names}
-        out: dict[str, Status] = {}
+        out: dict[str, Status] = dict(self.external)
         if self.excluded is not None:
             reason, rows = self.excluded
             for row in np.flatnonzero(rows):
@@ -224,6 +240,7 @@ class ClusterEvent(enum.Enum):
     NODE_ADD = "NodeAdd"
     NODE_ALLOCATABLE = "NodeAllocatableChange"
     NODE_LABEL = "NodeLabelChange"
+    NODE_ANNOTATION = "NodeAnnotationChange"
     NODE_TAINT = "NodeTaintChange"
     NODE_SCHEDULABLE = "NodeSchedulableChange"
     ASSIGNED_POD_DELETE = "AssignedPodDelete"

@@ -24,12 +24,7 @@ from typing import Any, Final, Generic, TypeVar
 from ascheduler.framework.args import decode
 from ascheduler.framework.errors import ConfigError
 from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
-    EXTENSION_POINTS,
-    INTERFACES,
-    ClusterEvent,
-    Plugin,
-)
+from ascheduler.framework.interface import EXTENSION_POINTS, ClusterEvent, Plugin
 
 A = TypeVar("A")
 ENTRY_POINT_GROUP: Final = "ascheduler.plugins"
@@ -86,8 +81,12 @@ def conformance_problems(plugin: object) -> list[str]:
     if not any(isinstance(plugin, point) for point in EXTENSION_POINTS.values()):
         points = ", ".join(cls.__name__ for cls in EXTENSION_POINTS.values())
         problems.append(f"implements no extension point (subclass one of {points})")
-    for interface in INTERFACES:
-        if not isinstance(plugin, interface):
+    for interface in type(plugin).__mro__:
+        # Every interface the framework defines that the plugin derives from, adapters too.
+        if not (
+            issubclass(interface, Plugin)
+            and interface.__module__.startswith("ascheduler.framework.")
+        ):
             continue
         for method in vars(interface):
             want = getattr(interface, method)

@@ -23,6 +23,7 @@ import numpy as np
 import structlog
 
 from ascheduler.framework.errors import ConfigError
+from ascheduler.framework.extender import Extenders
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
     EXTENSION_POINTS,
@@ -106,6 +107,16 @@ def default_plugins(registry: Registry) -> tuple[PluginRef, ...]:
 
 
 @dataclass
+class _Filtered:
+    """What the filters left: the sampled feasible rows, and what to diagnose with."""
+
+    feasible: IntArray
+    candidates: BoolArray | None
+    narrowed_by: list[str]
+    applied: list[tuple[str, FilterResult]]
+
+
+@dataclass
 class ScheduleResult:
     node: str | None
     status: Status
@@ -137,6 +148,8 @@ class Framework:
         collected into one ConfigError, with its path."""
         self.profile = spec.scheduler_name
         self.handle = handle
+        #: kube-scheduler's HTTP extenders (shared by every profile); None: there are none.
+        self.extenders: Extenders | None = None
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self._next_start = 0
         self.plugins: dict[str, Plugin] = {}
@@ -254,7 +267,47 @@ class Framework:
 
     def find_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> ScheduleResult:
         """PreFilter .. NormalizeScore: the node to assume, or why there is none (then with
-        what PostFilter plugins did about it)."""
+        what PostFilter plugins did about it). Plugins only: see `find_nodes_with_extenders`."""
+        filtered = self._filter(state, pod, nodes)
+        if isinstance(filtered, ScheduleResult):
+            return filtered
+        if filtered.feasible.size == 1:
+            return ScheduleResult(nodes.names[int(filtered.feasible[0])], SUCCESS, feasible=1)
+        return self._select(state, pod, nodes, filtered.feasible)
+
+    async def find_nodes_with_extenders(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable
+    ) -> ScheduleResult:
+        """`find_nodes` with the HTTP extenders where kube-scheduler consults them: their
+        filter after the plugins' (on the sampled feasible nodes), their prioritize beside
+        the plugins' scores. The table may change while an extender is awaited, so nodes
+        cross each await by name. ExtenderError from an extender that is not ignorable."""
+        assert self.extenders is not None
+        filtered = self._filter(state, pod, nodes)
+        if isinstance(filtered, ScheduleResult):
+            return filtered
+        # The diagnosis is taken now, on the table the filters saw, in case nothing is left.
+        diag = self._diagnose(nodes.n, filtered.candidates, filtered.narrowed_by, filtered.applied)
+        diag.node_names = tuple(nodes.names)
+        candidates = [nodes.infos[int(r)] for r in filtered.feasible]
+        outcome = await self.extenders.filter(pod, candidates)
+        kept = [name for name in outcome.kept if name in nodes.index]
+        if not kept:
+            diag.add_external(outcome.statuses)
+            return self._unschedulable(state, pod, nodes, diag)
+        if len(kept) == 1:
+            return ScheduleResult(kept[0], SUCCESS, feasible=1)
+        extra = await self.extenders.prioritize(pod, [nodes.infos[nodes.index[n]] for n in kept])
+        kept = [name for name in kept if name in nodes.index]  # and again, after that await
+        rows = np.array([nodes.index[name] for name in kept], dtype=np.int64)
+        scores = np.array([extra.get(name, 0) for name in kept], dtype=np.int64)
+        return self._select(state, pod, nodes, rows, scores)
+
+    def _filter(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable
+    ) -> _Filtered | ScheduleResult:
+        """PreFilter and Filter over every node, then the sample to score; or the result when
+        no node fits (PostFilter has run) or a plugin failed."""
         n = nodes.n
         if n == 0:
             return ScheduleResult(
@@ -298,16 +351,23 @@ class Framework:
                 applied.append((plugin.name, outcome))
                 rejected |= outcome.rejected
         feasible: IntArray = np.flatnonzero(~rejected)
-        now = time.perf_counter()
-        timings["Filter"], mark = now - mark, now
+        timings["Filter"] = time.perf_counter() - mark
         if feasible.size == 0:
             diag = self._diagnose(n, candidates, narrowed_by, applied)
             return self._unschedulable(state, pod, nodes, diag)
-        feasible = self._sample(feasible, n)
-        if feasible.size == 1:
-            return ScheduleResult(nodes.names[int(feasible[0])], SUCCESS, feasible=1)
-        row = self._best(state, pod, nodes, feasible)
-        timings["Score"] = time.perf_counter() - mark
+        return _Filtered(self._sample(feasible, n), candidates, narrowed_by, applied)
+
+    def _select(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        feasible: IntArray,
+        extra: IntArray | None = None,
+    ) -> ScheduleResult:
+        mark = time.perf_counter()
+        row = self._best(state, pod, nodes, feasible, extra)
+        state.timings["Score"] = time.perf_counter() - mark
         return ScheduleResult(nodes.names[row], SUCCESS, feasible=int(feasible.size))
 
     def _unschedulable(
@@ -391,8 +451,17 @@ class Framework:
         diag.unresolvable = not resolvable_seen and candidates is None
         return diag
 
-    def _best(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray) -> int:
-        total = np.zeros(feasible.size, dtype=np.int64)
+    def _best(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        feasible: IntArray,
+        extra: IntArray | None = None,
+    ) -> int:
+        """The highest total of weighted plugin scores (plus `extra`, the extenders'), a tie
+        broken at random as kube-scheduler's selectHost does."""
+        total = np.zeros(feasible.size, dtype=np.int64) if extra is None else extra.copy()
         for pre in self.pre_score_plugins:
             status = pre.pre_score(state, pod, nodes, feasible)
             if status.code is Code.SKIP:
@@ -477,6 +546,11 @@ class Framework:
         return SUCCESS
 
     async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """An interested binding extender binds the pod; else the Bind plugins in order."""
+        if self.extenders is not None:
+            bound = await self.extenders.bind(pod, node)
+            if bound is not None:
+                return bound
         for plugin in self.bind_plugins:
             status = await plugin.bind(state, pod, node)
             if status.code is Code.SKIP:

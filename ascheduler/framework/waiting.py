@@ -10,33 +10,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Mapping
 
+from ascheduler.durations import go_duration
 from ascheduler.framework.interface import SUCCESS, Code, Status
 from ascheduler.model import PodInfo
-
-
-def go_duration(seconds: float) -> str:
-    """Go's `time.Duration` text (`10ms`, `1.5s`, `2m30s`, `1h0m0s`), as kube-scheduler's
-    messages print durations."""
-    nanos = round(seconds * 1e9)
-    if nanos == 0:
-        return "0s"
-    sign, nanos = ("-", -nanos) if nanos < 0 else ("", nanos)
-    if nanos < 1_000_000_000:
-        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
-            if nanos >= size:
-                return f"{sign}{_trim(nanos / size)}{unit}"
-    hours, rest = divmod(nanos, 3_600_000_000_000)
-    minutes, rest = divmod(rest, 60_000_000_000)
-    secs = _trim(rest / 1e9) + "s"
-    if hours:
-        return f"{sign}{hours}h{minutes}m{secs}"
-    if minutes:
-        return f"{sign}{minutes}m{secs}"
-    return f"{sign}{secs}"
-
-
-def _trim(value: float) -> str:
-    return f"{value:.9f}".rstrip("0").rstrip(".")
 
 
 class WaitingPod:

@@ -7,7 +7,7 @@ zero (so nothing lands there for it) and the field is named in `errors`, which t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ascheduler.model.affinity import SpecError, Taint, parse_taint
@@ -26,6 +26,9 @@ class Node:
     allocatable: Mapping[str, int]
     annotations: Mapping[str, str]
     errors: tuple[str, ...] = ()
+    #: The object as the API server sent it, kept only where something needs all of it
+    #: (HTTP extenders that are not nodeCacheCapable are sent nodes); never compared.
+    raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def spec_equal(self, other: Node) -> bool:
         """Everything but allocatable that filters and scores read."""
@@ -36,7 +39,7 @@ class Node:
         )
 
 
-def parse_node(obj: Mapping[str, Any]) -> Node:
+def parse_node(obj: Mapping[str, Any], *, keep_raw: bool = False) -> Node:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -72,4 +75,5 @@ def parse_node(obj: Mapping[str, Any]) -> Node:
             else {}
         ),
         errors=tuple(errors),
+        raw=obj if keep_raw else None,
     )

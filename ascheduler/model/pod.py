@@ -57,6 +57,9 @@ class PodInfo:
     nominated_node_name: str
     creation_timestamp: str
     errors: tuple[str, ...] = field(default=())
+    #: The object as the API server sent it, kept only where something needs all of it
+    #: (HTTP extenders are sent the pod); never compared.
+    raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -272,7 +275,8 @@ def _affinity(
     return required, tuple(preferred)
 
 
-def parse_pod(obj: Any) -> PodInfo:
+def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
+    """`keep_raw` keeps the object itself on a pod not yet bound (what extenders are sent)."""
     errors: list[str] = []
     if not isinstance(obj, Mapping):
         obj = {}
@@ -330,4 +334,5 @@ def parse_pod(obj: Any) -> PodInfo:
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         creation_timestamp=str(meta.get("creationTimestamp") or ""),
         errors=tuple(dict.fromkeys(errors)),
+        raw=obj if keep_raw and not spec.get("nodeName") and isinstance(obj, Mapping) else None,
     )

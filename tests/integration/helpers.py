@@ -141,18 +141,19 @@ def scheduler(
     plane: ControlPlane,
     state: PlaneState,
     name: str,
-    scheduler_name: str,
+    scheduler_name: str | None,
     *extra: str,
     env: dict[str, str] | None = None,
     kubeconfig: str | None = None,
     http_address: str = "127.0.0.1:0",
 ) -> Iterator[ProcessRecord]:
-    """An `ascheduler run` process of the test's own (profile `scheduler_name`), stopped by pid
-    when the block ends; as the plane's admin unless `kubeconfig` says otherwise."""
+    """An `ascheduler run` process of the test's own (profile `scheduler_name`; None when a
+    `--config` in `extra` names the profiles), stopped by pid when the block ends; as the
+    plane's admin unless `kubeconfig` says otherwise."""
+    names = ("--scheduler-name", scheduler_name) if scheduler_name is not None else ()
     record = plane.start_ascheduler(
         name,
-        "--scheduler-name",
-        scheduler_name,
+        *names,
         "--log-level",
         "debug",
         *extra,

@@ -410,7 +410,7 @@ async def test_requests_summing_past_int64_take_nothing_down(
             }
         )
     )
-    with scheduler(plane, plane_state, "ascheduler-huge", profile, "--config", str(config)) as me:
+    with scheduler(plane, plane_state, "ascheduler-huge", None, "--config", str(config)) as me:
         await create_pods(
             kube,
             namespace,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ascheduler.config import parse, to_document
+from ascheduler.config import Overrides, parse, resolve, to_document
 from ascheduler.framework import ConfigError
 from ascheduler.plugins import IN_TREE
 
@@ -156,7 +156,7 @@ def test_run_with_an_invalid_config_exits_2_naming_the_problem(tmp_path: Path) -
 
 
 def test_profile_percentage_overrides_the_global_one() -> None:
-    from ascheduler.app import RunOptions, build_frameworks
+    from ascheduler.app import build_frameworks
     from ascheduler.cache import Cache
 
     config = parse(
@@ -170,14 +170,7 @@ def test_profile_percentage_overrides_the_global_one() -> None:
         },
         IN_TREE,
     )
-    frameworks = build_frameworks(
-        RunOptions(
-            profiles=list(config.profiles),
-            percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
-        ),
-        Cache(),
-        None,
-    )
+    frameworks = build_frameworks(config, IN_TREE, Cache(), None)
     assert frameworks["a"].percentage_of_nodes_to_score == 30
     assert frameworks["b"].percentage_of_nodes_to_score == 70
 
@@ -213,21 +206,85 @@ def test_qps_is_applied_only_when_the_file_sets_it() -> None:
         parse({**HEAD, "clientConnection": {"qps": -1}}, IN_TREE)
 
 
+# -- flags override the file ----------------------------------------------------------------
+
+
+def resolved(document: dict[str, Any] | None, tmp_path: Path, **flags: Any) -> Any:
+    path = None
+    if document is not None:
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump({**HEAD, **document}))
+    return resolve(str(path) if path else None, Overrides(**flags), IN_TREE)
+
+
+def test_without_a_file_leader_election_is_off_unless_asked(tmp_path: Path) -> None:
+    assert not resolved(None, tmp_path).leader_election.leader_elect
+    assert resolved(None, tmp_path, leader_elect=True).leader_election.leader_elect
+    assert resolved({}, tmp_path).leader_election.leader_elect  # a file: kube-scheduler's default
+
+
 @pytest.mark.parametrize(
-    ("flag", "configured", "expected"),
+    ("flag", "expected"),
+    [(None, "127.0.0.1:9000"), ("127.0.0.1:0", "127.0.0.1:0"), ("", None)],
+)
+def test_the_http_address_flag_overrides_the_file(
+    tmp_path: Path, flag: str | None, expected: str | None
+) -> None:
+    document = {"ascheduler": {"httpAddress": "127.0.0.1:9000"}}
+    assert resolved(document, tmp_path, http_address=flag).http_address == expected
+
+
+def test_flags_override_what_the_file_says(tmp_path: Path) -> None:
+    document = {
+        "leaderElection": {"leaseDuration": "30s", "renewDeadline": "20s", "retryPeriod": "4s"},
+        "ascheduler": {
+            "bindingConcurrency": 10,
+            "nodeLock": {"policy": "all", "timeout": "2m", "key": "a.io/lock"},
+        },
+    }
+    config = resolved(
+        document,
+        tmp_path,
+        binding_concurrency=5,
+        node_lock_policy="none",
+        node_lock_timeout="90s",
+        leader_elect_lease_duration=6.0,
+        kubeconfig="/k",
+    )
+    assert config.binding_concurrency == 5
+    assert config.binding.policy == "none"
+    assert config.binding.lock.timeout == 90.0
+    assert config.binding.lock.key == "a.io/lock"  # not overridden: the file's
+    election = config.leader_election
+    assert (election.lease_duration, election.renew_deadline) == (6.0, 4.0)
+    assert config.kubeconfig == "/k"
+    untouched = resolved(document, tmp_path)
+    assert (untouched.binding_concurrency, untouched.binding.policy) == (10, "all")
+
+
+@pytest.mark.parametrize(
+    ("flags", "problem"),
     [
-        (None, "127.0.0.1:9000", "127.0.0.1:9000"),  # the file's, when no flag
-        ("127.0.0.1:0", "127.0.0.1:9000", "127.0.0.1:0"),  # an explicit flag wins
-        ("", "127.0.0.1:9000", None),  # empty: no server at all
-        (None, "", None),
+        ({"binding_concurrency": 0}, "--binding-concurrency: must be at least 1, got 0"),
+        ({"percentage_of_nodes_to_score": 101}, "--percentage-of-nodes-to-score: must be in"),
+        ({"http_address": "nowhere"}, "--http-address: not HOST:PORT"),
+        ({"node_lock_timeout": "0s"}, "--node-lock-timeout: node lock timeout must be positive"),
+        ({"node_lock_timeout": "soon"}, "--node-lock-timeout: not a duration"),
+        ({"leader_elect_lease_duration": -1.0}, "--leader-elect-lease-duration: must be"),
     ],
 )
-def test_http_address_flag_overrides_the_file(
-    flag: str | None, configured: str, expected: str | None
-) -> None:
-    from ascheduler.cli import http_address
+def test_bad_flags_are_refused_by_name(tmp_path: Path, flags: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        resolved(None, tmp_path, **flags)
+    (reported,) = err.value.problems
+    assert reported.startswith(problem)
 
-    assert http_address(flag, configured) == expected
+
+def test_scheduler_names_cannot_override_the_files_profiles(tmp_path: Path) -> None:
+    config = resolved(None, tmp_path, scheduler_names=("a", "b", "a"))
+    assert [p.scheduler_name for p in config.profiles] == ["a", "b"]
+    with pytest.raises(ConfigError, match="the file names its profiles"):
+        resolved({"profiles": [{"schedulerName": "mine"}]}, tmp_path, scheduler_names=("x",))
 
 
 # -- nothing is silently ignored: each option is honoured or refused with its path ------------

@@ -6,8 +6,9 @@ import asyncio
 from typing import Any
 
 import aiohttp
+import pytest
 
-from ascheduler.events import StatusWriter
+from ascheduler.events import NOTE_LIMIT, StatusWriter, truncate_note
 from ascheduler.kube import ApiError, ConnectionFailed
 from ascheduler.model import parse_pod
 
@@ -46,3 +47,32 @@ async def test_the_writer_outlives_every_kind_of_failure() -> None:
         assert writer.sent == 1
     finally:
         task.cancel()
+
+
+# -- truncate_note ---------------------------------------------------------------------------
+
+
+def test_short_notes_are_kept() -> None:
+    assert truncate_note("") == ""
+    assert truncate_note("0/1 nodes are available") == "0/1 nodes are available"
+    exact = "x" * NOTE_LIMIT
+    assert truncate_note(exact) == exact
+
+
+@pytest.mark.parametrize("length", [NOTE_LIMIT + 1, 2000, 100_000])
+def test_long_notes_are_cut_to_1020_bytes_and_marked(length: int) -> None:
+    note = "".join(chr(ord("a") + i % 26) for i in range(length))
+    cut = truncate_note(note)
+    assert len(cut.encode()) == NOTE_LIMIT == 1024
+    assert cut == note[:1020] + " ..."
+
+
+def test_multibyte_notes_are_cut_on_bytes_and_stay_valid() -> None:
+    note = "é" * 600  # 1200 bytes
+    cut = truncate_note(note)
+    assert cut == "é" * 510 + " ..."
+    assert len(cut.encode()) == 1024
+    odd = "a" + "é" * 600  # the 1020-byte cut falls inside a character
+    cut = truncate_note(odd)
+    assert cut == "a" + "é" * 509 + " ..."
+    assert len(cut.encode()) <= 1024

@@ -1,17 +1,15 @@
-"""The scheduling cycle (`Scheduler.schedule_one`) and `EventRouter`, without a network."""
+"""The scheduling cycle (`Scheduler.schedule_pod`) and the binding cycle's failure path,
+without a network."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 
-from ascheduler.app import DEFAULT_SCHEDULER_NAME, RunOptions, build_frameworks, build_queue
-from ascheduler.cache import Cache
-from ascheduler.events import NOTE_LIMIT, StatusWriter, truncate_note
+from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
 from ascheduler.framework import (
     ClusterEvent,
     NoArgs,
@@ -19,7 +17,6 @@ from ascheduler.framework import (
     PluginRef,
     PostFilterPlugin,
     PostFilterResult,
-    QueuedPodInfo,
     Registration,
     Registry,
     ReservePlugin,
@@ -28,116 +25,15 @@ from ascheduler.framework import (
     default_plugins,
     multipoint,
 )
+from ascheduler.framework.args import decode
+from ascheduler.framework.extender import ExtenderConfig
 from ascheduler.framework.nodes import CPU, PODS
 from ascheduler.model import Node, PodInfo, parse_node, parse_pod
 from ascheduler.model.quantity import MAX_QUANTITY
 from ascheduler.plugins import IN_TREE
-from ascheduler.queue import QueueSettings, SchedulingQueue
-from ascheduler.scheduler import INVALID_SPEC, EventRouter, Scheduler
+from tests.kit.scheduling import Env, make_node, make_pod, pop
 
-
-class FakeClock:
-    def __init__(self, start: float = 1000.0) -> None:
-        self.t = start
-
-    def now(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
-
-
-def make_node(
-    name: str,
-    *,
-    cpu: str = "4",
-    memory: str = "8Gi",
-    labels: dict[str, str] | None = None,
-    taints: list[dict[str, str]] | None = None,
-    unschedulable: bool = False,
-) -> Node:
-    return parse_node(
-        {
-            "metadata": {"name": name, "labels": labels or {}},
-            "spec": {"taints": taints or [], "unschedulable": unschedulable},
-            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}},
-        }
-    )
-
-
-def make_pod(
-    name: str,
-    *,
-    cpu: str = "1",
-    node: str = "",
-    scheduler: str = DEFAULT_SCHEDULER_NAME,
-    **spec: Any,
-) -> PodInfo:
-    return parse_pod(
-        {
-            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
-            "spec": {
-                "schedulerName": scheduler,
-                "nodeName": node,
-                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
-                **spec,
-            },
-        }
-    )
-
-
-async def pop(queue: SchedulingQueue) -> QueuedPodInfo | None:
-    """`queue.pop()` with a deadline, so a bug fails the test instead of hanging it."""
-    async with asyncio.timeout(10):
-        return await queue.pop()
-
-
-class Env:
-    def __init__(
-        self,
-        *nodes: Node,
-        options: RunOptions | None = None,
-        store: dict[str, PodInfo] | None = None,
-    ) -> None:
-        """`store` plays the pod informer's store (by uid) when a test needs one."""
-        self.clock = FakeClock()
-        self.cache = Cache()
-        for node in nodes:
-            self.cache.add_node(node)
-        self.frameworks = build_frameworks(options or RunOptions(), self.cache, None)
-        self.queue: SchedulingQueue = build_queue(self.frameworks, QueueSettings())
-        self.queue.clock = self.clock
-        self.writer = StatusWriter(None, hostname="test")
-        self.store = store
-        self.scheduler = Scheduler(
-            frameworks=self.frameworks,
-            cache=self.cache,
-            queue=self.queue,
-            writer=self.writer,
-            pods=None if store is None else store.get,
-        )
-        self.router = EventRouter(self.scheduler)
-
-    async def attempt(self, pod: PodInfo) -> tuple[Any, QueuedPodInfo]:
-        """Queue `pod` (unless queued), pop it and run one scheduling cycle on it."""
-        if pod.uid not in self.queue:
-            self.queue.add(pod)
-        qp = await pop(self.queue)
-        assert qp is not None
-        assert qp.pod.uid == pod.uid
-        return self.scheduler.schedule_one(qp), qp
-
-    def written(self) -> list[Any]:
-        items = []
-        while not self.writer.queue.empty():
-            items.append(self.writer.queue.get_nowait())
-        return items
-
-    def failed_events(self) -> list[Any]:
-        return [i for i in self.written() if getattr(i, "reason", "") == "FailedScheduling"]
-
-
-# -- schedule_one ----------------------------------------------------------------------------
+# -- schedule_pod ----------------------------------------------------------------------------
 
 
 async def test_pod_is_assumed_on_the_feasible_node() -> None:
@@ -145,7 +41,7 @@ async def test_pod_is_assumed_on_the_feasible_node() -> None:
     pod = make_pod("p", cpu="2")
     bind, _ = await env.attempt(pod)
     assert bind is not None
-    fw, _state, qp, node = bind
+    fw, qp, node = bind.fw, bind.qp, bind.node
     assert node == "big"
     assert fw is env.frameworks[DEFAULT_SCHEDULER_NAME]
     assert qp.pod.uid == pod.uid
@@ -165,7 +61,7 @@ async def test_assumed_usage_steers_the_next_pod() -> None:
     second, _ = await env.attempt(make_pod("p2", cpu="2"))
     assert first is not None
     assert second is not None
-    assert {first[3], second[3]} == {"a", "b"}
+    assert {first.node, second.node} == {"a", "b"}
 
 
 async def test_unschedulable_pod_is_parked_with_kube_schedulers_message() -> None:
@@ -308,7 +204,7 @@ async def test_fixed_invalid_pod_is_retried_on_its_update() -> None:
     bind, qp = await env.attempt(make_pod("p", cpu="1"))
     assert qp.pod.errors == ()
     assert bind is not None
-    assert bind[3] == "n1"
+    assert bind.node == "n1"
 
 
 async def test_pod_of_another_profile_or_already_placed_is_dropped() -> None:
@@ -317,202 +213,18 @@ async def test_pod_of_another_profile_or_already_placed_is_dropped() -> None:
     env.queue.add(assigned)
     qp = await pop(env.queue)
     assert qp is not None
-    assert env.scheduler.schedule_one(qp) is None
+    assert await env.scheduler.schedule_pod(qp) is None
     assert env.queue.where(assigned.uid) is None
     assert not env.cache.has_pod(assigned.uid)
     foreign = make_pod("foreign", scheduler="someone-else")
     env.queue.add(foreign)
     qp = await pop(env.queue)
     assert qp is not None
-    assert env.scheduler.schedule_one(qp) is None
+    assert await env.scheduler.schedule_pod(qp) is None
     assert env.queue.where(foreign.uid) is None
     assert not env.cache.has_pod(foreign.uid)
     assert env.written() == []
     assert env.scheduler.stats.attempts == 0
-
-
-# -- EventRouter -----------------------------------------------------------------------------
-
-
-def test_assigned_pod_add_goes_to_the_cache_only() -> None:
-    env = Env(make_node("n1"))
-    pod = make_pod("p", node="n1", cpu="3")
-    env.router.pods.on_add(pod)
-    assert env.cache.has_pod(pod.uid)
-    assert not env.cache.is_assumed(pod.uid)
-    assert int(env.cache.table.requested[CPU, env.cache.table.index["n1"]]) == 3000
-    assert pod.uid not in env.queue
-
-
-def test_assigned_pod_of_another_scheduler_is_still_counted() -> None:
-    env = Env(make_node("n1"))
-    pod = make_pod("p", node="n1", scheduler="default-scheduler")
-    env.router.pods.on_add(pod)
-    assert env.cache.has_pod(pod.uid)
-
-
-def test_unassigned_pod_of_ours_is_queued() -> None:
-    env = Env(make_node("n1"))
-    pod = make_pod("p")
-    env.router.pods.on_add(pod)
-    assert env.queue.where(pod.uid) == "active"
-
-
-def test_pod_of_another_scheduler_is_never_queued() -> None:
-    env = Env(make_node("n1"))
-    pod = make_pod("p", scheduler="default-scheduler")
-    env.router.pods.on_add(pod)
-    env.router.pods.on_update(pod, make_pod("p", scheduler="default-scheduler", cpu="2"))
-    assert pod.uid not in env.queue
-    assert env.queue.pending() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
-    assert not env.cache.has_pod(pod.uid)
-
-
-def test_terminal_or_deleting_pods_are_not_queued() -> None:
-    env = Env(make_node("n1"))
-    deleting = parse_pod(
-        {
-            "metadata": {
-                "name": "d",
-                "namespace": "ns",
-                "uid": "uid-d",
-                "deletionTimestamp": "2024-01-01T00:00:00Z",
-            },
-            "spec": {"schedulerName": DEFAULT_SCHEDULER_NAME},
-        }
-    )
-    done = parse_pod(
-        {
-            "metadata": {"name": "s", "namespace": "ns", "uid": "uid-s"},
-            "spec": {"schedulerName": DEFAULT_SCHEDULER_NAME, "nodeName": "n1"},
-            "status": {"phase": "Succeeded"},
-        }
-    )
-    env.router.pods.on_add(deleting)
-    env.router.pods.on_add(done)
-    assert deleting.uid not in env.queue
-    assert not env.cache.has_pod(done.uid)
-
-
-async def test_node_add_moves_unschedulable_pods_back() -> None:
-    env = Env(make_node("n1", cpu="1"))
-    pod = make_pod("p", cpu="2")
-    await env.attempt(pod)
-    assert env.queue.where(pod.uid) == "unschedulable"
-    env.router.nodes.on_add(make_node("n2", cpu="4"))
-    assert env.queue.where(pod.uid) in ("backoff", "active")
-    assert env.cache.node("n2") is not None
-    env.clock.advance(1)
-    bind, _ = await env.attempt(pod)
-    assert bind is not None
-    assert bind[3] == "n2"
-
-
-async def test_node_update_moves_pods_for_matching_changes_only() -> None:
-    env = Env(make_node("n1", cpu="1"))
-    pod = make_pod("p", cpu="2")
-    await env.attempt(pod)
-    old = make_node("n1", cpu="1")
-    tainted = make_node("n1", cpu="1", taints=[{"key": "k", "effect": "NoSchedule"}])
-    env.router.nodes.on_update(old, tainted)
-    assert env.queue.where(pod.uid) == "unschedulable"
-    env.router.nodes.on_update(tainted, make_node("n1", cpu="4"))
-    assert env.queue.where(pod.uid) in ("backoff", "active")
-
-
-async def test_assigned_pod_delete_moves_pods_waiting_for_room() -> None:
-    env = Env(make_node("n1", cpu="2"))
-    running = make_pod("running", node="n1", cpu="2")
-    env.router.pods.on_add(running)
-    pod = make_pod("p", cpu="1")
-    await env.attempt(pod)
-    assert env.queue.where(pod.uid) == "unschedulable"
-    env.router.pods.on_delete(running)
-    assert not env.cache.has_pod(running.uid)
-    assert env.queue.where(pod.uid) in ("backoff", "active")
-
-
-async def test_binding_confirmed_by_watch_leaves_the_queue() -> None:
-    env = Env(make_node("n1"))
-    pod = make_pod("p")
-    env.router.pods.on_add(pod)
-    bind, _ = await env.attempt(pod)
-    assert bind is not None
-    _fw, _state, qp, _node = bind
-    env.router.pods.on_update(pod, make_pod("p", node="n1"))
-    assert env.cache.has_pod(pod.uid)
-    assert not env.cache.is_assumed(pod.uid)
-    assert int(env.cache.table.requested[PODS, env.cache.table.index["n1"]]) == 1
-    # Even if its binding cycle then reported a failure, the bound pod is not queued again.
-    env.queue.requeue(qp, error=True)
-    assert env.queue.where(pod.uid) is None
-
-
-async def test_unassigned_update_of_assumed_pod_is_ignored() -> None:
-    env = Env(make_node("n1"))
-    pod = make_pod("p")
-    env.router.pods.on_add(pod)
-    await env.attempt(pod)
-    env.router.pods.on_update(pod, make_pod("p", cpu="2"))
-    assert env.queue.where(pod.uid) == "in-flight"
-
-
-def test_deleting_update_removes_queued_pod() -> None:
-    env = Env(make_node("n1"))
-    pod = make_pod("p")
-    env.router.pods.on_add(pod)
-    deleting = parse_pod(
-        {
-            "metadata": {
-                "name": "p",
-                "namespace": "ns",
-                "uid": "uid-p",
-                "deletionTimestamp": "2024-01-01T00:00:00Z",
-            },
-            "spec": {"schedulerName": DEFAULT_SCHEDULER_NAME},
-        }
-    )
-    env.router.pods.on_update(pod, deleting)
-    assert pod.uid not in env.queue
-
-
-def test_invalid_spec_constant_is_what_build_queue_refuses() -> None:
-    env = Env()
-    qp = QueuedPodInfo(make_pod("p"), 0.0, unschedulable_plugins=frozenset({INVALID_SPEC}))
-    assert not env.queue.event_filter(qp, ClusterEvent.NODE_ADD)
-    assert env.queue.event_filter(
-        QueuedPodInfo(make_pod("p"), 0.0, unschedulable_plugins=frozenset({"NodeAffinity"})),
-        ClusterEvent.NODE_LABEL,
-    )
-
-
-# -- truncate_note ---------------------------------------------------------------------------
-
-
-def test_short_notes_are_kept() -> None:
-    assert truncate_note("") == ""
-    assert truncate_note("0/1 nodes are available") == "0/1 nodes are available"
-    exact = "x" * NOTE_LIMIT
-    assert truncate_note(exact) == exact
-
-
-@pytest.mark.parametrize("length", [NOTE_LIMIT + 1, 2000, 100_000])
-def test_long_notes_are_cut_to_1020_bytes_and_marked(length: int) -> None:
-    note = "".join(chr(ord("a") + i % 26) for i in range(length))
-    cut = truncate_note(note)
-    assert len(cut.encode()) == NOTE_LIMIT == 1024
-    assert cut == note[:1020] + " ..."
-
-
-def test_multibyte_notes_are_cut_on_bytes_and_stay_valid() -> None:
-    note = "é" * 600  # 1200 bytes
-    cut = truncate_note(note)
-    assert cut == "é" * 510 + " ..."
-    assert len(cut.encode()) == 1024
-    odd = "a" + "é" * 600  # the 1020-byte cut falls inside a character
-    cut = truncate_note(odd)
-    assert cut == "a" + "é" * 509 + " ..."
-    assert len(cut.encode()) <= 1024
 
 
 # -- a failed attempt puts back the pod as it is now -----------------------------------------
@@ -549,7 +261,7 @@ async def test_failed_bind_requeues_the_pod_as_the_informer_has_it_now() -> None
     newer = tolerating(pod, "42")
     store[pod.uid] = newer
     env.router.pods.on_update(pod, newer)
-    await env.scheduler._binding_cycle(*bind)
+    await env.scheduler.binding_cycle(bind)
     assert not env.cache.has_pod(pod.uid)
     assert env.queue.where(pod.uid) == "backoff"
     env.clock.advance(10)
@@ -576,7 +288,7 @@ async def test_failed_bind_of_a_pod_gone_meanwhile_is_not_requeued(fate: str) ->
         store[pod.uid] = replace(pod, deleting=True)
     else:
         store[pod.uid] = replace(pod, node_name="n2")
-    await env.scheduler._binding_cycle(*bind)
+    await env.scheduler.binding_cycle(bind)
     assert env.queue.where(pod.uid) is None
     assert env.queue.pending() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
     assert env.failed_events() == []
@@ -613,7 +325,9 @@ async def test_pod_whose_sums_pass_int64_is_assumed_without_overflow() -> None:
             },
         }
     )
-    env = Env(node, options=RunOptions(profiles=[multipoint(DEFAULT_SCHEDULER_NAME, args=ignore)]))
+    env = Env(
+        node, options=SchedulerConfig(profiles=(multipoint(DEFAULT_SCHEDULER_NAME, args=ignore),))
+    )
     bind, _ = await env.attempt(two_huge_containers("huge"))
     assert bind is not None
     assert env.cache.is_assumed("uid-huge")
@@ -624,25 +338,6 @@ async def test_pod_whose_sums_pass_int64_is_assumed_without_overflow() -> None:
     assert foo is not None
     assert int(table.requested[foo, 0]) == MAX_QUANTITY
     assert int(table.requested[PODS, 0]) == 2
-
-
-def test_pod_created_bound_with_huge_sums_is_counted_whole() -> None:
-    node = parse_node(
-        {
-            "metadata": {"name": "n1"},
-            "status": {
-                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110", "example.com/foo": "8"}
-            },
-        }
-    )
-    env = Env(node)
-    env.router.pods.on_add(two_huge_containers("huge", node="n1"))
-    table = env.cache.table
-    foo = table.resource_row("example.com/foo")
-    assert foo is not None
-    assert env.cache.has_pod("uid-huge")
-    assert int(table.requested[PODS, 0]) == 1
-    assert int(table.free[foo, 0]) < 0  # full: nothing else asking for foo fits
 
 
 # -- one bad pod fails alone -----------------------------------------------------------------
@@ -686,11 +381,11 @@ def exploding_env(at: str, *nodes: Node) -> tuple[Env, Exploding]:
         return made[-1]
 
     defaults = default_plugins(IN_TREE)
-    options = RunOptions(
-        profiles=[multipoint(DEFAULT_SCHEDULER_NAME, (*defaults, PluginRef("Exploding")))],
-        registry=Registry([*IN_TREE.values(), Registration("Exploding", factory, NoArgs)]),
+    options = SchedulerConfig(
+        profiles=(multipoint(DEFAULT_SCHEDULER_NAME, (*defaults, PluginRef("Exploding"))),)
     )
-    env = Env(*nodes, options=options)
+    registry = Registry([*IN_TREE.values(), Registration("Exploding", factory, NoArgs)])
+    env = Env(*nodes, options=options, registry=registry)
     return env, made[0]
 
 
@@ -717,7 +412,7 @@ async def test_an_unreserve_that_raises_does_not_stop_the_failure_path() -> None
     bad = make_pod("bad")
     bind, _ = await env.attempt(bad)
     assert bind is not None
-    await env.scheduler._binding_cycle(*bind)  # no API client: the bind fails
+    await env.scheduler.binding_cycle(bind)  # no API client: the bind fails
     assert plugin.unreserved == ["bad"]
     assert not env.cache.has_pod(bad.uid)
     assert env.queue.where(bad.uid) == "backoff"
@@ -731,17 +426,50 @@ class Nominating(PostFilterPlugin):
 
 
 async def test_a_post_filter_nomination_is_written_with_the_condition() -> None:
-    options = RunOptions(
-        profiles=[
-            multipoint(DEFAULT_SCHEDULER_NAME, (*default_plugins(IN_TREE), PluginRef("Nominating")))
-        ],
-        registry=Registry(
-            [*IN_TREE.values(), Registration("Nominating", lambda a, h: Nominating(), NoArgs)]
-        ),
+    profile = multipoint(
+        DEFAULT_SCHEDULER_NAME, (*default_plugins(IN_TREE), PluginRef("Nominating"))
     )
-    env = Env(make_node("n1", cpu="1"), options=options)
+    registry = Registry(
+        [*IN_TREE.values(), Registration("Nominating", lambda a, h: Nominating(), NoArgs)]
+    )
+    env = Env(
+        make_node("n1", cpu="1"), options=SchedulerConfig(profiles=(profile,)), registry=registry
+    )
     bind, _ = await env.attempt(make_pod("big", cpu="2"))
     assert bind is None
     (condition,) = [i for i in env.written() if type(i).__name__ == "_Condition"]
     assert condition.nominated_node == "n1"
     assert condition.message == ("0/1 nodes are available: 1 Insufficient cpu. preempting on n1")
+
+
+async def test_an_extender_that_is_down_fails_the_attempt_with_its_reason() -> None:
+    down = decode(
+        ExtenderConfig,
+        {
+            "urlPrefix": "http://127.0.0.1:9/ext",
+            "filterVerb": "filter",
+            "managedResources": [{"name": "example.com/gpu"}],
+        },
+        "extenders[0]",
+    )
+    env = Env(make_node("n1"), options=SchedulerConfig(extenders=(down,)))
+    wants = parse_pod(
+        {
+            "metadata": {"name": "wants", "namespace": "ns", "uid": "uid-wants"},
+            "spec": {
+                "schedulerName": DEFAULT_SCHEDULER_NAME,
+                "containers": [{"name": "c", "resources": {"limits": {"example.com/gpu": "1"}}}],
+            },
+        },
+        keep_raw=True,
+    )
+    bind, _ = await env.attempt(wants)
+    assert bind is None
+    (event,) = env.failed_events()
+    assert event.note.startswith("extender: failed filter with extender at URL http://127.0.0.1:9")
+    assert env.queue.where("uid-wants") == "backoff"
+    other, _ = await env.attempt(make_pod("other"))  # not the extender's: scheduled as usual
+    assert other is not None
+    extenders = env.frameworks[DEFAULT_SCHEDULER_NAME].extenders
+    assert extenders is not None
+    await extenders.close()

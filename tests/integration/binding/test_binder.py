@@ -10,15 +10,17 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from ascheduler.app import DEFAULT_SCHEDULER_NAME, RunOptions, build_frameworks
+from ascheduler.app import build_frameworks
 from ascheduler.binding.binder import BindSettings, LockedBinder
 from ascheduler.binding.nodelock import format_time
 from ascheduler.cache import Cache
+from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.framework import CycleState, Framework, Status
 from ascheduler.kube import KubeClient
 from ascheduler.metrics import REST_CLIENT_REQUESTS
 from ascheduler.model import PodInfo, parse_node, parse_pod
+from ascheduler.plugins import IN_TREE
 from tests.integration.binding.test_nodelock import annotation, set_annotation
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import create_pods, pause_pod, pods_in
@@ -31,7 +33,7 @@ async def setup(
 ) -> tuple[Framework, LockedBinder, list[PodInfo]]:
     cache = Cache()
     cache.add_node(parse_node(await kube.get(f"/api/v1/nodes/{node}")))
-    fw = build_frameworks(RunOptions(), cache, kube)[DEFAULT_SCHEDULER_NAME]
+    fw = build_frameworks(SchedulerConfig(), IN_TREE, cache, kube)[DEFAULT_SCHEDULER_NAME]
     await create_pods(
         kube, namespace, [pause_pod(f"p{i}", scheduler_name="nobody") for i in range(count)]
     )

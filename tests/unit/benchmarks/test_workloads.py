@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ascheduler.app import DEFAULT_SCHEDULER_NAME
+from ascheduler.config import DEFAULT_SCHEDULER_NAME
 from ascheduler.devcluster.nodes import fake_node_body
 from ascheduler.model import parse_node, parse_pod
 from benchmarks.workloads import GPU, WORKLOADS, ZONE, gpu_nodes, mixed_nodes, mixed_pod
@@ -57,7 +57,7 @@ async def test_mixed_pods_land_where_their_constraints_allow() -> None:
         body["metadata"].update(namespace="ns", uid=f"u{i}")
         result, _ = await env.attempt(parse_pod(body))
         assert result is not None, f"pod {i} unschedulable"
-        placed[i] = result[3]
+        placed[i] = result.node
     for i, node in placed.items():
         labels = bodies[node]["metadata"]["labels"]
         taints = {t["key"] for t in bodies[node]["spec"].get("taints", [])}

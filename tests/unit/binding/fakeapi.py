@@ -124,16 +124,3 @@ class FakeNodeApi:
         if action == "lost":
             raise ConnectionFailed("PATCH", path, aiohttp.ServerDisconnectedError())
         return self.node()
-
-
-class FakeClock:
-    """Monotonic time that moves only when a test says so."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds

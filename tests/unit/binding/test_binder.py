@@ -16,8 +16,9 @@ import aiohttp
 from ascheduler.binding.binder import BindSettings, LockedBinder
 from ascheduler.binding.nodelock import DEFAULT_KEY, HAMI_KEY, LockSettings, NodeLocks
 from ascheduler.framework import CycleState, Status
-from ascheduler.model import PodInfo, parse_pod
-from tests.unit.binding.fakeapi import FakeClock, FakeNodeApi
+from ascheduler.model import PodInfo
+from tests.kit import FakeClock, pod_info
+from tests.unit.binding.fakeapi import FakeNodeApi
 
 ME = "instance-a"
 
@@ -50,12 +51,7 @@ class FakeFramework:
 
 
 def pod(name: str) -> PodInfo:
-    return parse_pod(
-        {
-            "metadata": {"name": name, "namespace": "ns", "uid": name, "resourceVersion": "1"},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
-        }
-    )
+    return pod_info(name, namespace="ns", uid=name, resource_version="1", cpu="1")
 
 
 def binder_for(

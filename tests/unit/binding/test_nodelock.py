@@ -20,12 +20,13 @@ from ascheduler.binding.nodelock import (
     LockSettings,
     NodeLocks,
     format_time,
-    parse_seconds,
     parse_time,
 )
+from ascheduler.durations import parse_seconds
 from ascheduler.kube import KubeError
-from ascheduler.model import PodInfo, parse_pod
-from tests.unit.binding.fakeapi import FakeClock, FakeNodeApi, Fault
+from ascheduler.model import PodInfo
+from tests.kit import FakeClock, pod_info
+from tests.unit.binding.fakeapi import FakeNodeApi, Fault
 
 
 def test_values_parse_in_each_format() -> None:
@@ -121,13 +122,9 @@ def test_policy_is_validated() -> None:
 
 
 def _pod(uid: str, requests: dict[str, str], phase: str = "Running") -> Any:
-    return parse_pod(
-        {
-            "metadata": {"name": uid, "namespace": "x", "uid": uid},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]},
-            "status": {"phase": phase},
-        }
-    )
+    cpu = requests.get("cpu")
+    extra = {k: v for k, v in requests.items() if k != "cpu"}
+    return pod_info(uid, namespace="x", uid=uid, cpu=cpu, extra=extra, phase=phase)
 
 
 def test_shortfall_counts_the_pods_already_on_the_node() -> None:
@@ -159,7 +156,7 @@ TIMEOUT = 60.0
 
 
 def a_pod(name: str = "p0", namespace: str = "ns") -> PodInfo:
-    return parse_pod({"metadata": {"name": name, "namespace": namespace, "uid": name}})
+    return pod_info(name, namespace=namespace, uid=name)
 
 
 def locks_for(

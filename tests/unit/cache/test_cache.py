@@ -9,31 +9,15 @@ import pytest
 
 from ascheduler.cache import Cache, CacheError
 from ascheduler.framework.nodes import CPU, EPHEMERAL, MEMORY, PODS
-from ascheduler.model import Node, PodInfo, parse_node, parse_pod
+from ascheduler.model import PodInfo, parse_pod
 from ascheduler.model.quantity import MAX_QUANTITY
+from tests.kit import node_info, pod_info
 
 GI = 2**30
 MI = 2**20
 
 
-def make_node(
-    name: str,
-    *,
-    cpu: str = "4",
-    memory: str = "8Gi",
-    pods: str = "110",
-    labels: dict[str, str] | None = None,
-    taints: list[dict[str, str]] | None = None,
-    unschedulable: bool = False,
-    **extra: str,
-) -> Node:
-    return parse_node(
-        {
-            "metadata": {"name": name, "labels": labels or {}},
-            "spec": {"taints": taints or [], "unschedulable": unschedulable},
-            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": pods, **extra}},
-        }
-    )
+make_node = node_info
 
 
 def make_pod(
@@ -45,15 +29,16 @@ def make_pod(
     host_port: int | None = None,
     **extra: str,
 ) -> PodInfo:
-    requests = {k: v for k, v in {"cpu": cpu, "memory": memory, **extra}.items() if v}
-    c: dict[str, Any] = {"name": "c", "resources": {"requests": requests}}
-    if host_port is not None:
-        c["ports"] = [{"containerPort": 80, "hostPort": host_port}]
-    return parse_pod(
-        {
-            "metadata": {"name": f"pod-{uid}", "namespace": "ns", "uid": uid},
-            "spec": {"nodeName": node, "containers": [c]},
-        }
+    """A pod `pod-<uid>` in `ns`, 1 cpu and 1Gi unless told otherwise."""
+    return pod_info(
+        f"pod-{uid}",
+        uid=uid,
+        namespace="ns",
+        node_name=node,
+        cpu=cpu,
+        memory=memory,
+        host_port=host_port,
+        extra=extra,
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ascheduler.cache import Cache
+from ascheduler.durations import go_duration
 from ascheduler.framework import (
     SUCCESS,
     Code,
@@ -35,10 +36,9 @@ from ascheduler.framework import (
     multipoint,
 )
 from ascheduler.framework.runtime import num_feasible_nodes_to_find
-from ascheduler.framework.waiting import go_duration
 from ascheduler.model import PodInfo
 from ascheduler.plugins import IN_TREE
-from tests.unit.plugins.builders import (
+from tests.kit import (
     Json,
     expr,
     make_cache,

@@ -11,11 +11,11 @@ import pytest
 from ascheduler.framework import CycleState, Handle
 from ascheduler.framework.interface import Code
 from ascheduler.kube import ApiError, ConnectionFailed
-from ascheduler.model import parse_pod
 from ascheduler.plugins import defaultbinder
 from ascheduler.plugins.defaultbinder import DefaultBinder
+from tests.kit import pod_info
 
-POD = parse_pod({"metadata": {"name": "p", "namespace": "ns", "uid": "uid-1"}})
+POD = pod_info("p", namespace="ns", uid="uid-1")
 BINDING = "/api/v1/namespaces/ns/pods/p/binding"
 
 

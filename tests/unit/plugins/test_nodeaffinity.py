@@ -11,8 +11,7 @@ import pytest
 
 from ascheduler.framework import Code, CycleState
 from ascheduler.model import parse_node
-
-from .builders import (
+from tests.kit import (
     expr,
     make_cache,
     make_plugin,
@@ -24,7 +23,7 @@ from .builders import (
     run_score,
     term,
 )
-from .builders import run_filter as run
+from tests.kit import run_filter as run
 
 REASON = "node(s) didn't match Pod's node affinity/selector"
 NODES = [

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ascheduler.framework import Code
-
-from .builders import make_cache, make_plugin, node, pod, rejected_reasons, rejection_codes
-from .builders import run_filter as run
+from tests.kit import make_cache, make_plugin, node, pod, rejected_reasons, rejection_codes
+from tests.kit import run_filter as run
 
 REASON = "node(s) didn't match the requested node name"
 NODES = [node("n1"), node("n2"), node("n3")]

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from ascheduler.framework import Code
-
-from .builders import (
+from tests.kit import (
     make_cache,
     make_plugin,
     node,
@@ -20,7 +19,7 @@ from .builders import (
     rejected_reasons,
     rejection_codes,
 )
-from .builders import run_filter as run
+from tests.kit import run_filter as run
 
 REASON = "node(s) didn't have free ports for the requested pod ports"
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .builders import Json, container, make_cache, make_plugin, node, on, pod, run_score
+from tests.kit import Json, container, make_cache, make_plugin, node, on, pod, run_score
 
 BALANCED = "NodeResourcesBalancedAllocation"
 GPU = "nvidia.com/gpu"

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from ascheduler.framework import Code
-
-from .builders import (
+from tests.kit import (
     Json,
     container,
     make_cache,
@@ -23,7 +22,7 @@ from .builders import (
     rejection_codes,
     run_score,
 )
-from .builders import run_filter as run
+from tests.kit import run_filter as run
 
 FIT = "NodeResourcesFit"
 GPU = "nvidia.com/gpu"

@@ -9,9 +9,8 @@ import pytest
 
 from ascheduler.framework import Code
 from ascheduler.model import parse_node
-
-from .builders import make_cache, make_plugin, node, pod, rejected_reasons, rejection_codes
-from .builders import run_filter as run
+from tests.kit import make_cache, make_plugin, node, pod, rejected_reasons, rejection_codes
+from tests.kit import run_filter as run
 
 REASON = "node(s) were unschedulable"
 KEY = "node.kubernetes.io/unschedulable"

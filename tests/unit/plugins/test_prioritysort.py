@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ascheduler.framework import QueuedPodInfo
-
-from .builders import make_cache, make_plugin, parsed, pod
+from tests.kit import make_cache, make_plugin, parsed, pod
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ascheduler.cache import Cache
 from ascheduler.framework import Handle
-from ascheduler.model import parse_node, parse_pod
+from ascheduler.model import parse_pod
 from ascheduler.plugins import IN_TREE
+from tests.kit import random_cluster
 
 STRATEGIES: list[dict[str, Any]] = [
     {},
@@ -46,39 +46,6 @@ STRATEGIES: list[dict[str, Any]] = [
         }
     },
 ]
-
-
-def random_cluster(seed: int) -> Cache:
-    rng = random.Random(seed)
-    cache = Cache()
-    for i in range(40):
-        alloc: dict[str, str] = {
-            "cpu": str(rng.choice([0, 1, 2, 4, 96])),
-            "memory": f"{rng.choice([0, 1, 8, 512])}Gi",
-            "pods": "110",
-            "ephemeral-storage": f"{rng.randint(0, 90)}Gi",
-        }
-        if rng.random() < 0.4:
-            alloc["nvidia.com/gpu"] = str(rng.randint(0, 8))
-        cache.add_node(
-            parse_node({"metadata": {"name": f"n{i}"}, "status": {"allocatable": alloc}})
-        )
-    for j in range(120):
-        requests = {"cpu": f"{rng.randint(0, 3000)}m", "memory": f"{rng.randint(0, 9000)}Mi"}
-        if rng.random() < 0.3:
-            requests["nvidia.com/gpu"] = str(rng.randint(1, 3))
-        container: dict[str, Any] = {"name": "c", "resources": {"requests": requests}}
-        if rng.random() < 0.2:
-            container = {"name": "c"}  # no requests: the non-zero defaults apply
-        cache.add_pod(
-            parse_pod(
-                {
-                    "metadata": {"name": f"p{j}", "namespace": "x", "uid": f"u{j}"},
-                    "spec": {"nodeName": f"n{rng.randrange(40)}", "containers": [container]},
-                }
-            )
-        )
-    return cache
 
 
 @pytest.mark.parametrize("seed", range(6))

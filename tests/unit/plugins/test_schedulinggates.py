@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ascheduler.framework import Code
-
-from .builders import make_cache, make_plugin, parsed, pod
+from tests.kit import make_cache, make_plugin, parsed, pod
 
 
 @pytest.mark.parametrize(

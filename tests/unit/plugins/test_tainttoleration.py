@@ -11,8 +11,7 @@ import pytest
 
 from ascheduler.framework import Code, CycleState
 from ascheduler.model import parse_node
-
-from .builders import (
+from tests.kit import (
     make_cache,
     make_plugin,
     node,
@@ -22,7 +21,7 @@ from .builders import (
     rejection_codes,
     run_score,
 )
-from .builders import run_filter as run
+from tests.kit import run_filter as run
 
 REASON = "node(s) had untolerated taint(s)"
 

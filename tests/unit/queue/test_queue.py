@@ -8,28 +8,17 @@ from typing import Any
 
 import pytest
 
-from ascheduler.app import RunOptions, build_frameworks, build_queue
+from ascheduler.app import build_frameworks, build_queue
 from ascheduler.cache import Cache
+from ascheduler.config import SchedulerConfig
 from ascheduler.framework import ClusterEvent, QueuedPodInfo
 from ascheduler.model import PodInfo, parse_pod
+from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.prioritysort import PrioritySort
 from ascheduler.plugins.schedulinggates import SchedulingGates
 from ascheduler.queue import QueueSettings, SchedulingQueue
 from ascheduler.scheduler import INVALID_SPEC
-
-
-class FakeClock:
-    """Time that moves only when a test says so."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.t = start
-
-    def now(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
-
+from tests.kit import FakeClock, pod_info
 
 #: A guard against a pop that never returns (a failure, not a timing check).
 DEADLINE = 10.0
@@ -61,17 +50,14 @@ def make_pod(
     cpu: str = "100m",
     **spec: Any,
 ) -> PodInfo:
-    return parse_pod(
-        {
-            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
-            "spec": {
-                "schedulerName": "ascheduler",
-                "priority": priority,
-                "schedulingGates": [{"name": g} for g in gates],
-                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
-                **spec,
-            },
-        }
+    return pod_info(
+        name,
+        namespace="ns",
+        scheduler_name="ascheduler",
+        priority=priority,
+        gates=gates,
+        cpu=cpu,
+        **spec,
     )
 
 
@@ -97,7 +83,7 @@ def queue(clock: FakeClock) -> SchedulingQueue:
 @pytest.fixture
 def default_queue(clock: FakeClock) -> SchedulingQueue:
     """The queue `ascheduler run` builds: events filtered by the default profile's plugins."""
-    frameworks = build_frameworks(RunOptions(), Cache(), None)
+    frameworks = build_frameworks(SchedulerConfig(), IN_TREE, Cache(), None)
     q = build_queue(frameworks, QueueSettings())
     q.clock = clock
     return q

@@ -1,4 +1,6 @@
-"""Raw Kubernetes JSON builders and small drivers for running one plugin over a `Cache`.
+"""Nodes and pods for every unit test: raw Kubernetes JSON (`node`, `pod`), the records the
+scheduler parses from it (`node_info`, `pod_info`), and small drivers that run one plugin over a
+`Cache`.
 
 Tests describe nodes and pods the way the API shows them and go through `parse_node` /
 `parse_pod`, so what is tested is what the scheduler sees from a watch.
@@ -6,6 +8,7 @@ Tests describe nodes and pods the way the API shows them and go through `parse_n
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -13,8 +16,7 @@ import numpy as np
 
 from ascheduler.cache import Cache
 from ascheduler.framework import Code, CycleState, FilterResult, Handle, PreScorePlugin
-from ascheduler.model import parse_node, parse_pod
-from ascheduler.model.pod import PodInfo
+from ascheduler.model import Node, PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
 
 MI = 2**20
@@ -30,25 +32,35 @@ def node(
     memory: str = "8Gi",
     pods: str = "110",
     labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
     taints: Sequence[Mapping[str, str]] = (),
     unschedulable: bool = False,
     extra: Mapping[str, str] | None = None,
+    **resources: str,
 ) -> Json:
-    """A Node object with `status.allocatable` = cpu, memory, pods and `extra`."""
+    """A Node object with `status.allocatable` = cpu, memory, pods, `extra` and `resources`
+    (`**{"nvidia.com/gpu": "8"}`)."""
     spec: Json = {}
     if taints:
         spec["taints"] = [dict(t) for t in taints]
     if unschedulable:
         spec["unschedulable"] = True
+    meta: Json = {"name": name, "uid": f"uid-{name}", "labels": dict(labels or {})}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    allocatable = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {}), **resources}
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "uid": f"uid-{name}", "labels": dict(labels or {})},
+        "metadata": meta,
         "spec": spec,
-        "status": {
-            "allocatable": {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})},
-        },
+        "status": {"allocatable": allocatable},
     }
+
+
+def node_info(name: str, **fields: Any) -> Node:
+    """`node(...)` as the scheduler parses it."""
+    return parse_node(node(name, **fields))
 
 
 def container(
@@ -80,29 +92,42 @@ def container(
 def pod(
     name: str = "p",
     *,
+    namespace: str = "default",
+    uid: str | None = None,
+    resource_version: str | None = None,
     cpu: str | None = None,
     memory: str | None = None,
     extra: Mapping[str, str] | None = None,
     containers: Sequence[Json] | None = None,
     init_containers: Sequence[Json] = (),
     ports: Sequence[Mapping[str, Any]] = (),
+    host_port: int | None = None,
     node_name: str | None = None,
+    scheduler_name: str | None = None,
     tolerations: Sequence[Mapping[str, Any]] = (),
     node_selector: Mapping[str, str] | None = None,
     required: Sequence[Json] | None = None,
     preferred: Sequence[Json] = (),
     priority: int | None = None,
     gates: Sequence[str] = (),
+    phase: str | None = None,
+    **spec_fields: Any,
 ) -> Json:
-    """A Pod object. `required` is the list of required nodeSelectorTerms (None: no such
-    field); `preferred` the preferredDuringScheduling... list."""
+    """A Pod object (uid `uid-<name>` unless given). `required` is the list of required
+    nodeSelectorTerms (None: no such field); `preferred` the preferredDuringScheduling...
+    list; `host_port` one container port with that host port; `spec_fields` go into `spec`
+    as they are."""
+    if host_port is not None:
+        ports = [*ports, {"containerPort": 80, "hostPort": host_port}]
     if containers is None:
         containers = [container(cpu=cpu, memory=memory, extra=extra, ports=ports)]
     spec: Json = {"containers": [dict(c) for c in containers]}
     if init_containers:
         spec["initContainers"] = [dict(c) for c in init_containers]
-    if node_name is not None:
+    if node_name:
         spec["nodeName"] = node_name
+    if scheduler_name is not None:
+        spec["schedulerName"] = scheduler_name
     if tolerations:
         spec["tolerations"] = [dict(t) for t in tolerations]
     if node_selector is not None:
@@ -120,12 +145,19 @@ def pod(
         spec["priority"] = priority
     if gates:
         spec["schedulingGates"] = [{"name": g} for g in gates]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": spec,
-    }
+    spec.update(spec_fields)
+    meta: Json = {"name": name, "namespace": namespace, "uid": uid or f"uid-{name}"}
+    if resource_version is not None:
+        meta["resourceVersion"] = resource_version
+    body: Json = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    if phase is not None:
+        body["status"] = {"phase": phase}
+    return body
+
+
+def pod_info(name: str = "p", **fields: Any) -> PodInfo:
+    """`pod(...)` as the scheduler parses it."""
+    return parse_pod(pod(name, **fields))
 
 
 def on(node_name: str, raw_pod: Json) -> Json:
@@ -222,3 +254,39 @@ def run_score(
     assert scores.shape == rows.shape
     scores = plugin.normalize(state, info, scores)
     return {name: int(s) for name, s in zip(names, scores, strict=True)}
+
+
+def random_cluster(seed: int) -> Cache:
+    """40 nodes of assorted shapes (some with GPUs, some with nothing) and 120 pods on them,
+    some requesting nothing (the non-zero defaults apply): for comparing two ways of computing
+    one thing."""
+    rng = random.Random(seed)
+    cache = Cache()
+    for i in range(40):
+        alloc: dict[str, str] = {
+            "cpu": str(rng.choice([0, 1, 2, 4, 96])),
+            "memory": f"{rng.choice([0, 1, 8, 512])}Gi",
+            "pods": "110",
+            "ephemeral-storage": f"{rng.randint(0, 90)}Gi",
+        }
+        if rng.random() < 0.4:
+            alloc["nvidia.com/gpu"] = str(rng.randint(0, 8))
+        cache.add_node(
+            parse_node({"metadata": {"name": f"n{i}"}, "status": {"allocatable": alloc}})
+        )
+    for j in range(120):
+        requests = {"cpu": f"{rng.randint(0, 3000)}m", "memory": f"{rng.randint(0, 9000)}Mi"}
+        if rng.random() < 0.3:
+            requests["nvidia.com/gpu"] = str(rng.randint(1, 3))
+        container: dict[str, Any] = {"name": "c", "resources": {"requests": requests}}
+        if rng.random() < 0.2:
+            container = {"name": "c"}  # no requests: the non-zero defaults apply
+        cache.add_pod(
+            parse_pod(
+                {
+                    "metadata": {"name": f"p{j}", "namespace": "x", "uid": f"u{j}"},
+                    "spec": {"nodeName": f"n{rng.randrange(40)}", "containers": [container]},
+                }
+            )
+        )
+    return cache

@@ -1,0 +1,109 @@
+"""Informer events to the cache and the queue (kube-scheduler's `eventhandlers.go`).
+
+Pods: an assigned pod goes to the cache (confirming an assumed one), an unassigned pod of ours
+to the queue; a pod bound meanwhile leaves the queue. Nodes: the cache, the node locks'
+staleness clocks, and the queue's moves for the events that may help unschedulable pods.
+"""
+
+from __future__ import annotations
+
+from ascheduler.framework import ClusterEvent
+from ascheduler.model import Node, PodInfo
+from ascheduler.scheduler import Scheduler
+
+
+class EventRouter:
+    """The pod and node handlers the informers call."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        self.cache = scheduler.cache
+        self.queue = scheduler.queue
+        self.pods = _PodEvents(self)
+        self.nodes = _NodeEvents(self)
+
+    def ours(self, pod: PodInfo) -> bool:
+        return pod.scheduler_name in self.scheduler.frameworks
+
+
+class _PodEvents:
+    def __init__(self, router: EventRouter) -> None:
+        self.r = router
+
+    def on_add(self, pod: PodInfo) -> None:
+        if pod.terminal:
+            return
+        if pod.assigned:
+            self.r.cache.add_pod(pod)
+        elif self.r.ours(pod) and not pod.deleting:
+            self.r.queue.add(pod)
+
+    def on_update(self, old: PodInfo, new: PodInfo) -> None:
+        cache, queue = self.r.cache, self.r.queue
+        if new.assigned:
+            if new.terminal:
+                self.on_delete(new)
+                return
+            cache.update_pod(new)
+            if not old.assigned:
+                queue.delete(new)  # bound (by us or anyone): no longer ours to schedule
+            elif any(new.requests.get(k, 0) < v for k, v in old.requests.items()):
+                queue.move_all(ClusterEvent.ASSIGNED_POD_UPDATE)  # it shrank: room freed
+            return
+        if not self.r.ours(new) or cache.is_assumed(new.uid):
+            # An assumed pod is in its binding cycle; if that fails, the scheduler re-reads
+            # the pod from the informer before putting it back, so no update is lost.
+            return
+        if new.deleting:
+            queue.delete(new)
+        else:
+            queue.update(new)
+
+    def on_delete(self, pod: PodInfo) -> None:
+        cache, queue = self.r.cache, self.r.queue
+        if cache.has_pod(pod.uid):
+            was_assumed = cache.is_assumed(pod.uid)
+            cache.remove_pod(pod)
+            if not was_assumed or pod.assigned:
+                queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE)
+        queue.delete(pod)
+        for fw in self.r.scheduler.frameworks.values():
+            waiting = fw.handle.waiting_pods.get(pod.uid)
+            if waiting is not None:
+                waiting.reject("", "pod deleted")
+
+
+class _NodeEvents:
+    def __init__(self, router: EventRouter) -> None:
+        self.r = router
+
+    def _observe_lock(self, node: Node) -> None:
+        if self.r.scheduler.binder is not None:
+            self.r.scheduler.binder.locks.observe(node.name, node.annotations)
+
+    def on_add(self, node: Node) -> None:
+        self.r.cache.add_node(node)
+        self._observe_lock(node)
+        self.r.queue.move_all(ClusterEvent.NODE_ADD)
+
+    def on_update(self, old: Node, new: Node) -> None:
+        self.r.cache.update_node(new)
+        self._observe_lock(new)
+        events = []
+        if new.allocatable != old.allocatable:
+            events.append(ClusterEvent.NODE_ALLOCATABLE)
+        if new.labels != old.labels:
+            events.append(ClusterEvent.NODE_LABEL)
+        if new.annotations != old.annotations:
+            events.append(ClusterEvent.NODE_ANNOTATION)
+        if new.taints != old.taints:
+            events.append(ClusterEvent.NODE_TAINT)
+        if new.unschedulable != old.unschedulable:
+            events.append(ClusterEvent.NODE_SCHEDULABLE)
+        for event in events:
+            self.r.queue.move_all(event)
+
+    def on_delete(self, node: Node) -> None:
+        self.r.cache.remove_node(node.name)
+        if self.r.scheduler.binder is not None:
+            self.r.scheduler.binder.locks.forget_node(node.name)

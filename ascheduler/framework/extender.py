@@ -1,0 +1,411 @@
+"""kube-scheduler's HTTP extenders (`extenders:` in a `KubeSchedulerConfiguration`).
+
+An extender is a web service the scheduler consults after its own plugins, speaking
+kube-scheduler's JSON (the Go field names of `k8s.io/kube-scheduler/extender/v1`, which Go
+decodes case-insensitively; so do we):
+
+* **filter** (`filterVerb`): `ExtenderArgs` (the Pod, and the candidate Nodes, or only their
+  names when `nodeCacheCapable`) -> `ExtenderFilterResult` (the nodes kept, `FailedNodes` and
+  `FailedAndUnresolvableNodes` with a reason each, or an `Error`). Extenders run in order,
+  each on what the previous one kept; their reasons join the `0/N nodes are available`
+  message as kube-scheduler reports them.
+* **prioritize** (`prioritizeVerb`): `ExtenderArgs` -> `HostPriorityList` of 0..10 scores,
+  added to the plugins' total as `score * weight * (MAX_NODE_SCORE / 10)`. A failing
+  prioritize is ignored, as kube-scheduler ignores it.
+* **bind** (`bindVerb`): `ExtenderBindingArgs` -> `ExtenderBindingResult`; the first extender
+  that binds and is interested in the pod binds it instead of the Bind plugins.
+
+An extender with `managedResources` is only consulted for pods that request or limit one of
+them (`IsInterested`); its `ignoredByScheduler` resources are left out of NodeResourcesFit.
+A filter or bind that fails (unreachable, non-200, an `Error`) fails the attempt with a clear
+error unless the extender is `ignorable`, in which case it is skipped. Calls are awaited: the
+scheduling cycle stays serial, as kube-scheduler's is, and the event loop's other work (watches,
+binds) goes on meanwhile. `preemptVerb` is read and validated; it is called by preemption, which
+this version of ascheduler does not yet do.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ssl
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import aiohttp
+import orjson
+import structlog
+
+from ascheduler.framework.args import Seconds
+from ascheduler.framework.errors import PluginArgsError
+from ascheduler.framework.interface import MAX_NODE_SCORE, Code, Status
+from ascheduler.model import Node, PodInfo
+
+log = structlog.get_logger(__name__)
+
+#: kube-scheduler's `MaxExtenderPriority`, and its default `httpTimeout`.
+MAX_EXTENDER_PRIORITY: Final = 10
+DEFAULT_TIMEOUT: Final = 5.0
+#: The pseudo-plugin extenders reject as (kube-scheduler's `framework.ExtenderName`).
+EXTENDER: Final = "Extender"
+#: `httpTimeout` not given: DEFAULT_TIMEOUT.
+UNSET: Final = Seconds(0)
+
+
+@dataclass(frozen=True)
+class ExtenderManagedResource:
+    name: str
+    ignored_by_scheduler: bool = False
+
+
+@dataclass(frozen=True)
+class ExtenderTLSConfig:
+    insecure: bool = False
+    server_name: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    ca_file: str = ""
+    #: PEM, base64-encoded as a KubeSchedulerConfiguration writes []byte fields.
+    cert_data: str = ""
+    key_data: str = ""
+    ca_data: str = ""
+
+
+@dataclass(frozen=True)
+class ExtenderConfig:
+    """One entry of `extenders:`, with kube-scheduler's field names."""
+
+    url_prefix: str = ""
+    filter_verb: str = ""
+    preempt_verb: str = ""
+    prioritize_verb: str = ""
+    bind_verb: str = ""
+    weight: int = 0
+    enable_https: bool = field(default=False, metadata={"key": "enableHTTPS"})
+    tls_config: ExtenderTLSConfig | None = None
+    http_timeout: Seconds = UNSET
+    node_cache_capable: bool = False
+    managed_resources: tuple[ExtenderManagedResource, ...] = ()
+    ignorable: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.url_prefix:
+            raise PluginArgsError("urlPrefix: required")
+        if self.prioritize_verb and self.weight <= 0:
+            raise PluginArgsError("weight: must have a positive weight applied to it")
+
+
+def validate(extenders: Sequence[tuple[int, ExtenderConfig]]) -> list[str]:
+    """What kube-scheduler's `validateExtenders` refuses beyond each entry on its own, for the
+    entries (with their index in the file) that decoded."""
+    problems = []
+    seen: set[str] = set()
+    for i, extender in extenders:
+        for j, resource in enumerate(extender.managed_resources):
+            path = f"extenders[{i}].managedResources[{j}].name"
+            if not is_extended_resource_name(resource.name):
+                problems.append(f"{path}: {resource.name!r} is an invalid extended resource name")
+            if resource.name in seen:
+                problems.append(f"{path}: duplicate extender managed resource name")
+            seen.add(resource.name)
+    binders = sum(1 for _, e in extenders if e.bind_verb)
+    if binders > 1:
+        problems.append(
+            f"extenders: only one extender can implement bind (found {binders} extenders "
+            "implementing bind)"
+        )
+    return problems
+
+
+def is_extended_resource_name(name: str) -> bool:
+    """Kubernetes' `IsExtendedResourceName`: a qualified name with a domain, outside
+    `kubernetes.io/`, that `requests.` + it is still a valid name."""
+    prefix, sep, rest = name.partition("/")
+    if not sep or not prefix or not rest or "/" in rest:
+        return False
+    if prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"):
+        return False
+    return len(rest) <= 63 and all(c.isalnum() or c in "-_." for c in rest)
+
+
+def ignored_by_scheduler(extenders: Iterable[ExtenderConfig]) -> tuple[str, ...]:
+    return tuple(r.name for e in extenders for r in e.managed_resources if r.ignored_by_scheduler)
+
+
+class ExtenderError(Exception):
+    """An extender did not answer, or answered with a failure."""
+
+
+def _get(answer: Mapping[str, Any], key: str) -> Any:
+    """`answer[key]`, ignoring case, as Go's JSON decoding does."""
+    if key in answer:
+        return answer[key]
+    folded = key.lower()
+    for k, v in answer.items():
+        if isinstance(k, str) and k.lower() == folded:
+            return v
+    return None
+
+
+class HTTPExtender:
+    def __init__(self, config: ExtenderConfig) -> None:
+        self.config = config
+        self.name = config.url_prefix
+        self.managed = frozenset(r.name for r in config.managed_resources)
+        self.timeout = float(config.http_timeout) or DEFAULT_TIMEOUT
+        self._session: aiohttp.ClientSession | None = None
+        self._tempfiles: list[Any] = []
+
+    @property
+    def is_binder(self) -> bool:
+        return bool(self.config.bind_verb)
+
+    def is_interested(self, pod: PodInfo) -> bool:
+        """kube-scheduler's IsInterested: no managed resources, or the pod asks for one."""
+        if not self.managed:
+            return True
+        if pod.raw is None:
+            return any(name in self.managed for name in pod.requests)
+        spec = pod.raw.get("spec") or {}
+        for group in ("containers", "initContainers"):
+            for container in spec.get(group) or []:
+                resources = (container or {}).get("resources") or {}
+                for kind in ("requests", "limits"):
+                    if any(name in self.managed for name in resources.get(kind) or {}):
+                        return True
+        return False
+
+    def _ssl(self) -> ssl.SSLContext | bool:
+        tls = self.config.tls_config or ExtenderTLSConfig()
+        https = self.config.enable_https or self.name.startswith("https://")
+        if not https:
+            return False
+        ca_data = base64.b64decode(tls.ca_data).decode() if tls.ca_data else None
+        context = ssl.create_default_context(cafile=tls.ca_file or None, cadata=ca_data)
+        if tls.insecure or not (tls.ca_file or tls.ca_data):
+            # kube-scheduler: HTTPS without a CA does not verify the server.
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        cert, key = tls.cert_file, tls.key_file
+        if tls.cert_data:
+            cert = self._pem_file(tls.cert_data)
+        if tls.key_data:
+            key = self._pem_file(tls.key_data)
+        if cert:
+            context.load_cert_chain(cert, keyfile=key or None)
+        return context
+
+    def _pem_file(self, data: str) -> str:
+        handle = tempfile.NamedTemporaryFile(suffix=".pem")  # noqa: SIM115 (kept for the process)
+        handle.write(base64.b64decode(data))
+        handle.flush()
+        self._tempfiles.append(handle)
+        return handle.name
+
+    async def _send(self, verb: str, body: Any) -> Any:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=16)
+            )
+        url = self.name.rstrip("/") + "/" + verb
+        try:
+            async with self._session.post(
+                url,
+                data=orjson.dumps(body),
+                headers={"Content-Type": "application/json"},
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+            ) as resp:
+                payload = await resp.read()
+                if resp.status != 200:
+                    raise ExtenderError(
+                        f"failed {verb} with extender at URL {url}, code {resp.status}"
+                    )
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ExtenderError(f"failed {verb} with extender at URL {url}: {exc!r}") from exc
+        try:
+            return orjson.loads(payload)
+        except orjson.JSONDecodeError as exc:
+            raise ExtenderError(f"extender at URL {url} answered {verb} with bad JSON") from exc
+
+    def _args(self, pod: PodInfo, nodes: Sequence[Node]) -> dict[str, Any]:
+        body: dict[str, Any] = {"Pod": pod.raw if pod.raw is not None else _pod_stub(pod)}
+        if self.config.node_cache_capable:
+            body["NodeNames"] = [n.name for n in nodes]
+        else:
+            body["Nodes"] = {
+                "items": [n.raw if n.raw is not None else _node_stub(n) for n in nodes]
+            }
+        return body
+
+    async def filter(
+        self, pod: PodInfo, nodes: Sequence[Node]
+    ) -> tuple[list[str], dict[str, str], dict[str, str]]:
+        """(names kept, failed: reason, failed and unresolvable: reason)."""
+        if not self.config.filter_verb:
+            return [n.name for n in nodes], {}, {}
+        answer = await self._send(self.config.filter_verb, self._args(pod, nodes))
+        if not isinstance(answer, Mapping):
+            raise ExtenderError(f"extender {self.name}: filter answer is not an object")
+        error = _get(answer, "Error")
+        if error:
+            raise ExtenderError(str(error))
+        given = {n.name for n in nodes}
+        kept: list[str] = []
+        names = _get(answer, "NodeNames")
+        listed = _get(answer, "Nodes")
+        if self.config.node_cache_capable and names is not None:
+            for name in names:
+                if name not in given:
+                    raise ExtenderError(
+                        f"extender {self.name!r} claims a filtered node {name!r} which is not "
+                        "found in the input node list"
+                    )
+                kept.append(str(name))
+        elif isinstance(listed, Mapping):
+            for item in _get(listed, "items") or []:
+                name = ((item or {}).get("metadata") or {}).get("name")
+                if name in given:
+                    kept.append(str(name))
+        failed = {str(k): str(v) for k, v in (_get(answer, "FailedNodes") or {}).items()}
+        hopeless = {
+            str(k): str(v) for k, v in (_get(answer, "FailedAndUnresolvableNodes") or {}).items()
+        }
+        return kept, failed, hopeless
+
+    async def prioritize(self, pod: PodInfo, nodes: Sequence[Node]) -> dict[str, int]:
+        """Node name -> score * weight * (MAX_NODE_SCORE / MAX_EXTENDER_PRIORITY)."""
+        if not self.config.prioritize_verb:
+            return {}
+        answer = await self._send(self.config.prioritize_verb, self._args(pod, nodes))
+        if not isinstance(answer, list):
+            raise ExtenderError(f"extender {self.name}: prioritize answer is not a list")
+        scale = self.config.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+        out: dict[str, int] = {}
+        for item in answer:
+            if isinstance(item, Mapping):
+                host, score = _get(item, "Host"), _get(item, "Score")
+                if isinstance(host, str) and isinstance(score, int) and not isinstance(score, bool):
+                    out[host] = out.get(host, 0) + score * scale
+        return out
+
+    async def bind(self, pod: PodInfo, node: str) -> None:
+        body = {
+            "PodName": pod.name,
+            "PodNamespace": pod.namespace,
+            "PodUID": pod.uid,
+            "Node": node,
+        }
+        answer = await self._send(self.config.bind_verb, body)
+        error = _get(answer, "Error") if isinstance(answer, Mapping) else None
+        if error:
+            raise ExtenderError(str(error))
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        for handle in self._tempfiles:
+            with contextlib.suppress(OSError):
+                handle.close()
+
+
+def _pod_stub(pod: PodInfo) -> dict[str, Any]:
+    return {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
+
+
+def _node_stub(node: Node) -> dict[str, Any]:
+    return {"metadata": {"name": node.name, "labels": dict(node.labels)}}
+
+
+@dataclass
+class ExtenderFiltering:
+    """What the extenders made of the candidate nodes."""
+
+    kept: list[str]
+    #: node -> the status an extender rejected it with
+    statuses: dict[str, Status] = field(default_factory=dict)
+    filtered: bool = False
+
+
+class Extenders:
+    """The configured extenders, run the way kube-scheduler runs them."""
+
+    def __init__(self, configs: Sequence[ExtenderConfig]) -> None:
+        self.all = [HTTPExtender(c) for c in configs]
+
+    def __bool__(self) -> bool:
+        return bool(self.all)
+
+    @property
+    def want_raw_nodes(self) -> bool:
+        return any(
+            not e.config.node_cache_capable and (e.config.filter_verb or e.config.prioritize_verb)
+            for e in self.all
+        )
+
+    async def filter(self, pod: PodInfo, nodes: Sequence[Node]) -> ExtenderFiltering:
+        """Each interested extender in turn, on what the previous kept (kube-scheduler's
+        findNodesThatPassExtenders); ExtenderError from one that is not ignorable."""
+        by_name = {n.name: n for n in nodes}
+        outcome = ExtenderFiltering([n.name for n in nodes])
+        for extender in self.all:
+            if not outcome.kept:
+                break
+            if not extender.is_interested(pod):
+                continue
+            try:
+                kept, failed, hopeless = await extender.filter(
+                    pod, [by_name[n] for n in outcome.kept]
+                )
+            except ExtenderError as exc:
+                if extender.config.ignorable:
+                    log.info("extender_skipped", extender=extender.name, error=str(exc))
+                    continue
+                raise
+            for name, reason in hopeless.items():
+                outcome.statuses[name] = Status(
+                    Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (reason,), EXTENDER
+                )
+            for name, reason in failed.items():
+                if name not in hopeless:
+                    outcome.statuses[name] = Status(Code.UNSCHEDULABLE, (reason,), EXTENDER)
+            if len(kept) != len(outcome.kept):
+                outcome.filtered = True
+            outcome.kept = kept
+        return outcome
+
+    async def prioritize(self, pod: PodInfo, nodes: Sequence[Node]) -> dict[str, int]:
+        """Every interested extender's weighted scores, summed per node; one that fails
+        gives none (kube-scheduler ignores prioritize errors)."""
+        total: dict[str, int] = {}
+        for extender in self.all:
+            if not extender.is_interested(pod):
+                continue
+            try:
+                scores = await extender.prioritize(pod, nodes)
+            except ExtenderError as exc:
+                log.info("extender_prioritize_failed", extender=extender.name, error=str(exc))
+                continue
+            for name, score in scores.items():
+                total[name] = total.get(name, 0) + score
+        return total
+
+    async def bind(self, pod: PodInfo, node: str) -> Status | None:
+        """The first interested binder's answer; None when none binds the pod."""
+        for extender in self.all:
+            if not extender.is_binder or not extender.is_interested(pod):
+                continue
+            try:
+                await extender.bind(pod, node)
+            except ExtenderError as exc:
+                if extender.config.ignorable:
+                    log.info("extender_bind_skipped", extender=extender.name, error=str(exc))
+                    continue
+                return Status.error(f"extender {extender.name} bind: {exc}", EXTENDER)
+            return Status()
+        return None
+
+    async def close(self) -> None:
+        for extender in self.all:
+            await extender.close()

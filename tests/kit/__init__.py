@@ -1,0 +1,47 @@
+"""The shared test kit: node and pod builders, a fake clock, plugin drivers."""
+
+from tests.kit.clock import FakeClock
+from tests.kit.objects import (
+    GI,
+    MI,
+    Json,
+    container,
+    expr,
+    make_cache,
+    make_plugin,
+    node,
+    node_info,
+    on,
+    parsed,
+    pod,
+    pod_info,
+    random_cluster,
+    rejected_reasons,
+    rejection_codes,
+    run_filter,
+    run_score,
+    term,
+)
+
+__all__ = [
+    "GI",
+    "MI",
+    "FakeClock",
+    "Json",
+    "container",
+    "expr",
+    "make_cache",
+    "make_plugin",
+    "node",
+    "node_info",
+    "on",
+    "parsed",
+    "pod",
+    "pod_info",
+    "random_cluster",
+    "rejected_reasons",
+    "rejection_codes",
+    "run_filter",
+    "run_score",
+    "term",
+]

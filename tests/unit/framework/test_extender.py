@@ -1,0 +1,289 @@
+"""kube-scheduler's HTTP extenders, against a tiny extender the test starts: filter and its
+reasons in the failure message, prioritize with weight, bind delegated, ignorable and
+non-ignorable extenders that are down, `managedResources` choosing the pods it sees, and the
+configuration refused where kube-scheduler refuses it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from ascheduler.config import parse
+from ascheduler.framework import (
+    ConfigError,
+    CycleState,
+    Framework,
+    Handle,
+    multipoint,
+)
+from ascheduler.framework.args import decode
+from ascheduler.framework.extender import (
+    ExtenderConfig,
+    ExtenderError,
+    Extenders,
+)
+from ascheduler.model import parse_node, parse_pod
+from ascheduler.plugins import IN_TREE
+from tests.kit import make_cache, node, pod
+
+HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
+Answer = Callable[[dict[str, Any]], Any]
+
+
+class Extender:
+    """An extender on a free port: answers each verb with `answers[verb](request body)`
+    (a status int answers that HTTP code) and records what it was sent."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, Answer | int] = {}
+        self.seen: dict[str, list[dict[str, Any]]] = {}
+        self.url = ""
+
+    async def handle(self, request: web.Request) -> web.Response:
+        verb = request.match_info["verb"]
+        body = await request.json()
+        self.seen.setdefault(verb, []).append(body)
+        answer = self.answers.get(verb, 404)
+        if isinstance(answer, int):
+            return web.Response(status=answer)
+        return web.json_response(answer(body))
+
+
+@pytest.fixture
+async def extender() -> AsyncIterator[Extender]:
+    ext = Extender()
+    app = web.Application()
+    app.router.add_post("/scheduler/{verb}", ext.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    ext.url = f"http://127.0.0.1:{runner.addresses[0][1]}/scheduler"
+    yield ext
+    await runner.cleanup()
+
+
+def config(**fields: Any) -> ExtenderConfig:
+    return decode(ExtenderConfig, fields, "extenders[0]")
+
+
+def framework(cache: Any, *configs: ExtenderConfig) -> Framework:
+    fw = Framework(multipoint("x"), IN_TREE, Handle(nodes=cache.table))
+    fw.extenders = Extenders(configs)
+    return fw
+
+
+def names(body: dict[str, Any]) -> list[str]:
+    if "NodeNames" in body:
+        return list(body["NodeNames"])
+    return [n["metadata"]["name"] for n in body["Nodes"]["items"]]
+
+
+def gpu_pod(name: str = "p") -> Any:
+    return parse_pod(pod(name, cpu="100m", extra={"example.com/gpu": "1"}), keep_raw=True)
+
+
+def cache_of(*names_: str) -> Any:
+    cache = make_cache([])
+    for name in names_:
+        cache.add_node(parse_node(node(name, extra={"example.com/gpu": "4"}), keep_raw=True))
+    return cache
+
+
+async def test_filter_keeps_what_the_extender_keeps(extender: Extender) -> None:
+    extender.answers["filter"] = lambda body: {
+        "NodeNames": [n for n in names(body) if n != "b"],
+        "FailedNodes": {"b": "node(s) had no free device"},
+    }
+    cache = cache_of("a", "b")
+    fw = framework(
+        cache, config(urlPrefix=extender.url, filterVerb="filter", nodeCacheCapable=True)
+    )
+    result = await fw.find_nodes_with_extenders(CycleState(), gpu_pod(), cache.table)
+    assert result.node == "a"
+    (sent,) = extender.seen["filter"]
+    assert sorted(sent["NodeNames"]) == ["a", "b"]
+    assert sent["Pod"]["metadata"]["name"] == "p"
+    assert "Nodes" not in sent  # nodeCacheCapable: names only
+
+
+async def test_a_full_node_list_is_sent_when_not_node_cache_capable(extender: Extender) -> None:
+    extender.answers["filter"] = lambda body: {"Nodes": body["Nodes"]}
+    cache = cache_of("a")
+    fw = framework(cache, config(urlPrefix=extender.url, filterVerb="filter"))
+    assert (await fw.find_nodes_with_extenders(CycleState(), gpu_pod(), cache.table)).node == "a"
+    (sent,) = extender.seen["filter"]
+    (sent_node,) = sent["Nodes"]["items"]
+    assert sent_node["status"]["allocatable"]["cpu"] == "4"  # the whole Node object
+
+
+async def test_extender_reasons_join_the_failure_message(extender: Extender) -> None:
+    extender.answers["filter"] = lambda body: {
+        "NodeNames": [],
+        "FailedNodes": {"a": "node(s) had no free device", "b": "node(s) had no free device"},
+        "FailedAndUnresolvableNodes": {"c": "node(s) are not managed"},
+    }
+    cache = cache_of("a", "b", "c", "tiny")
+    cache.update_node(parse_node(node("tiny", cpu="50m", extra={"example.com/gpu": "4"})))
+    fw = framework(
+        cache, config(urlPrefix=extender.url, filterVerb="filter", nodeCacheCapable=True)
+    )
+    result = await fw.find_nodes_with_extenders(CycleState(), gpu_pod(), cache.table)
+    assert result.node is None
+    assert result.status.message == (
+        "0/4 nodes are available: 1 Insufficient cpu, 1 node(s) are not managed, "
+        "2 node(s) had no free device."
+    )
+    assert result.diagnosis is not None
+    assert "Extender" in result.diagnosis.rejecting_plugins
+    statuses = result.diagnosis.statuses(cache.table.names)
+    assert statuses["c"].plugin == "Extender"
+
+
+async def test_prioritize_adds_weighted_scores(extender: Extender) -> None:
+    extender.answers["prioritize"] = lambda body: [
+        {"Host": n, "Score": 10 if n == "b" else 0} for n in names(body)
+    ]
+    cache = cache_of("a", "b", "c")
+    fw = framework(
+        cache,
+        config(
+            urlPrefix=extender.url, prioritizeVerb="prioritize", weight=5, nodeCacheCapable=True
+        ),
+    )
+    for _ in range(5):  # without the extender the three nodes tie and one is picked at random
+        result = await fw.find_nodes_with_extenders(CycleState(), gpu_pod(), cache.table)
+        assert result.node == "b"
+
+
+async def test_a_failing_prioritize_is_ignored(extender: Extender) -> None:
+    extender.answers["prioritize"] = 500
+    cache = cache_of("a", "b")
+    fw = framework(cache, config(urlPrefix=extender.url, prioritizeVerb="prioritize", weight=1))
+    assert (await fw.find_nodes_with_extenders(CycleState(), gpu_pod(), cache.table)).node
+
+
+@pytest.mark.parametrize("ignorable", [True, False])
+async def test_an_extender_that_is_down(ignorable: bool) -> None:
+    cache = cache_of("a")
+    down = config(
+        urlPrefix="http://127.0.0.1:9/scheduler", filterVerb="filter", ignorable=ignorable
+    )
+    fw = framework(cache, down)
+    if ignorable:
+        result = await fw.find_nodes_with_extenders(CycleState(), gpu_pod(), cache.table)
+        assert result.node == "a"
+    else:
+        with pytest.raises(ExtenderError, match="failed filter with extender at URL"):
+            await fw.find_nodes_with_extenders(CycleState(), gpu_pod(), cache.table)
+
+
+async def test_an_extender_error_answer_fails_the_attempt(extender: Extender) -> None:
+    extender.answers["filter"] = lambda body: {"Error": "inventory unavailable"}
+    cache = cache_of("a")
+    fw = framework(cache, config(urlPrefix=extender.url, filterVerb="filter"))
+    with pytest.raises(ExtenderError, match="inventory unavailable"):
+        await fw.find_nodes_with_extenders(CycleState(), gpu_pod(), cache.table)
+
+
+async def test_managed_resources_choose_the_pods_it_sees(extender: Extender) -> None:
+    extender.answers["filter"] = lambda body: {"NodeNames": []}
+    cache = cache_of("a")
+    fw = framework(
+        cache,
+        config(
+            urlPrefix=extender.url,
+            filterVerb="filter",
+            nodeCacheCapable=True,
+            managedResources=[{"name": "example.com/gpu"}],
+        ),
+    )
+    plain = parse_pod(pod("plain", cpu="100m"), keep_raw=True)
+    assert (await fw.find_nodes_with_extenders(CycleState(), plain, cache.table)).node == "a"
+    assert "filter" not in extender.seen
+    result = await fw.find_nodes_with_extenders(CycleState(), gpu_pod(), cache.table)
+    assert result.node is None
+    assert len(extender.seen["filter"]) == 1
+
+
+async def test_bind_is_delegated_to_the_binding_extender(extender: Extender) -> None:
+    extender.answers["bind"] = lambda body: {}
+    cache = cache_of("a")
+    fw = framework(cache, config(urlPrefix=extender.url, bindVerb="bind"))
+    p = gpu_pod()
+    status = await fw.bind(CycleState(), p, "a")
+    assert status.ok
+    assert extender.seen["bind"] == [
+        {"PodName": "p", "PodNamespace": "default", "PodUID": p.uid, "Node": "a"}
+    ]
+    extender.answers["bind"] = lambda body: {"Error": "device busy"}
+    status = await fw.bind(CycleState(), p, "a")
+    assert not status.ok
+    assert "device busy" in status.message
+
+
+def test_the_file_is_validated_as_kube_scheduler_validates_it() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse(
+            {
+                **HEAD,
+                "extenders": [
+                    {"urlPrefix": "http://a", "prioritizeVerb": "p"},
+                    {"urlPrefix": "http://b", "bindVerb": "bind"},
+                    {"urlPrefix": "http://d", "weght": 1},
+                    {
+                        "urlPrefix": "http://c",
+                        "bindVerb": "bind",
+                        "managedResources": [{"name": "kubernetes.io/x"}],
+                    },
+                    {"filterVerb": "f", "httpTimeout": "soon"},
+                ],
+            },
+            IN_TREE,
+        )
+    assert err.value.problems == [
+        "extenders[0].weight: must have a positive weight applied to it",
+        "extenders[2].weght: unknown field",
+        "extenders[4].httpTimeout: not a duration: 'soon'",
+        "extenders[3].managedResources[0].name: 'kubernetes.io/x' is an invalid extended "
+        "resource name",
+        "extenders: only one extender can implement bind (found 2 extenders implementing bind)",
+    ]
+
+
+def test_ignored_by_scheduler_resources_are_left_out_of_fit() -> None:
+    config_ = parse(
+        {
+            **HEAD,
+            "extenders": [
+                {
+                    "urlPrefix": "http://hami:8080",
+                    "filterVerb": "filter",
+                    "bindVerb": "bind",
+                    "nodeCacheCapable": True,
+                    "httpTimeout": "30s",
+                    "managedResources": [
+                        {"name": "nvidia.com/gpu", "ignoredByScheduler": True},
+                        {"name": "nvidia.com/gpumem", "ignoredByScheduler": True},
+                    ],
+                }
+            ],
+        },
+        IN_TREE,
+    )
+    (spec,) = config_.profiles
+    assert spec.args["NodeResourcesFit"]["ignoredResources"] == [
+        "nvidia.com/gpu",
+        "nvidia.com/gpumem",
+    ]
+    (ext,) = config_.extenders
+    assert (float(ext.http_timeout), ext.node_cache_capable) == (30.0, True)
+    cache = make_cache([node("n")])  # no GPUs at all: the extender decides about them
+    fw = Framework(spec, IN_TREE, Handle(nodes=cache.table))
+    result = fw.find_nodes(
+        CycleState(), parse_pod(pod("p", cpu="100m", extra={"nvidia.com/gpu": "1"})), cache.table
+    )
+    assert result.node == "n"

@@ -1,0 +1,189 @@
+"""Informer events to the cache and the queue (`EventRouter`), without a network."""
+
+from __future__ import annotations
+
+from ascheduler.config import DEFAULT_SCHEDULER_NAME
+from ascheduler.framework import ClusterEvent, QueuedPodInfo
+from ascheduler.framework.nodes import CPU, PODS
+from ascheduler.model import parse_node, parse_pod
+from ascheduler.scheduler import INVALID_SPEC
+from tests.kit import container, pod_info
+from tests.kit.scheduling import Env, make_node, make_pod
+
+
+def test_assigned_pod_add_goes_to_the_cache_only() -> None:
+    env = Env(make_node("n1"))
+    pod = make_pod("p", node="n1", cpu="3")
+    env.router.pods.on_add(pod)
+    assert env.cache.has_pod(pod.uid)
+    assert not env.cache.is_assumed(pod.uid)
+    assert int(env.cache.table.requested[CPU, env.cache.table.index["n1"]]) == 3000
+    assert pod.uid not in env.queue
+
+
+def test_assigned_pod_of_another_scheduler_is_still_counted() -> None:
+    env = Env(make_node("n1"))
+    pod = make_pod("p", node="n1", scheduler="default-scheduler")
+    env.router.pods.on_add(pod)
+    assert env.cache.has_pod(pod.uid)
+
+
+def test_unassigned_pod_of_ours_is_queued() -> None:
+    env = Env(make_node("n1"))
+    pod = make_pod("p")
+    env.router.pods.on_add(pod)
+    assert env.queue.where(pod.uid) == "active"
+
+
+def test_pod_of_another_scheduler_is_never_queued() -> None:
+    env = Env(make_node("n1"))
+    pod = make_pod("p", scheduler="default-scheduler")
+    env.router.pods.on_add(pod)
+    env.router.pods.on_update(pod, make_pod("p", scheduler="default-scheduler", cpu="2"))
+    assert pod.uid not in env.queue
+    assert env.queue.pending() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
+    assert not env.cache.has_pod(pod.uid)
+
+
+def test_terminal_or_deleting_pods_are_not_queued() -> None:
+    env = Env(make_node("n1"))
+    deleting = parse_pod(
+        {
+            "metadata": {
+                "name": "d",
+                "namespace": "ns",
+                "uid": "uid-d",
+                "deletionTimestamp": "2024-01-01T00:00:00Z",
+            },
+            "spec": {"schedulerName": DEFAULT_SCHEDULER_NAME},
+        }
+    )
+    done = parse_pod(
+        {
+            "metadata": {"name": "s", "namespace": "ns", "uid": "uid-s"},
+            "spec": {"schedulerName": DEFAULT_SCHEDULER_NAME, "nodeName": "n1"},
+            "status": {"phase": "Succeeded"},
+        }
+    )
+    env.router.pods.on_add(deleting)
+    env.router.pods.on_add(done)
+    assert deleting.uid not in env.queue
+    assert not env.cache.has_pod(done.uid)
+
+
+async def test_node_add_moves_unschedulable_pods_back() -> None:
+    env = Env(make_node("n1", cpu="1"))
+    pod = make_pod("p", cpu="2")
+    await env.attempt(pod)
+    assert env.queue.where(pod.uid) == "unschedulable"
+    env.router.nodes.on_add(make_node("n2", cpu="4"))
+    assert env.queue.where(pod.uid) in ("backoff", "active")
+    assert env.cache.node("n2") is not None
+    env.clock.advance(1)
+    bind, _ = await env.attempt(pod)
+    assert bind is not None
+    assert bind.node == "n2"
+
+
+async def test_node_update_moves_pods_for_matching_changes_only() -> None:
+    env = Env(make_node("n1", cpu="1"))
+    pod = make_pod("p", cpu="2")
+    await env.attempt(pod)
+    old = make_node("n1", cpu="1")
+    tainted = make_node("n1", cpu="1", taints=[{"key": "k", "effect": "NoSchedule"}])
+    env.router.nodes.on_update(old, tainted)
+    assert env.queue.where(pod.uid) == "unschedulable"
+    env.router.nodes.on_update(tainted, make_node("n1", cpu="4"))
+    assert env.queue.where(pod.uid) in ("backoff", "active")
+
+
+async def test_assigned_pod_delete_moves_pods_waiting_for_room() -> None:
+    env = Env(make_node("n1", cpu="2"))
+    running = make_pod("running", node="n1", cpu="2")
+    env.router.pods.on_add(running)
+    pod = make_pod("p", cpu="1")
+    await env.attempt(pod)
+    assert env.queue.where(pod.uid) == "unschedulable"
+    env.router.pods.on_delete(running)
+    assert not env.cache.has_pod(running.uid)
+    assert env.queue.where(pod.uid) in ("backoff", "active")
+
+
+async def test_binding_confirmed_by_watch_leaves_the_queue() -> None:
+    env = Env(make_node("n1"))
+    pod = make_pod("p")
+    env.router.pods.on_add(pod)
+    bind, _ = await env.attempt(pod)
+    assert bind is not None
+    qp = bind.qp
+    env.router.pods.on_update(pod, make_pod("p", node="n1"))
+    assert env.cache.has_pod(pod.uid)
+    assert not env.cache.is_assumed(pod.uid)
+    assert int(env.cache.table.requested[PODS, env.cache.table.index["n1"]]) == 1
+    # Even if its binding cycle then reported a failure, the bound pod is not queued again.
+    env.queue.requeue(qp, error=True)
+    assert env.queue.where(pod.uid) is None
+
+
+async def test_unassigned_update_of_assumed_pod_is_ignored() -> None:
+    env = Env(make_node("n1"))
+    pod = make_pod("p")
+    env.router.pods.on_add(pod)
+    await env.attempt(pod)
+    env.router.pods.on_update(pod, make_pod("p", cpu="2"))
+    assert env.queue.where(pod.uid) == "in-flight"
+
+
+def test_deleting_update_removes_queued_pod() -> None:
+    env = Env(make_node("n1"))
+    pod = make_pod("p")
+    env.router.pods.on_add(pod)
+    deleting = parse_pod(
+        {
+            "metadata": {
+                "name": "p",
+                "namespace": "ns",
+                "uid": "uid-p",
+                "deletionTimestamp": "2024-01-01T00:00:00Z",
+            },
+            "spec": {"schedulerName": DEFAULT_SCHEDULER_NAME},
+        }
+    )
+    env.router.pods.on_update(pod, deleting)
+    assert pod.uid not in env.queue
+
+
+def test_invalid_spec_constant_is_what_build_queue_refuses() -> None:
+    env = Env()
+    qp = QueuedPodInfo(make_pod("p"), 0.0, unschedulable_plugins=frozenset({INVALID_SPEC}))
+    assert not env.queue.event_filter(qp, ClusterEvent.NODE_ADD)
+    assert env.queue.event_filter(
+        QueuedPodInfo(make_pod("p"), 0.0, unschedulable_plugins=frozenset({"NodeAffinity"})),
+        ClusterEvent.NODE_LABEL,
+    )
+
+
+def test_pod_created_bound_with_huge_sums_is_counted_whole() -> None:
+    node = parse_node(
+        {
+            "metadata": {"name": "n1"},
+            "status": {
+                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110", "example.com/foo": "8"}
+            },
+        }
+    )
+    env = Env(node)
+    env.router.pods.on_add(
+        pod_info(
+            "huge",
+            namespace="ns",
+            node_name="n1",
+            containers=[container(f"c{i}", extra={"example.com/foo": "4Ei"}) for i in range(2)],
+        )
+    )
+    table = env.cache.table
+    foo = table.resource_row("example.com/foo")
+    assert foo is not None
+    assert env.cache.has_pod("uid-huge")
+    assert int(table.requested[PODS, 0]) == 1
+    assert int(table.free[foo, 0]) < 0  # full: nothing else asking for foo fits
