@@ -120,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--percentage-of-nodes-to-score",
         type=int,
         default=None,
-        help="as kube-scheduler's; 0 picks it from the cluster size",
+        help="as kube-scheduler's; 0 picks it from the cluster size (a profile's own "
+        "percentageOfNodesToScore still wins for that profile)",
     )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     _plugins_option(run)
@@ -138,9 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     election.add_argument(
         "--leader-elect",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         default=None,
-        help="take part in leader election (without a file, off unless given)",
+        help="take part in leader election (without a file, off unless given; "
+        "--no-leader-elect turns off a file's leaderElect)",
     )
     election.add_argument(
         "--leader-elect-resource-namespace", default=None, help="default: kube-system"
@@ -151,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="default: 15 (the renew deadline is 2/3 of it, the retry period 1/7.5)",
+        help="default: 15; also sets the renew deadline to 2/3 of it and the retry period "
+        "to 1/7.5 of it (at least 0.2), overriding the file's",
     )
     locks = run.add_argument_group(
         "node locks",

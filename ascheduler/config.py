@@ -43,6 +43,7 @@ from ascheduler.framework import (
 from ascheduler.framework.args import decode, encode
 from ascheduler.framework.extender import ExtenderConfig, ignored_by_scheduler
 from ascheduler.framework.extender import validate as validate_extenders
+from ascheduler.framework.interface import ExtensionPoint, PluginSet
 from ascheduler.http import DEFAULT_ADDRESS, parse_address
 from ascheduler.queue import QueueSettings
 
@@ -147,7 +148,7 @@ def resolve(path: str | None, overrides: Overrides, registry: Registry) -> Sched
     the file's by their paths and the flags' by their names."""
     document = read(path) if path else dict(NO_FILE)
     config = parse(document, registry)
-    named = isinstance(document, Mapping) and document.get("profiles") is not None
+    named = isinstance(document, Mapping) and bool(document.get("profiles"))
     return apply(config, overrides, file_profiles=named)
 
 
@@ -163,7 +164,11 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
             problems.append(
                 "--scheduler-name: the file names its profiles; set schedulerName there"
             )
-        changes["profiles"] = tuple(multipoint(n) for n in dict.fromkeys(o.scheduler_names))
+        ignored = ignored_by_scheduler(config.extenders)
+        changes["profiles"] = tuple(
+            _ignoring(multipoint(n), ignored) if ignored else multipoint(n)
+            for n in dict.fromkeys(o.scheduler_names)
+        )
     if o.binding_concurrency is not None:
         if o.binding_concurrency < 1:
             problems.append(
@@ -225,6 +230,12 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
         changes["binding"] = dataclasses.replace(binding, **binding_changes)
     except ValueError as exc:
         problems.append(f"--node-lock-policy: {exc}")
+    else:
+        if changes["binding"].policy == "devices" and not changes["binding"].device_resources:
+            problems.append(
+                "--device-resources: must name at least one resource under policy 'devices' "
+                "(or use --node-lock-policy none)"
+            )
     if problems:
         raise ConfigError(problems)
     return dataclasses.replace(config, **changes)
@@ -366,8 +377,8 @@ def _profile(p: _Problems, raw: Any, path: str, registry: Registry) -> ProfileSp
         over = overrides.pop(ref.name, None)
         merged.append(PluginRef(ref.name, over.weight or ref.weight) if over else ref)
     merged.extend(PluginRef(r.name, r.weight or 1) for r in overrides.values())
-    points: dict[str, Sequence[PluginRef]] = {"multiPoint": tuple(merged)}
-    disabled: dict[str, frozenset[str]] = {}
+    points: dict[PluginSet, Sequence[PluginRef]] = {"multiPoint": tuple(merged)}
+    disabled: dict[ExtensionPoint, frozenset[str]] = {}
     for point in EXTENSION_POINTS:
         if point not in plugins:
             continue

@@ -1,33 +1,54 @@
 """Durations as `KubeSchedulerConfiguration` writes them and kube-scheduler prints them.
 
-`parse_seconds` reads Go's `time.ParseDuration` subset used in configuration (`300`, `90s`,
-`5m`, `1m30s`, `1h`); `go_duration` prints seconds the way Go's `%v` of a `time.Duration` does
-(`10ms`, `1.5s`, `2m30s`, `1h0m0s`), as kube-scheduler's messages do.
+`parse_seconds` reads Go's `time.ParseDuration` text (`90s`, `5m`, `1m30s`, `1h`, `250ms`,
+`1.5s`), and a bare number as seconds; `go_duration` prints seconds the way Go's `%v` of a
+`time.Duration` does (`10ms`, `1.5s`, `2m30s`, `1h0m0s`), as kube-scheduler's messages do.
 """
 
 from __future__ import annotations
 
+import math
+
+_UNITS: dict[str, float] = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,  # U+00B5 MICRO SIGN
+    "μs": 1e-6,  # U+03BC GREEK SMALL LETTER MU
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+
 
 def parse_seconds(text: str) -> float:
-    """`300`, `300s`, `5m`, `1h`, `1m30s` -> seconds; ValueError otherwise."""
+    """`300`, `300s`, `5m`, `1h`, `1m30s`, `1.5s`, `250ms`, `-1s` -> seconds (a bare number
+    is seconds); ValueError otherwise, and for NaN or infinity."""
     text = text.strip()
+    problem = ValueError(f"not a duration: {text!r}")
     try:
-        return float(text)
+        bare = float(text)
     except ValueError:
         pass
-    total, number = 0.0, ""
-    units = {"h": 3600.0, "m": 60.0, "s": 1.0}
-    for ch in text:
-        if ch.isdigit() or ch == ".":
-            number += ch
-        elif ch in units and number:
-            total += float(number) * units[ch]
-            number = ""
-        else:
-            raise ValueError(f"not a duration: {text!r}")
-    if number or not text:
-        raise ValueError(f"not a duration: {text!r}")
-    return total
+    else:
+        if not math.isfinite(bare):
+            raise problem
+        return bare
+    rest, sign = text, 1.0
+    if rest[:1] in "+-" and rest:
+        sign, rest = (-1.0 if rest[0] == "-" else 1.0), rest[1:]
+    if not rest:
+        raise problem
+    total = 0.0
+    while rest:
+        digits = len(rest) - len(rest.lstrip("0123456789."))
+        number, rest = rest[:digits], rest[digits:]
+        letters = len(rest) - len(rest.lstrip("nuµμmsh"))
+        unit, rest = rest[:letters], rest[letters:]
+        if not number or number == "." or number.count(".") > 1 or unit not in _UNITS:
+            raise problem
+        total += float(number) * _UNITS[unit]
+    return sign * total
 
 
 def go_duration(seconds: float) -> str:

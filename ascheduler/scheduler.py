@@ -178,6 +178,10 @@ class Scheduler:
                 result = await fw.find_nodes_with_extenders(state, pod, self.cache.table)
             except ExtenderError as exc:
                 result = ScheduleResult(None, Status.error(f"extender: {exc}", EXTENDER))
+            if self._gone_meanwhile(pod):
+                # Deleted, or bound by someone else, while the extenders were asked.
+                self.queue.done(pod.uid)
+                return None
         if self._rng.random() < METRICS_SAMPLE_RATE:
             for point, seconds in state.timings.items():
                 metrics.EXTENSION_POINT_DURATION.labels(point, "Success", fw.profile).observe(
@@ -283,6 +287,11 @@ class Scheduler:
         metrics.SCHEDULING_ATTEMPT_DURATION.labels(result, fw.profile).observe(
             time.perf_counter() - began
         )
+
+    def _gone_meanwhile(self, pod: PodInfo) -> bool:
+        if self.cache.has_pod(pod.uid) or self.queue.deleted_in_flight(pod.uid):
+            return True
+        return self.pods is not None and self._current(pod) is None
 
     def _current(self, pod: PodInfo) -> PodInfo | None:
         """The informer's copy of `pod`, if it is still a pod of ours to schedule."""

@@ -8,7 +8,8 @@ check more in `__post_init__` by raising `PluginArgsError("field: message")`.
 
 Types understood: bool, int, float, str, `Seconds` (a duration: a number of seconds, or Go's
 text such as `30s`), `Literal[...]`, Enum subclasses (by value), nested dataclasses,
-`tuple[X, ...]`, `list[X]`, `dict[str, X]` / `Mapping[str, X]`, `X | None`, Any.
+`tuple[X, ...]`, `list[X]`, `dict[str, X]` / `Mapping[str, X]`, `X | Y` (the first member
+that takes the value), `X | None`, Any. Durations are written back as Go prints them.
 `encode` turns a value back into the mapping (`config defaults` prints it).
 """
 
@@ -16,12 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from ascheduler.durations import parse_seconds
+from ascheduler.durations import go_duration, parse_seconds
 from ascheduler.framework.errors import ConfigError, PluginArgsError
 
 T = TypeVar("T")
@@ -31,7 +33,7 @@ class Seconds(float):
     """A duration in seconds; configuration may write it as a number or as Go's `30s`, `1m`."""
 
     def __repr__(self) -> str:
-        return f"{float(self):g}s"
+        return go_duration(self)
 
 
 def key_of(field: dataclasses.Field[Any]) -> str:
@@ -65,23 +67,34 @@ def _decode(tp: Any, raw: Any, path: str, problems: list[str]) -> Any:
     if origin in (typing.Union, types.UnionType):
         if raw is None and type(None) in args:
             return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _decode(inner, raw, path, problems)
+        members = [a for a in args if a is not type(None)]
+        if len(members) == 1:
+            return _decode(members[0], raw, path, problems)
+        for member in members:
+            attempt: list[str] = []
+            value = _decode(member, raw, path, attempt)
+            if not attempt:
+                return value
+        names = " or ".join(_type_name(m) for m in members)
+        problems.append(f"{path}: expected {names}, got {_describe(raw)}")
+        return None
     if origin is typing.Literal:
-        if raw not in args or isinstance(raw, bool) != any(isinstance(a, bool) for a in args):
-            choices = ", ".join(repr(a) for a in args)
-            problems.append(f"{path}: must be one of {choices}, got {raw!r}")
-            return args[0]
-        return raw
+        for choice in args:
+            if choice == raw and type(choice) is type(raw):
+                return raw
+        choices = ", ".join(repr(a) for a in args)
+        problems.append(f"{path}: must be one of {choices}, got {raw!r}")
+        return args[0]
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return _decode_dataclass(tp, raw, path, problems)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        try:
-            return tp(raw)
-        except ValueError:
-            choices = ", ".join(repr(m.value) for m in tp)
-            problems.append(f"{path}: must be one of {choices}, got {raw!r}")
-            return next(iter(tp))
+        for member in tp:
+            # By value and type: `true` is not the member whose value is 1.
+            if member.value == raw and type(member.value) is type(raw):
+                return member
+        choices = ", ".join(repr(m.value) for m in tp)
+        problems.append(f"{path}: must be one of {choices}, got {raw!r}")
+        return next(iter(tp))
     if origin in (tuple, list):
         if not isinstance(raw, list):
             problems.append(f"{path}: expected a list, got {_describe(raw)}")
@@ -100,6 +113,8 @@ def _decode(tp: Any, raw: Any, path: str, problems: list[str]) -> Any:
             if isinstance(raw, bool) or not isinstance(raw, int | float | str):
                 raise ValueError(f"not a duration: {raw!r}")
             seconds = float(raw) if not isinstance(raw, str) else parse_seconds(raw)
+            if not math.isfinite(seconds):
+                raise ValueError(f"not a duration: {raw!r}")
         except ValueError as exc:
             problems.append(f"{path}: {exc}")
             return Seconds(0)
@@ -117,8 +132,8 @@ def _decode(tp: Any, raw: Any, path: str, problems: list[str]) -> Any:
             return 0
         return raw
     if tp is float:
-        if not isinstance(raw, int | float) or isinstance(raw, bool):
-            problems.append(f"{path}: expected a number, got {raw!r}")
+        if not isinstance(raw, int | float) or isinstance(raw, bool) or not math.isfinite(raw):
+            problems.append(f"{path}: expected a finite number, got {raw!r}")
             return 0.0
         return float(raw)
     if tp is str:
@@ -127,6 +142,22 @@ def _decode(tp: Any, raw: Any, path: str, problems: list[str]) -> Any:
             return ""
         return raw
     raise TypeError(f"{path}: argument type {tp!r} is not supported")
+
+
+def _type_name(tp: Any) -> str:
+    if tp is Seconds:
+        return "a duration"
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    if tp in names:
+        return names[tp]
+    origin = typing.get_origin(tp)
+    if origin in (tuple, list):
+        return "a list"
+    if origin in (dict, Mapping, typing.Mapping) or dataclasses.is_dataclass(tp):
+        return "an object"
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", repr(tp))
 
 
 def _decode_dataclass(cls: type[Any], raw: Any, path: str, problems: list[str]) -> Any:
@@ -170,12 +201,13 @@ def encode(value: Any) -> Any:
         return {
             key_of(f): encode(getattr(value, f.name))
             for f in dataclasses.fields(value)
-            if getattr(value, f.name) is not None  # an optional field left unset
+            # An optional field left unset; None where the default is not None is written.
+            if not (getattr(value, f.name) is None and f.default is None)
         }
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, Seconds):
-        return f"{float(value):g}s"
+        return go_duration(value)
     if isinstance(value, tuple | list):
         return [encode(v) for v in value]
     if isinstance(value, Mapping):

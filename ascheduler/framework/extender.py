@@ -177,15 +177,18 @@ class HTTPExtender:
                         return True
         return False
 
-    def _ssl(self) -> ssl.SSLContext | bool:
-        tls = self.config.tls_config or ExtenderTLSConfig()
-        https = self.config.enable_https or self.name.startswith("https://")
-        if not https:
-            return False
+    def _ssl(self) -> ssl.SSLContext | None:
+        """kube-scheduler's makeTransport: the system's CAs, or tlsConfig's; verification is
+        off with `insecure`, or with `enableHTTPS` and no CA given; a client certificate if
+        configured. None: the defaults (plain HTTP, or HTTPS against the system's CAs)."""
+        tls = self.config.tls_config
+        if tls is None and not self.config.enable_https:
+            return None
+        tls = tls or ExtenderTLSConfig()
         ca_data = base64.b64decode(tls.ca_data).decode() if tls.ca_data else None
         context = ssl.create_default_context(cafile=tls.ca_file or None, cadata=ca_data)
-        if tls.insecure or not (tls.ca_file or tls.ca_data):
-            # kube-scheduler: HTTPS without a CA does not verify the server.
+        has_ca = bool(tls.ca_file or tls.ca_data)
+        if tls.insecure or (self.config.enable_https and not has_ca):
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         cert, key = tls.cert_file, tls.key_file
@@ -205,17 +208,22 @@ class HTTPExtender:
         return handle.name
 
     async def _send(self, verb: str, body: Any) -> Any:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=16)
-            )
         url = self.name.rstrip("/") + "/" + verb
+        if self._session is None:
+            try:
+                context = self._ssl()
+            except (ValueError, OSError, ssl.SSLError) as exc:
+                raise ExtenderError(f"extender at URL {url}: tlsConfig: {exc}") from exc
+            connector = aiohttp.TCPConnector(ssl=context if context is not None else True, limit=16)
+            self._session = aiohttp.ClientSession(connector=connector)
+        tls = self.config.tls_config
         try:
             async with self._session.post(
                 url,
                 data=orjson.dumps(body),
                 headers={"Content-Type": "application/json"},
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
+                server_hostname=(tls.server_name or None) if tls else None,
             ) as resp:
                 payload = await resp.read()
                 if resp.status != 200:
@@ -256,6 +264,8 @@ class HTTPExtender:
         names = _get(answer, "NodeNames")
         listed = _get(answer, "Nodes")
         if self.config.node_cache_capable and names is not None:
+            if not isinstance(names, list):
+                raise ExtenderError(f"extender {self.name}: NodeNames is not a list")
             for name in names:
                 if name not in given:
                     raise ExtenderError(
@@ -263,16 +273,28 @@ class HTTPExtender:
                         "found in the input node list"
                     )
                 kept.append(str(name))
-        elif isinstance(listed, Mapping):
-            for item in _get(listed, "items") or []:
-                name = ((item or {}).get("metadata") or {}).get("name")
-                if name in given:
-                    kept.append(str(name))
-        failed = {str(k): str(v) for k, v in (_get(answer, "FailedNodes") or {}).items()}
-        hopeless = {
-            str(k): str(v) for k, v in (_get(answer, "FailedAndUnresolvableNodes") or {}).items()
-        }
-        return kept, failed, hopeless
+        elif listed is not None:
+            if not isinstance(listed, Mapping):
+                raise ExtenderError(f"extender {self.name}: Nodes is not an object")
+            items = _get(listed, "items")
+            if not isinstance(items, list | None):
+                raise ExtenderError(f"extender {self.name}: Nodes.items is not a list")
+            for item in items or []:
+                meta = item.get("metadata") if isinstance(item, Mapping) else None
+                name = meta.get("name") if isinstance(meta, Mapping) else None
+                if isinstance(name, str) and name in given:
+                    kept.append(name)
+        return (
+            kept,
+            self._failures(answer, "FailedNodes"),
+            self._failures(answer, "FailedAndUnresolvableNodes"),
+        )
+
+    def _failures(self, answer: Mapping[str, Any], key: str) -> dict[str, str]:
+        value = _get(answer, key) or {}
+        if not isinstance(value, Mapping):
+            raise ExtenderError(f"extender {self.name}: {key} is not an object")
+        return {str(k): str(v) for k, v in value.items()}
 
     async def prioritize(self, pod: PodInfo, nodes: Sequence[Node]) -> dict[str, int]:
         """Node name -> score * weight * (MAX_NODE_SCORE / MAX_EXTENDER_PRIORITY)."""
@@ -384,8 +406,8 @@ class Extenders:
                 continue
             try:
                 scores = await extender.prioritize(pod, nodes)
-            except ExtenderError as exc:
-                log.info("extender_prioritize_failed", extender=extender.name, error=str(exc))
+            except Exception as exc:  # kube-scheduler ignores every prioritize failure
+                log.info("extender_prioritize_failed", extender=extender.name, error=repr(exc))
                 continue
             for name, score in scores.items():
                 total[name] = total.get(name, 0) + score

@@ -24,7 +24,7 @@ import abc
 import enum
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Literal
 
 import numpy as np
 
@@ -159,7 +159,9 @@ class Diagnosis:
     postfilter_message: str = ""
     #: Statuses given outside the plugins (HTTP extenders), by node name.
     external: dict[str, Status] = field(default_factory=dict)
-    #: The node names the rows refer to, when the table may have moved on since.
+    #: The node names the rows refer to, when the table may have moved on since (a profile
+    #: with extenders awaits their answers, so a PostFilter after them reads `codes` and
+    #: `filtered` by these names, not by the live table's rows).
     node_names: Sequence[str] | None = None
 
     def add_external(self, statuses: Mapping[str, Status]) -> None:
@@ -368,8 +370,26 @@ class EnqueueExtensions(Plugin):
         """Cluster events that may make a pod this plugin rejected schedulable."""
 
 
-#: Extension point (as `KubeSchedulerConfiguration` names it) -> its interface.
-EXTENSION_POINTS: Final[Mapping[str, type[Plugin]]] = {
+#: An extension point, as `KubeSchedulerConfiguration` names it.
+ExtensionPoint = Literal[
+    "preEnqueue",
+    "queueSort",
+    "preFilter",
+    "filter",
+    "postFilter",
+    "preScore",
+    "score",
+    "reserve",
+    "permit",
+    "preBind",
+    "bind",
+    "postBind",
+]
+#: A profile's plugin lists: the extension points, and multiPoint (every point a plugin has).
+PluginSet = ExtensionPoint | Literal["multiPoint"]
+
+#: Extension point -> its interface.
+EXTENSION_POINTS: Final[Mapping[ExtensionPoint, type[Plugin]]] = {
     "preEnqueue": PreEnqueuePlugin,
     "queueSort": QueueSortPlugin,
     "preFilter": PreFilterPlugin,

@@ -18,8 +18,13 @@ first and assigns last, so none can leave a row half-updated.
 
 The table is also the scheduling cycle's snapshot. kube-scheduler copies its cache into a
 snapshot because informer goroutines keep mutating the cache during a cycle; here informers,
-binding tasks and the scheduling cycle share one event loop and the cycle never awaits, so the
-table cannot change under a cycle. `spec_generation` counts changes to what node-shape masks
+binding tasks and the scheduling cycle share one event loop and the plugins' part of a cycle
+never awaits, so the table cannot change under PreFilter, Filter, PreScore or Score. The one
+exception is a profile with HTTP extenders: the cycle awaits their answers between Filter and
+Score, and the table may move on meanwhile (informer events only: this instance's pods are
+assumed by the cycle itself), so what crosses those awaits names nodes, not rows; Score then
+reads the live table, and a PostFilter after them reads its diagnosis by
+`Diagnosis.node_names`. `spec_generation` counts changes to what node-shape masks
 depend on (labels, taints, unschedulable, the set of nodes); plugins cache such masks per pod
 shape until it moves.
 """

@@ -58,12 +58,13 @@ class Registration(Generic[A]):
         it cannot be built or does not conform."""
         try:
             plugin = self.factory(args, handle)
-        except TypeError as exc:
-            if "abstract" in str(exc):
-                raise ConfigError(
-                    [f"plugin {self.name!r}: {exc} (a method missing or misspelt?)"]
-                ) from exc
-            raise
+        except ConfigError as exc:
+            raise ConfigError([f"plugin {self.name!r}: {p}" for p in exc.problems]) from exc
+        except Exception as exc:
+            hint = " (a method missing or misspelt?)" if "abstract" in str(exc) else ""
+            raise ConfigError(
+                [f"plugin {self.name!r}: cannot be built: {type(exc).__name__}: {exc}{hint}"]
+            ) from exc
         problems = conformance_problems(plugin)
         if plugin.name != self.name:
             problems.append(f"calls itself {plugin.name!r}")
@@ -92,27 +93,50 @@ def conformance_problems(plugin: object) -> list[str]:
             want = getattr(interface, method)
             if method.startswith("_") or not inspect.isfunction(want):
                 continue
-            got = getattr(type(plugin), method)
-            problem = _mismatch(want, got)
+            got = inspect.getattr_static(type(plugin), method)
+            if isinstance(got, (staticmethod, classmethod)):
+                # Bound, it takes what the interface takes after self.
+                got = getattr(type(plugin), method)
+                skip = 0
+            else:
+                skip = 1
+            if not callable(got):
+                problems.append(f"{interface.__name__}.{method}: is not a method ({got!r})")
+                continue
+            problem = _mismatch(want, got, skip)
             if problem:
                 problems.append(f"{interface.__name__}.{method}: {problem}")
     return problems
 
 
-def _mismatch(want: Callable[..., Any], got: Callable[..., Any]) -> str:
-    if inspect.iscoroutinefunction(want) != inspect.iscoroutinefunction(got):
-        return "must be async def" if inspect.iscoroutinefunction(want) else "must not be async"
+def _mismatch(want: Callable[..., Any], got: Callable[..., Any], skip: int) -> str:
+    """Why `got` cannot be called as the interface calls `want` (positionally, self first
+    unless `skip` is 0), or ""."""
+    wants_async = inspect.iscoroutinefunction(inspect.unwrap(want))
+    if wants_async != inspect.iscoroutinefunction(inspect.unwrap(got)):
+        return "must be async def" if wants_async else "must not be async"
     try:
-        wanted = list(inspect.signature(want).parameters.values())
-        given = list(inspect.signature(got).parameters.values())
+        wanted = list(inspect.signature(want).parameters.values())[1:]
+        given = list(inspect.signature(got).parameters.values())[skip:]
     except (TypeError, ValueError):
         return ""
-    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    if any(p.kind in variadic for p in given):
-        return ""
-    if len(given) != len(wanted):
-        names = ", ".join(p.name for p in wanted[1:])
-        return f"takes {len(given) - 1} arguments besides self; the interface takes ({names})"
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    takes_rest = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in given)
+    slots = [p for p in given if p.kind in positional]
+    required = [p for p in slots if p.default is inspect.Parameter.empty]
+    keyword_required = [
+        p
+        for p in given
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty
+    ]
+    names = ", ".join(p.name for p in wanted)
+    if (
+        len(required) > len(wanted)
+        or (len(slots) < len(wanted) and not takes_rest)
+        or keyword_required
+    ):
+        extra = "self, " if skip else ""
+        return f"cannot be called as ({extra}{names}), the interface's parameters"
     return ""
 
 
@@ -175,7 +199,7 @@ def load_registration(spec: str) -> Registration[Any]:
         raise ConfigError([f"--plugin {spec!r}: expected module:attribute"])
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except Exception as exc:
         raise ConfigError([f"--plugin {spec!r}: cannot import {module_name}: {exc}"]) from exc
     registration = getattr(module, attribute, None)
     if not isinstance(registration, Registration):

@@ -23,7 +23,7 @@ import numpy as np
 import structlog
 
 from ascheduler.framework.errors import ConfigError
-from ascheduler.framework.extender import Extenders
+from ascheduler.framework.extender import EXTENDER, Extenders
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
     EXTENSION_POINTS,
@@ -35,10 +35,12 @@ from ascheduler.framework.interface import (
     CycleState,
     Diagnosis,
     EnqueueExtensions,
+    ExtensionPoint,
     FilterPlugin,
     FilterResult,
     PermitPlugin,
     Plugin,
+    PluginSet,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -77,11 +79,11 @@ class ProfileSpec:
     `points["multiPoint"]` left out means the registry's default profile."""
 
     scheduler_name: str
-    points: Mapping[str, Sequence[PluginRef]] = field(default_factory=dict)
+    points: Mapping[PluginSet, Sequence[PluginRef]] = field(default_factory=dict)
     #: Raw `pluginConfig` args by plugin name (decoded by each plugin's registration).
     args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: Plugins removed from single extension points (`*`: every multiPoint plugin there).
-    disabled: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    disabled: Mapping[ExtensionPoint, frozenset[str]] = field(default_factory=dict)
     #: Where each plugin's args came from, for error messages (`profiles[0].pluginConfig[1]`).
     arg_paths: Mapping[str, str] = field(default_factory=dict)
     #: Prefix of error paths (`profiles[0].`).
@@ -97,7 +99,9 @@ def multipoint(
 ) -> ProfileSpec:
     """Every listed plugin (None: the default profile's) at every extension point it
     implements (resolved when the profile is built)."""
-    points = {} if plugins is None else {"multiPoint": tuple(plugins)}
+    points: dict[PluginSet, Sequence[PluginRef]] = (
+        {} if plugins is None else {"multiPoint": tuple(plugins)}
+    )
     return ProfileSpec(scheduler_name, points, dict(args or {}))
 
 
@@ -157,7 +161,7 @@ class Framework:
         self.args: dict[str, Any] = {}
         self.weights: dict[str, int] = {}
         problems: list[str] = []
-        points: dict[str, list[Plugin]] = {p: [] for p in EXTENSION_POINTS}
+        points: dict[ExtensionPoint, list[Plugin]] = {p: [] for p in EXTENSION_POINTS}
         failed: set[str] = set()
 
         def instance(ref: PluginRef, path: str) -> Plugin | None:
@@ -216,7 +220,7 @@ class Framework:
         if problems:
             raise ConfigError(problems)
 
-        def of(point: str, _: type[Any]) -> list[Any]:
+        def of(point: ExtensionPoint, _: type[Any]) -> list[Any]:
             return points[point]
 
         self.pre_enqueue_plugins: list[PreEnqueuePlugin] = of("preEnqueue", PreEnqueuePlugin)
@@ -294,6 +298,11 @@ class Framework:
         kept = [name for name in outcome.kept if name in nodes.index]
         if not kept:
             diag.add_external(outcome.statuses)
+            if outcome.filtered:
+                # kube-scheduler: extenders register no events, so a pod they turned away
+                # is retried on any (and nothing says it is beyond help).
+                diag.rejecting_plugins.add(EXTENDER)
+                diag.unresolvable = False
             return self._unschedulable(state, pod, nodes, diag)
         if len(kept) == 1:
             return ScheduleResult(kept[0], SUCCESS, feasible=1)

@@ -302,6 +302,11 @@ class SchedulingQueue:
         ]
         return min(ends) - self.clock.now() if ends else None
 
+    def deleted_in_flight(self, uid: str) -> bool:
+        """Whether the pod was deleted while its attempt was in flight."""
+        flight = self._in_flight.get(uid)
+        return flight is not None and flight.deleted
+
     def done(self, uid: str) -> None:
         """The pod's attempt is over (bound, or put back): stop tracking it as in flight."""
         self._in_flight.pop(uid, None)

@@ -24,6 +24,7 @@ from tests.integration.helpers import (
     wait_bound,
     wait_unschedulable,
 )
+from tests.kit.http import serve
 
 DEVICE = "example.com/accelerator"
 
@@ -69,15 +70,9 @@ class DeviceExtender:
 @pytest.fixture
 async def device_extender(kube: KubeClient) -> AsyncIterator[DeviceExtender]:
     ext = DeviceExtender(kube)
-    app = web.Application()
-    app.router.add_post("/ext/{verb}", ext.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    ext.url = f"http://127.0.0.1:{runner.addresses[0][1]}/ext"
-    yield ext
-    await runner.cleanup()
+    async with serve("/ext/{verb}", ext.handle) as base:
+        ext.url = f"{base}/ext"
+        yield ext
 
 
 async def test_an_extender_filters_prioritizes_and_binds_its_pods(

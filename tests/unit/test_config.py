@@ -287,6 +287,48 @@ def test_scheduler_names_cannot_override_the_files_profiles(tmp_path: Path) -> N
         resolved({"profiles": [{"schedulerName": "mine"}]}, tmp_path, scheduler_names=("x",))
 
 
+def test_scheduler_names_may_replace_an_empty_profile_list(tmp_path: Path) -> None:
+    config = resolved({"profiles": []}, tmp_path, scheduler_names=("x",))
+    assert [p.scheduler_name for p in config.profiles] == ["x"]
+
+
+def test_scheduler_names_keep_the_resources_extenders_manage_ignored(tmp_path: Path) -> None:
+    document = {
+        "extenders": [
+            {
+                "urlPrefix": "http://127.0.0.1:1/",
+                "filterVerb": "filter",
+                "managedResources": [{"name": "example.com/fpga", "ignoredByScheduler": True}],
+            }
+        ]
+    }
+    (profile,) = resolved(document, tmp_path, scheduler_names=("x",)).profiles
+    assert profile.args["NodeResourcesFit"]["ignoredResources"] == ["example.com/fpga"]
+
+
+def test_policy_devices_from_a_flag_needs_device_resources(tmp_path: Path) -> None:
+    document = {"ascheduler": {"nodeLock": {"policy": "none", "deviceResources": []}}}
+    with pytest.raises(ConfigError) as err:
+        resolved(document, tmp_path, node_lock_policy="devices")
+    (problem,) = err.value.problems
+    assert problem.startswith("--device-resources: must name at least one resource")
+    config = resolved(
+        document, tmp_path, node_lock_policy="devices", device_resources=("example.com/gpu",)
+    )
+    assert config.binding.device_resources == frozenset({"example.com/gpu"})
+
+
+@pytest.mark.parametrize(
+    ("flag", "expected"), [("--leader-elect", True), ("--no-leader-elect", False)]
+)
+def test_leader_election_flag_turns_either_way(flag: str, expected: bool) -> None:
+    from ascheduler.cli import build_parser
+
+    args = build_parser().parse_args(["run", flag])
+    assert args.leader_elect is expected
+    assert build_parser().parse_args(["run"]).leader_elect is None
+
+
 # -- nothing is silently ignored: each option is honoured or refused with its path ------------
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from aiohttp import web
 
 from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
 from ascheduler.framework import (
@@ -31,6 +32,8 @@ from ascheduler.framework.nodes import CPU, PODS
 from ascheduler.model import Node, PodInfo, parse_node, parse_pod
 from ascheduler.model.quantity import MAX_QUANTITY
 from ascheduler.plugins import IN_TREE
+from tests.kit.http import serve
+from tests.kit.objects import on, pod
 from tests.kit.scheduling import Env, make_node, make_pod, pop
 
 # -- schedule_pod ----------------------------------------------------------------------------
@@ -473,3 +476,42 @@ async def test_an_extender_that_is_down_fails_the_attempt_with_its_reason() -> N
     extenders = env.frameworks[DEFAULT_SCHEDULER_NAME].extenders
     assert extenders is not None
     await extenders.close()
+
+
+@pytest.mark.parametrize("meanwhile", ["nothing", "deleted", "bound elsewhere"])
+async def test_a_pod_gone_while_the_extender_answers_is_dropped(meanwhile: str) -> None:
+    """The cycle awaits the extender; a pod deleted, or bound by another scheduler, in that
+    time is neither assumed nor failed: the informer's event has already settled it."""
+    raw = pod("p", namespace="ns", cpu="1", scheduler_name=DEFAULT_SCHEDULER_NAME)
+    p = parse_pod(raw, keep_raw=True)
+    env: Env
+
+    async def answer(request: web.Request) -> web.Response:
+        body = await request.json()
+        if meanwhile == "deleted":
+            env.router.pods.on_delete(p)
+        elif meanwhile == "bound elsewhere":
+            env.router.pods.on_update(p, parse_pod(on("n2", raw)))
+        return web.json_response({"NodeNames": body["NodeNames"]})
+
+    async with serve("/ext/{verb}", answer) as base:
+        ext = decode(
+            ExtenderConfig,
+            {"urlPrefix": f"{base}/ext", "filterVerb": "filter", "nodeCacheCapable": True},
+            "extenders[0]",
+        )
+        env = Env(make_node("n1"), make_node("n2"), options=SchedulerConfig(extenders=(ext,)))
+        bind, _ = await env.attempt(p)
+        extenders = env.frameworks[DEFAULT_SCHEDULER_NAME].extenders
+        assert extenders is not None
+        await extenders.close()
+    assert env.failed_events() == []
+    if meanwhile == "nothing":
+        assert bind is not None
+        assert env.cache.is_assumed(p.uid)
+        return
+    assert bind is None
+    assert not env.cache.is_assumed(p.uid)
+    assert p.uid not in env.queue
+    if meanwhile == "bound elsewhere":
+        assert list(env.cache.table.pods(env.cache.table.index["n2"])) == [p.uid]

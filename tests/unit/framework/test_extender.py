@@ -5,13 +5,17 @@ configuration refused where kube-scheduler refuses it."""
 
 from __future__ import annotations
 
+import base64
+import ssl
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 
 from ascheduler.config import parse
+from ascheduler.devcluster.certs import generate
 from ascheduler.framework import (
     ConfigError,
     CycleState,
@@ -28,6 +32,7 @@ from ascheduler.framework.extender import (
 from ascheduler.model import parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
 from tests.kit import make_cache, node, pod
+from tests.kit.http import serve
 
 HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 Answer = Callable[[dict[str, Any]], Any]
@@ -55,15 +60,9 @@ class Extender:
 @pytest.fixture
 async def extender() -> AsyncIterator[Extender]:
     ext = Extender()
-    app = web.Application()
-    app.router.add_post("/scheduler/{verb}", ext.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    ext.url = f"http://127.0.0.1:{runner.addresses[0][1]}/scheduler"
-    yield ext
-    await runner.cleanup()
+    async with serve("/scheduler/{verb}", ext.handle) as base:
+        ext.url = f"{base}/scheduler"
+        yield ext
 
 
 def config(**fields: Any) -> ExtenderConfig:
@@ -187,6 +186,105 @@ async def test_an_extender_error_answer_fails_the_attempt(extender: Extender) ->
     fw = framework(cache, config(urlPrefix=extender.url, filterVerb="filter"))
     with pytest.raises(ExtenderError, match="inventory unavailable"):
         await fw.find_nodes_with_extenders(CycleState(), gpu_pod(), cache.table)
+
+
+async def test_nodes_dropped_without_a_reason_leave_the_pod_retryable(
+    extender: Extender,
+) -> None:
+    extender.answers["filter"] = lambda body: {"NodeNames": []}
+    cache = cache_of("a", "b")
+    fw = framework(
+        cache, config(urlPrefix=extender.url, filterVerb="filter", nodeCacheCapable=True)
+    )
+    result = await fw.find_nodes_with_extenders(CycleState(), gpu_pod(), cache.table)
+    assert result.node is None
+    assert result.diagnosis is not None
+    # Retried on any event (extenders register none), never parked as beyond help.
+    assert "Extender" in result.diagnosis.rejecting_plugins
+    assert not result.diagnosis.unresolvable
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        ({"NodeNames": "a"}, "NodeNames is not a list"),
+        ({"NodeNames": ["a"], "FailedNodes": ["b"]}, "FailedNodes is not an object"),
+        ({"NodeNames": ["zz"]}, "claims a filtered node 'zz'"),
+        ({"Nodes": {"items": 5}}, "Nodes.items is not a list"),
+        ({"Nodes": ["a"]}, "Nodes is not an object"),
+        (["a"], "filter answer is not an object"),
+    ],
+)
+async def test_a_malformed_filter_answer_is_an_extender_error(
+    extender: Extender, answer: Any, says: str
+) -> None:
+    extender.answers["filter"] = lambda body: answer
+    cache = cache_of("a", "b")
+    capable = "NodeNames" in answer if isinstance(answer, dict) else True
+    fw = framework(
+        cache, config(urlPrefix=extender.url, filterVerb="filter", nodeCacheCapable=capable)
+    )
+    with pytest.raises(ExtenderError, match=says):
+        await fw.find_nodes_with_extenders(CycleState(), gpu_pod(), cache.table)
+
+
+async def test_a_malformed_prioritize_answer_is_ignored(extender: Extender) -> None:
+    extender.answers["prioritize"] = lambda body: [{"Host": "a", "Score": "high"}, 7, None]
+    cache = cache_of("a", "b")
+    fw = framework(cache, config(urlPrefix=extender.url, prioritizeVerb="prioritize", weight=1))
+    assert (await fw.find_nodes_with_extenders(CycleState(), gpu_pod(), cache.table)).node
+
+
+@pytest.fixture
+async def https_extender(tmp_path: Path) -> AsyncIterator[tuple[Extender, Path]]:
+    """An extender serving HTTPS with a certificate for 127.0.0.1 from a private CA."""
+    certs = generate(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(certs.serving.cert, certs.serving.key)
+    ext = Extender()
+    ext.answers["filter"] = lambda body: {"NodeNames": names(body)}
+    async with serve("/scheduler/{verb}", ext.handle, ssl_context=context) as base:
+        ext.url = f"{base}/scheduler"
+        yield ext, certs.ca.cert
+
+
+@pytest.mark.parametrize(
+    ("tls", "trusted"),
+    [
+        ({}, False),  # an https URL alone: the system's CAs, which do not know this one
+        ({"enableHTTPS": True}, True),  # kube-scheduler: enableHTTPS without a CA skips checks
+        ({"tlsConfig": {"caFile": "CA"}}, True),
+        ({"tlsConfig": {"caData": "CA_DATA"}}, True),
+        ({"tlsConfig": {"caFile": "CA", "serverName": "kubernetes"}}, True),
+        ({"tlsConfig": {"caFile": "CA", "serverName": "elsewhere.example"}}, False),
+        ({"tlsConfig": {"insecure": True}}, True),
+    ],
+)
+async def test_https_verifies_the_extender_as_kube_scheduler_does(
+    https_extender: tuple[Extender, Path], tls: dict[str, Any], trusted: bool
+) -> None:
+    extender, ca = https_extender
+    if "tlsConfig" in tls:
+        given = dict(tls["tlsConfig"])
+        if given.get("caFile") == "CA":
+            given["caFile"] = str(ca)
+        if given.get("caData") == "CA_DATA":
+            given["caData"] = base64.b64encode(ca.read_bytes()).decode()
+        tls = {"tlsConfig": given}
+    cache = cache_of("a")
+    fw = framework(
+        cache,
+        config(urlPrefix=extender.url, filterVerb="filter", nodeCacheCapable=True, **tls),
+    )
+    if trusted:
+        result = await fw.find_nodes_with_extenders(CycleState(), gpu_pod(), cache.table)
+        assert result.node == "a"
+    else:
+        with pytest.raises(ExtenderError, match="failed filter with extender at URL https://"):
+            await fw.find_nodes_with_extenders(CycleState(), gpu_pod(), cache.table)
+        assert "filter" not in extender.seen
+    assert fw.extenders is not None
+    await fw.extenders.close()
 
 
 async def test_managed_resources_choose_the_pods_it_sees(extender: Extender) -> None:

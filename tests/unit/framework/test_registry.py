@@ -97,7 +97,10 @@ def test_a_misspelt_method_is_refused_naming_the_plugin() -> None:
 @pytest.mark.parametrize(
     ("cls", "says"),
     [
-        (WrongSignature, "FilterPlugin.filter: takes 1 arguments besides self"),
+        (
+            WrongSignature,
+            "FilterPlugin.filter: cannot be called as (self, state, pod, nodes)",
+        ),
         (AsyncFilter, "FilterPlugin.filter: must not be async"),
     ],
 )
@@ -106,6 +109,78 @@ def test_a_wrong_signature_is_refused_naming_the_method(cls: type[Any], says: st
         profile_with(Registration(cls.name, lambda a, h: cls(), NoArgs))
     (problem,) = err.value.problems
     assert problem.startswith(f"plugin {cls.name!r}: {says}")
+
+
+class ExtraDefaulted(FilterPlugin):
+    name = "ExtraDefaulted"
+
+    def filter(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        strict: bool = False,
+        *,
+        why: str = "",
+    ) -> FilterResult | None:
+        return None
+
+
+class Static(FilterPlugin):
+    name = "Static"
+
+    @staticmethod
+    def filter(state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
+        return None
+
+
+class StaticMissingOne(FilterPlugin):
+    name = "StaticMissingOne"
+
+    @staticmethod
+    def filter(state: CycleState, pod: PodInfo) -> FilterResult | None:  # type: ignore[override]
+        return None
+
+
+class RequiredKeyword(FilterPlugin):
+    name = "RequiredKeyword"
+
+    def filter(  # type: ignore[override]
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, *, why: str
+    ) -> FilterResult | None:
+        return None
+
+
+class NotCallable(FilterPlugin):
+    name = "NotCallable"
+    filter = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("cls", [ExtraDefaulted, Static])
+def test_an_override_the_framework_can_call_conforms(cls: type[Any]) -> None:
+    assert conformance_problems(cls()) == []
+
+
+@pytest.mark.parametrize(
+    ("cls", "says"),
+    [
+        (StaticMissingOne, "FilterPlugin.filter: cannot be called as (state, pod, nodes)"),
+        (RequiredKeyword, "FilterPlugin.filter: cannot be called as"),
+        (NotCallable, "FilterPlugin.filter: is not a method (None)"),
+    ],
+)
+def test_an_override_the_framework_cannot_call_is_refused(cls: type[Any], says: str) -> None:
+    (problem,) = conformance_problems(cls())
+    assert problem.startswith(says)
+
+
+def test_a_factory_that_raises_is_a_config_error_naming_the_plugin() -> None:
+    def factory(args: NoArgs, handle: Handle) -> Good:
+        raise KeyError("GPU_MODEL")
+
+    with pytest.raises(ConfigError) as err:
+        profile_with(Registration("Good", factory, NoArgs))
+    assert err.value.problems == ["plugin 'Good': cannot be built: KeyError: 'GPU_MODEL'"]
 
 
 def test_a_plugin_implementing_no_extension_point_is_refused() -> None:
@@ -261,3 +336,13 @@ def test_a_plugin_module_on_the_path_is_loaded(
 def test_a_bad_plugin_spec_is_refused(spec: str, says: str) -> None:
     with pytest.raises(ConfigError, match=says):
         load_registration(spec)
+
+
+def test_a_plugin_module_that_raises_on_import_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "brokenplugin.py").write_text("raise RuntimeError('needs CUDA')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match="cannot import brokenplugin: needs CUDA"):
+        load_registration("brokenplugin:REGISTRATION")
+    sys.modules.pop("brokenplugin", None)
