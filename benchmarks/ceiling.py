@@ -1,7 +1,15 @@
-"""The ceiling: a binder with no scheduling logic at all, to measure what the plane itself can
-take. It watches unscheduled pods of one schedulerName and POSTs their Bindings round-robin
-over the nodes, with the same bounded concurrency as ascheduler's binding cycles. Its request
-count is served as `rest_client_requests_total` on `--metrics-port`, like the schedulers'.
+"""The ceilings: binders with no scheduling logic at all, to measure what the plane itself can
+take. Each watches the unscheduled pods of one schedulerName and POSTs their Bindings
+round-robin over the nodes, with the same bounded concurrency as ascheduler's binding cycles,
+and serves its request count as `rest_client_requests_total` on `--metrics-port`, like the
+schedulers'.
+
+Two of them, because a binder shares the limits of its client: `ceiling-python` (this module)
+uses ascheduler's own Python client (HTTP/1.1, JSON), and `ceiling-go` (`ceiling_go/main.go`,
+built by `go_binary()` with client-go of the plane's Kubernetes release from the module proxy,
+cached like the plane's binaries) uses client-go as kube-scheduler does: HTTP/2, protobuf, no
+client-side rate limit. Where the two agree, the plane is the limit; where the Go one is
+faster, the Python client is.
 
     python -m benchmarks.ceiling --kubeconfig FILE --scheduler-name NAME \\
         [--concurrency 256] [--node-selector LABELS] [--metrics-port PORT]
@@ -14,13 +22,28 @@ import asyncio
 import itertools
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
 import prometheus_client
 
+from ascheduler.devcluster import versions
+from ascheduler.devcluster.build import ensure_go_program, staging_version
 from ascheduler.kube import ApiError, KubeClient
+
+GO_SOURCE = Path(__file__).resolve().parent / "ceiling_go"
+
+
+def go_binary(progress: Callable[[str], None] | None = None) -> Path:
+    """The Go ceiling, built on first use (seconds with a warm module cache)."""
+    return ensure_go_program(
+        "ceiling",
+        GO_SOURCE,
+        {"k8s.io/client-go": staging_version(versions.KUBERNETES_VERSION)},
+        progress=progress,
+    )
 
 
 class Ceiling:

@@ -1,25 +1,35 @@
-"""scheduler_perf-style runs: ascheduler, kube-scheduler and the ceiling on one plane.
+"""scheduler_perf-style runs: ascheduler, kube-scheduler and the ceilings on one plane.
 
     python -m benchmarks run --workload SchedulingBasic_500Nodes_1000Pods \\
-        [--scheduler ascheduler|kube-scheduler|ceiling|all] [--repeat N] [--out DIR] \\
+        [--mode steady|backlog|both] [--scheduler NAME|all] [--repeat N] [--out DIR] \\
         [--kubeconfig FILE]
 
 Without `--kubeconfig` it starts a local plane in benchmark mode (no API priority-and-fairness
 or inflight limits); with it, it uses that cluster, whose kwok must keep nodes annotated
 `kwok.x-k8s.io/node=fake` Ready. Either way it creates the workload's fake nodes (labelled
 `ascheduler.io/benchmark=<run>`, deleted at the end on a cluster it did not start) and runs every
-scheduler in turn against them, alternating over the repeats, each on its own namespace and
-schedulerName. A run creates the workload's initial pods and waits for them, then creates the
-measured pods as fast as the plane accepts them while a watch records when each pod's
-`spec.nodeName` is set.
+scheduler in turn against them, alternating over the repeats and modes, each on its own
+namespace and schedulerName. A run creates the workload's initial pods and waits until the
+scheduler has bound them; then, by mode:
 
-Reported per scheduler (median over the repeats): throughput (average, and p50/p90/p99 of the
-1 s samples with the first skipped, as scheduler_perf does), pod latency (creation -> bound
-seen), the scheduler process's CPU seconds and peak RSS, and API requests per measured pod
-(`rest_client_requests_total`, scraped from the process before and after the measured pods).
-kube-scheduler runs as the same admin identity as ascheduler, with qps/burst 5000/5000; the
-ceiling is `benchmarks.ceiling`, a binder without any scheduling logic. Ratios are taken run by
-run (repeat i of ascheduler against repeat i of the other) and reported as median, min, max.
+- **steady**: the measured pods are created as fast as the plane accepts them while the
+  scheduler runs. On a small machine creating pods competes with binding them and can set the
+  pace, so "pods created/s" is reported beside the throughput.
+- **backlog**: the scheduler is stopped, the measured pods are created, and a fresh scheduler
+  process starts on the backlog (the restart-with-a-backlog case: an upgrade, a 10,000-pod
+  Job). Reported: the time from its start to the first and the last bind, and the throughput
+  between them; its CPU, RSS and requests count from its start.
+
+A watch records when each pod's `spec.nodeName` is set. Reported per scheduler (median over
+the repeats): throughput (average, and p50/p90/p99 of the 1 s samples: in steady mode with the
+first skipped, as scheduler_perf does; in backlog mode the full seconds from the first bind),
+pod latency (steady: creation -> bound seen), the scheduler process's CPU seconds and peak RSS,
+and API requests per measured pod (`rest_client_requests_total`, scraped from the process).
+kube-scheduler runs as the same admin identity as ascheduler, with qps/burst 5000/5000. The
+ceilings are binders without any scheduling logic (`benchmarks.ceiling`): `ceiling-go` on
+client-go, `ceiling-python` on ascheduler's client; the faster of the two, run by run, is
+"the ceiling", and the result says which one the plane hits. Ratios are taken run by run
+(repeat i of ascheduler against repeat i of the other) and reported as median, min, max.
 """
 
 from __future__ import annotations
@@ -51,10 +61,13 @@ from ascheduler.devcluster.plane import free_port, kube_scheduler_config
 from ascheduler.devcluster.processes import ProcessRecord, is_alive, spawn, stop
 from ascheduler.kube import KubeClient
 from benchmarks import report
+from benchmarks.ceiling import go_binary
 from benchmarks.common import ascheduler_argv, bench_plane, cpu_seconds, rss_bytes
 from benchmarks.workloads import WORKLOADS, Workload
 
-SCHEDULERS = ("ascheduler", "kube-scheduler", "ceiling")
+SCHEDULERS = ("ascheduler", "kube-scheduler", "ceiling-go", "ceiling-python")
+CEILINGS = ("ceiling-go", "ceiling-python")
+MODES = ("steady", "backlog")
 RESULTS = Path(__file__).parent / "results"
 BENCH_LABEL = "ascheduler.io/benchmark"
 RUN_TIMEOUT = 900.0
@@ -114,21 +127,24 @@ def start_scheduler(
             "--v=1",
         ]
         return target.start(f"kube-scheduler-{name}", argv)
-    if which == "ceiling":
+    if which in CEILINGS:
+        head = (
+            [str(go_binary())]
+            if which == "ceiling-go"
+            else [sys.executable, "-m", "benchmarks.ceiling"]
+        )
         argv = [
-            sys.executable,
-            "-m",
-            "benchmarks.ceiling",
+            *head,
             "--kubeconfig",
             target.kubeconfig,
             "--scheduler-name",
             name,
             "--node-selector",
-            f"{BENCH_LABEL}",
+            BENCH_LABEL,
             "--metrics-port",
             str(port),
         ]
-        return target.start(f"ceiling-{name}", argv)
+        return target.start(f"{which}-{name}", argv)
     argv = ascheduler_argv(
         target.kubeconfig, "--scheduler-name", name, *workload.ascheduler_args, http_port=port
     )
@@ -213,24 +229,243 @@ async def watch_bound(
                         return
 
 
+class Run:
+    """One scheduler, one mode, one repeat: its namespace, its process, what the watch saw."""
+
+    def __init__(
+        self,
+        target: Target,
+        kube: KubeClient,
+        scrape: aiohttp.ClientSession,
+        workload: Workload,
+        which: str,
+        namespace: str,
+        progress: bool,
+    ) -> None:
+        self.target = target
+        self.kube = kube
+        self.scrape = scrape
+        self.workload = workload
+        self.which = which
+        self.namespace = namespace
+        self.name = namespace.removeprefix("bench-")
+        self.progress = progress
+        self.created: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
+        self.initial = [
+            workload.pod(f"init-{i}", self.name, i) for i in range(workload.initial_pods)
+        ]
+        self.measured = [
+            workload.pod(f"m-{i}", self.name, workload.initial_pods + i)
+            for i in range(workload.measured_pods)
+        ]
+        self.done = asyncio.Event()
+        self.watcher: asyncio.Task[None] | None = None
+        self.record: ProcessRecord | None = None
+        self.port = 0
+
+    def start(self) -> float:
+        """A fresh scheduler process on a fresh metrics port; when it was started."""
+        self.port = free_port()
+        self.record = start_scheduler(self.target, self.workload, self.which, self.name, self.port)
+        return time.monotonic()
+
+    def stop(self) -> None:
+        if self.record is not None:
+            self.target.stop(self.record)
+            self.record = None
+
+    def check(self) -> ProcessRecord:
+        """The scheduler's process, after checking it and the watch are still going."""
+        if self.watcher is not None and self.watcher.done() and not self.done.is_set():
+            self.watcher.result()  # raises what stopped it
+        if self.record is None or not is_alive(self.record):
+            log = self.record.log if self.record else "its log"
+            raise RuntimeError(f"{self.which} exited; see {log}")
+        return self.record
+
+    def bound_measured(self) -> int:
+        return sum(1 for n in self.bound if n.startswith("m-"))
+
+    def show(self, index: int, mode: str, rate: int) -> None:
+        if self.progress:
+            print(
+                f"\r  {self.which} {mode} run {index}: {self.bound_measured()}/"
+                f"{len(self.measured)} bound, {rate} pods/s   ",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    async def bind_initial(self) -> None:
+        """Start the scheduler and the watch; create the initial pods and wait until bound."""
+        total = len(self.initial) + len(self.measured)
+        self.watcher = asyncio.create_task(
+            watch_bound(self.kube, self.namespace, self.bound, total, self.done)
+        )
+        self.start()
+        await create_all(self.kube, self.namespace, self.initial, self.created)
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while sum(1 for n in self.bound if n.startswith("init-")) < len(self.initial):
+            self.check()
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{self.which}: initial pods not bound after {RUN_TIMEOUT:.0f} s"
+                )
+            await asyncio.sleep(0.1)
+
+    async def steady(self, index: int) -> dict[str, Any]:
+        record = self.check()
+        # The initial pods' events may still be queued: let them go out before counting.
+        requests0 = await settled_requests(self.scrape, self.which, self.port)
+        cpu0 = cpu_seconds(record.pid)
+        peak = rss_bytes(record.pid)
+        start = time.monotonic()
+
+        async def create_measured() -> float:
+            await create_all(self.kube, self.namespace, self.measured, self.created)
+            return time.monotonic()
+
+        creating = asyncio.create_task(create_measured())
+        samples: list[int] = []
+        last = 0
+        try:
+            while not self.done.is_set():
+                await asyncio.sleep(1.0)
+                if creating.done() and creating.exception():
+                    creating.result()
+                record = self.check()
+                now_bound = self.bound_measured()
+                samples.append(now_bound - last)
+                last = now_bound
+                peak = max(peak, rss_bytes(record.pid))
+                self.show(index, "steady", samples[-1])
+                if time.monotonic() - start > RUN_TIMEOUT:
+                    raise TimeoutError(
+                        f"{self.which}: {now_bound}/{len(self.measured)} bound after "
+                        f"{RUN_TIMEOUT:.0f} s"
+                    )
+            created_at = await creating
+        finally:
+            creating.cancel()
+        cpu = cpu_seconds(record.pid) - cpu0
+        requests1 = await settled_requests(self.scrape, self.which, self.port)
+        requests = {k: v - requests0.get(k, 0.0) for k, v in requests1.items()}
+        end = max(self.bound[n] for n in self.bound if n.startswith("m-"))
+        latencies = [
+            self.bound[n] - self.created[n]
+            for n in self.bound
+            if n.startswith("m-") and n in self.created
+        ]
+        measured_samples = samples[1:] or samples
+        return {
+            "scheduler": self.which,
+            "mode": "steady",
+            "pods": len(self.measured),
+            **throughput(len(self.measured), end - start, measured_samples),
+            "latency_p50": percentile(latencies, 0.5),
+            "latency_p90": percentile(latencies, 0.9),
+            "latency_p99": percentile(latencies, 0.99),
+            "cpu_seconds": cpu,
+            "peak_rss_bytes": peak,
+            **request_counts(requests, len(self.measured)),
+            # How fast the harness created the measured pods: a scheduler cannot bind faster.
+            "created_per_s": len(self.measured) / max(created_at - start, 1e-3),
+            "samples": samples,
+        }
+
+    async def backlog(self, index: int) -> dict[str, Any]:
+        self.stop()
+        began = time.monotonic()
+        await create_all(self.kube, self.namespace, self.measured, self.created)
+        created_per_s = len(self.measured) / max(time.monotonic() - began, 1e-3)
+        if early := self.bound_measured():
+            raise RuntimeError(f"{self.which}: {early} pods bound while no scheduler ran")
+        started = self.start()
+        record = self.check()
+        peak = rss_bytes(record.pid)
+        last = 0
+        while not self.done.is_set():
+            await asyncio.sleep(1.0)
+            record = self.check()
+            peak = max(peak, rss_bytes(record.pid))
+            now_bound = self.bound_measured()
+            self.show(index, "backlog", now_bound - last)
+            last = now_bound
+            if time.monotonic() - started > RUN_TIMEOUT:
+                raise TimeoutError(
+                    f"{self.which}: {now_bound}/{len(self.measured)} bound after "
+                    f"{RUN_TIMEOUT:.0f} s"
+                )
+        cpu = cpu_seconds(record.pid)  # all of it: the start, the lists, the binds
+        requests = await settled_requests(self.scrape, self.which, self.port)
+        times = sorted(self.bound[n] for n in self.bound if n.startswith("m-"))
+        first, end = times[0], times[-1]
+        samples = per_second(times, first)
+        return {
+            "scheduler": self.which,
+            "mode": "backlog",
+            "pods": len(self.measured),
+            **throughput(len(times), end - first, samples[:-1] or samples),
+            "first_bind_s": first - started,
+            "last_bind_s": end - started,
+            "cpu_seconds": cpu,
+            "peak_rss_bytes": peak,
+            **request_counts(requests, len(self.measured)),
+            "created_per_s": created_per_s,
+            "samples": samples,
+        }
+
+
+def throughput(pods: int, seconds: float, samples: Sequence[int]) -> dict[str, float]:
+    return {
+        "throughput_avg": pods / max(seconds, 1e-3),
+        "throughput_p50": percentile(samples, 0.5),
+        "throughput_p90": percentile(samples, 0.9),
+        "throughput_p99": percentile(samples, 0.99),
+    }
+
+
+def request_counts(requests: dict[str, float], pods: int) -> dict[str, Any]:
+    kept = {k: v for k, v in sorted(requests.items()) if v}
+    return {"requests_per_pod": sum(kept.values()) / pods, "requests": kept}
+
+
+def per_second(times: Sequence[float], start: float) -> list[int]:
+    """How many of `times` fall in each second from `start` (the last second may be partial)."""
+    counts = [0] * (int(max(times) - start) + 1)
+    for t in times:
+        counts[int(t - start)] += 1
+    return counts
+
+
 async def one_run(
-    target: Target, workload: Workload, which: str, run_id: str, index: int, progress: bool
+    target: Target,
+    workload: Workload,
+    which: str,
+    mode: str,
+    run_id: str,
+    index: int,
+    progress: bool,
 ) -> dict[str, Any]:
-    name = f"{which}-{run_id}-{index}"
-    namespace = f"bench-{name}"
-    port = free_port()
+    namespace = f"bench-{which}-{mode[0]}-{run_id}-{index}"
     async with (
         await KubeClient.connect(target.kubeconfig, pool_size=72, user_agent="bench") as kube,
         aiohttp.ClientSession() as scrape,
     ):
         await kube.post("/api/v1/namespaces", {"metadata": {"name": namespace}})
-        record = start_scheduler(target, workload, which, name, port)
+        run = Run(target, kube, scrape, workload, which, namespace, progress)
         try:
-            return await _measure(
-                kube, scrape, workload, which, record, port, namespace, index, progress
-            )
+            await run.bind_initial()
+            if mode == "steady":
+                return await run.steady(index)
+            return await run.backlog(index)
         finally:
-            target.stop(record)
+            if run.watcher is not None:
+                run.watcher.cancel()
+            if progress:
+                print(file=sys.stderr)
+            run.stop()
             # So the next run starts on empty nodes and an idle plane.
             await kube.request(
                 "DELETE",
@@ -239,108 +474,6 @@ async def one_run(
                 timeout=600,
             )
             await kube.request("DELETE", f"/api/v1/namespaces/{namespace}")
-
-
-async def _measure(
-    kube: KubeClient,
-    scrape: aiohttp.ClientSession,
-    workload: Workload,
-    which: str,
-    record: ProcessRecord,
-    port: int,
-    namespace: str,
-    index: int,
-    progress: bool,
-) -> dict[str, Any]:
-    scheduler_name = namespace.removeprefix("bench-")
-    created: dict[str, float] = {}
-    bound: dict[str, float] = {}
-    initial = [workload.pod(f"init-{i}", scheduler_name, i) for i in range(workload.initial_pods)]
-    measured = [
-        workload.pod(f"m-{i}", scheduler_name, workload.initial_pods + i)
-        for i in range(workload.measured_pods)
-    ]
-    total = len(initial) + len(measured)
-    done = asyncio.Event()
-    watcher = asyncio.create_task(watch_bound(kube, namespace, bound, total, done))
-    try:
-        await create_all(kube, namespace, initial, created)
-        deadline = time.monotonic() + RUN_TIMEOUT
-        while sum(1 for n in bound if n.startswith("init-")) < len(initial):
-            if watcher.done():
-                watcher.result()  # raises what stopped it
-            if not is_alive(record):
-                raise RuntimeError(f"{which} exited; see {record.log}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{which}: initial pods not bound after {RUN_TIMEOUT:.0f} s")
-            await asyncio.sleep(0.1)
-        # The initial pods' events may still be queued: let them go out before counting.
-        requests0 = await settled_requests(scrape, which, port)
-        cpu0 = cpu_seconds(record.pid)
-        peak = rss_bytes(record.pid)
-        start = time.monotonic()
-
-        async def create_measured() -> float:
-            await create_all(kube, namespace, measured, created)
-            return time.monotonic()
-
-        creating = asyncio.create_task(create_measured())
-        samples: list[int] = []
-        last = 0
-        while not done.is_set():
-            await asyncio.sleep(1.0)
-            if watcher.done() and not done.is_set():
-                watcher.result()
-            if creating.done() and creating.exception():
-                creating.result()
-            if not is_alive(record):
-                raise RuntimeError(f"{which} exited; see {record.log}")
-            now_bound = sum(1 for n in bound if n.startswith("m-"))
-            samples.append(now_bound - last)
-            last = now_bound
-            peak = max(peak, rss_bytes(record.pid))
-            if progress:
-                print(
-                    f"\r  {which} run {index}: {now_bound}/{len(measured)} bound, "
-                    f"{samples[-1]} pods/s   ",
-                    end="",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            if time.monotonic() - start > RUN_TIMEOUT:
-                raise TimeoutError(
-                    f"{which}: {now_bound}/{len(measured)} bound after {RUN_TIMEOUT:.0f} s"
-                )
-        created_at = await creating
-        cpu = cpu_seconds(record.pid) - cpu0
-        requests1 = await settled_requests(scrape, which, port)
-        requests = {k: v - requests0.get(k, 0.0) for k, v in requests1.items()}
-        requests = {k: v for k, v in sorted(requests.items()) if v}
-    finally:
-        watcher.cancel()
-        if progress:
-            print(file=sys.stderr)
-    end = max(bound[n] for n in bound if n.startswith("m-"))
-    latencies = [bound[n] - created[n] for n in bound if n.startswith("m-") and n in created]
-    measured_samples = samples[1:] or samples
-    return {
-        "scheduler": which,
-        "pods": len(measured),
-        "throughput_avg": len(measured) / max(end - start, 1e-3),
-        "throughput_p50": percentile(measured_samples, 0.5),
-        "throughput_p90": percentile(measured_samples, 0.9),
-        "throughput_p99": percentile(measured_samples, 0.99),
-        "latency_p50": percentile(latencies, 0.5),
-        "latency_p90": percentile(latencies, 0.9),
-        "latency_p99": percentile(latencies, 0.99),
-        "cpu_seconds": cpu,
-        "peak_rss_bytes": peak,
-        "requests_per_pod": sum(requests.values()) / len(measured),
-        "requests": requests,
-        # How fast the harness created the measured pods: a scheduler cannot bind faster.
-        "created_per_s": len(measured) / max(created_at - start, 1e-3),
-        "samples": samples,
-    }
 
 
 async def create_nodes(kubeconfig: str, workload: Workload, run_id: str) -> list[str]:
@@ -359,40 +492,97 @@ async def delete_nodes(kubeconfig: str, names: list[str]) -> None:
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = [k for k in runs[0] if k not in ("scheduler", "samples", "requests")]
+    keys = [k for k in runs[0] if k not in ("scheduler", "mode", "samples", "requests")]
     return {k: statistics.median(r[k] for r in runs) for k in keys}
 
 
-# metric -> how tables name it
+#: What ascheduler is compared with kube-scheduler on, by mode (lower is better for all but
+#: throughput).
 RATIOS = {
-    "throughput_avg": "throughput",
-    "latency_p99": "latency p99",
-    "peak_rss_bytes": "peak RSS",
-    "requests_per_pod": "API requests per pod",
+    "steady": (
+        "throughput_avg",
+        "latency_p99",
+        "cpu_seconds",
+        "peak_rss_bytes",
+        "requests_per_pod",
+    ),
+    "backlog": (
+        "throughput_avg",
+        "first_bind_s",
+        "last_bind_s",
+        "cpu_seconds",
+        "peak_rss_bytes",
+        "requests_per_pod",
+    ),
 }
 
 
-def ratios(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, float]]:
-    """ascheduler / other, run by run, for each metric in RATIOS: median, min and max."""
+def _spread(per_run: Sequence[float]) -> dict[str, float]:
+    return {"median": statistics.median(per_run), "min": min(per_run), "max": max(per_run)}
+
+
+def faster_ceiling(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
+    """Run by run, whichever ceiling bound faster (either one if only one ran)."""
+    present = [runs[c] for c in CEILINGS if runs.get(c)]
+    if not present:
+        return None
+    return [max(group, key=lambda r: r["throughput_avg"]) for group in zip(*present, strict=True)]
+
+
+def ratios(runs: dict[str, list[dict[str, Any]]], mode: str = "steady") -> dict[str, Any]:
+    """Run by run, as median, min and max: ascheduler / kube-scheduler on each metric of the
+    mode; ascheduler's throughput over each ceiling's and over the faster one's ("ceiling");
+    and ceiling-python / ceiling-go, which says whether the Python client is a limit."""
     out: dict[str, dict[str, float]] = {}
-    if "ascheduler" not in runs:
-        return out
-    for other in ("kube-scheduler", "ceiling"):
-        if other not in runs:
-            continue
-        for key in RATIOS if other == "kube-scheduler" else ("throughput_avg",):
-            per_run = [
-                a[key] / b[key]
-                for a, b in zip(runs["ascheduler"], runs[other], strict=True)
-                if b[key]
-            ]
-            if per_run:
-                out[f"{key} ascheduler/{other}"] = {
-                    "median": statistics.median(per_run),
-                    "min": min(per_run),
-                    "max": max(per_run),
-                }
+    others: dict[str, list[dict[str, Any]]] = {
+        name: runs[name] for name in ("kube-scheduler", *CEILINGS) if runs.get(name)
+    }
+    if (faster := faster_ceiling(runs)) is not None:
+        others["ceiling"] = faster
+    if runs.get("ascheduler"):
+        for other, theirs in others.items():
+            keys = RATIOS[mode] if other == "kube-scheduler" else ("throughput_avg",)
+            for key in keys:
+                per_run = [
+                    a[key] / b[key]
+                    for a, b in zip(runs["ascheduler"], theirs, strict=True)
+                    if b.get(key)
+                ]
+                if per_run:
+                    out[f"{key} ascheduler/{other}"] = _spread(per_run)
+    if runs.get("ceiling-go") and runs.get("ceiling-python"):
+        per_run = [
+            p["throughput_avg"] / g["throughput_avg"]
+            for p, g in zip(runs["ceiling-python"], runs["ceiling-go"], strict=True)
+            if g["throughput_avg"]
+        ]
+        if per_run:
+            out["throughput_avg ceiling-python/ceiling-go"] = _spread(per_run)
     return out
+
+
+#: Ceilings closer than this (as slower / faster) are the same limit: the plane's.
+SAME_LIMIT = 0.9
+
+
+def ceiling_verdict(summary: dict[str, dict[str, Any]]) -> str:
+    """Which limit the ceilings show: the plane's, or a client library's."""
+    rates = {c: summary[c]["throughput_avg"] for c in CEILINGS if c in summary}
+    if len(rates) < 2:
+        return ""
+    go, python = rates["ceiling-go"], rates["ceiling-python"]
+    slower, faster = sorted((go, python))
+    if slower >= SAME_LIMIT * faster:
+        return (
+            f"the plane: client-go and the Python client bind at the same rate "
+            f"({go:.0f} and {python:.0f} pods/s)"
+        )
+    if python < go:
+        return (
+            f"the Python client: client-go binds {go:.0f} pods/s, ascheduler's client "
+            f"{python:.0f} ({python / go:.2f} of it)"
+        )
+    return f"client-go's transport: the Python client binds {python:.0f} pods/s, client-go {go:.0f}"
 
 
 def main(argv: Sequence[str]) -> int:
@@ -402,7 +592,13 @@ def main(argv: Sequence[str]) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
-    parser.add_argument("--scheduler", default="all", choices=[*SCHEDULERS, "all"])
+    parser.add_argument("--mode", default="both", choices=[*MODES, "both"])
+    parser.add_argument(
+        "--scheduler",
+        action="append",
+        choices=[*SCHEDULERS, "all"],
+        help="run this one (repeatable; default: all)",
+    )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--kubeconfig", help="use this cluster instead of a local plane")
@@ -412,10 +608,14 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     args = parser.parse_args(argv)
     workload = WORKLOADS[args.workload]
-    which = SCHEDULERS if args.scheduler == "all" else (args.scheduler,)
+    chosen = args.scheduler or ["all"]
+    which = SCHEDULERS if "all" in chosen else tuple(dict.fromkeys(chosen))
+    modes = MODES if args.mode == "both" else (args.mode,)
     run_id = uuid.uuid4().hex[:6]
+    if any(w == "ceiling-go" for w in which):
+        go_binary(None if args.quiet else lambda m: print(m, file=sys.stderr))
 
-    runs: dict[str, list[dict[str, Any]]] = {w: [] for w in which}
+    runs = {m: {w: [] for w in which} for m in modes}
     with ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ascheduler-bench-")))
         if args.kubeconfig:
@@ -431,33 +631,41 @@ def main(argv: Sequence[str]) -> int:
             stack.callback(lambda: asyncio.run(delete_nodes(target.kubeconfig, names)))
         asyncio.run(create_nodes(target.kubeconfig, workload, run_id))
         for i in range(args.repeat):
-            for w in which:  # alternate, so drift in the machine hits every scheduler
-                runs[w].append(asyncio.run(one_run(target, workload, w, run_id, i, not args.quiet)))
+            for mode in modes:
+                for w in which:  # alternate, so drift in the machine hits every scheduler
+                    runs[mode][w].append(
+                        asyncio.run(one_run(target, workload, w, mode, run_id, i, not args.quiet))
+                    )
 
-    result = {
-        "workload": workload.name,
-        "run_id": run_id,
-        "description": workload.description,
-        "nodes": workload.node_count(),
-        "initial_pods": workload.initial_pods,
-        "measured_pods": workload.measured_pods,
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "repeat": args.repeat,
-        "plane": "kubeconfig" if args.kubeconfig else "local (benchmark mode)",
-        "summary": {w: summarise(r) for w, r in runs.items()},
-        "ratios": ratios(runs),
-        "runs": runs,
-        "versions": {
-            "kubernetes": versions.KUBERNETES_VERSION,
-            "etcd": versions.ETCD_VERSION,
-            "kwok": versions.KWOK_VERSION,
-            "python": platform.python_version(),
-        },
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-    }
-    paths = report.write(result, args.out)
-    print(paths["md"].read_text())
-    print(f"wrote {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+    date = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    for mode in modes:
+        summary = {w: summarise(r) for w, r in runs[mode].items()}
+        result = {
+            "workload": workload.name,
+            "mode": mode,
+            "run_id": run_id,
+            "description": workload.description,
+            "nodes": workload.node_count(),
+            "initial_pods": workload.initial_pods,
+            "measured_pods": workload.measured_pods,
+            "date": date,
+            "repeat": args.repeat,
+            "plane": "kubeconfig" if args.kubeconfig else "local (benchmark mode)",
+            "summary": summary,
+            "ratios": ratios(runs[mode], mode),
+            "ceiling_limit": ceiling_verdict(summary),
+            "runs": runs[mode],
+            "versions": {
+                "kubernetes": versions.KUBERNETES_VERSION,
+                "etcd": versions.ETCD_VERSION,
+                "kwok": versions.KWOK_VERSION,
+                "python": platform.python_version(),
+            },
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        }
+        paths = report.write(result, args.out)
+        print(paths["md"].read_text())
+        print(f"wrote {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
     if not args.no_readme and args.out.resolve() == RESULTS.resolve():
         report.update_readme(RESULTS)
     return 0

@@ -6,7 +6,8 @@ modules with replace directives. So, as kubernetes-sigs/scheduler-plugins does, 
 small wrapper module that requires `k8s.io/kubernetes vX` and replaces every staging module
 with its published `v0.<minor>.<patch>` release, the list read from that release's own go.mod.
 etcd gets a wrapper `main` package over `go.etcd.io/etcd/server/v3/etcdmain`; kwok installs
-as it is.
+as it is. `ensure_go_program` builds a small program of this repository's (the benchmarks' Go
+ceiling) the same way, from its `.go` files and a generated go.mod.
 
 Everything generated lives outside the repository, under the cache directory:
 
@@ -21,6 +22,7 @@ leaves a binary that looks complete.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -382,6 +384,29 @@ class _Builder:
                     ) from exc
             (out / "stages.yaml").write_text("\n---\n".join(documents) + "\n")
 
+    def build_program(
+        self, name: str, sources: Mapping[str, str], requires: Mapping[str, str], binary: Path
+    ) -> None:
+        step = f"{name} ({binary.parent.name})"
+        log = self._fresh_log(name)
+        src = self.cache / "src" / binary.parent.name
+        src.mkdir(parents=True, exist_ok=True)
+        self.progress(f"building {name}")
+        for file_name, text in sources.items():
+            (src / file_name).write_text(text)
+        lines = "".join(f"\t{module} {version}\n" for module, version in sorted(requires.items()))
+        (src / "go.mod").write_text(
+            f"module ascheduler.local/{name}\n\ngo 1.25.0\n\nrequire (\n{lines})\n"
+        )
+        self.run(f"{step}: go mod tidy", [self.go, "mod", "tidy"], cwd=src, log=log)
+        with self.staged(binary.parent) as out:
+            self.run(
+                f"{step}: go build",
+                [self.go, "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out / name), "."],
+                cwd=src,
+                log=log,
+            )
+
     def _fresh_log(self, component: str) -> Path:
         log = self.logs / f"build-{component}.log"
         log.write_text("")
@@ -419,3 +444,34 @@ def ensure_built(
     if missing := bins.missing():
         raise BuildError("install", f"binaries still missing after the build: {missing}")
     return bins
+
+
+def ensure_go_program(
+    name: str,
+    source_dir: Path,
+    requires: Mapping[str, str],
+    *,
+    cache: Path | None = None,
+    progress: Progress | None = None,
+) -> Path:
+    """The binary built from the `.go` files in `source_dir` (package main) with the modules
+    `requires` names at those versions; built once per content, under the same lock as the
+    plane's binaries, and reused while its sources and versions are unchanged."""
+    sources = {p.name: p.read_text() for p in sorted(source_dir.glob("*.go"))}
+    if not sources:
+        raise BuildError(name, f"no .go files in {source_dir}")
+    digest = hashlib.sha256(
+        json.dumps([sources, sorted(requires.items())], sort_keys=True).encode()
+    ).hexdigest()[:12]
+    root = cache or cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    binary = root / "bin" / f"{name}-{digest}" / name
+    with (root / "build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _missing(binary):
+            _Builder(root, progress or (lambda _msg: None)).build_program(
+                name, sources, requires, binary
+            )
+    if _missing(binary):
+        raise BuildError(name, f"{binary} still missing after the build")
+    return binary

@@ -196,12 +196,10 @@ class KubeClient:
         self.config = config
         self.limiter = limiter
         self.server = str(config.host).rstrip("/")
-        self._requests = {
-            method: REST_CLIENT_REQUESTS.labels(
-                code="200", method=method, host=self.server.split("://", 1)[-1]
-            )
-            for method in ("GET", "POST", "PATCH", "PUT", "DELETE")
-        }
+        self._host = self.server.split("://", 1)[-1]
+        #: rest_client_requests_total's children by (method, code), so that counting a
+        #: request is a dict lookup and an increment.
+        self._requests: dict[tuple[str, str], Any] = {}
         connector = aiohttp.TCPConnector(limit=pool_size, ssl=_ssl_context(config))
         self.session = aiohttp.ClientSession(
             connector=connector,
@@ -247,11 +245,14 @@ class KubeClient:
 
     def count(self, method: str, code: int | str) -> None:
         """One request in `rest_client_requests_total` (client-go's name and labels)."""
-        if code == 200 and method in self._requests:
-            self._requests[method].inc()  # the common case, without a label lookup
-        else:
-            host = self.server.split("://", 1)[-1]
-            REST_CLIENT_REQUESTS.labels(code=str(code), method=method, host=host).inc()
+        key = (method, str(code))
+        child = self._requests.get(key)
+        if child is None:
+            if len(self._requests) >= 256:  # methods x codes is small; never let it grow
+                self._requests.clear()
+            child = REST_CLIENT_REQUESTS.labels(code=key[1], method=method, host=self._host)
+            self._requests[key] = child
+        child.inc()
 
     async def request(
         self,

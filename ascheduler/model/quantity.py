@@ -86,6 +86,22 @@ def parse_milli(text: object) -> int:
     return saturate(math.ceil(parse_fraction(text) * 1000))
 
 
+#: parse_resource's answers for text it has seen: pods repeat a handful of quantities
+#: (`100m`, `500Mi`) thousands of times, and every watch event re-reads them.
+_SEEN: dict[tuple[bool, str], int] = {}
+_SEEN_MAX = 4096
+
+
 def parse_resource(name: str, text: object) -> int:
     """A resource's quantity in the unit the scheduler uses for it (millicores for cpu)."""
-    return parse_milli(text) if name == "cpu" else parse_value(text)
+    milli = name == "cpu"
+    if type(text) is not str:
+        return parse_milli(text) if milli else parse_value(text)
+    key = (milli, text)
+    value = _SEEN.get(key)
+    if value is None:
+        value = parse_milli(text) if milli else parse_value(text)  # raises before it is kept
+        if len(_SEEN) >= _SEEN_MAX:
+            _SEEN.clear()  # a pod naming thousands of made-up quantities: start again
+        _SEEN[key] = value
+    return value

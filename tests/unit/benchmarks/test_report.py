@@ -1,45 +1,68 @@
+"""What a benchmark run reports: medians and run-by-run ratios per mode, the faster ceiling and
+which limit the ceilings show, the result files, and README.md's tables (one per mode) from
+the newest result of each workload and mode."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from benchmarks import report
-from benchmarks.run import percentile, ratios, summarise
+from benchmarks.run import ceiling_verdict, per_second, percentile, ratios, summarise
+
+BASIC = "SchedulingBasic_500Nodes_1000Pods"
 
 
-def run_result(scheduler: str, pods_per_s: float, rss: int = 100 * 2**20) -> dict[str, Any]:
+def run_result(
+    scheduler: str, pods_per_s: float, *, mode: str = "steady", rss: int = 100 * 2**20
+) -> dict[str, Any]:
+    paced = (
+        {"first_bind_s": 1.5, "last_bind_s": 10.0}
+        if mode == "backlog"
+        else {"latency_p50": 0.5, "latency_p90": 0.8, "latency_p99": 1.0}
+    )
     return {
         "scheduler": scheduler,
+        "mode": mode,
         "pods": 100,
         "throughput_avg": pods_per_s,
         "throughput_p50": pods_per_s,
         "throughput_p90": pods_per_s,
         "throughput_p99": pods_per_s,
-        "latency_p50": 0.5,
-        "latency_p90": 0.8,
-        "latency_p99": 1.0,
+        **paced,
         "cpu_seconds": 3.0,
         "peak_rss_bytes": rss,
         "requests_per_pod": 2.0,
+        "requests": {"POST 201": 200.0},
         "created_per_s": 900.0,
         "samples": [10, int(pods_per_s), int(pods_per_s)],
     }
 
 
-def result(workload: str, date: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    return {
+def result(
+    workload: str, date: str, runs: dict[str, list[dict[str, Any]]], mode: str | None = "steady"
+) -> dict[str, Any]:
+    summary = {w: summarise(r) for w, r in runs.items()}
+    data = {
         "workload": workload,
+        "mode": mode,
         "description": "d",
         "date": date,
         "repeat": len(next(iter(runs.values()))),
         "plane": "local",
-        "summary": {w: summarise(r) for w, r in runs.items()},
-        "ratios": ratios(runs),
+        "summary": summary,
+        "ratios": ratios(runs, mode or "steady"),
+        "ceiling_limit": ceiling_verdict(summary),
         "runs": runs,
         "versions": {"kubernetes": "v1.35.4"},
         "machine": {"cpus": 2},
     }
+    if mode is None:  # written before there were modes
+        del data["mode"]
+    return data
 
 
 def test_percentile_and_summary_are_medians_of_runs() -> None:
@@ -48,48 +71,98 @@ def test_percentile_and_summary_are_medians_of_runs() -> None:
     assert percentile(range(101), 0.99) == 99
     s = summarise([run_result("a", 100), run_result("a", 300), run_result("a", 200)])
     assert s["throughput_avg"] == 200
+    assert "mode" not in s
+    assert "requests" not in s
+
+
+def test_per_second_counts_binds_in_each_second_from_the_first() -> None:
+    assert per_second([10.0, 10.2, 10.9, 11.0, 12.5], 10.0) == [3, 1, 1]
+    assert per_second([3.0], 3.0) == [1]
 
 
 def test_ratios_pair_runs_by_index() -> None:
     runs = {
         "ascheduler": [run_result("ascheduler", 300), run_result("ascheduler", 200)],
         "kube-scheduler": [run_result("kube-scheduler", 100), run_result("kube-scheduler", 200)],
-        "ceiling": [run_result("ceiling", 600), run_result("ceiling", 400)],
+        "ceiling-go": [run_result("ceiling-go", 600), run_result("ceiling-go", 250)],
+        "ceiling-python": [run_result("ceiling-python", 300), run_result("ceiling-python", 400)],
     }
     r = ratios(runs)
     assert r["throughput_avg ascheduler/kube-scheduler"] == {"median": 2.0, "min": 1.0, "max": 3.0}
-    assert r["throughput_avg ascheduler/ceiling"]["median"] == 0.5
     assert r["peak_rss_bytes ascheduler/kube-scheduler"]["median"] == 1.0
+    assert r["throughput_avg ascheduler/ceiling-go"] == {"median": 0.65, "min": 0.5, "max": 0.8}
+    # The ceiling is the faster one run by run: go's 600, then python's 400.
+    assert r["throughput_avg ascheduler/ceiling"] == {"median": 0.5, "min": 0.5, "max": 0.5}
+    assert r["throughput_avg ceiling-python/ceiling-go"]["max"] == 1.6
     assert "latency_p99 ascheduler/ceiling" not in r
     assert ratios({"kube-scheduler": runs["kube-scheduler"]}) == {}
 
 
-def test_write_leaves_json_markdown_and_png(tmp_path: Path) -> None:
-    runs = {"ascheduler": [run_result("ascheduler", 300)], "ceiling": [run_result("ceiling", 400)]}
-    paths = report.write(result("W", "2026-01-02T03:04:05+00:00", runs), tmp_path)
-    assert paths["json"].name == "2026-01-02-W.json"
-    assert json.loads(paths["json"].read_text())["summary"]["ceiling"]["throughput_avg"] == 400
+def test_backlog_ratios_compare_time_to_the_binds_not_latency() -> None:
+    runs = {
+        "ascheduler": [run_result("ascheduler", 300, mode="backlog")],
+        "kube-scheduler": [run_result("kube-scheduler", 100, mode="backlog")],
+    }
+    r = ratios(runs, "backlog")
+    assert r["first_bind_s ascheduler/kube-scheduler"]["median"] == 1.0
+    assert r["last_bind_s ascheduler/kube-scheduler"]["median"] == 1.0
+    assert not [k for k in r if k.startswith("latency")]
+
+
+@pytest.mark.parametrize(
+    ("go", "python", "says"),
+    [
+        (1000, 950, "the plane: client-go and the Python client bind at the same rate"),
+        (1000, 600, "the Python client: client-go binds 1000 pods/s, ascheduler's client 600"),
+        (500, 900, "client-go's transport"),
+    ],
+)
+def test_the_verdict_names_the_limit_the_ceilings_show(go: int, python: int, says: str) -> None:
+    summary = {
+        "ceiling-go": summarise([run_result("ceiling-go", go)]),
+        "ceiling-python": summarise([run_result("ceiling-python", python)]),
+    }
+    assert ceiling_verdict(summary).startswith(says)
+    assert ceiling_verdict({"ceiling-go": summary["ceiling-go"]}) == ""
+
+
+def test_write_leaves_json_markdown_and_png_per_mode(tmp_path: Path) -> None:
+    runs = {
+        "ascheduler": [run_result("ascheduler", 300, mode="backlog")],
+        "ceiling-go": [run_result("ceiling-go", 400, mode="backlog")],
+        "ceiling-python": [run_result("ceiling-python", 380, mode="backlog")],
+    }
+    paths = report.write(result("W", "2026-01-02T03:04:05+00:00", runs, "backlog"), tmp_path)
+    assert paths["json"].name == "2026-01-02-W-backlog.json"
+    assert json.loads(paths["json"].read_text())["summary"]["ceiling-go"]["throughput_avg"] == 400
     md = paths["md"].read_text()
+    assert md.startswith("### W, backlog\n")
+    assert "| first bind s | last bind s |" in md
     assert "| ascheduler | 300 |" in md
     assert "| throughput_avg ascheduler/ceiling | 0.75 (0.75-0.75) |" in md
+    assert "The ceilings show the limit of the plane" in md
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_readme_table_takes_the_newest_result_of_each_workload(tmp_path: Path) -> None:
-    basic = "SchedulingBasic_500Nodes_1000Pods"
+def test_readme_tables_take_the_newest_result_of_each_workload_and_mode(tmp_path: Path) -> None:
     old = {"ascheduler": [run_result("ascheduler", 111)]}
     new = {
         "ascheduler": [run_result("ascheduler", 222)],
         "kube-scheduler": [run_result("kube-scheduler", 111, rss=200 * 2**20)],
     }
-    for name, date, runs in (
-        ("a", "2026-01-01T00:00:00+00:00", new),
-        ("b", "2025-12-01T00:00:00+00:00", old),
-        ("c", "2026-01-03T00:00:00+00:00", {"ascheduler": [run_result("ascheduler", 5)]}),
+    backlog = {
+        "ascheduler": [run_result("ascheduler", 900, mode="backlog")],
+        "kube-scheduler": [run_result("kube-scheduler", 300, mode="backlog")],
+        "ceiling-go": [run_result("ceiling-go", 1000, mode="backlog")],
+        "ceiling-python": [run_result("ceiling-python", 950, mode="backlog")],
+    }
+    for name, workload, date, runs, mode in (
+        ("a", BASIC, "2026-01-01T00:00:00+00:00", new, "steady"),
+        ("b", BASIC, "2025-12-01T00:00:00+00:00", old, None),
+        ("c", "Smoke_10Nodes_40Pods", "2026-01-03T00:00:00+00:00", old, "steady"),
+        ("d", BASIC, "2026-01-01T00:00:00+00:00", backlog, "backlog"),
     ):
-        workload = basic if name != "c" else "Smoke_10Nodes_40Pods"
-        data = result(workload, date, runs)
-        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+        (tmp_path / f"{name}.json").write_text(json.dumps(result(workload, date, runs, mode)))
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\nbefore\n{report.BEGIN}\nstale\n{report.END}\nafter\n")
     assert report.update_readme(tmp_path, readme)
@@ -97,9 +170,22 @@ def test_readme_table_takes_the_newest_result_of_each_workload(tmp_path: Path) -
     assert "stale" not in text
     assert text.startswith("# x\n\nbefore\n")
     assert text.endswith("after\n")
-    (row,) = [line for line in text.splitlines() if line.startswith(f"| {basic}")]
-    assert row.split(" | ")[1:5] == ["222", "111", "-", "2.00 (2.00-2.00)"]
+    steady, backlog_table = text.split(report.MODE_TITLES["backlog"])
+    (row,) = [line for line in steady.splitlines() if line.startswith(f"| {BASIC}")]
+    assert row.split(" | ")[1:5] == ["222", "111", "- / -", "2.00 (2.00-2.00)"]
     assert "100 / 200" in row
+    (row,) = [line for line in backlog_table.splitlines() if line.startswith(f"| {BASIC}")]
+    cells = row.split(" | ")
+    assert cells[1:7] == [
+        "900",
+        "300",
+        "1000 / 950",
+        "3.00 (3.00-3.00)",
+        "0.90 (0.90-0.90)",
+        "the plane",
+    ]
+    assert "1.5 / 1.5" in row  # first bind, ascheduler / kube-scheduler
+    assert "first bind s (a / k)" in backlog_table
     assert "Smoke" not in text  # smoke runs never reach the README
     assert report.update_readme(tmp_path, readme)  # idempotent: markers kept
     assert readme.read_text() == text

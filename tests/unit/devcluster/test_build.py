@@ -1,4 +1,5 @@
-"""Wrapper-module generation and the build's error paths (no Go build runs here)."""
+"""Wrapper-module generation, the cache of built programs and the build's error paths (a fake
+`go` stands in: no Go build runs here)."""
 
 from __future__ import annotations
 
@@ -127,3 +128,64 @@ def test_cache_dir_honours_the_environment(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.delenv("ASCHEDULER_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert build.cache_dir() == tmp_path / "xdg" / "ascheduler"
+
+
+FAKE_GO = """#!/bin/sh
+echo "$@" >> "$GO_CALLS"
+if [ "$1" = "build" ]; then
+    while [ "$#" -gt 0 ]; do
+        if [ "$1" = "-o" ]; then printf '#!/bin/sh\\n' > "$2"; chmod +x "$2"; fi
+        shift
+    done
+fi
+exit 0
+"""
+
+
+def fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir(exist_ok=True)
+    go = fake_bin / "go"
+    go.write_text(FAKE_GO)
+    go.chmod(0o755)
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("PATH", f"{fake_bin}:/usr/bin:/bin")
+    monkeypatch.setenv("GO_CALLS", str(calls))
+    return calls
+
+
+def test_a_go_program_is_built_once_per_content(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = fake_go(tmp_path, monkeypatch)
+    source = tmp_path / "prog"
+    source.mkdir()
+    (source / "main.go").write_text("package main\n\nfunc main() {}\n")
+    cache = tmp_path / "cache"
+    requires = {"k8s.io/client-go": "v0.35.4"}
+    binary = build.ensure_go_program("prog", source, requires, cache=cache)
+    assert binary.name == "prog"
+    assert binary.is_file()
+    go_mod = (cache / "src" / binary.parent.name / "go.mod").read_text()
+    assert "module ascheduler.local/prog" in go_mod
+    assert "\tk8s.io/client-go v0.35.4\n" in go_mod
+    assert [line.split()[0] for line in calls.read_text().splitlines()] == ["mod", "build"]
+
+    calls.unlink()
+    assert build.ensure_go_program("prog", source, requires, cache=cache) == binary
+    assert not calls.exists()  # reused: no toolchain call
+
+    (source / "main.go").write_text("package main\n\nfunc main() { println() }\n")
+    changed = build.ensure_go_program("prog", source, requires, cache=cache)
+    assert changed != binary
+    assert build.ensure_go_program(
+        "prog", source, {"k8s.io/client-go": "v0.36.0"}, cache=cache
+    ) not in (
+        binary,
+        changed,
+    )
+
+
+def test_a_go_program_without_sources_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(BuildError, match=r"no \.go files"):
+        build.ensure_go_program("prog", tmp_path, {}, cache=tmp_path / "cache")
