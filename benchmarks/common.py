@@ -4,17 +4,45 @@ processes started against it."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import json
 import os
+import platform
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from ascheduler.devcluster import ControlPlane, ensure_built
+from ascheduler.devcluster import ControlPlane, ensure_built, versions
 from ascheduler.devcluster.nodes import FakeNodes, create_fake_nodes, wait_nodes_ready
 from ascheduler.devcluster.plane import ascheduler_argv as plane_argv
 from ascheduler.devcluster.processes import ProcessRecord
 from ascheduler.kube import KubeClient
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def context() -> dict[str, Any]:
+    """When and where a result was measured: the date, the versions, the machine."""
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "versions": {
+            "kubernetes": versions.KUBERNETES_VERSION,
+            "etcd": versions.ETCD_VERSION,
+            "kwok": versions.KWOK_VERSION,
+            "python": platform.python_version(),
+        },
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+    }
+
+
+def save(benchmark: str, result: dict[str, Any], out: Path = RESULTS) -> Path:
+    """`result` as `<out>/<date>-<benchmark>.json` (README.md's tables are made from these)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{result['date'][:10]}-{benchmark}.json"
+    path.write_text(json.dumps({"benchmark": benchmark, **result}, indent=2) + "\n")
+    return path
 
 
 @contextmanager

@@ -5,7 +5,7 @@ them (so neither scheduler schedules anything: both only list, watch and cache),
 ascheduler and kube-scheduler side by side and samples each process's RSS until it is steady.
 Reproduce with:
 
-    .venv/bin/python -m benchmarks memory --nodes 5000 --pods 11000
+    .venv/bin/python -m benchmarks memory --nodes 5000 --pods 11000 --save
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any
 from ascheduler.devcluster.nodes import FakeNodes, create_fake_nodes
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
 from ascheduler.kube import KubeClient
-from benchmarks.common import bench_plane, rss_bytes, start_ascheduler
+from benchmarks import report
+from benchmarks.common import RESULTS, bench_plane, context, rss_bytes, save, start_ascheduler
 
 
 async def populate(kubeconfig: Path, nodes: int, pods: int) -> None:
@@ -81,6 +82,11 @@ def main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=11000)
+    parser.add_argument(
+        "--save",
+        action="store_true",
+        help="write results/<date>-memory.json and regenerate README.md's tables",
+    )
     args = parser.parse_args(argv)
 
     with bench_plane("mem") as plane:
@@ -103,4 +109,7 @@ def main(argv: Sequence[str]) -> int:
             result["ascheduler_rss_bytes"] / result["kube_scheduler_rss_bytes"], 2
         )
     print(json.dumps(result))
+    if args.save:
+        print(f"wrote {save('memory', {**context(), **result})}", file=sys.stderr)
+        report.update_readme(RESULTS)
     return 0

@@ -1,7 +1,7 @@
 """What a benchmark run leaves behind, per mode: `<date>-<workload>-<mode>.json` (every number,
-the versions and the machine), a Markdown table, a PNG of throughput over time per scheduler,
-and README.md's performance tables (one per mode) regenerated from the newest result of each
-workload and mode.
+the versions and the machine), a Markdown table, a PNG of throughput over time per scheduler;
+and README.md's performance section, regenerated from the newest result of each workload and
+mode, and the newest saved `algorithm` and `memory` results.
 
     python -m benchmarks report     # regenerate README.md's tables from benchmarks/results/
 """
@@ -231,10 +231,59 @@ def readme_table(results: Sequence[Mapping[str, Any]], mode: str = "steady") -> 
     return "\n".join(rows) + "\n\n" + note + "\n"
 
 
+def newest(results: Path, benchmark: str) -> dict[str, Any] | None:
+    """The newest result `python -m benchmarks <benchmark> --save` wrote, if any."""
+    found: dict[str, Any] | None = None
+    for path in sorted(results.glob(f"*-{benchmark}.json")):
+        data = json.loads(path.read_text())
+        if data.get("benchmark") == benchmark and (found is None or data["date"] >= found["date"]):
+            found = data
+    return found
+
+
+def algorithm_section(result: Mapping[str, Any] | None) -> str:
+    if result is None:
+        return "No algorithm results yet: `python -m benchmarks algorithm --repeat 3 --save`.\n"
+    rows = [
+        f"The scheduling cycle alone, no network, SchedulingBasic shapes, 1,000 pods placed "
+        f"beforehand (`python -m benchmarks algorithm --repeat {result['repeat']} --save`, "
+        f"{result['date'][:10]}, {result['machine']['cpus']} CPUs; the median of the runs' "
+        "medians, and what a plugin written one node at a time adds, see "
+        "[benchmarks/README.md](benchmarks/README.md)):",
+        "",
+        "| nodes | us per pod (median) | runs | best batch | + a row filter | + a row score |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in result["rows"]:
+        runs = ", ".join(f"{v:.1f}" for v in row.get("us_per_pod_runs", []))
+        rows.append(
+            f"| {row['nodes']:,} | {row['us_per_pod_median']:.1f} | {runs} | "
+            f"{row['us_per_pod_best']:.1f} | {row.get('adapted_filter_us_per_pod', '-')} | "
+            f"{row.get('adapted_score_us_per_pod', '-')} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def memory_section(result: Mapping[str, Any] | None) -> str:
+    if result is None:
+        return "No memory results yet: `python -m benchmarks memory --save`.\n"
+    ours, theirs = result["ascheduler_rss_bytes"], result["kube_scheduler_rss_bytes"]
+    return (
+        f"Resident memory holding {result['nodes']:,} nodes and {result['pods']:,} pods: "
+        f"ascheduler {ours / 2**20:.0f} MiB, kube-scheduler {theirs / 2**20:.0f} MiB "
+        f"({ours / theirs:.2f}x), side by side on one plane (`python -m benchmarks memory "
+        f"--save`, {result['date'][:10]}).\n"
+    )
+
+
 def readme_tables(results: Path) -> str:
-    return "\n".join(
+    runs = "\n".join(
         f"**{MODE_TITLES[mode]}**\n\n{readme_table(latest(results, mode), mode)}"
         for mode in ("steady", "backlog")
+    )
+    return (
+        f"{runs}\n{algorithm_section(newest(results, 'algorithm'))}\n"
+        f"{memory_section(newest(results, 'memory'))}"
     )
 
 

@@ -37,10 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import datetime as dt
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -55,20 +52,26 @@ import aiohttp
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from ascheduler.devcluster import ControlPlane, ensure_built, versions
+from ascheduler.devcluster import ControlPlane, ensure_built
 from ascheduler.devcluster.nodes import create_fake_nodes, delete_fake_nodes, wait_nodes_ready
 from ascheduler.devcluster.plane import free_port, kube_scheduler_config
 from ascheduler.devcluster.processes import ProcessRecord, is_alive, spawn, stop
 from ascheduler.kube import KubeClient
 from benchmarks import report
 from benchmarks.ceiling import go_binary
-from benchmarks.common import ascheduler_argv, bench_plane, cpu_seconds, rss_bytes
+from benchmarks.common import (
+    RESULTS,
+    ascheduler_argv,
+    bench_plane,
+    context,
+    cpu_seconds,
+    rss_bytes,
+)
 from benchmarks.workloads import WORKLOADS, Workload
 
 SCHEDULERS = ("ascheduler", "kube-scheduler", "ceiling-go", "ceiling-python")
 CEILINGS = ("ceiling-go", "ceiling-python")
 MODES = ("steady", "backlog")
-RESULTS = Path(__file__).parent / "results"
 BENCH_LABEL = "ascheduler.io/benchmark"
 RUN_TIMEOUT = 900.0
 
@@ -615,7 +618,7 @@ def main(argv: Sequence[str]) -> int:
     if any(w == "ceiling-go" for w in which):
         go_binary(None if args.quiet else lambda m: print(m, file=sys.stderr))
 
-    runs = {m: {w: [] for w in which} for m in modes}
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {m: {w: [] for w in which} for m in modes}
     with ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ascheduler-bench-")))
         if args.kubeconfig:
@@ -637,7 +640,7 @@ def main(argv: Sequence[str]) -> int:
                         asyncio.run(one_run(target, workload, w, mode, run_id, i, not args.quiet))
                     )
 
-    date = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    where = context()
     for mode in modes:
         summary = {w: summarise(r) for w, r in runs[mode].items()}
         result = {
@@ -648,20 +651,15 @@ def main(argv: Sequence[str]) -> int:
             "nodes": workload.node_count(),
             "initial_pods": workload.initial_pods,
             "measured_pods": workload.measured_pods,
-            "date": date,
+            "date": where["date"],
             "repeat": args.repeat,
             "plane": "kubeconfig" if args.kubeconfig else "local (benchmark mode)",
             "summary": summary,
             "ratios": ratios(runs[mode], mode),
             "ceiling_limit": ceiling_verdict(summary),
             "runs": runs[mode],
-            "versions": {
-                "kubernetes": versions.KUBERNETES_VERSION,
-                "etcd": versions.ETCD_VERSION,
-                "kwok": versions.KWOK_VERSION,
-                "python": platform.python_version(),
-            },
-            "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+            "versions": where["versions"],
+            "machine": where["machine"],
         }
         paths = report.write(result, args.out)
         print(paths["md"].read_text())

@@ -62,8 +62,11 @@ async def test_memory_reports_both_schedulers() -> None:
 
 
 async def test_algorithm_places_every_pod() -> None:
-    rows = await summary("algorithm", "--nodes", "20", "--pods", "40", "--initial", "10", "--json")
+    rows = await summary(
+        "algorithm", "--nodes", "20", "--pods", "40", "--initial", "10", "--repeat", "2", "--json"
+    )
     (row,) = rows
     assert row["nodes"] == 20
     assert row["pods"] == 40
     assert row["us_per_pod_median"] > 0
+    assert len(row["us_per_pod_runs"]) == 2

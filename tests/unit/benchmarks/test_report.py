@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from benchmarks import report
+from benchmarks.common import save
 from benchmarks.run import ceiling_verdict, per_second, percentile, ratios, summarise
 
 BASIC = "SchedulingBasic_500Nodes_1000Pods"
@@ -196,3 +197,39 @@ def test_readme_without_markers_is_left_alone(tmp_path: Path) -> None:
     readme.write_text("# nothing to replace\n")
     assert not report.update_readme(tmp_path, readme)
     assert readme.read_text() == "# nothing to replace\n"
+
+
+def test_saved_algorithm_and_memory_results_make_their_sections(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{report.BEGIN}\n{report.END}\n")
+    assert report.update_readme(tmp_path, readme)
+    assert "No algorithm results yet" in readme.read_text()
+    assert "No memory results yet" in readme.read_text()
+
+    where = {"machine": {"cpus": 2}, "versions": {}}
+    older = {"date": "2026-01-01T00:00:00+00:00", "repeat": 1, "rows": [], **where}
+    row = {
+        "nodes": 5000,
+        "us_per_pod_median": 74.2,
+        "us_per_pod_best": 68.0,
+        "us_per_pod_runs": [75.8, 70.8, 74.2],
+        "adapted_filter_us_per_pod": 6355.0,
+        "adapted_score_us_per_pod": 309.0,
+    }
+    newer = {"date": "2026-01-02T00:00:00+00:00", "repeat": 3, "rows": [row], **where}
+    save("algorithm", older, tmp_path)
+    path = save("algorithm", newer, tmp_path)
+    assert path.name == "2026-01-02-algorithm.json"
+    memory = {"nodes": 5000, "pods": 11000, "ascheduler_rss_bytes": 129 * 2**20}
+    save(
+        "memory",
+        {**memory, "kube_scheduler_rss_bytes": 200 * 2**20, "date": newer["date"], **where},
+        tmp_path,
+    )
+    assert report.update_readme(tmp_path, readme)
+    text = readme.read_text()
+    assert "| 5,000 | 74.2 | 75.8, 70.8, 74.2 | 68.0 | 6355.0 | 309.0 |" in text
+    assert "--repeat 3 --save" in text
+    assert "ascheduler 129 MiB, kube-scheduler 200 MiB (0.65x)" in text
+    # A saved result is not mistaken for a workload's.
+    assert report.latest(tmp_path) == []
