@@ -16,6 +16,7 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import structlog
 
@@ -34,6 +35,7 @@ from ascheduler.framework import (
     WaitingPods,
 )
 from ascheduler.framework.extender import Extenders
+from ascheduler.framework.objects import parse_namespace, parse_selecting
 from ascheduler.http import HealthServer
 from ascheduler.kube import KubeClient
 from ascheduler.kube.client import RateLimiter
@@ -46,6 +48,14 @@ from ascheduler.scheduler import INVALID_SPEC, Scheduler
 
 log = structlog.get_logger(__name__)
 
+#: The kinds whose selectors give pods their default spread constraints, and where to list them.
+OBJECT_KINDS = (
+    ("Service", "/api/v1/services"),
+    ("ReplicationController", "/api/v1/replicationcontrollers"),
+    ("ReplicaSet", "/apis/apps/v1/replicasets"),
+    ("StatefulSet", "/apis/apps/v1/statefulsets"),
+)
+
 #: kube-scheduler's pod informer leaves out pods that have finished.
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -57,6 +67,8 @@ class Runtime:
     scheduler: Scheduler
     pod_informer: Informer[PodInfo]
     node_informer: Informer[Node]
+    #: Namespaces, Services, ReplicationControllers, ReplicaSets, StatefulSets.
+    object_informers: tuple[Informer[Any], ...]
     writer: StatusWriter
     watch_client: KubeClient
     write_client: KubeClient
@@ -82,7 +94,11 @@ def build_frameworks(
     frameworks = {}
     for spec in config.profiles:
         handle = Handle(
-            nodes=cache.table, waiting_pods=waiting, kube=kube, profile=spec.scheduler_name
+            nodes=cache.table,
+            waiting_pods=waiting,
+            kube=kube,
+            profile=spec.scheduler_name,
+            objects=cache.objects,
         )
         fw = Framework(
             spec,
@@ -172,6 +188,29 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
         handler=router.nodes,
         name="nodes",
     )
+    objects: list[Informer[Any]] = [
+        Informer(
+            watch_client,
+            "/api/v1/namespaces",
+            parse=parse_namespace,
+            key=lambda ns: ns.name,
+            version=lambda ns: ns.resource_version,
+            handler=router.namespaces,
+            name="namespaces",
+        )
+    ]
+    for kind, path in OBJECT_KINDS:
+        objects.append(
+            Informer(
+                watch_client,
+                path,
+                parse=functools.partial(parse_selecting, kind),
+                key=lambda o: o.key,
+                version=lambda o: o.resource_version,
+                handler=cache.objects.handlers[kind],
+                name=path.rsplit("/", 1)[-1],
+            )
+        )
     # A failed pod is put back as the pod informer has it then (the store is replaced on a
     # relist, so look it up through the informer each time).
     scheduler.pods = lambda uid: pods.store.get(uid)
@@ -179,6 +218,7 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
         scheduler,
         pods,
         nodes,
+        tuple(objects),
         writer,
         watch_client,
         write_client,
@@ -195,7 +235,11 @@ async def serve(
     scheduler = runtime.scheduler
     loop: asyncio.Task[None] | None = None
 
-    informers = (runtime.node_informer, runtime.pod_informer)
+    informers: tuple[Informer[Any], ...] = (
+        runtime.node_informer,
+        runtime.pod_informer,
+        *runtime.object_informers,
+    )
 
     def synced() -> bool:
         return all(i.synced.is_set() for i in informers)
@@ -216,16 +260,14 @@ async def serve(
         health.live = lambda: loop is None or not loop.done()
     async with asyncio.TaskGroup() as group:
         background = [
-            group.create_task(runtime.node_informer.run()),
-            group.create_task(runtime.pod_informer.run()),
+            *(group.create_task(i.run()) for i in informers),
             group.create_task(runtime.writer.run()),
             group.create_task(scheduler.queue.run_flushes()),
         ]
         if scheduler.binder is not None:
             background.append(group.create_task(scheduler.binder.locks.run()))
         waits = [
-            group.create_task(runtime.node_informer.synced.wait()),
-            group.create_task(runtime.pod_informer.synced.wait()),
+            *(group.create_task(i.synced.wait()) for i in informers),
             stopping := group.create_task(stop.wait()),
         ]
         while not stop.is_set() and not synced():

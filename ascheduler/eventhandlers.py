@@ -3,11 +3,13 @@
 Pods: an assigned pod goes to the cache (confirming an assumed one), an unassigned pod of ours
 to the queue; a pod bound meanwhile leaves the queue. Nodes: the cache, the node locks'
 staleness clocks, and the queue's moves for the events that may help unschedulable pods.
+Namespaces: the cache's object store, and moves for pods with namespace-selecting terms.
 """
 
 from __future__ import annotations
 
 from ascheduler.framework import ClusterEvent
+from ascheduler.framework.objects import Namespace
 from ascheduler.model import Node, PodInfo
 from ascheduler.scheduler import Scheduler
 
@@ -21,6 +23,7 @@ class EventRouter:
         self.queue = scheduler.queue
         self.pods = _PodEvents(self)
         self.nodes = _NodeEvents(self)
+        self.namespaces = NamespaceEvents(self)
 
     def ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.scheduler.frameworks
@@ -35,6 +38,7 @@ class _PodEvents:
             return
         if pod.assigned:
             self.r.cache.add_pod(pod)
+            self.r.queue.move_all(ClusterEvent.ASSIGNED_POD_ADD)
         elif self.r.ours(pod) and not pod.deleting:
             self.r.queue.add(pod)
 
@@ -47,8 +51,12 @@ class _PodEvents:
             cache.update_pod(new)
             if not old.assigned:
                 queue.delete(new)  # bound (by us or anyone): no longer ours to schedule
-            elif any(new.requests.get(k, 0) < v for k, v in old.requests.items()):
-                queue.move_all(ClusterEvent.ASSIGNED_POD_UPDATE)  # it shrank: room freed
+                queue.move_all(ClusterEvent.ASSIGNED_POD_ADD)
+            elif new.labels != old.labels or any(
+                new.requests.get(k, 0) < v for k, v in old.requests.items()
+            ):
+                # Relabelled (spread and affinity count it differently) or shrunk (room freed).
+                queue.move_all(ClusterEvent.ASSIGNED_POD_UPDATE)
             return
         if not self.r.ours(new) or cache.is_assumed(new.uid):
             # An assumed pod is in its binding cycle; if that fails, the scheduler re-reads
@@ -107,3 +115,26 @@ class _NodeEvents:
         self.r.cache.remove_node(node.name)
         if self.r.scheduler.binder is not None:
             self.r.scheduler.binder.locks.forget_node(node.name)
+        self.r.queue.move_all(ClusterEvent.NODE_DELETE)
+
+
+class NamespaceEvents:
+    """Namespaces into the cache's object store; a change may help pods whose affinity
+    terms select namespaces by label."""
+
+    def __init__(self, router: EventRouter) -> None:
+        self.r = router
+        self.store = router.cache.objects.namespace_handler
+
+    def on_add(self, ns: Namespace) -> None:
+        self.store.on_add(ns)
+        self.r.queue.move_all(ClusterEvent.NAMESPACE_CHANGE)
+
+    def on_update(self, old: Namespace, new: Namespace) -> None:
+        self.store.on_update(old, new)
+        if old.labels != new.labels:
+            self.r.queue.move_all(ClusterEvent.NAMESPACE_CHANGE)
+
+    def on_delete(self, ns: Namespace) -> None:
+        self.store.on_delete(ns)
+        self.r.queue.move_all(ClusterEvent.NAMESPACE_CHANGE)

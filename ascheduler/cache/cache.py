@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import structlog
 
 from ascheduler.framework.nodes import NodeTable
+from ascheduler.framework.objects import ClusterObjects
 from ascheduler.model import Node, PodInfo
 
 log = structlog.get_logger(__name__)
@@ -50,6 +51,8 @@ class CacheError(RuntimeError):
 class Cache:
     def __init__(self) -> None:
         self.table = NodeTable()
+        #: Namespaces, Services and pod controllers (their own informers fill it).
+        self.objects = ClusterObjects()
         self._pods: dict[str, _PodState] = {}
         self._by_node: dict[str, set[str]] = {}
 

@@ -1,5 +1,6 @@
 """What a plugin may reach besides its arguments: the node table it reads (the same one the
-scheduling cycle passes it), pods waiting on Permit, and the client for writes."""
+scheduling cycle passes it), pods waiting on Permit, the client for writes, and the other
+objects plugins read (namespaces, Services, pod controllers)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ascheduler.framework.nodes import NodeTable
+from ascheduler.framework.objects import ClusterObjects
 from ascheduler.framework.waiting import WaitingPods
 
 if TYPE_CHECKING:
@@ -20,3 +22,5 @@ class Handle:
     #: The client for writes; None where a framework only computes (tests, benchmarks).
     kube: KubeClient | None = None
     profile: str = ""
+    #: Namespaces, Services and pod controllers, as the informers have them.
+    objects: ClusterObjects = field(default_factory=ClusterObjects)

@@ -245,9 +245,13 @@ class ClusterEvent(enum.Enum):
     NODE_ANNOTATION = "NodeAnnotationChange"
     NODE_TAINT = "NodeTaintChange"
     NODE_SCHEDULABLE = "NodeSchedulableChange"
+    NODE_DELETE = "NodeDelete"
+    ASSIGNED_POD_ADD = "AssignedPodAdd"
     ASSIGNED_POD_DELETE = "AssignedPodDelete"
     ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
     UNSCHEDULED_POD_UPDATE = "UnscheduledPodUpdate"
+    #: A namespace added, relabelled or deleted (pod affinity's namespaceSelector).
+    NAMESPACE_CHANGE = "NamespaceChange"
     FORCE = "Force"
 
 

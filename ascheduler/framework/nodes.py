@@ -31,9 +31,10 @@ shape until it moves.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +42,7 @@ import numpy.typing as npt
 from ascheduler.model import Node, PodInfo
 from ascheduler.model.pod import HostPort
 from ascheduler.model.quantity import saturate
+from ascheduler.model.topology import PodAffinity
 
 CPU: Final = 0
 MEMORY: Final = 1
@@ -50,6 +52,35 @@ BASE_RESOURCES: Final = ("cpu", "memory", "ephemeral-storage", "pods")
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+#: How many pod predicates keep a count column at once (least recently used dropped).
+MAX_COUNTED_PREDICATES: Final = 64
+
+
+class PodPredicate(Hashable, Protocol):
+    """Which pods a count column counts (`NodeTable.match_counts`); equal predicates share a
+    column, so a predicate must be a hashable value (a frozen dataclass)."""
+
+    #: Only pods in these namespaces can match (None: any namespace).
+    @property
+    def namespaces(self) -> frozenset[str] | None: ...
+
+    def matches(self, pod: PodInfo) -> bool: ...
+
+
+@dataclass(slots=True)
+class _Counts:
+    predicate: PodPredicate
+    values: IntArray
+
+
+@dataclass(frozen=True, slots=True)
+class Domains:
+    """A topology key over the rows: each row's value as a small integer (`codes`, -1 where
+    the node lacks the key) and the values themselves (`values[code]`)."""
+
+    codes: IntArray
+    values: tuple[str, ...]
+    index: Mapping[str, int]
 
 
 @dataclass(slots=True)
@@ -92,6 +123,14 @@ class NodeTable:
         #: Rows whose usage or allocatable changed, in order (see `row_values`).
         self._touched: list[int] = []
         self._row_values: dict[Hashable, _RowValues] = {}
+        # -- the pod index: where each pod is, and counts of pods by predicate per row --
+        self._pod_row: dict[str, int] = {}
+        self._ns_pods: dict[str, dict[str, PodInfo]] = {}
+        self._counts: OrderedDict[Hashable, _Counts] = OrderedDict()
+        #: Rows holding pods of each (anti-)affinity shape: shape -> row -> pod count.
+        self._affinity_rows: dict[PodAffinity, dict[int, int]] = {}
+        #: Counts pod additions and removals (what pod-derived caches key on).
+        self.pod_generation = 0
 
     # -- columns (views of the live rows) -------------------------------------------------
 
@@ -149,6 +188,116 @@ class NodeTable:
         """The pods on a row (assumed or bound), by uid."""
         return self._usage[row].pods
 
+    # -- the pod index ------------------------------------------------------------------------
+
+    def pod_row(self, uid: str) -> int | None:
+        return self._pod_row.get(uid)
+
+    def namespace_pods(self, namespace: str) -> Mapping[str, PodInfo]:
+        """The pods counted on rows, in one namespace, by uid."""
+        return self._ns_pods.get(namespace, {})
+
+    def match_counts(self, predicate: PodPredicate) -> IntArray:
+        """Per row, how many of its pods match `predicate` (read-only).
+
+        The column is built once by scanning the pods of the namespaces the predicate can
+        match, then kept up to date pod by pod as pods come and go, so a stream of pods with
+        the same selector costs nothing per cycle. At most `MAX_COUNTED_PREDICATES` columns
+        are kept.
+        """
+        entry = self._counts.get(predicate)
+        if entry is None:
+            values = np.zeros(self._cap, dtype=np.int64)
+            namespaces = predicate.namespaces
+            groups = (
+                self._ns_pods.values()
+                if namespaces is None
+                else [self._ns_pods[ns] for ns in namespaces if ns in self._ns_pods]
+            )
+            for pods in groups:
+                for uid, pod in pods.items():
+                    if predicate.matches(pod):
+                        values[self._pod_row[uid]] += 1
+            entry = _Counts(predicate, values)
+            self._counts[predicate] = entry
+            if len(self._counts) > MAX_COUNTED_PREDICATES:
+                self._counts.popitem(last=False)
+        else:
+            self._counts.move_to_end(predicate)
+        return entry.values[: self.n]
+
+    def affinity_rows(self) -> Mapping[PodAffinity, Mapping[int, int]]:
+        """Pods with pod (anti-)affinity terms, by their terms: shape -> row -> count."""
+        return self._affinity_rows
+
+    def domains(self, key: str) -> Domains:
+        """The rows' values of topology label `key`, cached until a node's spec changes."""
+        cache_key = ("domains", key)
+        hit: Domains | None = self.cached(cache_key)
+        if hit is not None:
+            return hit
+        index: dict[str, int] = {}
+        codes = np.fromiter(
+            (
+                -1 if (v := info.labels.get(key)) is None else index.setdefault(v, len(index))
+                for info in self.infos
+            ),
+            dtype=np.int64,
+            count=self.n,
+        )
+        domains = Domains(codes, tuple(index), index)
+        self.remember(cache_key, domains)
+        return domains
+
+    def _index_pod(self, row: int, pod: PodInfo, sign: int) -> None:
+        self.pod_generation += 1
+        if sign > 0:
+            self._pod_row[pod.uid] = row
+            self._ns_pods.setdefault(pod.namespace, {})[pod.uid] = pod
+        else:
+            self._pod_row.pop(pod.uid, None)
+            members = self._ns_pods.get(pod.namespace)
+            if members is not None:
+                members.pop(pod.uid, None)
+                if not members:
+                    del self._ns_pods[pod.namespace]
+        for entry in self._counts.values():
+            if entry.predicate.matches(pod):
+                entry.values[row] += sign
+        if pod.pod_affinity:
+            rows = self._affinity_rows.setdefault(pod.pod_affinity, {})
+            count = rows.get(row, 0) + sign
+            if count > 0:
+                rows[row] = count
+            else:
+                rows.pop(row, None)
+                if not rows:
+                    del self._affinity_rows[pod.pod_affinity]
+
+    def _drop_row_pods(self, row: int, last: int) -> None:
+        """Row `row` goes away and row `last` moves into its place."""
+        self.pod_generation += 1
+        for uid, pod in self._usage[row].pods.items():
+            self._pod_row.pop(uid, None)
+            members = self._ns_pods.get(pod.namespace)
+            if members is not None:
+                members.pop(uid, None)
+                if not members:
+                    del self._ns_pods[pod.namespace]
+        if row != last:
+            for uid in self._usage[last].pods:
+                self._pod_row[uid] = row
+        for entry in self._counts.values():
+            entry.values[row] = entry.values[last]
+            entry.values[last] = 0
+        for shape in list(self._affinity_rows):
+            rows = self._affinity_rows[shape]
+            rows.pop(row, None)
+            if row != last and last in rows:
+                rows[row] = rows.pop(last)
+            if not rows:
+                del self._affinity_rows[shape]
+
     # -- per pod-shape caches ----------------------------------------------------------------
 
     def cached(self, key: Hashable) -> Any:
@@ -204,6 +353,10 @@ class NodeTable:
         unsched = np.zeros(cap, dtype=np.bool_)
         unsched[: self._cap] = self._unschedulable
         self._unschedulable = unsched
+        for entry in self._counts.values():
+            values = np.zeros(cap, dtype=np.int64)
+            values[: self._cap] = entry.values
+            entry.values = values
         self._cap = cap
 
     def add(self, info: Node) -> int:
@@ -242,6 +395,7 @@ class NodeTable:
     def remove(self, name: str) -> None:
         row = self.index.pop(name)
         last = self.n - 1
+        self._drop_row_pods(row, last)
         if row != last:
             for arr in (self._alloc, self._requested, self._free, self._nonzero):
                 arr[:, row] = arr[:, last]
@@ -277,6 +431,7 @@ class NodeTable:
             usage.pods[pod.uid] = pod
         else:
             usage.pods.pop(pod.uid, None)
+        self._index_pod(row, pod, sign)
         usage.nonzero_cpu += sign * pod.nonzero_cpu
         usage.nonzero_memory += sign * pod.nonzero_memory
         self._requested[PODS, row] = len(usage.pods)

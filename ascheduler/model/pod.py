@@ -20,6 +20,13 @@ from ascheduler.model.affinity import (
     parse_toleration,
 )
 from ascheduler.model.quantity import QuantityError, parse_resource, saturating_add
+from ascheduler.model.topology import (
+    NO_POD_AFFINITY,
+    PodAffinity,
+    SpreadConstraint,
+    parse_pod_affinity,
+    parse_spread_constraint,
+)
 
 #: kube-scheduler's defaults for containers that request no cpu / memory, used for scoring only.
 DEFAULT_MILLI_CPU_REQUEST: Final = 100
@@ -57,6 +64,13 @@ class PodInfo:
     nominated_node_name: str
     creation_timestamp: str
     errors: tuple[str, ...] = field(default=())
+    labels: Mapping[str, str] = field(default_factory=dict)
+    #: (apiVersion, kind, name) of the owner reference with `controller: true`, if any.
+    controller: tuple[str, str, str] | None = None
+    spread_constraints: tuple[SpreadConstraint, ...] = ()
+    pod_affinity: PodAffinity = NO_POD_AFFINITY
+    #: Container and init container images, as written in the spec.
+    images: tuple[str, ...] = ()
     #: The object as the API server sent it, kept only where something needs all of it
     #: (HTTP extenders are sent the pod); never compared.
     raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -74,7 +88,8 @@ class PodInfo:
         return self.phase in ("Succeeded", "Failed")
 
     def scheduling_spec_equal(self, other: PodInfo) -> bool:
-        """Whether an update left everything scheduling depends on unchanged."""
+        """Whether an update left everything scheduling depends on unchanged, but the pod's
+        labels (which matter only to plugins that count pods: the queue asks them)."""
         return (
             self.requests == other.requests
             and self.priority == other.priority
@@ -86,6 +101,8 @@ class PodInfo:
             and self.host_ports == other.host_ports
             and self.node_name == other.node_name
             and self.errors == other.errors
+            and self.spread_constraints == other.spread_constraints
+            and self.pod_affinity == other.pod_affinity
         )
 
 
@@ -275,6 +292,49 @@ def _affinity(
     return required, tuple(preferred)
 
 
+def _labels(raw: Any, path: str, errors: list[str]) -> dict[str, str]:
+    out = {}
+    for k, v in _map(raw, path, errors).items():
+        if not isinstance(v, str):
+            errors.append(f"{path}.{k}: expected a string, got {type(v).__name__}")
+            continue
+        out[str(k)] = v
+    return out
+
+
+def _controller(meta: Mapping[str, Any], errors: list[str]) -> tuple[str, str, str] | None:
+    for i, raw in enumerate(_seq(meta.get("ownerReferences"), "metadata.ownerReferences", errors)):
+        ref = _map(raw, f"metadata.ownerReferences[{i}]", errors)
+        if ref.get("controller") is True:
+            return (
+                str(ref.get("apiVersion", "")),
+                str(ref.get("kind", "")),
+                str(ref.get("name", "")),
+            )
+    return None
+
+
+def _spread(spec: Mapping[str, Any], errors: list[str]) -> tuple[SpreadConstraint, ...]:
+    path = "spec.topologySpreadConstraints"
+    out = []
+    for i, raw in enumerate(_seq(spec.get("topologySpreadConstraints"), path, errors)):
+        try:
+            out.append(parse_spread_constraint(raw, f"{path}[{i}]"))
+        except SpecError as exc:
+            errors.append(str(exc))
+    return tuple(out)
+
+
+def _images(spec: Mapping[str, Any], errors: list[str]) -> tuple[str, ...]:
+    out = []
+    for group in ("initContainers", "containers"):
+        for _, c in _containers(spec, group, errors):
+            image = c.get("image")
+            if isinstance(image, str) and image:
+                out.append(image)
+    return tuple(out)
+
+
 def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
     """`keep_raw` keeps the object itself on a pod not yet bound (what extenders are sent)."""
     errors: list[str] = []
@@ -294,6 +354,14 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
             errors.append(str(exc))
     selector = _map(spec.get("nodeSelector"), "spec.nodeSelector", errors)
     required, preferred = _affinity(spec, errors)
+    namespace = str(meta.get("namespace", ""))
+    pod_affinity = parse_pod_affinity(
+        _map(spec.get("affinity"), "spec.affinity", []), namespace, errors
+    )
+    labels = _labels(meta.get("labels"), "metadata.labels", errors)
+    controller = _controller(meta, errors)
+    spread = _spread(spec, errors)
+    images = _images(spec, errors)
     priority = spec.get("priority") or 0
     if not isinstance(priority, int) or isinstance(priority, bool):
         errors.append(f"spec.priority: expected an integer, got {priority!r}")
@@ -313,7 +381,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
         gates.append(str(gate.get("name", "")))
     return PodInfo(
         uid=str(meta.get("uid", "")),
-        namespace=str(meta.get("namespace", "")),
+        namespace=namespace,
         name=str(meta.get("name", "")),
         resource_version=str(meta.get("resourceVersion", "")),
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
@@ -334,5 +402,10 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         creation_timestamp=str(meta.get("creationTimestamp") or ""),
         errors=tuple(dict.fromkeys(errors)),
+        labels=labels,
+        controller=controller,
+        spread_constraints=spread,
+        pod_affinity=pod_affinity,
+        images=images,
         raw=obj if keep_raw and not spec.get("nodeName") and isinstance(obj, Mapping) else None,
     )

@@ -5,11 +5,13 @@ from __future__ import annotations
 from ascheduler.framework.registry import Registry
 from ascheduler.plugins import (
     defaultbinder,
+    interpodaffinity,
     nodeaffinity,
     nodename,
     nodeports,
     noderesources,
     nodeunschedulable,
+    podtopologyspread,
     prioritysort,
     schedulinggates,
     tainttoleration,
@@ -25,6 +27,8 @@ IN_TREE = Registry(
         nodeaffinity.REGISTRATION,
         nodeports.REGISTRATION,
         noderesources.FIT_REGISTRATION,
+        podtopologyspread.REGISTRATION,
+        interpodaffinity.REGISTRATION,
         noderesources.BALANCED_REGISTRATION,
         defaultbinder.REGISTRATION,
     ]

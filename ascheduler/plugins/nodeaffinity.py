@@ -37,12 +37,31 @@ REASON: Final = "node(s) didn't match Pod's node affinity/selector"
 CONFLICT: Final = "pod affinity terms conflict"
 
 
-def _required_match(pod: PodInfo, name: str, labels: Mapping[str, str]) -> bool:
+def required_match(pod: PodInfo, name: str, labels: Mapping[str, str]) -> bool:
+    """Whether a node matches the pod's nodeSelector and required node-affinity terms."""
     if any(labels.get(k) != v for k, v in pod.node_selector):
         return False
     if pod.required_terms is None:
         return True
     return any(term.matches(name, labels) for term in pod.required_terms)
+
+
+def mismatched(nodes: NodeTable, pod: PodInfo) -> BoolArray:
+    """Rows the pod's nodeSelector and required node-affinity terms exclude (read-only; cached
+    until a node's spec changes)."""
+    key = (NAME, "filter", pod.node_selector, pod.required_terms)
+    mask: BoolArray | None = nodes.cached(key)
+    if mask is None:
+        if not pod.node_selector and pod.required_terms is None:
+            mask = np.zeros(nodes.n, dtype=np.bool_)
+        else:
+            mask = np.fromiter(
+                (not required_match(pod, info.name, info.labels) for info in nodes.infos),
+                dtype=np.bool_,
+                count=nodes.n,
+            )
+        nodes.remember(key, mask)
+    return mask
 
 
 class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
@@ -73,15 +92,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
         if not pod.node_selector and pod.required_terms is None:
             return None
-        key = (NAME, "filter", pod.node_selector, pod.required_terms)
-        mask: BoolArray | None = nodes.cached(key)
-        if mask is None:
-            mask = np.fromiter(
-                (not _required_match(pod, info.name, info.labels) for info in nodes.infos),
-                dtype=np.bool_,
-                count=nodes.n,
-            )
-            nodes.remember(key, mask)
+        mask = mismatched(nodes, pod)
         if not mask.any():
             return None
         return FilterResult.single(REASON, mask, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)

@@ -29,7 +29,7 @@ from ascheduler.framework.interface import (
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo
-from ascheduler.model.affinity import tolerated
+from ascheduler.model.affinity import Toleration, tolerated
 
 NAME: Final = "TaintToleration"
 REASON: Final = "node(s) had untolerated taint(s)"
@@ -44,20 +44,27 @@ def _tainted_rows(nodes: NodeTable) -> list[int]:
     return rows
 
 
+def untolerated(nodes: NodeTable, tolerations: tuple[Toleration, ...]) -> BoolArray:
+    """Rows with a NoSchedule or NoExecute taint `tolerations` do not tolerate (read-only;
+    cached until a node's spec changes)."""
+    key = (NAME, "filter", tolerations)
+    mask: BoolArray | None = nodes.cached(key)
+    if mask is None:
+        mask = np.zeros(nodes.n, dtype=np.bool_)
+        for row in _tainted_rows(nodes):
+            mask[row] = any(
+                t.effect in _FILTER_EFFECTS and not tolerated(tolerations, t)
+                for t in nodes.infos[row].taints
+            )
+        nodes.remember(key, mask)
+    return mask
+
+
 class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin):
     name = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
-        key = (NAME, "filter", pod.tolerations)
-        mask: BoolArray | None = nodes.cached(key)
-        if mask is None:
-            mask = np.zeros(nodes.n, dtype=np.bool_)
-            for row in _tainted_rows(nodes):
-                mask[row] = any(
-                    t.effect in _FILTER_EFFECTS and not tolerated(pod.tolerations, t)
-                    for t in nodes.infos[row].taints
-                )
-            nodes.remember(key, mask)
+        mask = untolerated(nodes, pod.tolerations)
         if not mask.any():
             return None
         return FilterResult.single(REASON, mask, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)

@@ -237,7 +237,10 @@ class SchedulingQueue:
             return
         if uid in self._unschedulable:
             qp = self._unschedulable[uid]
-            if qp.pod.scheduling_spec_equal(pod):
+            relabelled = qp.pod.labels != pod.labels
+            if qp.pod.scheduling_spec_equal(pod) and not (
+                relabelled and self.event_filter(qp, ClusterEvent.UNSCHEDULED_POD_UPDATE)
+            ):
                 self._unschedulable[uid] = replace(qp, pod=pod)
                 return
             self._unschedulable.pop(uid)

@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 
 from ascheduler.cache import Cache
-from ascheduler.framework import Code, CycleState, FilterResult, Handle, PreScorePlugin
+from ascheduler.framework import (
+    Code,
+    CycleState,
+    FilterResult,
+    Handle,
+    PreFilterPlugin,
+    PreScorePlugin,
+)
 from ascheduler.model import Node, PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
 
@@ -111,6 +118,7 @@ def pod(
     priority: int | None = None,
     gates: Sequence[str] = (),
     phase: str | None = None,
+    labels: Mapping[str, str] | None = None,
     **spec_fields: Any,
 ) -> Json:
     """A Pod object (uid `uid-<name>` unless given). `required` is the list of required
@@ -147,6 +155,8 @@ def pod(
         spec["schedulingGates"] = [{"name": g} for g in gates]
     spec.update(spec_fields)
     meta: Json = {"name": name, "namespace": namespace, "uid": uid or f"uid-{name}"}
+    if labels is not None:
+        meta["labels"] = dict(labels)
     if resource_version is not None:
         meta["resourceVersion"] = resource_version
     body: Json = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
@@ -200,11 +210,22 @@ def make_cache(nodes: Iterable[Json], pods: Iterable[Json] = ()) -> Cache:
 def make_plugin(name: str, cache: Cache, args: Mapping[str, Any] | None = None) -> Any:
     """The in-tree plugin `name`, its `args` decoded as a profile would decode them."""
     registration = IN_TREE[name]
-    return registration.build(registration.decode_args(args, "args"), Handle(nodes=cache.table))
+    return registration.build(
+        registration.decode_args(args, "args"), Handle(nodes=cache.table, objects=cache.objects)
+    )
 
 
 def run_filter(plugin: Any, raw_pod: Json, cache: Cache) -> FilterResult | None:
-    return plugin.filter(CycleState(), parsed(raw_pod), cache.table)  # type: ignore[no-any-return]
+    """PreFilter (where the plugin has one) then Filter, as the framework runs them; a
+    PreFilter that says SKIP skips the Filter (None)."""
+    state = CycleState()
+    info = parsed(raw_pod)
+    if isinstance(plugin, PreFilterPlugin):
+        _, status = plugin.pre_filter(state, info, cache.table)
+        if status.code is Code.SKIP:
+            return None
+        assert status.ok, status
+    return plugin.filter(state, info, cache.table)  # type: ignore[no-any-return]
 
 
 def rejected_reasons(result: FilterResult | None, cache: Cache) -> dict[str, list[str]]:

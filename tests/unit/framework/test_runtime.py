@@ -89,6 +89,8 @@ def test_default_profile_order_and_weights() -> None:
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
     ]
     assert fw.queue_sort.name == "PrioritySort"
     assert [p.name for p in fw.pre_enqueue_plugins] == ["SchedulingGates"]
@@ -98,6 +100,8 @@ def test_default_profile_order_and_weights() -> None:
         "TaintToleration": 3,
         "NodeAffinity": 2,
         "NodeResourcesFit": 1,
+        "PodTopologySpread": 2,
+        "InterPodAffinity": 2,
         "NodeResourcesBalancedAllocation": 1,
     }
 

@@ -527,8 +527,9 @@ async def test_update_of_backoff_pod_keeps_it_in_backoff(
 
 
 async def test_irrelevant_update_of_unschedulable_pod_keeps_it_there(
-    queue: SchedulingQueue,
+    default_queue: SchedulingQueue,
 ) -> None:
+    queue = default_queue
     await make_unschedulable(queue, make_pod("p"), frozenset({"NodeResourcesFit"}))
     relabelled = parse_pod(
         {
@@ -541,6 +542,25 @@ async def test_irrelevant_update_of_unschedulable_pod_keeps_it_there(
     )
     queue.update(relabelled)
     assert queue.where("uid-p") == "unschedulable"
+
+
+async def test_relabelling_a_pod_that_spread_rejected_retries_it(
+    default_queue: SchedulingQueue,
+) -> None:
+    # Its own labels decide whether it counts against its constraints.
+    queue = default_queue
+    await make_unschedulable(queue, make_pod("p"), frozenset({"PodTopologySpread"}))
+    relabelled = parse_pod(
+        {
+            "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p", "labels": {"a": "b"}},
+            "spec": {
+                "schedulerName": "ascheduler",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+            },
+        }
+    )
+    queue.update(relabelled)
+    assert queue.where("uid-p") != "unschedulable"
 
 
 async def test_relevant_update_of_unschedulable_pod_moves_it(

@@ -1,0 +1,188 @@
+"""Objects besides pods and nodes that plugins read: namespaces (their labels, for pod
+affinity's `namespaceSelector`), and the Services, ReplicaSets, StatefulSets and
+ReplicationControllers that give a pod PodTopologySpread's default constraints.
+
+Each kind is watched by an informer into compact records; this store keeps them by key and
+answers the two questions the plugins ask (kube-scheduler's namespace lister and its
+`helper.DefaultSelector`). An object its parser cannot take is skipped by the informer (and
+logged), so a broken Service never stops scheduling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ascheduler.model.affinity import SpecError
+from ascheduler.model.pod import PodInfo
+from ascheduler.model.topology import NOTHING, LabelSelector, parse_selector, selector_from_set
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    name: str
+    resource_version: str
+    labels: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Selecting:
+    """A Service, ReplicaSet, StatefulSet or ReplicationController: what it selects.
+
+    `labels` is a plain label set (a Service's or a ReplicationController's selector, None if
+    it has none); `selector` a full label selector (ReplicaSet, StatefulSet)."""
+
+    kind: str
+    namespace: str
+    name: str
+    resource_version: str
+    labels: Mapping[str, str] | None = None
+    selector: LabelSelector = NOTHING
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _string_map(raw: Any, path: str) -> dict[str, str]:
+    if not isinstance(raw, Mapping) or not all(isinstance(v, str) for v in raw.values()):
+        raise SpecError(f"{path}: expected a map of strings")
+    return {str(k): v for k, v in raw.items()}
+
+
+def parse_namespace(obj: Mapping[str, Any]) -> Namespace:
+    meta = _meta(obj)
+    labels = meta.get("labels")
+    return Namespace(
+        str(meta.get("name", "")),
+        str(meta.get("resourceVersion", "")),
+        _string_map(labels, "metadata.labels") if labels is not None else {},
+    )
+
+
+def parse_selecting(kind: str, obj: Mapping[str, Any]) -> Selecting:
+    meta = _meta(obj)
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    raw = spec.get("selector")
+    labels: dict[str, str] | None = None
+    selector = NOTHING
+    if kind in ("Service", "ReplicationController"):
+        labels = _string_map(raw, "spec.selector") if raw is not None else None
+    else:
+        selector = parse_selector(raw, "spec.selector")
+    return Selecting(
+        kind,
+        str(meta.get("namespace", "")),
+        str(meta.get("name", "")),
+        str(meta.get("resourceVersion", "")),
+        labels,
+        selector,
+    )
+
+
+#: An owner reference's (apiVersion, kind) -> the kind whose selector it lends.
+_OWNER_KINDS = {
+    ("v1", "ReplicationController"): "ReplicationController",
+    ("apps/v1", "ReplicaSet"): "ReplicaSet",
+    ("apps/v1", "StatefulSet"): "StatefulSet",
+}
+
+
+class _Kind:
+    """The informer handler of one kind: records by key into the store."""
+
+    def __init__(self, store: ClusterObjects, kind: str) -> None:
+        self.store = store
+        self.kind = kind
+
+    def on_add(self, obj: Selecting) -> None:
+        self.store.selecting[self.kind].setdefault(obj.namespace, {})[obj.name] = obj
+        self.store.generation += 1
+
+    def on_update(self, old: Selecting, new: Selecting) -> None:
+        self.on_add(new)
+
+    def on_delete(self, obj: Selecting) -> None:
+        group = self.store.selecting[self.kind].get(obj.namespace, {})
+        group.pop(obj.name, None)
+        self.store.generation += 1
+
+
+class _Namespaces:
+    def __init__(self, store: ClusterObjects) -> None:
+        self.store = store
+
+    def on_add(self, ns: Namespace) -> None:
+        self.store.namespaces[ns.name] = ns
+        self.store.generation += 1
+
+    def on_update(self, old: Namespace, new: Namespace) -> None:
+        self.on_add(new)
+
+    def on_delete(self, ns: Namespace) -> None:
+        self.store.namespaces.pop(ns.name, None)
+        self.store.generation += 1
+
+
+class ClusterObjects:
+    KINDS = ("Service", "ReplicationController", "ReplicaSet", "StatefulSet")
+
+    def __init__(self) -> None:
+        self.namespaces: dict[str, Namespace] = {}
+        #: kind -> namespace -> name -> record.
+        self.selecting: dict[str, dict[str, dict[str, Selecting]]] = {k: {} for k in self.KINDS}
+        #: Counts changes, for caches derived from these objects.
+        self.generation = 0
+        self.namespace_handler = _Namespaces(self)
+        self.handlers = {k: _Kind(self, k) for k in self.KINDS}
+
+    # -- namespaces --------------------------------------------------------------------------
+
+    def namespace_labels(self, name: str) -> Mapping[str, str]:
+        """The labels of namespace `name` (none if it is not known: kube-scheduler assumes
+        an empty set then)."""
+        ns = self.namespaces.get(name)
+        return ns.labels if ns is not None else {}
+
+    def namespaces_matching(self, selector: LabelSelector) -> frozenset[str]:
+        return frozenset(n for n, ns in self.namespaces.items() if selector.matches(ns.labels))
+
+    # -- PodTopologySpread's default selector -------------------------------------------------
+
+    def default_selector(self, pod: PodInfo) -> LabelSelector:
+        """kube-scheduler's `helper.DefaultSelector`: the selectors of the Services that select
+        the pod, merged, and its controller's (ReplicationController, ReplicaSet,
+        StatefulSet) added; empty when nothing selects it."""
+        merged: dict[str, str] = {}
+        for svc in self.selecting["Service"].get(pod.namespace, {}).values():
+            if svc.labels is None:
+                continue
+            if all(pod.labels.get(k) == v for k, v in svc.labels.items()):
+                merged.update(svc.labels)
+        selector = selector_from_set(merged)
+        if pod.controller is None:
+            return selector
+        kind = _OWNER_KINDS.get((pod.controller[0], pod.controller[1]))
+        if kind is None:
+            return selector
+        owner = self.selecting[kind].get(pod.namespace, {}).get(pod.controller[2])
+        if owner is None:
+            return selector
+        if kind == "ReplicationController":
+            return selector_from_set({**merged, **(owner.labels or {})})
+        if owner.selector.nothing:
+            return selector
+        return LabelSelector(
+            tuple(sorted({*selector.requirements, *owner.selector.requirements}, key=_req_key))
+        )
+
+
+def _req_key(r: Any) -> tuple[str, str, tuple[str, ...]]:
+    return (r.key, r.operator, r.values)

@@ -1,0 +1,308 @@
+"""InterPodAffinity: required and preferred pod affinity and anti-affinity (weight 2 in the
+default profile), with kube-scheduler v1.35's rules.
+
+Filter, for each node, the first of:
+* `node(s) didn't match pod affinity rules` (unresolvable): the node lacks a required
+  affinity term's topology key, or some term's domain holds no pod matching all the terms;
+  except that the first pod of a group passes when no pod anywhere matches and it matches its
+  own terms;
+* `node(s) didn't match pod anti-affinity rules`: a required anti-affinity term's domain holds
+  a matching pod;
+* `node(s) didn't satisfy existing pods anti-affinity rules`: a pod already placed has a
+  required anti-affinity term that matches this pod, in this node's domain (symmetry).
+
+Score: per topology domain, the weights of the pod's preferred terms matched by pods there
+(anti-affinity negative), plus the existing pods' terms matched by this pod: their required
+affinity at `hardPodAffinityWeight`, their preferred terms at their weights; normalised to
+0..100 between the lowest and highest node.
+
+A term's namespaces: those it names, the pod's own when it names none and has no
+`namespaceSelector`, and those whose labels match its `namespaceSelector` (namespace informer).
+
+Columnar: the incoming pod's terms are counted per row by the node table's pod index (one
+count column per term, kept up to date as pods come and go), summed per domain with
+`bincount`; existing pods with affinity are grouped by their terms (the index keeps, per
+distinct set of terms, the rows holding such pods), so each distinct set is matched against
+the incoming pod once per cycle, however many pods share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ascheduler.framework.errors import PluginArgsError
+from ascheduler.framework.handle import Handle
+from ascheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    SKIP,
+    SUCCESS,
+    ClusterEvent,
+    Code,
+    CycleState,
+    FilterPlugin,
+    FilterResult,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    Rejection,
+    ScorePlugin,
+    Status,
+)
+from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
+from ascheduler.framework.objects import ClusterObjects
+from ascheduler.framework.registry import Registration
+from ascheduler.model import PodInfo
+from ascheduler.model.topology import AffinityTerm
+
+NAME: Final = "InterPodAffinity"
+REASON_AFFINITY: Final = "node(s) didn't match pod affinity rules"
+REASON_ANTI_AFFINITY: Final = "node(s) didn't match pod anti-affinity rules"
+REASON_EXISTING: Final = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+
+@dataclass(frozen=True)
+class InterPodAffinityArgs:
+    """kube-scheduler's `InterPodAffinityArgs`."""
+
+    hard_pod_affinity_weight: int = 1
+    ignore_preferred_terms_of_existing_pods: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.hard_pod_affinity_weight <= 100:
+            raise PluginArgsError("hardPodAffinityWeight: not in valid range [0-100]")
+
+
+@dataclass(frozen=True, slots=True)
+class TermsMatch:
+    """Pods matching every one of `terms` (no namespace labels: a term's namespace selector,
+    once resolved, is either all namespaces or none)."""
+
+    terms: tuple[AffinityTerm, ...]
+    namespaces: frozenset[str] | None
+
+    @classmethod
+    def of(cls, terms: tuple[AffinityTerm, ...]) -> TermsMatch:
+        bound: frozenset[str] | None = None
+        for t in terms:
+            if not t.namespace_selector.matches({}):
+                bound = t.namespaces if bound is None else bound & t.namespaces
+        return cls(terms, bound)
+
+    def matches(self, pod: PodInfo) -> bool:
+        return all(t.matches(pod.namespace, pod.labels, None) for t in self.terms)
+
+
+def _per_domain(nodes: NodeTable, key: str, per_row: IntArray) -> tuple[IntArray, IntArray]:
+    """(codes of the rows for `key`, sum of `per_row` per domain code)."""
+    d = nodes.domains(key)
+    has = d.codes >= 0
+    sums = np.bincount(d.codes[has], weights=per_row[has], minlength=len(d.values))
+    return d.codes, sums.astype(np.int64)
+
+
+def _sparse_domains(
+    nodes: NodeTable, key: str, rows: Mapping[int, int]
+) -> tuple[IntArray, IntArray]:
+    """(codes of the rows for `key`, sum of `rows` (row -> count) per domain code)."""
+    d = nodes.domains(key)
+    at = np.fromiter(rows.keys(), dtype=np.int64, count=len(rows))
+    weight = np.fromiter(rows.values(), dtype=np.int64, count=len(rows))
+    codes = d.codes[at]
+    has = codes >= 0
+    sums = np.bincount(codes[has], weights=weight[has], minlength=len(d.values))
+    return d.codes, sums.astype(np.int64)
+
+
+def _in_domains(codes: IntArray, hits: IntArray) -> BoolArray:
+    """Rows whose domain has a positive count in `hits`."""
+    if hits.size == 0:
+        return np.zeros(codes.size, dtype=np.bool_)
+    return (codes >= 0) & (hits[np.maximum(codes, 0)] > 0)
+
+
+@dataclass(slots=True)
+class _FilterState:
+    affinity_fail: BoolArray
+    anti_fail: BoolArray
+    existing_fail: BoolArray
+
+
+class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+    name = NAME
+
+    def __init__(self, args: InterPodAffinityArgs, objects: ClusterObjects) -> None:
+        self.args = args
+        self.objects = objects
+
+    def _resolve(self, term: AffinityTerm) -> AffinityTerm:
+        """kube-scheduler's `mergeAffinityTermNamespacesIfNotEmpty`: the namespaces a
+        non-empty namespace selector matches now, added to the term's own. (kube-scheduler
+        then clears the selector on a copy only, so the term keeps it; matched against no
+        namespace labels, it still selects every namespace if it matches an empty set.)"""
+        if term.namespace_selector.empty:
+            return term
+        matched = self.objects.namespaces_matching(term.namespace_selector)
+        return AffinityTerm(
+            term.selector, term.namespaces | matched, term.namespace_selector, term.topology_key
+        )
+
+    def _existing_anti(self, pod: PodInfo, nodes: NodeTable) -> BoolArray:
+        """Rows in a domain where a placed pod's required anti-affinity matches `pod`."""
+        fail = np.zeros(nodes.n, dtype=np.bool_)
+        ns_labels = self.objects.namespace_labels(pod.namespace)
+        for shape, rows in nodes.affinity_rows().items():
+            for term in shape.required_anti:
+                if term.matches(pod.namespace, pod.labels, ns_labels):
+                    codes, hits = _sparse_domains(nodes, term.topology_key, rows)
+                    fail |= _in_domains(codes, hits)
+        return fail
+
+    # -- PreFilter / Filter --------------------------------------------------------------------
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
+        required = tuple(self._resolve(t) for t in pod.pod_affinity.required)
+        required_anti = tuple(self._resolve(t) for t in pod.pod_affinity.required_anti)
+        existing = self._existing_anti(pod, nodes)
+        if not required and not required_anti and not existing.any():
+            return None, SKIP
+        n = nodes.n
+        affinity_fail = np.zeros(n, dtype=np.bool_)
+        if required:
+            counts = nodes.match_counts(TermsMatch.of(required))
+            missing = np.zeros(n, dtype=np.bool_)
+            all_exist = np.ones(n, dtype=np.bool_)
+            anywhere = False
+            for term in required:
+                codes, sums = _per_domain(nodes, term.topology_key, counts)
+                missing |= codes < 0
+                all_exist &= _in_domains(codes, sums)
+                anywhere = anywhere or bool(sums.any())
+            first_of_group = not anywhere and TermsMatch.of(required).matches(pod)
+            affinity_fail = missing | (~all_exist & (not first_of_group))
+        anti_fail = np.zeros(n, dtype=np.bool_)
+        for term in required_anti:
+            counts = nodes.match_counts(TermsMatch.of((term,)))
+            codes, sums = _per_domain(nodes, term.topology_key, counts)
+            anti_fail |= _in_domains(codes, sums)
+        state.write(NAME, _FilterState(affinity_fail, anti_fail, existing))
+        return None, SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
+        s: _FilterState | None = state.read(NAME)
+        if s is None:
+            return None
+        affinity = s.affinity_fail
+        anti = s.anti_fail & ~affinity
+        existing = s.existing_fail & ~affinity & ~anti
+        rejected = affinity | anti | existing
+        if not rejected.any():
+            return None
+        rejections = []
+        if affinity.any():
+            rejections.append(
+                Rejection(REASON_AFFINITY, affinity, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+            )
+        if anti.any():
+            rejections.append(Rejection(REASON_ANTI_AFFINITY, anti, Code.UNSCHEDULABLE))
+        if existing.any():
+            rejections.append(Rejection(REASON_EXISTING, existing, Code.UNSCHEDULABLE))
+        return FilterResult(rejected, tuple(rejections))
+
+    # -- PreScore / Score ----------------------------------------------------------------------
+
+    def pre_score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> Status:
+        own = pod.pod_affinity
+        has_constraints = bool(own.preferred or own.preferred_anti)
+        if self.args.ignore_preferred_terms_of_existing_pods and not has_constraints:
+            return SKIP
+        # topology key -> score per domain code
+        scores: dict[str, IntArray] = {}
+        touched = False
+
+        def add(key: str, sums: IntArray, weight: int) -> None:
+            nonlocal touched
+            if not sums.any():
+                return
+            touched = True
+            have = scores.get(key)
+            if have is None:
+                scores[key] = sums * weight
+            else:
+                have += sums * weight
+
+        for sign, terms in ((1, own.preferred), (-1, own.preferred_anti)):
+            for wt in terms:
+                term = self._resolve(wt.term)
+                counts = nodes.match_counts(TermsMatch.of((term,)))
+                _, sums = _per_domain(nodes, term.topology_key, counts)
+                add(term.topology_key, sums, sign * wt.weight)
+        ns_labels = self.objects.namespace_labels(pod.namespace)
+        hard = self.args.hard_pod_affinity_weight
+        for shape, rows in nodes.affinity_rows().items():
+            weighted: list[tuple[int, AffinityTerm]] = []
+            if hard > 0:
+                weighted += [(hard, t) for t in shape.required]
+            weighted += [(w.weight, w.term) for w in shape.preferred]
+            weighted += [(-w.weight, w.term) for w in shape.preferred_anti]
+            for weight, term in weighted:
+                if term.matches(pod.namespace, pod.labels, ns_labels):
+                    _, sums = _sparse_domains(nodes, term.topology_key, rows)
+                    add(term.topology_key, sums, weight)
+        if not touched:
+            return SKIP
+        total = np.zeros(feasible.size, dtype=np.int64)
+        for key, per_domain in scores.items():
+            codes = nodes.domains(key).codes[feasible]
+            total += np.where(codes >= 0, per_domain[np.maximum(codes, 0)], 0)
+        state.write((NAME, "score"), total)
+        return SUCCESS
+
+    def score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> IntArray:
+        total: IntArray = state.read((NAME, "score"))
+        return total.copy()
+
+    def normalize(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        if scores.size == 0:
+            return scores
+        low, high = int(scores.min()), int(scores.max())
+        diff = high - low
+        if diff <= 0:
+            return np.zeros_like(scores)
+        scaled: npt.NDArray[np.float64] = float(MAX_NODE_SCORE) * (
+            (scores - low).astype(np.float64) / float(diff)
+        )
+        return scaled.astype(np.int64)
+
+
+def new(args: InterPodAffinityArgs, handle: Handle) -> InterPodAffinity:
+    return InterPodAffinity(args, handle.objects)
+
+
+REGISTRATION: Final = Registration(
+    NAME,
+    new,
+    InterPodAffinityArgs,
+    events=frozenset(
+        {
+            ClusterEvent.ASSIGNED_POD_ADD,
+            ClusterEvent.ASSIGNED_POD_DELETE,
+            ClusterEvent.ASSIGNED_POD_UPDATE,
+            ClusterEvent.UNSCHEDULED_POD_UPDATE,
+            ClusterEvent.NODE_ADD,
+            ClusterEvent.NODE_LABEL,
+            ClusterEvent.NAMESPACE_CHANGE,
+        }
+    ),
+    default_weight=2,
+)

@@ -1,0 +1,391 @@
+"""PodTopologySpread: spread a pod's group evenly over topology domains (weight 2 in the
+default profile), with kube-scheduler v1.35's rules.
+
+Filter (`whenUnsatisfiable: DoNotSchedule`): a node whose domain would then hold more than
+`maxSkew` matching pods above the emptiest eligible domain is rejected (`node(s) didn't match
+pod topology spread constraints`); a node without the topology key is rejected as
+unresolvable (`... (missing required label)`). The emptiest domain counts as 0 while fewer
+than `minDomains` domains exist. Eligible domains are those of nodes that carry every
+constraint's key and pass the node inclusion policies (`nodeAffinityPolicy` Honor by
+default: the pod's nodeSelector and required node affinity; `nodeTaintsPolicy` Ignore by
+default, Honor: untolerated NoSchedule/NoExecute taints exclude the node).
+
+Score (`ScheduleAnyway`): fewer matching pods in a node's domain is better, each constraint
+weighted by log(domains + 2), normalised so the best node gets 100.
+
+Pods without constraints of their own get the plugin's default constraints: kube-scheduler's
+system defaults (ScheduleAnyway over hostname with maxSkew 3 and zone with maxSkew 5), or
+the configured list, with the selector of the Services, ReplicaSet, StatefulSet or
+ReplicationController that select the pod.
+
+Columnar: matching pods are counted per node row by the node table's pod index (a column per
+selector, kept up to date as pods come and go), and summed per domain with `bincount` over
+the key's domain codes. No pod and no node is visited in Python per cycle.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ascheduler.framework.errors import PluginArgsError
+from ascheduler.framework.handle import Handle
+from ascheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    SKIP,
+    SUCCESS,
+    ClusterEvent,
+    Code,
+    CycleState,
+    FilterPlugin,
+    FilterResult,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    Rejection,
+    ScorePlugin,
+    Status,
+)
+from ascheduler.framework.nodes import BoolArray, Domains, IntArray, NodeTable
+from ascheduler.framework.objects import ClusterObjects
+from ascheduler.framework.registry import Registration
+from ascheduler.model import PodInfo
+from ascheduler.model.affinity import SpecError
+from ascheduler.model.topology import (
+    INT32_MAX,
+    LabelSelector,
+    SpreadConstraint,
+    parse_spread_constraint,
+)
+from ascheduler.plugins.nodeaffinity import mismatched
+from ascheduler.plugins.tainttoleration import untolerated
+
+NAME: Final = "PodTopologySpread"
+REASON: Final = "node(s) didn't match pod topology spread constraints"
+REASON_MISSING_LABEL: Final = REASON + " (missing required label)"
+HOSTNAME: Final = "kubernetes.io/hostname"
+ZONE: Final = "topology.kubernetes.io/zone"
+
+SYSTEM_DEFAULTS: Final = (
+    SpreadConstraint(3, HOSTNAME, "ScheduleAnyway", LabelSelector()),
+    SpreadConstraint(5, ZONE, "ScheduleAnyway", LabelSelector()),
+)
+
+
+@dataclass(frozen=True)
+class DefaultConstraint:
+    """One of `defaultConstraints`: a `TopologySpreadConstraint` without a selector (the
+    selector is deduced for each pod)."""
+
+    max_skew: int = 0
+    topology_key: str = ""
+    when_unsatisfiable: str = ""
+    min_domains: int | None = None
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
+    match_label_keys: tuple[str, ...] = ()
+    label_selector: dict[str, object] | None = None
+
+    def __post_init__(self) -> None:
+        if self.label_selector is not None:
+            raise PluginArgsError(
+                "labelSelector: constraint must not define a selector, as they deduced for each pod"
+            )
+
+    def constraint(self) -> SpreadConstraint:
+        raw: dict[str, object] = {
+            "maxSkew": self.max_skew,
+            "topologyKey": self.topology_key,
+            "whenUnsatisfiable": self.when_unsatisfiable,
+            "matchLabelKeys": list(self.match_label_keys),
+        }
+        for key, value in (
+            ("minDomains", self.min_domains),
+            ("nodeAffinityPolicy", self.node_affinity_policy),
+            ("nodeTaintsPolicy", self.node_taints_policy),
+        ):
+            if value is not None:
+                raw[key] = value
+        try:
+            return parse_spread_constraint(raw, "constraint")
+        except SpecError as exc:
+            raise PluginArgsError(str(exc).removeprefix("constraint.")) from exc
+
+
+@dataclass(frozen=True)
+class PodTopologySpreadArgs:
+    """kube-scheduler's `PodTopologySpreadArgs` (`defaultingType` defaults to List when
+    constraints are given, else System, as in kube-scheduler's v1 defaulting)."""
+
+    default_constraints: tuple[DefaultConstraint, ...] = ()
+    defaulting_type: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.defaulting_type:
+            object.__setattr__(
+                self, "defaulting_type", "List" if self.default_constraints else "System"
+            )
+        if self.defaulting_type not in ("System", "List"):
+            raise PluginArgsError(
+                f"defaultingType: must be System or List, got {self.defaulting_type!r}"
+            )
+        if self.defaulting_type == "System" and self.default_constraints:
+            raise PluginArgsError(
+                'defaultConstraints: must be empty when defaultingType is "System"'
+            )
+        seen = set()
+        for i, c in enumerate(self.default_constraints):
+            c.constraint()
+            pair = (c.topology_key, c.when_unsatisfiable)
+            if pair in seen:
+                raise PluginArgsError(
+                    f"defaultConstraints[{i}]: duplicate topologyKey and whenUnsatisfiable "
+                    f"{pair[0]!r}, {pair[1]!r}"
+                )
+            seen.add(pair)
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadMatch:
+    """Pods of one namespace, not being deleted, whose labels match a selector."""
+
+    namespaces: frozenset[str]
+    selector: LabelSelector
+
+    def matches(self, pod: PodInfo) -> bool:
+        return (
+            pod.namespace in self.namespaces
+            and not pod.deleting
+            and self.selector.matches(pod.labels)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Constraint:
+    spec: SpreadConstraint
+    selector: LabelSelector
+
+    @property
+    def key(self) -> str:
+        return self.spec.topology_key
+
+
+@dataclass(slots=True)
+class _FilterState:
+    constraints: list[_Constraint]
+    domains: list[Domains] = field(default_factory=list)
+    #: Per constraint: matching pods per domain code (eligible nodes only).
+    counts: list[IntArray] = field(default_factory=list)
+    minimum: list[int] = field(default_factory=list)
+    self_match: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _ScoreState:
+    ignored: BoolArray  # aligned with the feasible rows
+    values: IntArray  # rounded raw scores of the feasible rows
+
+
+def _counts(nodes: NodeTable, pod: PodInfo, selector: LabelSelector) -> IntArray:
+    """Matching pods per row (`countPodsMatchSelector`: an empty selector counts none)."""
+    if selector.empty or selector.nothing:
+        return np.zeros(nodes.n, dtype=np.int64)
+    return nodes.match_counts(SpreadMatch(frozenset((pod.namespace,)), selector))
+
+
+def _round(values: npt.NDArray[np.float64]) -> IntArray:
+    """Go's math.Round for non-negative values (half away from zero)."""
+    floor = np.floor(values)
+    return (floor + (values - floor >= 0.5)).astype(np.int64)
+
+
+class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+    name = NAME
+
+    def __init__(self, args: PodTopologySpreadArgs, objects: ClusterObjects) -> None:
+        self.objects = objects
+        self.system_defaulted = args.defaulting_type == "System"
+        self.defaults: tuple[SpreadConstraint, ...] = (
+            SYSTEM_DEFAULTS
+            if self.system_defaulted
+            else tuple(c.constraint() for c in args.default_constraints)
+        )
+
+    def constraints(self, pod: PodInfo, action: str) -> list[_Constraint]:
+        """The pod's constraints with `whenUnsatisfiable: action`, selectors resolved
+        (matchLabelKeys merged; the default constraints take the deduced selector)."""
+        if pod.spread_constraints:
+            out = []
+            for c in pod.spread_constraints:
+                if c.when_unsatisfiable != action:
+                    continue
+                extra = {k: pod.labels[k] for k in c.match_label_keys if k in pod.labels}
+                out.append(_Constraint(c, c.selector.merged(extra)))
+            return out
+        chosen = [c for c in self.defaults if c.when_unsatisfiable == action]
+        if not chosen:
+            return []
+        selector = self.objects.default_selector(pod)
+        if selector.empty:
+            return []
+        return [_Constraint(c, selector) for c in chosen]
+
+    def _included(self, pod: PodInfo, nodes: NodeTable, c: SpreadConstraint) -> BoolArray:
+        """Rows the node inclusion policies keep for constraint `c`."""
+        keep = np.ones(nodes.n, dtype=np.bool_)
+        if c.node_affinity_policy == "Honor":
+            keep &= ~mismatched(nodes, pod)
+        if c.node_taints_policy == "Honor":
+            keep &= ~untolerated(nodes, pod.tolerations)
+        return keep
+
+    # -- PreFilter / Filter --------------------------------------------------------------------
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
+        constraints = self.constraints(pod, "DoNotSchedule")
+        if not constraints:
+            return None, SKIP
+        s = _FilterState(constraints)
+        s.domains = [nodes.domains(c.key) for c in constraints]
+        has_all = np.ones(nodes.n, dtype=np.bool_)
+        for d in s.domains:
+            has_all &= d.codes >= 0
+        for c, d in zip(constraints, s.domains, strict=True):
+            rows = has_all & self._included(pod, nodes, c.spec)
+            codes = d.codes[rows]
+            per_domain = np.bincount(
+                codes, weights=_counts(nodes, pod, c.selector)[rows], minlength=len(d.values)
+            ).astype(np.int64)
+            present = np.unique(codes)
+            minimum = int(per_domain[present].min()) if present.size else INT32_MAX
+            if present.size < c.spec.min_domains:
+                minimum = 0
+            s.counts.append(per_domain)
+            s.minimum.append(minimum)
+            s.self_match.append(1 if c.selector.matches(pod.labels) else 0)
+        state.write(NAME, s)
+        return None, SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
+        s: _FilterState | None = state.read(NAME)
+        if s is None:
+            return None
+        decided = np.zeros(nodes.n, dtype=np.bool_)
+        missing = np.zeros(nodes.n, dtype=np.bool_)
+        skewed = np.zeros(nodes.n, dtype=np.bool_)
+        for i, c in enumerate(s.constraints):
+            codes = s.domains[i].codes
+            lacks = (codes < 0) & ~decided
+            missing |= lacks
+            decided |= lacks
+            matched = np.where(codes >= 0, s.counts[i][np.maximum(codes, 0)], 0)
+            over = (matched + s.self_match[i] - s.minimum[i] > c.spec.max_skew) & ~decided
+            skewed |= over
+            decided |= over
+        if not decided.any():
+            return None
+        rejections = []
+        if missing.any():
+            rejections.append(
+                Rejection(REASON_MISSING_LABEL, missing, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+            )
+        if skewed.any():
+            rejections.append(Rejection(REASON, skewed, Code.UNSCHEDULABLE))
+        return FilterResult(decided, tuple(rejections))
+
+    # -- PreScore / Score ----------------------------------------------------------------------
+
+    def pre_score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> Status:
+        if nodes.n == 0:
+            return SKIP
+        constraints = self.constraints(pod, "ScheduleAnyway")
+        if not constraints:
+            return SKIP
+        require_all = bool(pod.spread_constraints) or not self.system_defaulted
+        domains = [nodes.domains(c.key) for c in constraints]
+        has_all = np.ones(nodes.n, dtype=np.bool_)
+        for d in domains:
+            has_all &= d.codes >= 0
+        ignored = ~has_all[feasible] if require_all else np.zeros(feasible.size, dtype=np.bool_)
+        kept = feasible[~ignored]
+        total = np.zeros(feasible.size, dtype=np.float64)
+        for c, d in zip(constraints, domains, strict=True):
+            counts = _counts(nodes, pod, c.selector)
+            on_node = d.codes[feasible] >= 0
+            if c.key == HOSTNAME:
+                weight = math.log(kept.size + 2)
+                cnt: npt.NDArray[np.float64] = counts[feasible].astype(np.float64)
+            else:
+                # A node without the key counts in the "" domain (Go reads a missing label
+                # as ""), which only a node-less constraint set can reach.
+                blank = d.index.get("", len(d.values))
+                codes = np.where(d.codes >= 0, d.codes, blank)
+                present = np.zeros(len(d.values) + 1, dtype=np.bool_)
+                present[codes[kept]] = True
+                weight = math.log(int(present.sum()) + 2)
+                rows = self._included(pod, nodes, c.spec)
+                if require_all:
+                    rows &= has_all
+                per_domain = np.bincount(
+                    codes[rows], weights=counts[rows], minlength=len(d.values) + 1
+                ).astype(np.float64)
+                per_domain[~present] = 0
+                cnt = per_domain[codes[feasible]]
+            contribution = cnt * weight + float(c.spec.max_skew - 1)
+            total += np.where(on_node, contribution, 0.0)
+        values = _round(total)
+        values[ignored] = 0
+        state.write((NAME, "score"), _ScoreState(ignored, values))
+        return SUCCESS
+
+    def score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> IntArray:
+        s: _ScoreState = state.read((NAME, "score"))
+        return s.values.copy()
+
+    def normalize(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        s: _ScoreState = state.read((NAME, "score"))
+        valid = ~s.ignored
+        out = np.zeros_like(scores)
+        if not valid.any():
+            return out
+        kept = scores[valid]
+        low, high = int(kept.min()), int(kept.max())
+        if high == 0:
+            out[valid] = MAX_NODE_SCORE
+        else:
+            out[valid] = MAX_NODE_SCORE * (high + low - kept) // high
+        return out
+
+
+def new(args: PodTopologySpreadArgs, handle: Handle) -> PodTopologySpread:
+    return PodTopologySpread(args, handle.objects)
+
+
+REGISTRATION: Final = Registration(
+    NAME,
+    new,
+    PodTopologySpreadArgs,
+    events=frozenset(
+        {
+            ClusterEvent.ASSIGNED_POD_ADD,
+            ClusterEvent.ASSIGNED_POD_DELETE,
+            ClusterEvent.ASSIGNED_POD_UPDATE,
+            ClusterEvent.UNSCHEDULED_POD_UPDATE,
+            ClusterEvent.NODE_ADD,
+            ClusterEvent.NODE_LABEL,
+            ClusterEvent.NODE_TAINT,
+            ClusterEvent.NODE_DELETE,
+        }
+    ),
+    default_weight=2,
+)

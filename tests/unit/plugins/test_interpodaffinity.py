@@ -1,0 +1,261 @@
+"""InterPodAffinity: required affinity (the first pod of a group, nodes missing the key),
+required anti-affinity, existing pods' anti-affinity (symmetry), namespaces and namespace
+selectors, one reason per node in kube-scheduler's order; the preferred score with existing
+pods' terms and hardPodAffinityWeight."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ascheduler.framework import Code
+from ascheduler.framework.objects import parse_namespace
+from ascheduler.model import parse_pod
+from tests.kit import (
+    make_cache,
+    make_plugin,
+    node,
+    on,
+    pod,
+    rejected_reasons,
+    rejection_codes,
+    run_filter,
+    run_score,
+)
+
+NAME = "InterPodAffinity"
+AFFINITY = "node(s) didn't match pod affinity rules"
+ANTI = "node(s) didn't match pod anti-affinity rules"
+EXISTING = "node(s) didn't satisfy existing pods anti-affinity rules"
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+
+
+def zoned(name: str, zone: str | None) -> dict[str, Any]:
+    labels = {HOST: name}
+    if zone is not None:
+        labels[ZONE] = zone
+    return node(name, labels=labels)
+
+
+NODES = [zoned("a", "z1"), zoned("b", "z1"), zoned("c", "z2"), zoned("d", None)]
+
+
+def aff_term(app: str, key: str = ZONE, **extra: Any) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key, **extra}
+
+
+def with_affinity(
+    name: str,
+    labels: dict[str, str],
+    *,
+    required: list[Any] = (),  # type: ignore[assignment]
+    anti: list[Any] = (),  # type: ignore[assignment]
+    preferred: list[Any] = (),  # type: ignore[assignment]
+    preferred_anti: list[Any] = (),  # type: ignore[assignment]
+    namespace: str = "default",
+) -> dict[str, Any]:
+    affinity: dict[str, Any] = {}
+    key_r = "requiredDuringSchedulingIgnoredDuringExecution"
+    key_p = "preferredDuringSchedulingIgnoredDuringExecution"
+    if required or preferred:
+        affinity["podAffinity"] = {key_r: list(required), key_p: list(preferred)}
+    if anti or preferred_anti:
+        affinity["podAntiAffinity"] = {key_r: list(anti), key_p: list(preferred_anti)}
+    return pod(name, labels=labels, namespace=namespace, affinity=affinity)
+
+
+def weighted(weight: int, term: dict[str, Any]) -> dict[str, Any]:
+    return {"weight": weight, "podAffinityTerm": term}
+
+
+def filtered(pods: list[Any], incoming: dict[str, Any], cache: Any = None) -> dict[str, list[str]]:
+    cache = cache or make_cache(NODES, pods)
+    return rejected_reasons(run_filter(make_plugin(NAME, cache), incoming, cache), cache)
+
+
+def test_required_affinity_needs_a_matching_pod_in_the_domain() -> None:
+    pods = [on("a", pod("db", labels={"app": "db"}))]
+    incoming = with_affinity("web", {"app": "web"}, required=[aff_term("db")])
+    got = filtered(pods, incoming)
+    assert got == {"c": [AFFINITY], "d": [AFFINITY]}
+    cache = make_cache(NODES, pods)
+    result = run_filter(make_plugin(NAME, cache), incoming, cache)
+    assert rejection_codes(result, cache)[("c", AFFINITY)] is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+
+
+def test_the_first_pod_of_a_group_may_go_anywhere_with_the_key() -> None:
+    incoming = with_affinity("db-0", {"app": "db"}, required=[aff_term("db")])
+    assert filtered([], incoming) == {"d": [AFFINITY]}
+    stranger = with_affinity("web", {"app": "web"}, required=[aff_term("db")])
+    assert set(filtered([], stranger)) == {"a", "b", "c", "d"}
+
+
+def test_required_affinity_terms_must_all_be_met_by_one_pod() -> None:
+    pods = [
+        on("a", pod("db", labels={"app": "db"})),
+        on("c", pod("cache", labels={"app": "cache"})),
+    ]
+    incoming = with_affinity(
+        "web", {"app": "web"}, required=[aff_term("db"), aff_term("cache", key=HOST)]
+    )
+    # No single pod matches both terms: nowhere.
+    assert set(filtered(pods, incoming)) == {"a", "b", "c", "d"}
+
+
+def test_required_anti_affinity_rejects_the_domain_of_a_matching_pod() -> None:
+    pods = [on("a", pod("web-0", labels={"app": "web"}))]
+    incoming = with_affinity("web-1", {"app": "web"}, anti=[aff_term("web", key=HOST)])
+    assert filtered(pods, incoming) == {"a": [ANTI]}
+    zone = with_affinity("web-1", {"app": "web"}, anti=[aff_term("web")])
+    assert filtered(pods, zone) == {"a": [ANTI], "b": [ANTI]}
+
+
+def test_existing_pods_anti_affinity_is_symmetric() -> None:
+    guard = with_affinity("guard", {"app": "guard"}, anti=[aff_term("web")])
+    pods = [on("a", guard)]
+    assert filtered(pods, pod("web", labels={"app": "web"})) == {
+        "a": [EXISTING],
+        "b": [EXISTING],
+    }
+    assert filtered(pods, pod("other", labels={"app": "other"})) == {}
+
+
+def test_one_reason_per_node_in_kube_scheduler_s_order() -> None:
+    pods = [
+        on("a", pod("db", labels={"app": "db"})),
+        on("a", pod("web-0", labels={"app": "web"})),
+        on("c", with_affinity("guard", {"app": "guard"}, anti=[aff_term("web", key=HOST)])),
+    ]
+    incoming = with_affinity(
+        "web-1", {"app": "web"}, required=[aff_term("db")], anti=[aff_term("web", key=HOST)]
+    )
+    assert filtered(pods, incoming) == {"a": [ANTI], "c": [AFFINITY], "d": [AFFINITY]}
+
+
+def test_terms_look_in_the_pod_s_own_namespace_unless_told_otherwise() -> None:
+    pods = [on("a", pod("db", labels={"app": "db"}, namespace="data"))]
+    here = with_affinity("web", {"app": "web"}, anti=[aff_term("db")])
+    assert filtered(pods, here) == {}
+    there = with_affinity("web", {"app": "web"}, anti=[aff_term("db", namespaces=["data"])])
+    assert filtered(pods, there) == {"a": [ANTI], "b": [ANTI]}
+
+
+def test_namespace_selector_resolves_through_namespace_labels() -> None:
+    pods = [
+        on("a", pod("db", labels={"app": "db"}, namespace="data")),
+        on("c", pod("db2", labels={"app": "db"}, namespace="scratch")),
+    ]
+    cache = make_cache(NODES, pods)
+    for name, labels in (("data", {"tier": "prod"}), ("scratch", {"tier": "dev"})):
+        cache.objects.namespace_handler.on_add(
+            parse_namespace({"metadata": {"name": name, "labels": labels}})
+        )
+    prod = with_affinity(
+        "web",
+        {"app": "web"},
+        anti=[aff_term("db", namespaceSelector={"matchLabels": {"tier": "prod"}})],
+    )
+    assert filtered(pods, prod, cache) == {"a": [ANTI], "b": [ANTI]}
+    everywhere = with_affinity("web", {"app": "web"}, anti=[aff_term("db", namespaceSelector={})])
+    assert set(filtered(pods, everywhere, cache)) == {"a", "b", "c"}
+    nowhere = with_affinity(
+        "web",
+        {"app": "web"},
+        anti=[aff_term("db", namespaceSelector={"matchLabels": {"tier": "none"}})],
+    )
+    assert filtered(pods, nowhere, cache) == {}
+
+
+def test_no_terms_anywhere_skips_the_filter() -> None:
+    cache = make_cache(NODES, [on("a", pod("x", labels={"app": "x"}))])
+    assert run_filter(make_plugin(NAME, cache), pod("y", labels={"app": "y"}), cache) is None
+
+
+def test_a_pod_moving_away_frees_the_domain() -> None:
+    web0 = on("a", pod("web-0", labels={"app": "web"}))
+    cache = make_cache(NODES, [web0])
+    incoming = with_affinity("web-1", {"app": "web"}, anti=[aff_term("web")])
+    assert set(filtered([], incoming, cache)) == {"a", "b"}
+    cache.remove_pod(parse_pod(web0))
+    assert filtered([], incoming, cache) == {}
+    cache.add_pod(parse_pod(on("c", pod("web-0", labels={"app": "web"}))))
+    assert set(filtered([], incoming, cache)) == {"c"}
+
+
+# -- scoring ---------------------------------------------------------------------------------
+
+
+def scored(pods: list[Any], incoming: dict[str, Any], args: Any = None) -> dict[str, int] | None:
+    cache = make_cache(NODES, pods)
+    return run_score(make_plugin(NAME, cache, args), incoming, cache)
+
+
+DB_ON_A = [on("a", pod("db", labels={"app": "db"}))]
+
+
+def test_preferred_affinity_scores_the_domain() -> None:
+    incoming = with_affinity("web", {"app": "web"}, preferred=[weighted(10, aff_term("db"))])
+    assert scored(DB_ON_A, incoming) == {"a": 100, "b": 100, "c": 0, "d": 0}
+
+
+def test_preferred_anti_affinity_scores_the_other_domains() -> None:
+    incoming = with_affinity("web", {"app": "web"}, preferred_anti=[weighted(10, aff_term("db"))])
+    assert scored(DB_ON_A, incoming) == {"a": 0, "b": 0, "c": 100, "d": 100}
+
+
+def test_weights_add_up_per_domain() -> None:
+    pods = [*DB_ON_A, on("c", pod("cache", labels={"app": "cache"}))]
+    incoming = with_affinity(
+        "web",
+        {"app": "web"},
+        preferred=[weighted(30, aff_term("db")), weighted(10, aff_term("cache", key=HOST))],
+        preferred_anti=[weighted(20, aff_term("db", key=HOST))],
+    )
+    # a: 30 - 20 = 10, b: 30, c: 10, d: 0; normalised 100 * (s - 0) / 30.
+    assert scored(pods, incoming) == {"a": 33, "b": 100, "c": 33, "d": 0}
+
+
+def test_existing_pods_terms_score_the_incoming_pod() -> None:
+    fan = with_affinity(
+        "fan",
+        {"app": "fan"},
+        required=[aff_term("web")],
+        preferred=[weighted(5, aff_term("web", key=HOST))],
+    )
+    pods = [on("c", fan)]
+    # hardPodAffinityWeight 1 over z2, the preferred 5 on c: c = 6, others 0.
+    assert scored(pods, pod("web", labels={"app": "web"})) == {"a": 0, "b": 0, "c": 100, "d": 0}
+    # With the hard weight off, only the preferred term counts (still c).
+    assert scored(pods, pod("web", labels={"app": "web"}), {"hardPodAffinityWeight": 0}) == {
+        "a": 0,
+        "b": 0,
+        "c": 100,
+        "d": 0,
+    }
+    ignoring = {"ignorePreferredTermsOfExistingPods": True}
+    assert scored(pods, pod("web", labels={"app": "web"}), ignoring) is None
+
+
+def test_no_affinity_anywhere_skips_the_score() -> None:
+    assert scored(DB_ON_A, pod("web", labels={"app": "web"})) is None
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+def test_invalid_terms_name_the_field() -> None:
+    bad = with_affinity(
+        "web",
+        {"app": "web"},
+        anti=[{"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}],
+    )
+    info = parse_pod(bad)
+    key = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+    assert any(e.startswith(key) for e in info.errors), info.errors
+
+
+def test_many_terms_are_handled() -> None:
+    terms = [aff_term(f"app-{i}", key=HOST) for i in range(2000)]
+    incoming = with_affinity("web", {"app": "web"}, anti=terms)
+    pods = [on("b", pod("x", labels={"app": "app-1999"}))]
+    assert filtered(pods, incoming) == {"b": [ANTI]}
