@@ -131,6 +131,10 @@ class NodeTable:
         self._affinity_rows: dict[PodAffinity, dict[int, int]] = {}
         #: Counts pod additions and removals (what pod-derived caches key on).
         self.pod_generation = 0
+        #: Image name -> the nodes holding it (kube-scheduler's image states), and its size
+        #: as the first node to report it gave it.
+        self._image_nodes: dict[str, dict[str, None]] = {}
+        self._image_size: dict[str, int] = {}
 
     # -- columns (views of the live rows) -------------------------------------------------
 
@@ -229,6 +233,30 @@ class NodeTable:
     def affinity_rows(self) -> Mapping[PodAffinity, Mapping[int, int]]:
         """Pods with pod (anti-)affinity terms, by their terms: shape -> row -> count."""
         return self._affinity_rows
+
+    def image(self, name: str) -> tuple[int, list[str]]:
+        """(size, names of the nodes holding it) of an image as nodes report it; (0, [])
+        when no node has it."""
+        holders = self._image_nodes.get(name)
+        if not holders:
+            return 0, []
+        return self._image_size[name], list(holders)
+
+    def _index_images(self, node: str, old: Node | None, new: Node | None) -> None:
+        if old is not None and new is not None and old.images == new.images:
+            return
+        for names, _ in old.images if old is not None else ():
+            for name in names:
+                holders = self._image_nodes.get(name)
+                if holders is not None:
+                    holders.pop(node, None)
+                    if not holders:
+                        del self._image_nodes[name]
+                        del self._image_size[name]
+        for names, size in new.images if new is not None else ():
+            for name in names:
+                self._image_nodes.setdefault(name, {})[node] = None
+                self._image_size.setdefault(name, size)
 
     def domains(self, key: str) -> Domains:
         """The rows' values of topology label `key`, cached until a node's spec changes."""
@@ -369,6 +397,7 @@ class NodeTable:
         self.ports.append({})
         self._usage.append(_RowUsage())
         self.index[info.name] = row
+        self._index_images(info.name, None, info)
         self._requested[:, row] = 0
         self._nonzero[:, row] = 0
         self._set_spec(row, info)
@@ -379,6 +408,7 @@ class NodeTable:
         row = self.index[info.name]
         if not self.infos[row].spec_equal(info):
             self.spec_generation += 1
+        self._index_images(info.name, self.infos[row], info)
         self.infos[row] = info
         self._set_spec(row, info)
 
@@ -396,6 +426,7 @@ class NodeTable:
         row = self.index.pop(name)
         last = self.n - 1
         self._drop_row_pods(row, last)
+        self._index_images(name, self.infos[row], None)
         if row != last:
             for arr in (self._alloc, self._requested, self._free, self._nonzero):
                 arr[:, row] = arr[:, last]

@@ -26,6 +26,8 @@ class Node:
     allocatable: Mapping[str, int]
     annotations: Mapping[str, str]
     errors: tuple[str, ...] = ()
+    #: `status.images`: (names, sizeBytes) per image the node holds.
+    images: tuple[tuple[tuple[str, ...], int], ...] = ()
     #: The object as the API server sent it, kept only where something needs all of it
     #: (HTTP extenders that are not nodeCacheCapable are sent nodes); never compared.
     raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -61,6 +63,20 @@ def parse_node(obj: Mapping[str, Any], *, keep_raw: bool = False) -> Node:
             errors.append(str(exc))
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
+    images = []
+    raw_images = status.get("images") or []
+    for i, image in enumerate(raw_images if isinstance(raw_images, list) else ()):
+        names = image.get("names") if isinstance(image, Mapping) else None
+        size = image.get("sizeBytes", 0) if isinstance(image, Mapping) else None
+        if (
+            not isinstance(names, list)
+            or not all(isinstance(n, str) for n in names)
+            or not isinstance(size, int)
+            or isinstance(size, bool)
+        ):
+            errors.append(f"status.images[{i}]: expected names (strings) and sizeBytes")
+            continue
+        images.append((tuple(names), max(0, size)))
     return Node(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
@@ -75,5 +91,6 @@ def parse_node(obj: Mapping[str, Any], *, keep_raw: bool = False) -> Node:
             else {}
         ),
         errors=tuple(errors),
+        images=tuple(images),
         raw=obj if keep_raw else None,
     )

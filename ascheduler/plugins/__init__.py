@@ -5,6 +5,7 @@ from __future__ import annotations
 from ascheduler.framework.registry import Registry
 from ascheduler.plugins import (
     defaultbinder,
+    imagelocality,
     interpodaffinity,
     nodeaffinity,
     nodename,
@@ -30,6 +31,7 @@ IN_TREE = Registry(
         podtopologyspread.REGISTRATION,
         interpodaffinity.REGISTRATION,
         noderesources.BALANCED_REGISTRATION,
+        imagelocality.REGISTRATION,
         defaultbinder.REGISTRATION,
     ]
 )

@@ -103,6 +103,7 @@ def test_default_profile_order_and_weights() -> None:
         "PodTopologySpread": 2,
         "InterPodAffinity": 2,
         "NodeResourcesBalancedAllocation": 1,
+        "ImageLocality": 1,
     }
 
 

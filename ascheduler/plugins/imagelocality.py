@@ -1,0 +1,85 @@
+"""ImageLocality: prefer nodes that already hold the pod's images (weight 1 in the default
+profile), with kube-scheduler's rules.
+
+Each of the pod's containers and init containers whose image (normalised: `:latest` added
+where no tag is given) a node reports in `status.images` adds the image's size scaled by the
+share of all nodes that hold it (so an image everywhere does not pull pods together). The
+sum, clamped between 23 MiB and 1000 MiB per container, maps linearly onto 0..100.
+
+Per pod the work is one lookup per image and numpy over the nodes holding it; a cluster whose
+nodes report no images (kwok's) costs a dictionary miss per container.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+
+from ascheduler.framework.handle import Handle
+from ascheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    SKIP,
+    SUCCESS,
+    CycleState,
+    PreScorePlugin,
+    ScorePlugin,
+    Status,
+)
+from ascheduler.framework.nodes import IntArray, NodeTable
+from ascheduler.framework.registry import NoArgs, Registration
+from ascheduler.model import PodInfo
+
+NAME: Final = "ImageLocality"
+MB: Final = 1024 * 1024
+MIN_THRESHOLD: Final = 23 * MB
+MAX_CONTAINER_THRESHOLD: Final = 1000 * MB
+
+
+def normalized_image_name(name: str) -> str:
+    """kube-scheduler's `normalizedImageName`: `:latest` when the name has no tag."""
+    if name.rfind(":") <= name.rfind("/"):
+        return name + ":latest"
+    return name
+
+
+def priority(sums: IntArray, containers: int) -> IntArray:
+    """`calculatePriority`: the clamped sum mapped onto 0..100 (integer arithmetic)."""
+    top = MAX_CONTAINER_THRESHOLD * containers
+    clamped = np.clip(sums, MIN_THRESHOLD, top)
+    out: IntArray = MAX_NODE_SCORE * (clamped - MIN_THRESHOLD) // (top - MIN_THRESHOLD)
+    return out
+
+
+class ImageLocality(PreScorePlugin, ScorePlugin):
+    name = NAME
+
+    def pre_score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> Status:
+        if not pod.images or nodes.n == 0:
+            return SKIP
+        sums = np.zeros(nodes.n, dtype=np.int64)
+        for image in pod.images:
+            size, holders = nodes.image(normalized_image_name(image))
+            rows = [nodes.index[h] for h in holders if h in nodes.index]
+            if rows:
+                # int64(float64(size) * float64(numNodes) / float64(total)), as Go computes it
+                sums[rows] += int(float(size) * (len(holders) / nodes.n))
+        if not sums.any():
+            return SKIP  # every node scores 0
+        state.write(NAME, priority(sums, len(pod.images)))
+        return SUCCESS
+
+    def score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> IntArray:
+        values: IntArray = state.read(NAME)
+        return values[feasible]
+
+
+def new(args: NoArgs, handle: Handle) -> ImageLocality:
+    return ImageLocality()
+
+
+REGISTRATION: Final = Registration(NAME, new, NoArgs, events=frozenset(), default_weight=1)

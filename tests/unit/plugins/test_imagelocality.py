@@ -1,0 +1,71 @@
+"""ImageLocality: the sizes of the pod's images a node holds, scaled by how many nodes hold
+them, clamped to 23 MiB .. 1000 MiB per container and mapped onto 0..100."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ascheduler.plugins.imagelocality import normalized_image_name
+from tests.kit import container, make_cache, make_plugin, node, pod, run_score
+
+NAME = "ImageLocality"
+MB = 1024 * 1024
+
+
+def holding(name: str, *images: tuple[list[str], int]) -> dict[str, Any]:
+    raw = node(name)
+    raw["status"]["images"] = [{"names": names, "sizeBytes": size} for names, size in images]
+    return raw
+
+
+def with_images(*images: str) -> dict[str, Any]:
+    return pod("p", containers=[{**container(f"c{i}"), "image": im} for i, im in enumerate(images)])
+
+
+@pytest.mark.parametrize(
+    ("given", "normal"),
+    [
+        ("nginx", "nginx:latest"),
+        ("nginx:1.27", "nginx:1.27"),
+        ("registry:5000/team/app", "registry:5000/team/app:latest"),
+        ("registry:5000/team/app:v2", "registry:5000/team/app:v2"),
+    ],
+)
+def test_image_names_are_normalised(given: str, normal: str) -> None:
+    assert normalized_image_name(given) == normal
+
+
+def test_nodes_holding_big_images_score_higher() -> None:
+    nodes = [
+        holding("a", (["gcr.io/big:1"], 500 * MB), (["gcr.io/small:1"], 200 * MB)),
+        holding("b", (["gcr.io/big:1"], 500 * MB)),
+        holding("c"),
+        holding("d"),
+    ]
+    cache = make_cache(nodes)
+    got = run_score(make_plugin(NAME, cache), with_images("gcr.io/big:1", "gcr.io/small:1"), cache)
+    # big: 500 MiB * 2/4 = 250 MiB on a and b; small: 200 MiB * 1/4 = 50 MiB on a.
+    # Two containers: 100 * (sum - 23 MiB) // (2000 MiB - 23 MiB).
+    a = 100 * (250 * MB + int(200 * MB * 0.25) - 23 * MB) // (2000 * MB - 23 * MB)
+    b = 100 * (250 * MB - 23 * MB) // (2000 * MB - 23 * MB)
+    assert got == {"a": a, "b": b, "c": 0, "d": 0}
+    assert a > b > 0
+
+
+def test_no_image_anywhere_skips() -> None:
+    cache = make_cache([holding("a"), holding("b", (["other:1"], 900 * MB))])
+    assert run_score(make_plugin(NAME, cache), with_images("mine:1"), cache) is None
+
+
+def test_image_states_follow_node_updates_and_removal() -> None:
+    from ascheduler.model import parse_node
+
+    cache = make_cache([holding("a", (["x:1"], 800 * MB)), holding("b")])
+    assert cache.table.image("x:1") == (800 * MB, ["a"])
+    cache.update_node(parse_node(holding("a")))
+    assert cache.table.image("x:1") == (0, [])
+    cache.update_node(parse_node(holding("b", (["x:1"], 700 * MB))))
+    cache.remove_node("b")
+    assert cache.table.image("x:1") == (0, [])
