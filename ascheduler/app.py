@@ -132,10 +132,15 @@ def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) ->
     def event_filter(qp: QueuedPodInfo, event: ClusterEvent) -> bool:
         return helps(qp.pod.scheduler_name, qp.unschedulable_plugins, event)
 
+    def hint(qp: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        fw = frameworks.get(qp.pod.scheduler_name, first)
+        return fw.hinted(qp.pod, qp.unschedulable_plugins, event, old, new)
+
     queue = SchedulingQueue(
         sort_key=first.queue_sort.sort_key,
         pre_enqueue=pre_enqueue,
         event_filter=event_filter,
+        hint=hint,
         settings=settings,
     )
     queue.on_incoming = lambda name, event: metrics.QUEUE_INCOMING_PODS.labels(name, event).inc()

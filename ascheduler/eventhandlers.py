@@ -38,7 +38,7 @@ class _PodEvents:
             return
         if pod.assigned:
             self.r.cache.add_pod(pod)
-            self.r.queue.move_all(ClusterEvent.ASSIGNED_POD_ADD)
+            self.r.queue.move_all(ClusterEvent.ASSIGNED_POD_ADD, None, pod)
         elif self.r.ours(pod) and not pod.deleting:
             self.r.queue.add(pod)
 
@@ -51,12 +51,12 @@ class _PodEvents:
             cache.update_pod(new)
             if not old.assigned:
                 queue.delete(new)  # bound (by us or anyone): no longer ours to schedule
-                queue.move_all(ClusterEvent.ASSIGNED_POD_ADD)
+                queue.move_all(ClusterEvent.ASSIGNED_POD_ADD, None, new)
             elif new.labels != old.labels or any(
                 new.requests.get(k, 0) < v for k, v in old.requests.items()
             ):
                 # Relabelled (spread and affinity count it differently) or shrunk (room freed).
-                queue.move_all(ClusterEvent.ASSIGNED_POD_UPDATE)
+                queue.move_all(ClusterEvent.ASSIGNED_POD_UPDATE, old, new)
             return
         if not self.r.ours(new) or cache.is_assumed(new.uid):
             # An assumed pod is in its binding cycle; if that fails, the scheduler re-reads
@@ -73,7 +73,7 @@ class _PodEvents:
             was_assumed = cache.is_assumed(pod.uid)
             cache.remove_pod(pod)
             if not was_assumed or pod.assigned:
-                queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE)
+                queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE, pod, None)
         queue.delete(pod)
         for fw in self.r.scheduler.frameworks.values():
             waiting = fw.handle.waiting_pods.get(pod.uid)
@@ -92,7 +92,7 @@ class _NodeEvents:
     def on_add(self, node: Node) -> None:
         self.r.cache.add_node(node)
         self._observe_lock(node)
-        self.r.queue.move_all(ClusterEvent.NODE_ADD)
+        self.r.queue.move_all(ClusterEvent.NODE_ADD, None, node)
 
     def on_update(self, old: Node, new: Node) -> None:
         self.r.cache.update_node(new)
@@ -109,13 +109,13 @@ class _NodeEvents:
         if new.unschedulable != old.unschedulable:
             events.append(ClusterEvent.NODE_SCHEDULABLE)
         for event in events:
-            self.r.queue.move_all(event)
+            self.r.queue.move_all(event, old, new)
 
     def on_delete(self, node: Node) -> None:
         self.r.cache.remove_node(node.name)
         if self.r.scheduler.binder is not None:
             self.r.scheduler.binder.locks.forget_node(node.name)
-        self.r.queue.move_all(ClusterEvent.NODE_DELETE)
+        self.r.queue.move_all(ClusterEvent.NODE_DELETE, node, None)
 
 
 class NamespaceEvents:
@@ -128,13 +128,13 @@ class NamespaceEvents:
 
     def on_add(self, ns: Namespace) -> None:
         self.store.on_add(ns)
-        self.r.queue.move_all(ClusterEvent.NAMESPACE_CHANGE)
+        self.r.queue.move_all(ClusterEvent.NAMESPACE_CHANGE, None, ns)
 
     def on_update(self, old: Namespace, new: Namespace) -> None:
         self.store.on_update(old, new)
         if old.labels != new.labels:
-            self.r.queue.move_all(ClusterEvent.NAMESPACE_CHANGE)
+            self.r.queue.move_all(ClusterEvent.NAMESPACE_CHANGE, old, new)
 
     def on_delete(self, ns: Namespace) -> None:
         self.store.on_delete(ns)
-        self.r.queue.move_all(ClusterEvent.NAMESPACE_CHANGE)
+        self.r.queue.move_all(ClusterEvent.NAMESPACE_CHANGE, ns, None)

@@ -374,6 +374,16 @@ class EnqueueExtensions(Plugin):
         """Cluster events that may make a pod this plugin rejected schedulable."""
 
 
+class QueueingHintPlugin(Plugin):
+    """kube-scheduler's QueueingHintFn: for an event this plugin registered, whether it may
+    make a pod it rejected schedulable, judged from the object before and after (`old` is
+    None for an addition, `new` for a deletion; PodInfo, Node or Namespace). False keeps the
+    pod where it waits, so churn that cannot help does not wake it."""
+
+    @abc.abstractmethod
+    def queueing_hint(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool: ...
+
+
 #: An extension point, as `KubeSchedulerConfiguration` names it.
 ExtensionPoint = Literal[
     "preEnqueue",
@@ -412,6 +422,7 @@ INTERFACES: Final[tuple[type[Plugin], ...]] = (
     *EXTENSION_POINTS.values(),
     RowLocalScorePlugin,
     EnqueueExtensions,
+    QueueingHintPlugin,
 )
 
 

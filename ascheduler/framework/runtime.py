@@ -47,6 +47,7 @@ from ascheduler.framework.interface import (
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreScorePlugin,
+    QueueingHintPlugin,
     QueueSortPlugin,
     ReservePlugin,
     RowLocalScorePlugin,
@@ -257,6 +258,27 @@ class Framework:
             if not status.ok:
                 return status.with_plugin(plugin.name)
         return SUCCESS
+
+    def hinted(
+        self, pod: PodInfo, plugins: frozenset[str], event: ClusterEvent, old: Any, new: Any
+    ) -> bool:
+        """Whether one of the plugins that rejected `pod` and registered `event` says it may
+        help (a plugin without hints always may; so may one whose hint fails)."""
+        if not plugins or (old is None and new is None):
+            return True
+        for name in plugins:
+            if event not in self._events.get(name, frozenset(ClusterEvent)):
+                continue
+            plugin = self.plugins.get(name)
+            if not isinstance(plugin, QueueingHintPlugin):
+                return True
+            try:
+                if plugin.queueing_hint(pod, event, old, new):
+                    return True
+            except Exception:
+                log.exception("queueing_hint_failed", plugin=name, pod=pod.key, event=event.value)
+                return True
+        return False
 
     def events_for(self, plugins: frozenset[str]) -> frozenset[ClusterEvent]:
         """The cluster events that may help a pod these plugins rejected."""

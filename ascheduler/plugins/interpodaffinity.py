@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -49,6 +49,7 @@ from ascheduler.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    QueueingHintPlugin,
     Rejection,
     ScorePlugin,
     Status,
@@ -56,7 +57,7 @@ from ascheduler.framework.interface import (
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.framework.objects import ClusterObjects
 from ascheduler.framework.registry import Registration
-from ascheduler.model import PodInfo
+from ascheduler.model import Node, PodInfo
 from ascheduler.model.topology import AffinityTerm
 
 NAME: Final = "InterPodAffinity"
@@ -132,7 +133,18 @@ class _FilterState:
     existing_fail: BoolArray
 
 
-class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+def _match_all(terms: tuple[AffinityTerm, ...], pod: PodInfo | None) -> bool:
+    """kube-scheduler's `podMatchesAllAffinityTerms` (false for no terms)."""
+    return (
+        pod is not None
+        and bool(terms)
+        and all(t.matches(pod.namespace, pod.labels, None) for t in terms)
+    )
+
+
+class InterPodAffinity(
+    PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, QueueingHintPlugin
+):
     name = NAME
 
     def __init__(self, args: InterPodAffinityArgs, objects: ClusterObjects) -> None:
@@ -161,6 +173,58 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
                     codes, hits = _sparse_domains(nodes, term.topology_key, rows)
                     fail |= _in_domains(codes, hits)
         return fail
+
+    # -- queueing hints (kube-scheduler's, and the symmetric case it leaves to the timeout) --
+
+    def queueing_hint(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        if event is ClusterEvent.NAMESPACE_CHANGE:
+            own = pod.pod_affinity
+            return any(
+                not t.namespace_selector.nothing for t in (*own.required, *own.required_anti)
+            )
+        if event in (ClusterEvent.NODE_ADD, ClusterEvent.NODE_LABEL):
+            return self._after_node_change(pod, old, new)
+        return self._after_pod_change(pod, old, new)
+
+    def _after_pod_change(self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
+        if (new is not None and not new.assigned) or (old is not None and not old.assigned):
+            return False
+        terms = pod.pod_affinity.required
+        anti = pod.pod_affinity.required_anti
+        if old is not None and new is not None:
+            return (not _match_all(terms, old) and _match_all(terms, new)) or (
+                _match_all(anti, old) and not _match_all(anti, new)
+            )
+        if new is not None:
+            return _match_all(terms, new)
+        assert old is not None
+        if _match_all(anti, old):
+            return True
+        # A pod whose own anti-affinity kept this one away is gone (kube-scheduler waits for
+        # the periodic flush here).
+        ns_labels = self.objects.namespace_labels(pod.namespace)
+        return any(
+            t.matches(pod.namespace, pod.labels, ns_labels) for t in old.pod_affinity.required_anti
+        )
+
+    def _after_node_change(self, pod: PodInfo, old: Node | None, new: Node | None) -> bool:
+        if new is None:
+            return False
+        for term in pod.pod_affinity.required:
+            key = term.topology_key
+            if old is None:
+                if key in new.labels:
+                    return True
+                continue
+            if key in new.labels and old.labels.get(key) != new.labels[key]:
+                return True
+        for term in pod.pod_affinity.required_anti:
+            if old is None:
+                return True
+            key = term.topology_key
+            if key in old.labels and old.labels.get(key) != new.labels.get(key):
+                return True
+        return False
 
     # -- PreFilter / Filter --------------------------------------------------------------------
 
@@ -298,7 +362,6 @@ REGISTRATION: Final = Registration(
             ClusterEvent.ASSIGNED_POD_ADD,
             ClusterEvent.ASSIGNED_POD_DELETE,
             ClusterEvent.ASSIGNED_POD_UPDATE,
-            ClusterEvent.UNSCHEDULED_POD_UPDATE,
             ClusterEvent.NODE_ADD,
             ClusterEvent.NODE_LABEL,
             ClusterEvent.NAMESPACE_CHANGE,

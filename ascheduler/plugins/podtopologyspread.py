@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +46,7 @@ from ascheduler.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    QueueingHintPlugin,
     Rejection,
     ScorePlugin,
     Status,
@@ -53,7 +54,7 @@ from ascheduler.framework.interface import (
 from ascheduler.framework.nodes import BoolArray, Domains, IntArray, NodeTable
 from ascheduler.framework.objects import ClusterObjects
 from ascheduler.framework.registry import Registration
-from ascheduler.model import PodInfo
+from ascheduler.model import Node, PodInfo
 from ascheduler.model.affinity import SpecError
 from ascheduler.model.topology import (
     INT32_MAX,
@@ -203,7 +204,19 @@ def _round(values: npt.NDArray[np.float64]) -> IntArray:
     return (floor + (values - floor >= 0.5)).astype(np.int64)
 
 
-class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+_POD_EVENTS: Final = frozenset(
+    {
+        ClusterEvent.ASSIGNED_POD_ADD,
+        ClusterEvent.ASSIGNED_POD_UPDATE,
+        ClusterEvent.ASSIGNED_POD_DELETE,
+        ClusterEvent.UNSCHEDULED_POD_UPDATE,
+    }
+)
+
+
+class PodTopologySpread(
+    PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, QueueingHintPlugin
+):
     name = NAME
 
     def __init__(self, args: PodTopologySpreadArgs, objects: ClusterObjects) -> None:
@@ -242,6 +255,51 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
         if c.node_taints_policy == "Honor":
             keep &= ~untolerated(nodes, pod.tolerations)
         return keep
+
+    # -- queueing hints (kube-scheduler's isSchedulableAfterPodChange / NodeChange) ----------
+
+    def queueing_hint(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        if event in _POD_EVENTS:
+            return self._after_pod_change(pod, old, new)
+        return self._after_node_change(pod, old, new)
+
+    def _after_pod_change(self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
+        def involved(other: PodInfo) -> bool:
+            return other.uid == pod.uid or (other.assigned and other.namespace == pod.namespace)
+
+        if (new is not None and not involved(new)) or (old is not None and not involved(old)):
+            return False
+        constraints = self.constraints(pod, "DoNotSchedule")
+        if old is not None and new is not None:
+            if (
+                pod.uid == new.uid
+                and old.tolerations != new.tolerations
+                and any(c.spec.node_taints_policy == "Honor" for c in constraints)
+            ):
+                return True
+            if old.labels == new.labels:
+                return False
+            return any(
+                c.selector.matches(old.labels) != c.selector.matches(new.labels)
+                for c in constraints
+            )
+        changed = new if new is not None else old
+        return changed is not None and any(c.selector.matches(changed.labels) for c in constraints)
+
+    def _after_node_change(self, pod: PodInfo, old: Node | None, new: Node | None) -> bool:
+        constraints = self.constraints(pod, "DoNotSchedule")
+
+        def has_keys(node: Node | None) -> bool:
+            return node is not None and all(c.key in node.labels for c in constraints)
+
+        if old is not None and new is not None:
+            if has_keys(old) != has_keys(new):
+                return True
+            return has_keys(new) and (
+                any(old.labels.get(c.key) != new.labels.get(c.key) for c in constraints)
+                or old.taints != new.taints
+            )
+        return has_keys(new) if new is not None else has_keys(old)
 
     # -- PreFilter / Filter --------------------------------------------------------------------
 

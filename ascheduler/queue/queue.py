@@ -59,6 +59,9 @@ class QueueSettings:
 SortKey = Callable[[QueuedPodInfo], tuple[Any, ...]]
 PreEnqueue = Callable[[PodInfo], Status]
 EventFilter = Callable[[QueuedPodInfo, ClusterEvent], bool]
+#: (pod, event, the object before, after): whether the event may make the pod schedulable
+#: (the rejecting plugins' queueing hints); asked after `EventFilter` said the event matters.
+Hint = Callable[[QueuedPodInfo, ClusterEvent, Any, Any], bool]
 
 
 class _Heap:
@@ -124,12 +127,14 @@ class SchedulingQueue:
         sort_key: SortKey,
         pre_enqueue: PreEnqueue,
         event_filter: EventFilter | None = None,
+        hint: Hint | None = None,
         clock: Clock | None = None,
         settings: QueueSettings | None = None,
     ) -> None:
         self.sort_key = sort_key
         self.pre_enqueue = pre_enqueue
         self.event_filter: EventFilter = event_filter or (lambda _qp, _event: True)
+        self.hint: Hint = hint or (lambda _qp, _event, _old, _new: True)
         self.clock = clock or MonotonicClock()
         self.settings = settings or QueueSettings()
         self._active = _Heap()
@@ -139,8 +144,9 @@ class SchedulingQueue:
         self._gated: dict[str, QueuedPodInfo] = {}
         self._error_backoff = _Heap()
         self._in_flight: dict[str, _InFlight] = {}
-        #: (sequence number, event); those before `_events_head` are dropped (see `_trim_events`)
-        self._events: list[tuple[int, ClusterEvent]] = []
+        #: (sequence number, event, old, new); those before `_events_head` are dropped (see
+        #: `_trim_events`)
+        self._events: list[tuple[int, ClusterEvent, Any, Any]] = []
         self._events_head = 0
         self._event_seq = 0
         self._wakeup = asyncio.Event()
@@ -237,9 +243,10 @@ class SchedulingQueue:
             return
         if uid in self._unschedulable:
             qp = self._unschedulable[uid]
+            event = ClusterEvent.UNSCHEDULED_POD_UPDATE
             relabelled = qp.pod.labels != pod.labels
             if qp.pod.scheduling_spec_equal(pod) and not (
-                relabelled and self.event_filter(qp, ClusterEvent.UNSCHEDULED_POD_UPDATE)
+                relabelled and self._may_help(qp, event, qp.pod, pod)
             ):
                 self._unschedulable[uid] = replace(qp, pod=pod)
                 return
@@ -365,7 +372,12 @@ class SchedulingQueue:
         start = bisect.bisect_right(
             events, flight.event_mark, lo=self._events_head, key=lambda e: e[0]
         )
-        return any(self.event_filter(qp, events[i][1]) for i in range(start, len(events)))
+        return any(self._may_help(qp, *events[i][1:]) for i in range(start, len(events)))
+
+    def _may_help(self, qp: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        return event is ClusterEvent.FORCE or (
+            self.event_filter(qp, event) and self.hint(qp, event, old, new)
+        )
 
     @property
     def in_flight_events(self) -> int:
@@ -374,14 +386,16 @@ class SchedulingQueue:
 
     # -- cluster events ------------------------------------------------------------------
 
-    def move_all(self, event: ClusterEvent) -> int:
-        """Move the unschedulable pods this event may help; returns how many moved."""
+    def move_all(self, event: ClusterEvent, old: Any = None, new: Any = None) -> int:
+        """Move the unschedulable pods this event may help (`old` and `new`: the object
+        before and after, None where there is none, for the plugins' hints); returns how
+        many moved."""
         self._event_seq += 1
         if self._in_flight:
-            self._events.append((self._event_seq, event))
+            self._events.append((self._event_seq, event, old, new))
         moved = 0
         for uid, qp in list(self._unschedulable.items()):
-            if event is ClusterEvent.FORCE or self.event_filter(qp, event):
+            if self._may_help(qp, event, old, new):
                 del self._unschedulable[uid]
                 self._unschedulable_since.pop(uid, None)
                 self._to_active_or_backoff(qp, event.value)

@@ -259,3 +259,43 @@ def test_many_terms_are_handled() -> None:
     incoming = with_affinity("web", {"app": "web"}, anti=terms)
     pods = [on("b", pod("x", labels={"app": "app-1999"}))]
     assert filtered(pods, incoming) == {"b": [ANTI]}
+
+
+# -- queueing hints --------------------------------------------------------------------------
+
+
+def test_hints_wake_the_pod_only_for_changes_that_can_help() -> None:
+    from ascheduler.framework import ClusterEvent
+    from ascheduler.model import parse_node
+
+    cache = make_cache(NODES)
+    plugin = make_plugin(NAME, cache)
+    me = parse_pod(
+        with_affinity(
+            "web", {"app": "web"}, required=[aff_term("db")], anti=[aff_term("web", key=HOST)]
+        )
+    )
+    db = parse_pod(on("a", pod("db", labels={"app": "db"})))
+    other = parse_pod(on("a", pod("x", labels={"app": "x"})))
+    web = parse_pod(on("a", pod("web-0", labels={"app": "web"})))
+    unbound = parse_pod(pod("db-1", labels={"app": "db"}))
+    add, delete = ClusterEvent.ASSIGNED_POD_ADD, ClusterEvent.ASSIGNED_POD_DELETE
+    assert plugin.queueing_hint(me, add, None, db)
+    assert not plugin.queueing_hint(me, add, None, other)
+    assert not plugin.queueing_hint(me, add, None, unbound)
+    assert plugin.queueing_hint(me, delete, web, None)
+    assert not plugin.queueing_hint(me, delete, db, None)
+    relabelled = parse_pod(on("a", pod("x", labels={"app": "db"})))
+    assert plugin.queueing_hint(me, ClusterEvent.ASSIGNED_POD_UPDATE, other, relabelled)
+    # The guard's own anti-affinity kept `me` away: its deletion helps.
+    guard = parse_pod(on("c", with_affinity("g", {"app": "g"}, anti=[aff_term("web")])))
+    plain = parse_pod(pod("plain", labels={"app": "web"}))
+    assert plugin.queueing_hint(plain, delete, guard, None)
+    # Nodes: a new node with the affinity key; a relabel moving a node between zones.
+    z3 = parse_node(zoned("e", "z3"))
+    bare = parse_node(zoned("e", None))
+    assert plugin.queueing_hint(me, ClusterEvent.NODE_ADD, None, z3)
+    moved = parse_node(zoned("a", "z9"))
+    assert plugin.queueing_hint(me, ClusterEvent.NODE_LABEL, parse_node(zoned("a", "z1")), moved)
+    only_affinity = parse_pod(with_affinity("w", {"app": "w"}, required=[aff_term("db")]))
+    assert not plugin.queueing_hint(only_affinity, ClusterEvent.NODE_ADD, None, bare)

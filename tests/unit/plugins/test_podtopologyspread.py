@@ -365,3 +365,34 @@ def test_invalid_constraints_name_the_field(constraint: dict[str, Any], field: s
 def test_namespace_records_parse() -> None:
     ns = parse_namespace({"metadata": {"name": "team-a", "labels": {"team": "a"}}})
     assert ns.labels == {"team": "a"}
+
+
+# -- queueing hints --------------------------------------------------------------------------
+
+
+def test_hints_wake_the_pod_only_for_changes_that_can_help() -> None:
+    from ascheduler.framework import ClusterEvent
+    from ascheduler.model import parse_node
+
+    cache = make_cache(NODES)
+    plugin = make_plugin(NAME, cache)
+    me = parse_pod(pod("new", labels=FOO, topologySpreadConstraints=[spread()]))
+    matching = parse_pod(placed("m", "a"))
+    unrelated = parse_pod(placed("u", "a", {"bar": "y"}))
+    elsewhere = parse_pod(placed("e", "a", namespace="other"))
+    add, delete = ClusterEvent.ASSIGNED_POD_ADD, ClusterEvent.ASSIGNED_POD_DELETE
+    assert plugin.queueing_hint(me, add, None, matching)
+    assert plugin.queueing_hint(me, delete, matching, None)
+    assert not plugin.queueing_hint(me, add, None, unrelated)
+    assert not plugin.queueing_hint(me, delete, elsewhere, None)
+    update = ClusterEvent.ASSIGNED_POD_UPDATE
+    assert plugin.queueing_hint(me, update, unrelated, parse_pod(placed("u", "a")))
+    assert not plugin.queueing_hint(me, update, unrelated, parse_pod(placed("u", "a", {"b": "z"})))
+    keyed = parse_node(zoned("n", "z3"))
+    bare = parse_node(zoned("n", None))
+    assert plugin.queueing_hint(me, ClusterEvent.NODE_ADD, None, keyed)
+    assert not plugin.queueing_hint(me, ClusterEvent.NODE_ADD, None, bare)
+    assert plugin.queueing_hint(me, ClusterEvent.NODE_LABEL, bare, keyed)
+    relabel = parse_node(zoned("n", "z3", labels={"other": "1"}))
+    assert not plugin.queueing_hint(me, ClusterEvent.NODE_LABEL, keyed, relabel)
+    assert plugin.queueing_hint(me, ClusterEvent.NODE_DELETE, keyed, None)

@@ -549,17 +549,29 @@ async def test_relabelling_a_pod_that_spread_rejected_retries_it(
 ) -> None:
     # Its own labels decide whether it counts against its constraints.
     queue = default_queue
-    await make_unschedulable(queue, make_pod("p"), frozenset({"PodTopologySpread"}))
-    relabelled = parse_pod(
-        {
-            "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p", "labels": {"a": "b"}},
-            "spec": {
-                "schedulerName": "ascheduler",
-                "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
-            },
+
+    def spreading(labels: dict[str, str]) -> PodInfo:
+        constraint = {
+            "maxSkew": 1,
+            "topologyKey": "zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"a": "b"}},
         }
-    )
-    queue.update(relabelled)
+        return parse_pod(
+            {
+                "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p", "labels": labels},
+                "spec": {
+                    "schedulerName": "ascheduler",
+                    "containers": [{"name": "c"}],
+                    "topologySpreadConstraints": [constraint],
+                },
+            }
+        )
+
+    await make_unschedulable(queue, spreading({}), frozenset({"PodTopologySpread"}))
+    queue.update(spreading({"c": "d"}))  # its selector does not see this label
+    assert queue.where("uid-p") == "unschedulable"
+    queue.update(spreading({"a": "b"}))
     assert queue.where("uid-p") != "unschedulable"
 
 
@@ -797,3 +809,42 @@ def test_incoming_counters(clock: FakeClock) -> None:
     queue.add(make_pod("a"))
     queue.add(make_pod("g", gates=("x",)))
     assert seen == [("active", "PodAdd"), ("gated", "PodAdd")]
+
+
+async def test_unrelated_pods_binding_do_not_wake_an_anti_affinity_pod(
+    default_queue: SchedulingQueue,
+) -> None:
+    queue = default_queue
+    raw = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p", "labels": {"app": "web"}},
+        "spec": {
+            "schedulerName": "ascheduler",
+            "containers": [{"name": "c"}],
+            "affinity": {
+                "podAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}
+                    ]
+                }
+            },
+        },
+    }
+    await make_unschedulable(queue, parse_pod(raw), frozenset({"InterPodAffinity"}))
+
+    def bound(name: str, app: str) -> PodInfo:
+        return parse_pod(
+            {
+                "metadata": {
+                    "name": name,
+                    "namespace": "ns",
+                    "uid": f"uid-{name}",
+                    "labels": {"app": app},
+                },
+                "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+            }
+        )
+
+    assert queue.move_all(ClusterEvent.ASSIGNED_POD_ADD, None, bound("x", "cache")) == 0
+    assert queue.where("uid-p") == "unschedulable"
+    assert queue.move_all(ClusterEvent.ASSIGNED_POD_ADD, None, bound("d", "db")) == 1
+    assert queue.where("uid-p") != "unschedulable"
