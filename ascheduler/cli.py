@@ -29,7 +29,10 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     verbs = cluster.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    build = verbs.add_parser("build", help="build etcd, kube-apiserver, kube-scheduler and kwok")
+    build = verbs.add_parser(
+        "build",
+        help="build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kwok",
+    )
     build.add_argument("--force", action="store_true", help="rebuild even if cached")
 
     def with_state_dir(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -255,7 +258,9 @@ def _cluster(args: argparse.Namespace) -> int:
                 _say(f"creating {args.nodes} fake nodes")
                 asyncio.run(_create_nodes(state.admin_kubeconfig, args.nodes))
             _say(f"plane ready at {state.server} (state in {state.state_dir})")
+            _say(f"kubectl: {bins.kubectl} (add its directory to PATH after the export below)")
             print(f"export KUBECONFIG={state.admin_kubeconfig}")
+            print(f"export PATH={bins.kubectl.parent}:$PATH")
             return 0
         plane_or_none = ControlPlane.attach(args.state_dir)
         if plane_or_none is None:

@@ -1,9 +1,11 @@
 """The scheduling cycle alone, no network: find a node for a pod and assume it there.
 
 SchedulingBasic's shapes (nodes cpu 4 / memory 32Gi / pods 110; pods 100m / 500Mi), the default
-profile, a cache pre-filled with `--initial` pods. Pods are timed in batches; the figure is
-the median batch's time per pod, with the best batch beside it (on a shared machine the best
-is the least disturbed).
+profile, a cache pre-filled with `--initial` pods. The topology shape adds what makes
+kube-scheduler slow at scale: nodes in three zones, pods in apps of 20 replicas, each with a
+zone spread and per-host anti-affinity over its app, 10,000 pods placed beforehand. Pods are
+timed in batches; the figure is the median batch's time per pod, with the best batch beside it
+(on a shared machine the best is the least disturbed).
 
 The price of writing a plugin one node at a time: the same cycle with one more plugin, a
 `RowFilterPlugin` (or a `RowScorePlugin`) that reads one node annotation, measured on
@@ -88,24 +90,86 @@ def basic_pod(i: int) -> PodInfo:
     )
 
 
+ZONE = "topology.kubernetes.io/zone"
+#: Replicas per app in the topology shape (apps = pods / this).
+REPLICAS = 20
+
+
+def topology_pod(i: int, apps: int) -> PodInfo:
+    """A replica of app `i % apps`: a DoNotSchedule zone spread (maxSkew 1) and required
+    anti-affinity per host, both over its own app's pods."""
+    app = {"matchLabels": {"app": f"app-{i % apps}"}}
+    return parse_pod(
+        {
+            "metadata": {
+                "name": f"pod-{i}",
+                "namespace": "bench",
+                "uid": f"uid-{i}",
+                "labels": {"app": f"app-{i % apps}"},
+            },
+            "spec": {
+                "schedulerName": "ascheduler",
+                "containers": [
+                    {"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}
+                ],
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": ZONE,
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": app,
+                    }
+                ],
+                "affinity": {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"labelSelector": app, "topologyKey": "kubernetes.io/hostname"}
+                        ]
+                    }
+                },
+            },
+        }
+    )
+
+
 def measure(
-    nodes: int, pods: int, initial: int, batch: int, adapted: str | None = None
+    nodes: int,
+    pods: int,
+    initial: int,
+    batch: int,
+    adapted: str | None = None,
+    shape_name: str = "basic",
 ) -> dict[str, Any]:
     cache = Cache()
-    shape = FakeNodes(count=nodes)
-    for name in shape.names():
-        cache.add_node(parse_node(fake_node_body(name, shape)))
+    zones = ("zone-a", "zone-b", "zone-c") if shape_name == "topology" else ("",)
+    for z, zone in enumerate(zones):
+        count = nodes // len(zones) + (1 if z < nodes % len(zones) else 0)
+        group = FakeNodes(count=count, prefix=f"n{z}", labels={ZONE: zone} if zone else {})
+        for name in group.names():
+            cache.add_node(parse_node(fake_node_body(name, group)))
     registry, profile = IN_TREE, multipoint("ascheduler")
     if adapted is not None:
         extra = ADAPTED[adapted]
         registry = Registry([*IN_TREE.values(), extra])
         profile = multipoint("ascheduler", (*default_plugins(IN_TREE), PluginRef(extra.name)))
     fw = Framework(profile, registry, Handle(nodes=cache.table))
-    template = basic_pod(0)
+    apps = max(1, (initial + pods) // REPLICAS)
+
+    def make(i: int, name: str) -> PodInfo:
+        if shape_name == "topology":
+            # One parse per app (pods of an app differ only in name and uid).
+            template = shapes.get(i % apps) or shapes.setdefault(i % apps, topology_pod(i, apps))
+        else:
+            template = basic
+        return dataclasses.replace(template, uid=name, name=name)
+
+    basic = basic_pod(0)
+    shapes: dict[int, PodInfo] = {}
+    names = cache.table.names
     for i in range(initial):
-        pod = dataclasses.replace(template, uid=f"initial-{i}", name=f"initial-{i}")
-        cache.assume(pod, cache.table.names[i % nodes])
-    queue = [dataclasses.replace(template, uid=f"m-{i}", name=f"m-{i}") for i in range(pods)]
+        # Round robin: an app's replicas land on distinct nodes, spread over the zones.
+        cache.assume(make(i, f"initial-{i}"), names[i % nodes])
+    queue = [make(initial + i, f"m-{i}") for i in range(pods)]
     per_pod: list[float] = []
     for start in range(0, pods, batch):
         chunk = queue[start : start + batch]
@@ -116,6 +180,7 @@ def measure(
             cache.assume(pod, result.node)
         per_pod.append((time.perf_counter() - t0) / len(chunk))
     return {
+        "shape": shape_name,
         "nodes": nodes,
         "pods": pods,
         "initial_pods": initial,
@@ -134,6 +199,12 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[500, 5000, 15000])
     parser.add_argument("--pods", type=int, default=3000, help="measured pods per size")
     parser.add_argument("--initial", type=int, default=1000, help="pods placed beforehand")
+    parser.add_argument(
+        "--topology-initial",
+        type=int,
+        default=10000,
+        help="pods placed beforehand for the topology shape (at most 2 per node)",
+    )
     parser.add_argument("--batch", type=int, default=250)
     parser.add_argument("--repeat", type=int, default=1, help="runs per size; the median is kept")
     parser.add_argument(
@@ -141,6 +212,13 @@ def main(argv: Sequence[str]) -> int:
         type=int,
         default=300,
         help="measured pods for the row-at-a-time runs (0: skip them)",
+    )
+    parser.add_argument(
+        "--shape",
+        choices=("basic", "topology", "both"),
+        default="both",
+        help="basic: SchedulingBasic's pod; topology: apps of 20 replicas, each pod with a "
+        "zone spread and per-host anti-affinity over its app (default both)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per size")
     parser.add_argument(
@@ -151,35 +229,44 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     if not args.json:
         print(
-            f"{'nodes':>7} {'median us/pod':>14} {'best us/pod':>12} "
+            f"{'shape':>9} {'nodes':>7} {'placed':>8} {'median us/pod':>14} {'best us/pod':>12} "
             f"{'+row filter us':>15} {'+row score us':>14}"
         )
     rows = []
-    for n in args.nodes:
-        runs = [measure(n, args.pods, args.initial, args.batch) for _ in range(args.repeat)]
-        row = {
-            **runs[0],
-            "us_per_pod_median": statistics.median(r["us_per_pod_median"] for r in runs),
-            "us_per_pod_best": min(r["us_per_pod_best"] for r in runs),
-            "us_per_pod_runs": [r["us_per_pod_median"] for r in runs],
-        }
-        if args.adapted_pods:
-            for kind in ADAPTED:
-                batch = min(args.batch, args.adapted_pods)
-                base = measure(n, args.adapted_pods, args.initial, batch)
-                with_it = measure(n, args.adapted_pods, args.initial, batch, adapted=kind)
-                added = with_it["us_per_pod_median"] - base["us_per_pod_median"]
-                row[f"adapted_{kind}_us_per_pod"] = round(added, 1)
-        rows.append(row)
-        if args.json:
-            print(json.dumps(row))
-        else:
-            print(
-                f"{n:>7} {row['us_per_pod_median']:>14} {row['us_per_pod_best']:>12} "
-                f"{row.get('adapted_filter_us_per_pod', '-'):>15} "
-                f"{row.get('adapted_score_us_per_pod', '-'):>14}"
-            )
-        sys.stdout.flush()
+    shapes = ("basic", "topology") if args.shape == "both" else (args.shape,)
+    for shape_name in shapes:
+        for n in args.nodes:
+            initial = args.initial
+            if shape_name == "topology":
+                initial = min(args.topology_initial, 2 * n)
+            runs = [
+                measure(n, args.pods, initial, args.batch, shape_name=shape_name)
+                for _ in range(args.repeat)
+            ]
+            row = {
+                **runs[0],
+                "us_per_pod_median": statistics.median(r["us_per_pod_median"] for r in runs),
+                "us_per_pod_best": min(r["us_per_pod_best"] for r in runs),
+                "us_per_pod_runs": [r["us_per_pod_median"] for r in runs],
+            }
+            if args.adapted_pods and shape_name == "basic":
+                for kind in ADAPTED:
+                    batch = min(args.batch, args.adapted_pods)
+                    base = measure(n, args.adapted_pods, initial, batch)
+                    with_it = measure(n, args.adapted_pods, initial, batch, adapted=kind)
+                    added = with_it["us_per_pod_median"] - base["us_per_pod_median"]
+                    row[f"adapted_{kind}_us_per_pod"] = round(added, 1)
+            rows.append(row)
+            if args.json:
+                print(json.dumps(row))
+            else:
+                print(
+                    f"{shape_name:>9} {n:>7} {initial:>8} {row['us_per_pod_median']:>14} "
+                    f"{row['us_per_pod_best']:>12} "
+                    f"{row.get('adapted_filter_us_per_pod', '-'):>15} "
+                    f"{row.get('adapted_score_us_per_pod', '-'):>14}"
+                )
+            sys.stdout.flush()
     if args.save:
         result = {**context(), "repeat": args.repeat, "rows": rows}
         print(f"wrote {save('algorithm', result)}", file=sys.stderr)

@@ -25,6 +25,8 @@ def pod(
     node_selector: dict[str, str] | None = None,
     affinity: dict[str, Any] | None = None,
     tolerations: list[dict[str, str]] | None = None,
+    labels: dict[str, str] | None = None,
+    **spec_fields: Any,
 ) -> dict[str, Any]:
     requests = requests or {"cpu": "100m", "memory": "500Mi"}
     resources: dict[str, Any] = {"requests": requests}
@@ -44,7 +46,11 @@ def pod(
         spec["affinity"] = affinity
     if tolerations:
         spec["tolerations"] = tolerations
-    return {"metadata": {"name": name}, "spec": spec}
+    spec.update(spec_fields)
+    meta: dict[str, Any] = {"name": name}
+    if labels:
+        meta["labels"] = labels
+    return {"metadata": meta, "spec": spec}
 
 
 def basic_pod(name: str, scheduler: str, index: int) -> dict[str, Any]:
@@ -104,6 +110,68 @@ def mixed_pod(name: str, scheduler: str, index: int) -> dict[str, Any]:
                 requests={"cpu": "200m", "memory": "1Gi", GPU: "1"},
                 tolerations=[_GPU_TOLERATION],
             )
+
+
+# -- scheduler_perf's topology workloads (its templates, in one namespace: terms naming
+# scheduler_perf's two namespaces select the same pods as terms naming the pod's own) ---------
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _spreading(action: str) -> Callable[[str, str, int], dict[str, Any]]:
+    """Initial pods plain (pod-default), measured ones spread over zones with maxSkew 5."""
+
+    def make(name: str, scheduler: str, index: int) -> dict[str, Any]:
+        if name.startswith("init-"):
+            return pod(name, scheduler)
+        constraint = {
+            "maxSkew": 5,
+            "topologyKey": ZONE,
+            "whenUnsatisfiable": action,
+            "labelSelector": {"matchLabels": {"color": "blue"}},
+        }
+        return pod(
+            name, scheduler, labels={"color": "blue"}, topologySpreadConstraints=[constraint]
+        )
+
+    return make
+
+
+def _affinity_pod(
+    kind: str, color: str, key: str, *, preferred: bool = False
+) -> Callable[[str, str, int], dict[str, Any]]:
+    term = {"labelSelector": {"matchLabels": {"color": color}}, "topologyKey": key}
+    block = (
+        {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": term}
+            ]
+        }
+        if preferred
+        else {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    )
+
+    def make(name: str, scheduler: str, index: int) -> dict[str, Any]:
+        return pod(name, scheduler, labels={"color": color}, affinity={kind: block})
+
+    return make
+
+
+def zoned_nodes(count: int, zones: tuple[str, ...]) -> Callable[[str], list[FakeNodes]]:
+    """scheduler_perf's node-default nodes with `topology.kubernetes.io/zone` given round
+    robin over `zones`."""
+
+    def groups(prefix: str) -> list[FakeNodes]:
+        return [
+            FakeNodes(
+                count=count // len(zones) + (1 if i < count % len(zones) else 0),
+                prefix=f"{prefix}-{zone}",
+                labels={ZONE: zone},
+            )
+            for i, zone in enumerate(zones)
+        ]
+
+    return groups
 
 
 def basic_nodes(count: int) -> Callable[[str], list[FakeNodes]]:
@@ -206,6 +274,51 @@ WORKLOADS: dict[str, Workload] = {
             ascheduler_args=("--node-lock-policy", "devices"),
             description="500 nodes with 8 GPUs; every pod asks for one nvidia.com/gpu, so "
             "ascheduler locks each bind's node (policy devices); 500 initial, 1,000 measured",
+        ),
+        Workload(
+            "TopologySpreading_5000Nodes_5000Pods",
+            5000,
+            5000,
+            zoned_nodes(5000, ("moon-1", "moon-2", "moon-3")),
+            _spreading("DoNotSchedule"),
+            description="5,000 nodes in 3 zones; 5,000 plain initial pods, 5,000 measured "
+            "with a DoNotSchedule zone spread (maxSkew 5)",
+        ),
+        Workload(
+            "PreferredTopologySpreading_5000Nodes_5000Pods",
+            5000,
+            5000,
+            zoned_nodes(5000, ("moon-1", "moon-2", "moon-3")),
+            _spreading("ScheduleAnyway"),
+            description="5,000 nodes in 3 zones; 5,000 plain initial pods, 5,000 measured "
+            "with a ScheduleAnyway zone spread (maxSkew 5)",
+        ),
+        Workload(
+            "SchedulingPodAntiAffinity_5000Nodes_2000Pods",
+            1000,
+            2000,
+            basic_nodes(5000),
+            _affinity_pod("podAntiAffinity", "green", HOSTNAME),
+            description="5,000 nodes; 1,000 initial and 2,000 measured pods, each with "
+            "required anti-affinity to the others per hostname",
+        ),
+        Workload(
+            "SchedulingPodAffinity_5000Nodes_5000Pods",
+            5000,
+            5000,
+            zoned_nodes(5000, ("zone1",)),
+            _affinity_pod("podAffinity", "blue", ZONE),
+            description="5,000 nodes in one zone; 5,000 initial and 5,000 measured pods, each "
+            "with required affinity to the others per zone",
+        ),
+        Workload(
+            "SchedulingPreferredPodAffinity_5000Nodes_5000Pods",
+            5000,
+            5000,
+            basic_nodes(5000),
+            _affinity_pod("podAffinity", "red", HOSTNAME, preferred=True),
+            description="5,000 nodes; 5,000 initial and 5,000 measured pods, each preferring "
+            "the others' hosts (weight 1)",
         ),
         Workload(
             "Smoke_10Nodes_40Pods",

@@ -63,6 +63,8 @@ class Binaries:
     kube_apiserver: Path
     kube_scheduler: Path
     kwok: Path
+    kube_controller_manager: Path
+    kubectl: Path
 
     @property
     def kwok_stages(self) -> Path:
@@ -70,7 +72,24 @@ class Binaries:
         return self.kwok.parent / "stages.yaml"
 
     def all(self) -> tuple[Path, ...]:
-        return (self.etcd, self.kube_apiserver, self.kube_scheduler, self.kwok)
+        return (
+            self.etcd,
+            self.kube_apiserver,
+            self.kube_scheduler,
+            self.kwok,
+            self.kube_controller_manager,
+            self.kubectl,
+        )
+
+    @property
+    def kubernetes(self) -> tuple[Path, ...]:
+        """What the kubernetes module builds, all in one directory."""
+        return (
+            self.kube_apiserver,
+            self.kube_scheduler,
+            self.kube_controller_manager,
+            self.kubectl,
+        )
 
     def missing(self) -> list[Path]:
         missing = [p for p in self.all() if _missing(p)]
@@ -113,6 +132,8 @@ def binaries(cache: Path | None = None) -> Binaries:
         kube_apiserver=k8s / "kube-apiserver",
         kube_scheduler=k8s / "kube-scheduler",
         kwok=root / f"kwok-{versions.KWOK_VERSION}" / "kwok",
+        kube_controller_manager=k8s / "kube-controller-manager",
+        kubectl=k8s / "kubectl",
     )
 
 
@@ -175,7 +196,9 @@ package tools
 
 import (
 \t_ "k8s.io/kubernetes/cmd/kube-apiserver"
+\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 \t_ "k8s.io/kubernetes/cmd/kube-scheduler"
+\t_ "k8s.io/kubernetes/cmd/kubectl"
 )
 """
 
@@ -279,7 +302,10 @@ class _Builder:
         log = self._fresh_log("kubernetes")
         src = self.cache / "src" / f"kubernetes-{version}"
         src.mkdir(parents=True, exist_ok=True)
-        self.progress(f"building kube-apiserver and kube-scheduler {version} (minutes, once)")
+        self.progress(
+            f"building kube-apiserver, kube-scheduler, kube-controller-manager and kubectl "
+            f"{version} (minutes, once)"
+        )
         info = json.loads(
             self.run(
                 f"{step}: download",
@@ -314,6 +340,8 @@ class _Builder:
                     f"{out}/",
                     "k8s.io/kubernetes/cmd/kube-apiserver",
                     "k8s.io/kubernetes/cmd/kube-scheduler",
+                    "k8s.io/kubernetes/cmd/kube-controller-manager",
+                    "k8s.io/kubernetes/cmd/kubectl",
                 ],
                 cwd=src,
                 log=log,
@@ -435,7 +463,7 @@ def ensure_built(
                 builder = _Builder(root, say)
             return builder
 
-        if force or _missing(bins.kube_apiserver, bins.kube_scheduler):
+        if force or _missing(*bins.kubernetes):
             get_builder().build_kubernetes(bins)
         if force or _missing(bins.etcd):
             get_builder().build_etcd(bins)

@@ -1,4 +1,5 @@
-"""`make demo`: a local plane, fake nodes, a scheduler, a handful of pods, and where each landed.
+"""`make demo`: a local plane, fake nodes, a scheduler, a handful of pods and a Deployment
+spread over zones with anti-affinity, and where each pod landed.
 
 Everything it starts it stops again, by pid, unless `--keep` leaves the plane up for poking at
 (then `ascheduler cluster down --state-dir <dir>` stops it).
@@ -20,6 +21,8 @@ from ascheduler.kube import KubeClient
 
 NAMESPACE = "demo"
 SCHEDULER_NAME = "ascheduler"
+ZONE = "topology.kubernetes.io/zone"
+REPLICAS = 4
 
 
 def _say(message: str) -> None:
@@ -53,8 +56,52 @@ def demo_pods() -> list[dict[str, Any]]:
     ]
 
 
-async def _run(plane: ControlPlane) -> list[tuple[str, str]]:
-    """(pod, node) pairs, or (pod, "(pending: <why>)") for pods that fit nowhere."""
+def demo_deployment() -> dict[str, Any]:
+    """Replicas that must not share a node, spread evenly over the zones (maxSkew 1)."""
+    labels = {"app": "spread"}
+    return {
+        "metadata": {"name": "spread"},
+        "spec": {
+            "replicas": REPLICAS,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "schedulerName": SCHEDULER_NAME,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                        }
+                    ],
+                    "topologySpreadConstraints": [
+                        {
+                            "maxSkew": 1,
+                            "topologyKey": ZONE,
+                            "whenUnsatisfiable": "DoNotSchedule",
+                            "labelSelector": {"matchLabels": labels},
+                        }
+                    ],
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "labelSelector": {"matchLabels": labels},
+                                    "topologyKey": "kubernetes.io/hostname",
+                                }
+                            ]
+                        }
+                    },
+                },
+            },
+        },
+    }
+
+
+async def _run(plane: ControlPlane) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """(pod, node) pairs, or (pod, "(pending: <why>)") for pods that fit nowhere; and each
+    node's zone."""
     state = plane.require_state()
     async with await KubeClient.connect(str(state.admin_kubeconfig)) as kube:
         names = [
@@ -63,7 +110,7 @@ async def _run(plane: ControlPlane) -> list[tuple[str, str]]:
             ),
             *await create_fake_nodes(
                 kube,
-                FakeNodes(count=1, prefix="zone-b", labels={"topology.kubernetes.io/zone": "b"}),
+                FakeNodes(count=2, prefix="zone-b", labels={"topology.kubernetes.io/zone": "b"}),
             ),
             *await create_fake_nodes(
                 kube,
@@ -78,6 +125,7 @@ async def _run(plane: ControlPlane) -> list[tuple[str, str]]:
             ),
         ]
         await wait_nodes_ready(kube, names)
+        zones = {n: "b" if n.startswith("zone-b") else "a" for n in names}
         _say(f"{len(names)} fake nodes Ready: {', '.join(names)}")
 
         plane.start_ascheduler("ascheduler", "--scheduler-name", SCHEDULER_NAME)
@@ -87,15 +135,21 @@ async def _run(plane: ControlPlane) -> list[tuple[str, str]]:
         pods = demo_pods()
         for body in pods:
             await kube.post(f"/api/v1/namespaces/{NAMESPACE}/pods", body)
-        _say(f"created {len(pods)} pods in namespace {NAMESPACE}")
+        await kube.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", demo_deployment())
+        _say(
+            f"created {len(pods)} pods and a Deployment of {REPLICAS} (zone spread, one per "
+            f"node) in namespace {NAMESPACE}"
+        )
+        expected = len(pods) + REPLICAS
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 120
         while True:
             listing = await kube.get(f"/api/v1/namespaces/{NAMESPACE}/pods")
             placed = [(p["metadata"]["name"], _where(p)) for p in listing["items"]]
-            if all(where for _, where in placed) or loop.time() > deadline:
-                return sorted(placed)
+            done = len(placed) >= expected and all(where for _, where in placed)
+            if done or loop.time() > deadline:
+                return sorted(placed), zones
             await asyncio.sleep(0.2)
 
 
@@ -125,15 +179,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"error: {exc}")
         return 1
     try:
-        placed = asyncio.run(_run(plane))
+        placed, zones = asyncio.run(_run(plane))
     finally:
         if not args.keep:
             plane.down()
             _say("plane stopped")
     width = max(len(name) for name, _ in placed)
-    print(f"{'POD':<{width}}  NODE")
+    print(f"{'POD':<{width}}  ZONE  NODE")
     for name, node in placed:
-        print(f"{name:<{width}}  {node or '(not scheduled in time)'}")
+        print(f"{name:<{width}}  {zones.get(node, '-'):<4}  {node or '(not scheduled in time)'}")
     if args.keep:
         print(
             f"\nplane left running: export KUBECONFIG={plane.require_state().admin_kubeconfig}"

@@ -1,9 +1,13 @@
-"""A real Kubernetes control plane on loopback: etcd, kube-apiserver and kwok.
+"""A real Kubernetes control plane on loopback: etcd, kube-apiserver, kube-controller-manager
+and kwok.
 
 `ControlPlane.up()` mints certificates, starts etcd and kube-apiserver on free loopback ports,
 waits for an authenticated `/readyz` to answer `ok`, writes kubeconfigs (admin in
-`system:masters`, and `system:kube-scheduler`) and starts kwok, which keeps every node
-annotated `kwok.x-k8s.io/node=fake` Ready and marks pods bound to them Running.
+`system:masters`, and `system:kube-scheduler`), starts kube-controller-manager with the
+controllers a scheduler's users rely on (`CONTROLLERS`: Deployments create pods, PDBs get
+their status, PVCs bind, claims are created from templates) and kwok, which keeps every node
+annotated `kwok.x-k8s.io/node=fake` Ready and marks pods bound to them Running. A benchmark
+plane runs no controller manager, as scheduler_perf runs none.
 
 Everything lives in one state directory:
 
@@ -30,7 +34,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +50,18 @@ FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 FAKE_NODE_VALUE = "fake"
 SERVICE_CIDR = "10.0.0.0/24"
 _READY_TIMEOUT = 120.0
+#: kube-controller-manager's controllers the plane runs.
+CONTROLLERS = (
+    "deployment",
+    "replicaset",
+    "statefulset",
+    "job",
+    "disruption",
+    "persistentvolume-binder",
+    "garbage-collector",
+    "namespace",
+    "resourceclaim",
+)
 
 Progress = Callable[[str], None]
 
@@ -63,15 +79,21 @@ class PlaneError(RuntimeError):
 
 
 def kube_scheduler_config(
-    kubeconfig: str, scheduler_name: str, *, qps: int, burst: int
+    kubeconfig: str,
+    scheduler_name: str,
+    *,
+    qps: int,
+    burst: int,
+    profile: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """kube-scheduler's configuration: one default profile, leader election off."""
+    """kube-scheduler's configuration: one default profile (with `profile`'s fields added:
+    `plugins`, `pluginConfig`), leader election off."""
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         "clientConnection": {"kubeconfig": kubeconfig, "qps": qps, "burst": burst},
         "leaderElection": {"leaderElect": False},
-        "profiles": [{"schedulerName": scheduler_name}],
+        "profiles": [{"schedulerName": scheduler_name, **(profile or {})}],
     }
 
 
@@ -285,6 +307,11 @@ class ControlPlane:
             user="kube-scheduler",
         )
 
+        if not self.benchmark:
+            self.progress("starting kube-controller-manager")
+            kcm = self._spawn("kube-controller-manager", self._kcm_argv(state), logs)
+            self._wait_running(kcm, seconds=1.0)
+
         self.progress("starting kwok")
         kwok = self._spawn("kwok", self._kwok_argv(state), logs)
         self._wait_running(kwok, seconds=1.0)
@@ -370,6 +397,7 @@ class ControlPlane:
         burst: int = 5000,
         scheduler_name: str = "default-scheduler",
         extra_args: Sequence[str] = (),
+        profile: Mapping[str, Any] | None = None,
     ) -> ProcessRecord:
         """The built kube-scheduler under `system:kube-scheduler`, leader election off."""
         state = self.require_state()
@@ -377,7 +405,11 @@ class ControlPlane:
         config.write_text(
             json.dumps(
                 kube_scheduler_config(
-                    str(state.scheduler_kubeconfig), scheduler_name, qps=qps, burst=burst
+                    str(state.scheduler_kubeconfig),
+                    scheduler_name,
+                    qps=qps,
+                    burst=burst,
+                    profile=profile,
                 ),
                 indent=2,
             )
@@ -479,6 +511,22 @@ class ControlPlane:
                 "--delete-collection-workers=16",
             ]
         return argv
+
+    def _kcm_argv(self, state: PlaneState) -> list[str]:
+        return [
+            str(self.bins.kube_controller_manager),
+            f"--kubeconfig={state.admin_kubeconfig}",
+            f"--authentication-kubeconfig={state.admin_kubeconfig}",
+            f"--authorization-kubeconfig={state.admin_kubeconfig}",
+            f"--controllers={','.join(CONTROLLERS)}",
+            "--leader-elect=false",
+            "--secure-port=0",
+            "--concurrent-deployment-syncs=10",
+            "--concurrent-replicaset-syncs=10",
+            "--kube-api-qps=500",
+            "--kube-api-burst=1000",
+            "--v=1",
+        ]
 
     def _kwok_argv(self, state: PlaneState) -> list[str]:
         stages = self.bins.kwok_stages

@@ -32,7 +32,7 @@ shape until it moves.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -42,7 +42,7 @@ import numpy.typing as npt
 from ascheduler.model import Node, PodInfo
 from ascheduler.model.pod import HostPort
 from ascheduler.model.quantity import saturate
-from ascheduler.model.topology import PodAffinity
+from ascheduler.model.topology import LabelSelector, PodAffinity
 
 CPU: Final = 0
 MEMORY: Final = 1
@@ -53,7 +53,7 @@ BASE_RESOURCES: Final = ("cpu", "memory", "ephemeral-storage", "pods")
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 #: How many pod predicates keep a count column at once (least recently used dropped).
-MAX_COUNTED_PREDICATES: Final = 64
+MAX_COUNTED_PREDICATES: Final = 1024
 
 
 class PodPredicate(Hashable, Protocol):
@@ -64,13 +64,63 @@ class PodPredicate(Hashable, Protocol):
     @property
     def namespaces(self) -> frozenset[str] | None: ...
 
+    #: A label every matching pod has with one of these values (None: no such label), so
+    #: building the column looks only at pods carrying it.
+    @property
+    def hint(self) -> tuple[str, tuple[str, ...]] | None: ...
+
     def matches(self, pod: PodInfo) -> bool: ...
+
+
+#: A term of a shape of pod (anti-)affinity: (shape, kind, index in that kind's terms).
+TermRef = tuple[PodAffinity, str, int]
+TERM_KINDS: Final = ("required", "required_anti", "preferred", "preferred_anti")
+
+
+def selector_hint(selector: LabelSelector) -> tuple[str, tuple[str, ...]] | None:
+    """A label a selector's matches must carry with one of some values: its first `In`."""
+    for r in selector.requirements:
+        if r.operator == "In":
+            return r.key, r.values
+    return None
 
 
 @dataclass(slots=True)
 class _Counts:
+    """A count column: matching pods per row, sparse (`rows`), and dense (`values`) once
+    something asked for it; both kept up to date."""
+
     predicate: PodPredicate
-    values: IntArray
+    rows: dict[int, int]
+    #: (label key, values) a pod needs to match, from the predicate's hint.
+    hint: tuple[str, tuple[str, ...]] | None = None
+    values: IntArray | None = None
+
+    def dense(self, cap: int) -> IntArray:
+        if self.values is None or self.values.size < cap:
+            values = np.zeros(cap, dtype=np.int64)
+            for row, count in self.rows.items():
+                values[row] = count
+            self.values = values
+        return self.values
+
+    def add(self, row: int, sign: int) -> None:
+        count = self.rows.get(row, 0) + sign
+        if count > 0:
+            self.rows[row] = count
+        else:
+            self.rows.pop(row, None)
+        if self.values is not None:
+            self.values[row] += sign
+
+    def move(self, row: int, last: int) -> None:
+        """Row `row` goes away and `last` takes its place."""
+        self.rows.pop(row, None)
+        if row != last and last in self.rows:
+            self.rows[row] = self.rows.pop(last)
+        if self.values is not None:
+            self.values[row] = self.values[last]
+            self.values[last] = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +177,18 @@ class NodeTable:
         self._pod_row: dict[str, int] = {}
         self._ns_pods: dict[str, dict[str, PodInfo]] = {}
         self._counts: OrderedDict[Hashable, _Counts] = OrderedDict()
+        #: The count columns a pod may add to: by (label key, value) of their hint, and
+        #: those without one (checked for every pod).
+        self._counts_by_label: dict[tuple[str, str], dict[Hashable, _Counts]] = {}
+        self._counts_unhinted: dict[Hashable, _Counts] = {}
         #: Rows holding pods of each (anti-)affinity shape: shape -> row -> pod count.
         self._affinity_rows: dict[PodAffinity, dict[int, int]] = {}
+        #: Pods by (namespace, label key, value).
+        self._label_pods: dict[tuple[str, str, str], dict[str, None]] = {}
+        #: The shapes' terms by a label a pod must carry to match them (`selector_hint`),
+        #: and those with no such label.
+        self._terms_by_label: dict[tuple[str, str], dict[TermRef, None]] = {}
+        self._terms_unindexed: dict[TermRef, None] = {}
         #: Counts pod additions and removals (what pod-derived caches key on).
         self.pod_generation = 0
         #: Image name -> the nodes holding it (kube-scheduler's image states), and its size
@@ -201,38 +261,143 @@ class NodeTable:
         """The pods counted on rows, in one namespace, by uid."""
         return self._ns_pods.get(namespace, {})
 
-    def match_counts(self, predicate: PodPredicate) -> IntArray:
-        """Per row, how many of its pods match `predicate` (read-only).
-
-        The column is built once by scanning the pods of the namespaces the predicate can
-        match, then kept up to date pod by pod as pods come and go, so a stream of pods with
-        the same selector costs nothing per cycle. At most `MAX_COUNTED_PREDICATES` columns
-        are kept.
-        """
+    def _column(self, predicate: PodPredicate) -> _Counts:
+        """The count column of `predicate`: built once by looking at the pods that can match
+        (its namespaces; only those with its hint label), then kept up to date pod by pod as
+        pods come and go, so a stream of pods with the same selector costs nothing per
+        cycle. At most `MAX_COUNTED_PREDICATES` are kept, least recently used dropped."""
         entry = self._counts.get(predicate)
-        if entry is None:
-            values = np.zeros(self._cap, dtype=np.int64)
-            namespaces = predicate.namespaces
-            groups = (
-                self._ns_pods.values()
-                if namespaces is None
-                else [self._ns_pods[ns] for ns in namespaces if ns in self._ns_pods]
-            )
-            for pods in groups:
-                for uid, pod in pods.items():
-                    if predicate.matches(pod):
-                        values[self._pod_row[uid]] += 1
-            entry = _Counts(predicate, values)
-            self._counts[predicate] = entry
-            if len(self._counts) > MAX_COUNTED_PREDICATES:
-                self._counts.popitem(last=False)
-        else:
+        if entry is not None:
             self._counts.move_to_end(predicate)
-        return entry.values[: self.n]
+            return entry
+        rows: dict[int, int] = {}
+        namespaces = predicate.namespaces
+        spaces = self._ns_pods.keys() if namespaces is None else namespaces
+        hint = predicate.hint
+        for ns in spaces:
+            pods = self._ns_pods.get(ns)
+            if pods is None:
+                continue
+            if hint is None:
+                candidates: Iterable[str] = pods
+            else:
+                key, allowed = hint
+                candidates = [
+                    uid for v in allowed for uid in self._label_pods.get((ns, key, v), ())
+                ]
+            for uid in candidates:
+                if predicate.matches(pods[uid]):
+                    row = self._pod_row[uid]
+                    rows[row] = rows.get(row, 0) + 1
+        entry = _Counts(predicate, rows, hint)
+        self._counts[predicate] = entry
+        self._route_column(predicate, entry, True)
+        if len(self._counts) > MAX_COUNTED_PREDICATES:
+            old_key, old = self._counts.popitem(last=False)
+            self._route_column(old_key, old, False)
+        return entry
+
+    def match_rows(self, predicate: PodPredicate) -> Mapping[int, int]:
+        """Rows holding pods that match `predicate`: row -> how many (read-only)."""
+        return self._column(predicate).rows
+
+    def match_counts(self, predicate: PodPredicate) -> IntArray:
+        """Per row, how many of its pods match `predicate` (read-only; dense)."""
+        return self._column(predicate).dense(self._cap)[: self.n]
+
+    def domain_sums(
+        self,
+        predicate: PodPredicate,
+        codes: IntArray,
+        size: int,
+        eligible: BoolArray | None = None,
+    ) -> IntArray:
+        """Matching pods summed per domain code (`size` codes; rows with code -1, or not
+        `eligible`, left out): over the few rows that hold matches when they are few, over
+        the dense column when they are many."""
+        entry = self._column(predicate)
+        rows = entry.rows
+        if entry.values is not None or len(rows) * 8 > self.n:
+            counts = entry.dense(self._cap)[: self.n]
+            keep = codes >= 0
+            if eligible is not None:
+                keep &= eligible
+            sums = np.bincount(codes[keep], weights=counts[keep], minlength=size)
+            return sums.astype(np.int64)
+        if not rows:
+            return np.zeros(size, dtype=np.int64)
+        at = np.fromiter(rows.keys(), dtype=np.int64, count=len(rows))
+        weight = np.fromiter(rows.values(), dtype=np.int64, count=len(rows))
+        where = codes[at]
+        keep = where >= 0
+        if eligible is not None:
+            keep &= eligible[at]
+        sums = np.bincount(where[keep], weights=weight[keep], minlength=size)
+        return sums.astype(np.int64)
+
+    def _route_column(self, key: Hashable, entry: _Counts, add: bool) -> None:
+        if entry.hint is None:
+            if add:
+                self._counts_unhinted[key] = entry
+            else:
+                self._counts_unhinted.pop(key, None)
+            return
+        label, values = entry.hint
+        for v in values:
+            group = self._counts_by_label.setdefault((label, v), {})
+            if add:
+                group[key] = entry
+            else:
+                group.pop(key, None)
+                if not group:
+                    del self._counts_by_label[(label, v)]
+
+    def _columns_for(self, pod: PodInfo) -> Iterator[_Counts]:
+        """The count columns `pod` may count in (each once)."""
+        yield from self._counts_unhinted.values()
+        seen: set[int] = set()
+        for key, value in pod.labels.items():
+            for entry in self._counts_by_label.get((key, value), {}).values():
+                if id(entry) not in seen:
+                    seen.add(id(entry))
+                    yield entry
 
     def affinity_rows(self) -> Mapping[PodAffinity, Mapping[int, int]]:
         """Pods with pod (anti-)affinity terms, by their terms: shape -> row -> count."""
         return self._affinity_rows
+
+    def terms_for(self, labels: Mapping[str, str]) -> Iterator[TermRef]:
+        """The placed pods' affinity terms whose selector may match a pod with `labels`
+        (each once; the caller still matches them): the rest cannot."""
+        seen: set[TermRef] = set()
+        for key, value in labels.items():
+            for ref in self._terms_by_label.get((key, value), ()):
+                if ref not in seen:
+                    seen.add(ref)
+                    yield ref
+        yield from self._terms_unindexed
+
+    def _index_shape(self, shape: PodAffinity, add: bool) -> None:
+        for kind in TERM_KINDS:
+            for i, entry in enumerate(getattr(shape, kind)):
+                term = entry if kind.startswith("required") else entry.term
+                ref = (shape, kind, i)
+                hint = selector_hint(term.selector)
+                if hint is None:
+                    if add:
+                        self._terms_unindexed[ref] = None
+                    else:
+                        self._terms_unindexed.pop(ref, None)
+                    continue
+                key, values = hint
+                for v in values:
+                    group = self._terms_by_label.setdefault((key, v), {})
+                    if add:
+                        group[ref] = None
+                    else:
+                        group.pop(ref, None)
+                        if not group:
+                            del self._terms_by_label[(key, v)]
 
     def image(self, name: str) -> tuple[int, list[str]]:
         """(size, names of the nodes holding it) of an image as nodes report it; (0, [])
@@ -282,42 +447,54 @@ class NodeTable:
         if sign > 0:
             self._pod_row[pod.uid] = row
             self._ns_pods.setdefault(pod.namespace, {})[pod.uid] = pod
+            for key, value in pod.labels.items():
+                self._label_pods.setdefault((pod.namespace, key, value), {})[pod.uid] = None
         else:
-            self._pod_row.pop(pod.uid, None)
-            members = self._ns_pods.get(pod.namespace)
-            if members is not None:
-                members.pop(pod.uid, None)
-                if not members:
-                    del self._ns_pods[pod.namespace]
-        for entry in self._counts.values():
+            self._unindex_pod(pod)
+        for entry in self._columns_for(pod):
             if entry.predicate.matches(pod):
-                entry.values[row] += sign
+                entry.add(row, sign)
         if pod.pod_affinity:
-            rows = self._affinity_rows.setdefault(pod.pod_affinity, {})
-            count = rows.get(row, 0) + sign
-            if count > 0:
-                rows[row] = count
-            else:
-                rows.pop(row, None)
-                if not rows:
-                    del self._affinity_rows[pod.pod_affinity]
+            self._count_shape(pod.pod_affinity, row, sign)
+
+    def _count_shape(self, shape: PodAffinity, row: int, sign: int) -> None:
+        rows = self._affinity_rows.get(shape)
+        if rows is None:
+            rows = self._affinity_rows[shape] = {}
+            self._index_shape(shape, True)
+        count = rows.get(row, 0) + sign
+        if count > 0:
+            rows[row] = count
+        else:
+            rows.pop(row, None)
+            if not rows:
+                del self._affinity_rows[shape]
+                self._index_shape(shape, False)
+
+    def _unindex_pod(self, pod: PodInfo) -> None:
+        self._pod_row.pop(pod.uid, None)
+        members = self._ns_pods.get(pod.namespace)
+        if members is not None:
+            members.pop(pod.uid, None)
+            if not members:
+                del self._ns_pods[pod.namespace]
+        for key, value in pod.labels.items():
+            group = self._label_pods.get((pod.namespace, key, value))
+            if group is not None:
+                group.pop(pod.uid, None)
+                if not group:
+                    del self._label_pods[(pod.namespace, key, value)]
 
     def _drop_row_pods(self, row: int, last: int) -> None:
         """Row `row` goes away and row `last` moves into its place."""
         self.pod_generation += 1
-        for uid, pod in self._usage[row].pods.items():
-            self._pod_row.pop(uid, None)
-            members = self._ns_pods.get(pod.namespace)
-            if members is not None:
-                members.pop(uid, None)
-                if not members:
-                    del self._ns_pods[pod.namespace]
+        for pod in self._usage[row].pods.values():
+            self._unindex_pod(pod)
         if row != last:
             for uid in self._usage[last].pods:
                 self._pod_row[uid] = row
         for entry in self._counts.values():
-            entry.values[row] = entry.values[last]
-            entry.values[last] = 0
+            entry.move(row, last)
         for shape in list(self._affinity_rows):
             rows = self._affinity_rows[shape]
             rows.pop(row, None)
@@ -325,6 +502,7 @@ class NodeTable:
                 rows[row] = rows.pop(last)
             if not rows:
                 del self._affinity_rows[shape]
+                self._index_shape(shape, False)
 
     # -- per pod-shape caches ----------------------------------------------------------------
 
@@ -382,9 +560,10 @@ class NodeTable:
         unsched[: self._cap] = self._unschedulable
         self._unschedulable = unsched
         for entry in self._counts.values():
-            values = np.zeros(cap, dtype=np.int64)
-            values[: self._cap] = entry.values
-            entry.values = values
+            if entry.values is not None:
+                values = np.zeros(cap, dtype=np.int64)
+                values[: self._cap] = entry.values
+                entry.values = values
         self._cap = cap
 
     def add(self, info: Node) -> int:

@@ -121,6 +121,23 @@ class _Filtered:
     applied: list[tuple[str, FilterResult]]
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """`Framework.evaluate`: feasible node -> total score (empty when none fits), and the
+    status saying why not."""
+
+    scores: Mapping[str, int]
+    status: Status
+
+    @property
+    def best(self) -> set[str]:
+        """The nodes sharing the highest score (more than one: a random tie-break picks)."""
+        if not self.scores:
+            return set()
+        top = max(self.scores.values())
+        return {name for name, score in self.scores.items() if score == top}
+
+
 @dataclass
 class ScheduleResult:
     node: str | None
@@ -482,6 +499,22 @@ class Framework:
         diag.unresolvable = not resolvable_seen and candidates is None
         return diag
 
+    def evaluate(self, pod: PodInfo, nodes: NodeTable) -> Evaluation:
+        """A dry run of PreFilter .. NormalizeScore without the tie-break (and without
+        PostFilter): the feasible nodes with their total scores, or why none fits. Plugins
+        only (no extender is asked)."""
+        state = CycleState()
+        filtered = self._filter(state, pod, nodes)
+        if isinstance(filtered, ScheduleResult):
+            return Evaluation({}, filtered.status)
+        rows = filtered.feasible
+        if rows.size == 1:
+            return Evaluation({nodes.names[int(rows[0])]: 0}, SUCCESS)
+        totals = self._totals(state, pod, nodes, rows)
+        return Evaluation(
+            {nodes.names[int(r)]: int(t) for r, t in zip(rows, totals, strict=True)}, SUCCESS
+        )
+
     def _best(
         self,
         state: CycleState,
@@ -492,6 +525,20 @@ class Framework:
     ) -> int:
         """The highest total of weighted plugin scores (plus `extra`, the extenders'), a tie
         broken at random as kube-scheduler's selectHost does."""
+        total = self._totals(state, pod, nodes, feasible, extra)
+        top = np.flatnonzero(total == total.max())
+        pick = int(top[0]) if top.size == 1 else int(top[self._rng.randrange(top.size)])
+        return int(feasible[pick])
+
+    def _totals(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        feasible: IntArray,
+        extra: IntArray | None = None,
+    ) -> IntArray:
+        """PreScore, Score and NormalizeScore: each feasible row's weighted total."""
         total = np.zeros(feasible.size, dtype=np.int64) if extra is None else extra.copy()
         for pre in self.pre_score_plugins:
             status = pre.pre_score(state, pod, nodes, feasible)
@@ -507,9 +554,7 @@ class Framework:
             if plugin.name in self._normalizes:
                 scores = plugin.normalize(state, pod, scores)
             total += scores * self.weights.get(plugin.name, 1)
-        top = np.flatnonzero(total == total.max())
-        pick = int(top[0]) if top.size == 1 else int(top[self._rng.randrange(top.size)])
-        return int(feasible[pick])
+        return total
 
     @staticmethod
     def _row_local_scores(

@@ -18,8 +18,8 @@ the plugin, as kube-scheduler does.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from dataclasses import dataclass, field, fields
+from typing import Any, Final, TypeVar
 
 from ascheduler.model.affinity import Requirement, SpecError
 
@@ -29,11 +29,32 @@ INCLUSION_POLICIES: Final = ("Honor", "Ignore")
 INT32_MAX: Final = 2**31 - 1
 
 
+T = TypeVar("T")
+
+
+def _hash_once(self: Any) -> int:
+    cached: int = self._hash
+    if cached == 0:
+        cached = hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare)) or 1
+        object.__setattr__(self, "_hash", cached)
+    return cached
+
+
+def cached_hash(cls: type[T]) -> type[T]:
+    """Frozen values used as dictionary keys on every scheduling cycle hash once: their
+    fields are nested tuples of frozen values, slow to hash again and again. (Applied after
+    `dataclass`, which would otherwise put its own `__hash__` in place.)"""
+    cls.__hash__ = _hash_once  # type: ignore[method-assign]
+    return cls
+
+
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class LabelSelector:
     requirements: tuple[Requirement, ...] = ()
     #: An absent selector: matches no labels at all.
     nothing: bool = False
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     @property
     def empty(self) -> bool:
@@ -109,6 +130,7 @@ def selector_from_set(labels: Mapping[str, str]) -> LabelSelector:
     return LabelSelector(_normalised(tuple(Requirement(k, "In", (v,)) for k, v in labels.items())))
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class SpreadConstraint:
     max_skew: int
@@ -119,6 +141,7 @@ class SpreadConstraint:
     min_domains: int = 1
     node_affinity_policy: str = "Honor"
     node_taints_policy: str = "Ignore"
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
 
 def _int32(raw: Any, path: str, *, minimum: int) -> int:
@@ -175,6 +198,7 @@ def parse_spread_constraint(raw: Any, path: str) -> SpreadConstraint:
     )
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class AffinityTerm:
     """A pod (anti-)affinity term: pods matching `selector` in the namespaces it names (or
@@ -184,6 +208,7 @@ class AffinityTerm:
     namespaces: frozenset[str]
     namespace_selector: LabelSelector
     topology_key: str
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def matches(self, pod_namespace: str, pod_labels: Mapping[str, str], ns_labels: Any) -> bool:
         """`AffinityTerm.Matches`: `ns_labels` are the labels of the pod's namespace (None
@@ -193,12 +218,15 @@ class AffinityTerm:
         return False
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class WeightedTerm:
     weight: int
     term: AffinityTerm
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class PodAffinity:
     """A pod's `podAffinity` and `podAntiAffinity`, required and preferred."""
@@ -207,6 +235,7 @@ class PodAffinity:
     required_anti: tuple[AffinityTerm, ...] = ()
     preferred: tuple[WeightedTerm, ...] = ()
     preferred_anti: tuple[WeightedTerm, ...] = ()
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.required or self.required_anti or self.preferred or self.preferred_anti)

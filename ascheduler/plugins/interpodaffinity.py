@@ -54,7 +54,7 @@ from ascheduler.framework.interface import (
     ScorePlugin,
     Status,
 )
-from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
+from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable, selector_hint
 from ascheduler.framework.objects import ClusterObjects
 from ascheduler.framework.registry import Registration
 from ascheduler.model import Node, PodInfo
@@ -94,16 +94,22 @@ class TermsMatch:
                 bound = t.namespaces if bound is None else bound & t.namespaces
         return cls(terms, bound)
 
+    @property
+    def hint(self) -> tuple[str, tuple[str, ...]] | None:
+        for t in self.terms:
+            hint = selector_hint(t.selector)
+            if hint is not None:
+                return hint
+        return None
+
     def matches(self, pod: PodInfo) -> bool:
         return all(t.matches(pod.namespace, pod.labels, None) for t in self.terms)
 
 
-def _per_domain(nodes: NodeTable, key: str, per_row: IntArray) -> tuple[IntArray, IntArray]:
-    """(codes of the rows for `key`, sum of `per_row` per domain code)."""
+def _per_domain(nodes: NodeTable, key: str, match: TermsMatch) -> tuple[IntArray, IntArray]:
+    """(codes of the rows for `key`, pods matching `match` per domain code)."""
     d = nodes.domains(key)
-    has = d.codes >= 0
-    sums = np.bincount(d.codes[has], weights=per_row[has], minlength=len(d.values))
-    return d.codes, sums.astype(np.int64)
+    return d.codes, nodes.domain_sums(match, d.codes, len(d.values))
 
 
 def _sparse_domains(
@@ -120,10 +126,8 @@ def _sparse_domains(
 
 
 def _in_domains(codes: IntArray, hits: IntArray) -> BoolArray:
-    """Rows whose domain has a positive count in `hits`."""
-    if hits.size == 0:
-        return np.zeros(codes.size, dtype=np.bool_)
-    return (codes >= 0) & (hits[np.maximum(codes, 0)] > 0)
+    """Rows whose domain has a positive count in `hits` (-1, no key, indexes a False)."""
+    return np.append(hits > 0, False)[codes]
 
 
 @dataclass(slots=True)
@@ -167,11 +171,14 @@ class InterPodAffinity(
         """Rows in a domain where a placed pod's required anti-affinity matches `pod`."""
         fail = np.zeros(nodes.n, dtype=np.bool_)
         ns_labels = self.objects.namespace_labels(pod.namespace)
-        for shape, rows in nodes.affinity_rows().items():
-            for term in shape.required_anti:
-                if term.matches(pod.namespace, pod.labels, ns_labels):
-                    codes, hits = _sparse_domains(nodes, term.topology_key, rows)
-                    fail |= _in_domains(codes, hits)
+        shapes = nodes.affinity_rows()
+        for shape, kind, i in nodes.terms_for(pod.labels):
+            if kind != "required_anti":
+                continue
+            term = shape.required_anti[i]
+            if term.matches(pod.namespace, pod.labels, ns_labels):
+                codes, hits = _sparse_domains(nodes, term.topology_key, shapes[shape])
+                fail |= _in_domains(codes, hits)
         return fail
 
     # -- queueing hints (kube-scheduler's, and the symmetric case it leaves to the timeout) --
@@ -239,21 +246,20 @@ class InterPodAffinity(
         n = nodes.n
         affinity_fail = np.zeros(n, dtype=np.bool_)
         if required:
-            counts = nodes.match_counts(TermsMatch.of(required))
+            together = TermsMatch.of(required)
             missing = np.zeros(n, dtype=np.bool_)
             all_exist = np.ones(n, dtype=np.bool_)
             anywhere = False
             for term in required:
-                codes, sums = _per_domain(nodes, term.topology_key, counts)
+                codes, sums = _per_domain(nodes, term.topology_key, together)
                 missing |= codes < 0
                 all_exist &= _in_domains(codes, sums)
                 anywhere = anywhere or bool(sums.any())
-            first_of_group = not anywhere and TermsMatch.of(required).matches(pod)
+            first_of_group = not anywhere and together.matches(pod)
             affinity_fail = missing | (~all_exist & (not first_of_group))
         anti_fail = np.zeros(n, dtype=np.bool_)
         for term in required_anti:
-            counts = nodes.match_counts(TermsMatch.of((term,)))
-            codes, sums = _per_domain(nodes, term.topology_key, counts)
+            codes, sums = _per_domain(nodes, term.topology_key, TermsMatch.of((term,)))
             anti_fail |= _in_domains(codes, sums)
         state.write(NAME, _FilterState(affinity_fail, anti_fail, existing))
         return None, SUCCESS
@@ -306,21 +312,23 @@ class InterPodAffinity(
         for sign, terms in ((1, own.preferred), (-1, own.preferred_anti)):
             for wt in terms:
                 term = self._resolve(wt.term)
-                counts = nodes.match_counts(TermsMatch.of((term,)))
-                _, sums = _per_domain(nodes, term.topology_key, counts)
+                _, sums = _per_domain(nodes, term.topology_key, TermsMatch.of((term,)))
                 add(term.topology_key, sums, sign * wt.weight)
         ns_labels = self.objects.namespace_labels(pod.namespace)
         hard = self.args.hard_pod_affinity_weight
-        for shape, rows in nodes.affinity_rows().items():
-            weighted: list[tuple[int, AffinityTerm]] = []
-            if hard > 0:
-                weighted += [(hard, t) for t in shape.required]
-            weighted += [(w.weight, w.term) for w in shape.preferred]
-            weighted += [(-w.weight, w.term) for w in shape.preferred_anti]
-            for weight, term in weighted:
-                if term.matches(pod.namespace, pod.labels, ns_labels):
-                    _, sums = _sparse_domains(nodes, term.topology_key, rows)
-                    add(term.topology_key, sums, weight)
+        shapes = nodes.affinity_rows()
+        for shape, kind, i in nodes.terms_for(pod.labels):
+            if kind == "required_anti" or (kind == "required" and hard <= 0):
+                continue
+            if kind == "required":
+                weight, term = hard, shape.required[i]
+            elif kind == "preferred":
+                weight, term = shape.preferred[i].weight, shape.preferred[i].term
+            else:
+                weight, term = -shape.preferred_anti[i].weight, shape.preferred_anti[i].term
+            if term.matches(pod.namespace, pod.labels, ns_labels):
+                _, sums = _sparse_domains(nodes, term.topology_key, shapes[shape])
+                add(term.topology_key, sums, weight)
         if not touched:
             return SKIP
         total = np.zeros(feasible.size, dtype=np.int64)

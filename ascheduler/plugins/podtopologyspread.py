@@ -51,7 +51,7 @@ from ascheduler.framework.interface import (
     ScorePlugin,
     Status,
 )
-from ascheduler.framework.nodes import BoolArray, Domains, IntArray, NodeTable
+from ascheduler.framework.nodes import BoolArray, Domains, IntArray, NodeTable, selector_hint
 from ascheduler.framework.objects import ClusterObjects
 from ascheduler.framework.registry import Registration
 from ascheduler.model import Node, PodInfo
@@ -157,6 +157,10 @@ class SpreadMatch:
     namespaces: frozenset[str]
     selector: LabelSelector
 
+    @property
+    def hint(self) -> tuple[str, tuple[str, ...]] | None:
+        return selector_hint(self.selector)
+
     def matches(self, pod: PodInfo) -> bool:
         return (
             pod.namespace in self.namespaces
@@ -179,10 +183,9 @@ class _Constraint:
 class _FilterState:
     constraints: list[_Constraint]
     domains: list[Domains] = field(default_factory=list)
-    #: Per constraint: matching pods per domain code (eligible nodes only).
-    counts: list[IntArray] = field(default_factory=list)
-    minimum: list[int] = field(default_factory=list)
-    self_match: list[int] = field(default_factory=list)
+    #: Per constraint, per domain code (and a last entry for rows without the key): whether
+    #: placing the pod there exceeds maxSkew.
+    over: list[BoolArray] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -196,6 +199,21 @@ def _counts(nodes: NodeTable, pod: PodInfo, selector: LabelSelector) -> IntArray
     if selector.empty or selector.nothing:
         return np.zeros(nodes.n, dtype=np.int64)
     return nodes.match_counts(SpreadMatch(frozenset((pod.namespace,)), selector))
+
+
+def _domain_sums(
+    nodes: NodeTable,
+    pod: PodInfo,
+    selector: LabelSelector,
+    codes: IntArray,
+    size: int,
+    eligible: BoolArray,
+) -> IntArray:
+    """Matching pods per domain code, over the eligible rows."""
+    if selector.empty or selector.nothing:
+        return np.zeros(size, dtype=np.int64)
+    match = SpreadMatch(frozenset((pod.namespace,)), selector)
+    return nodes.domain_sums(match, codes, size, eligible)
 
 
 def _round(values: npt.NDArray[np.float64]) -> IntArray:
@@ -303,6 +321,37 @@ class PodTopologySpread(
 
     # -- PreFilter / Filter --------------------------------------------------------------------
 
+    def _eligible(
+        self, pod: PodInfo, nodes: NodeTable, constraints: list[_Constraint]
+    ) -> list[tuple[BoolArray, BoolArray]]:
+        """Per constraint: the rows whose domains count (every constraint's key, inclusion
+        policies passed) and which domains they make exist; cached per pod shape until a
+        node's spec changes."""
+        key = (
+            NAME,
+            "eligible",
+            tuple(
+                (c.key, c.spec.node_affinity_policy, c.spec.node_taints_policy) for c in constraints
+            ),
+            pod.node_selector,
+            pod.required_terms,
+            pod.tolerations,
+        )
+        hit: list[tuple[BoolArray, BoolArray]] | None = nodes.cached(key)
+        if hit is not None:
+            return hit
+        has_all = np.ones(nodes.n, dtype=np.bool_)
+        for c in constraints:
+            has_all &= nodes.domains(c.key).codes >= 0
+        out = []
+        for c in constraints:
+            d = nodes.domains(c.key)
+            rows = has_all & self._included(pod, nodes, c.spec)
+            present = np.bincount(d.codes[rows], minlength=len(d.values)) > 0
+            out.append((rows, present))
+        nodes.remember(key, out)
+        return out
+
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
@@ -311,22 +360,19 @@ class PodTopologySpread(
             return None, SKIP
         s = _FilterState(constraints)
         s.domains = [nodes.domains(c.key) for c in constraints]
-        has_all = np.ones(nodes.n, dtype=np.bool_)
-        for d in s.domains:
-            has_all &= d.codes >= 0
-        for c, d in zip(constraints, s.domains, strict=True):
-            rows = has_all & self._included(pod, nodes, c.spec)
-            codes = d.codes[rows]
-            per_domain = np.bincount(
-                codes, weights=_counts(nodes, pod, c.selector)[rows], minlength=len(d.values)
-            ).astype(np.int64)
-            present = np.unique(codes)
-            minimum = int(per_domain[present].min()) if present.size else INT32_MAX
-            if present.size < c.spec.min_domains:
+        for c, d, (rows, present) in zip(
+            constraints, s.domains, self._eligible(pod, nodes, constraints), strict=True
+        ):
+            per_domain = _domain_sums(nodes, pod, c.selector, d.codes, len(d.values), rows)
+            domains = int(present.sum())
+            minimum = int(per_domain[present].min()) if domains else INT32_MAX
+            if domains < c.spec.min_domains:
                 minimum = 0
-            s.counts.append(per_domain)
-            s.minimum.append(minimum)
-            s.self_match.append(1 if c.selector.matches(pod.labels) else 0)
+            self_match = 1 if c.selector.matches(pod.labels) else 0
+            # Per domain: would one more pod there skew it too far? (a last entry for the
+            # rows without the key: -1 indexes it)
+            over = per_domain + self_match - minimum > c.spec.max_skew
+            s.over.append(np.append(over, False))
         state.write(NAME, s)
         return None, SUCCESS
 
@@ -334,18 +380,23 @@ class PodTopologySpread(
         s: _FilterState | None = state.read(NAME)
         if s is None:
             return None
-        decided = np.zeros(nodes.n, dtype=np.bool_)
-        missing = np.zeros(nodes.n, dtype=np.bool_)
-        skewed = np.zeros(nodes.n, dtype=np.bool_)
-        for i, c in enumerate(s.constraints):
-            codes = s.domains[i].codes
-            lacks = (codes < 0) & ~decided
-            missing |= lacks
-            decided |= lacks
-            matched = np.where(codes >= 0, s.counts[i][np.maximum(codes, 0)], 0)
-            over = (matched + s.self_match[i] - s.minimum[i] > c.spec.max_skew) & ~decided
-            skewed |= over
-            decided |= over
+        if len(s.constraints) == 1:
+            codes = s.domains[0].codes
+            missing = codes < 0
+            skewed = s.over[0][codes]
+            decided = missing | skewed
+        else:
+            decided = np.zeros(nodes.n, dtype=np.bool_)
+            missing = np.zeros(nodes.n, dtype=np.bool_)
+            skewed = np.zeros(nodes.n, dtype=np.bool_)
+            for i in range(len(s.constraints)):
+                codes = s.domains[i].codes
+                lacks = (codes < 0) & ~decided
+                missing |= lacks
+                decided |= lacks
+                over = s.over[i][codes] & ~decided
+                skewed |= over
+                decided |= over
         if not decided.any():
             return None
         rejections = []
@@ -376,10 +427,10 @@ class PodTopologySpread(
         kept = feasible[~ignored]
         total = np.zeros(feasible.size, dtype=np.float64)
         for c, d in zip(constraints, domains, strict=True):
-            counts = _counts(nodes, pod, c.selector)
             on_node = d.codes[feasible] >= 0
             if c.key == HOSTNAME:
                 weight = math.log(kept.size + 2)
+                counts = _counts(nodes, pod, c.selector)
                 cnt: npt.NDArray[np.float64] = counts[feasible].astype(np.float64)
             else:
                 # A node without the key counts in the "" domain (Go reads a missing label
@@ -392,8 +443,8 @@ class PodTopologySpread(
                 rows = self._included(pod, nodes, c.spec)
                 if require_all:
                     rows &= has_all
-                per_domain = np.bincount(
-                    codes[rows], weights=counts[rows], minlength=len(d.values) + 1
+                per_domain = _domain_sums(
+                    nodes, pod, c.selector, codes, len(d.values) + 1, rows
                 ).astype(np.float64)
                 per_domain[~present] = 0
                 cnt = per_domain[codes[feasible]]

@@ -128,6 +128,8 @@ def test_failed_start_names_the_step_and_log_and_stops_what_started(
         kube_apiserver=broken,
         kube_scheduler=plane.bins.kube_scheduler,
         kwok=plane.bins.kwok,
+        kube_controller_manager=plane.bins.kube_controller_manager,
+        kubectl=plane.bins.kubectl,
     )
     failing = ControlPlane(tmp_path / "failing", bins=bins, die_with_parent=True)
     with pytest.raises(PlaneError) as err:

@@ -1,0 +1,383 @@
+"""kube-scheduler as the oracle: one scenario, run once by kube-scheduler and once by
+ascheduler on the same plane, compared pod by pod.
+
+A `Scenario` names its nodes, the pods already placed (bound directly, as if by anyone), the
+objects pods depend on (Services, ...), namespaces with their labels, and the pods to
+schedule, in order. Names are logical: each run gets its own namespaces (`df-<id>-<run>-<ns>`)
+and the scenario's nodes get a prefix, so runs never see each other's pods; node names in a
+pod (nodeName, hostname selectors, matchFields) and namespaces in affinity terms are rewritten.
+
+Each pod is created once the previous one is decided (bound, or `PodScheduled=False`), so
+both schedulers see the same sequence. An `independent` scenario deletes each pod after its
+decision: every pod meets the same base state, so a random tie-break cannot make later pods
+diverge (the randomised mode runs that way).
+
+Compared per pod: bound or pending; the node, unless the scenario says a tie may place the
+pod anywhere among equals (`ties`) or the dry run finds a tie; for pending pods the
+`PodScheduled` reason and the whole message. A tie is reported as such, never skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ascheduler.app import build_frameworks
+from ascheduler.cache import Cache
+from ascheduler.config import SchedulerConfig
+from ascheduler.devcluster.nodes import FakeNodes, fake_node_body, wait_nodes_ready
+from ascheduler.framework.objects import parse_namespace, parse_selecting
+from ascheduler.kube import ApiError, KubeClient
+from ascheduler.model import parse_node, parse_pod
+from ascheduler.plugins import IN_TREE
+
+Json = dict[str, Any]
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+KUBE = "diff-kube"
+ASCHEDULER = "diff-asch"
+#: kube-scheduler's profile in the comparison: preemption off until ascheduler has it (its
+#: message would add a `preemption: ...` part to every pending pod's).
+KUBE_PROFILE: Mapping[str, Any] = {
+    "plugins": {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}
+}
+DECISION_TIMEOUT = 30.0
+
+
+def fake_node(
+    name: str,
+    *,
+    zone: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    cpu: str = "4",
+    memory: str = "16Gi",
+    pods: int = 110,
+    taints: Sequence[Mapping[str, str]] = (),
+    images: Sequence[tuple[str, int]] = (),
+) -> Json:
+    """A logical node (named without the scenario's prefix)."""
+    all_labels = dict(labels or {})
+    if zone is not None:
+        all_labels[ZONE] = zone
+    body = fake_node_body(
+        name, FakeNodes(1, cpu=cpu, memory=memory, pods=pods, labels=all_labels, taints=taints)
+    )
+    if images:
+        body["status"]["images"] = [{"names": [n], "sizeBytes": size} for n, size in images]
+    return body
+
+
+def pause(
+    name: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    namespace: str = "default",
+    cpu: str = "100m",
+    memory: str = "128Mi",
+    node: str | None = None,
+    image: str = "registry.k8s.io/pause:3.10",
+    **spec: Any,
+) -> Json:
+    """A logical pod; `node` places it directly (an existing pod)."""
+    body: Json = {
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": image,
+                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                }
+            ],
+            **spec,
+        },
+    }
+    if node is not None:
+        body["spec"]["nodeName"] = node
+    return body
+
+
+@dataclass
+class Scenario:
+    name: str
+    nodes: Sequence[Json]
+    pods: Sequence[Json]
+    existing: Sequence[Json] = ()
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: {"default": {}})
+    #: (collection under the namespace, e.g. "services", body with a logical namespace).
+    objects: Sequence[tuple[str, Json]] = ()
+    #: Pods a random tie-break may place on different nodes (bound-ness still compared).
+    ties: frozenset[str] = frozenset()
+    #: Each pod deleted after its decision (all meet the same base state).
+    independent: bool = False
+    #: Check every decision against a dry run of ascheduler's framework (ties found there).
+    dry_run: bool = True
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha1(self.name.encode()).hexdigest()[:6]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    node: str  # logical; "" when not bound
+    reason: str = ""
+    message: str = ""
+    #: The dry run's best nodes (logical) before this pod, when asked for.
+    best: frozenset[str] | None = None
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.node)
+
+    def describe(self) -> str:
+        return f"on {self.node}" if self.node else f"{self.reason}: {self.message}"
+
+
+class Runner:
+    """Runs scenarios on a plane whose kube-scheduler and ascheduler serve `KUBE` and
+    `ASCHEDULER`."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self.kube = kube
+
+    # -- names -------------------------------------------------------------------------------
+
+    @staticmethod
+    def node_name(s: Scenario, logical: str) -> str:
+        return f"df{s.id}-{logical}"
+
+    @staticmethod
+    def logical_node(s: Scenario, real: str) -> str:
+        return real.removeprefix(f"df{s.id}-")
+
+    @staticmethod
+    def namespace(s: Scenario, run: str, logical: str) -> str:
+        return f"df-{s.id}-{run}-{logical}"[:63]
+
+    def _rewrite(self, s: Scenario, run: str, obj: Json, scheduler: str | None) -> Json:
+        body = copy.deepcopy(obj)
+        meta = body.setdefault("metadata", {})
+        meta.pop("namespace", None)
+        spec = body.get("spec")
+        if body.get("kind", "Pod") != "Pod" or spec is None or "containers" not in spec:
+            return body
+        if scheduler is not None:
+            spec["schedulerName"] = scheduler
+        if spec.get("nodeName"):
+            spec["nodeName"] = self.node_name(s, spec["nodeName"])
+        nodes = {n["metadata"]["name"] for n in s.nodes}
+
+        def names(values: list[str]) -> list[str]:
+            return [self.node_name(s, v) if v in nodes else v for v in values]
+
+        selector = spec.get("nodeSelector") or {}
+        if selector.get(HOSTNAME) in nodes:
+            selector[HOSTNAME] = self.node_name(s, selector[HOSTNAME])
+        affinity = spec.get("affinity") or {}
+        required = (affinity.get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or {}
+        for term in required.get("nodeSelectorTerms") or []:
+            for expr in term.get("matchExpressions") or []:
+                if expr.get("key") == HOSTNAME:
+                    expr["values"] = names(expr.get("values") or [])
+            for expr in term.get("matchFields") or []:
+                expr["values"] = names(expr.get("values") or [])
+        for kind in ("podAffinity", "podAntiAffinity"):
+            block = affinity.get(kind) or {}
+            terms = list(block.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+            terms += [
+                w.get("podAffinityTerm") or {}
+                for w in block.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+            ]
+            for term in terms:
+                if term.get("namespaces"):
+                    term["namespaces"] = [self.namespace(s, run, n) for n in term["namespaces"]]
+        return body
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def create_nodes(self, s: Scenario) -> None:
+        names = []
+        for raw in s.nodes:
+            body = copy.deepcopy(raw)
+            real = self.node_name(s, body["metadata"]["name"])
+            body["metadata"]["name"] = real
+            body["metadata"]["labels"][HOSTNAME] = real
+            await self.kube.post("/api/v1/nodes", body)
+            names.append(real)
+        await wait_nodes_ready(self.kube, names)
+
+    async def delete_nodes(self, s: Scenario) -> None:
+        for raw in s.nodes:
+            try:
+                await self.kube.request(
+                    "DELETE", f"/api/v1/nodes/{self.node_name(s, raw['metadata']['name'])}"
+                )
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+
+    async def _delete_pod(self, namespace: str, name: str) -> None:
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        try:
+            await self.kube.request("DELETE", path, params={"gracePeriodSeconds": 0})
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+        while True:
+            try:
+                await self.kube.get(path)
+            except ApiError as exc:
+                if exc.not_found:
+                    return
+                raise
+            await asyncio.sleep(0.05)
+
+    async def cleanup(self, s: Scenario, run: str) -> None:
+        """Every pod of the run deleted (and gone) and its namespaces deleted."""
+        for logical in s.namespaces:
+            ns = self.namespace(s, run, logical)
+            listing = await self.kube.get(f"/api/v1/namespaces/{ns}/pods")
+            for pod in listing.get("items", []):
+                await self._delete_pod(ns, pod["metadata"]["name"])
+            try:
+                await self.kube.request("DELETE", f"/api/v1/namespaces/{ns}")
+            except ApiError as exc:
+                if not exc.not_found and exc.status != 409:  # gone, or already going
+                    raise
+
+    async def _decision(self, namespace: str, name: str) -> Outcome:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DECISION_TIMEOUT
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        while True:
+            pod = await self.kube.get(path)
+            if pod["spec"].get("nodeName"):
+                return Outcome(str(pod["spec"]["nodeName"]))
+            for c in pod.get("status", {}).get("conditions") or []:
+                if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                    return Outcome("", str(c.get("reason", "")), str(c.get("message", "")))
+            if loop.time() > deadline:
+                return Outcome("", "(no decision)", f"after {DECISION_TIMEOUT:.0f}s")
+            await asyncio.sleep(0.05)
+
+    async def _dry_run(self, s: Scenario, run: str, pod_body: Json) -> frozenset[str]:
+        """The best nodes ascheduler's framework finds for the pod on the current state."""
+        cache = Cache()
+        for node in (await self.kube.get("/api/v1/nodes"))["items"]:
+            cache.add_node(parse_node(node))
+        for pod in (await self.kube.get("/api/v1/pods"))["items"]:
+            info = parse_pod(pod)
+            if info.assigned and not info.terminal:
+                cache.add_pod(info)
+        for ns in (await self.kube.get("/api/v1/namespaces"))["items"]:
+            cache.objects.namespace_handler.on_add(parse_namespace(ns))
+        for svc in (await self.kube.get("/api/v1/services"))["items"]:
+            cache.objects.handlers["Service"].on_add(parse_selecting("Service", svc))
+        framework = next(iter(build_frameworks(SchedulerConfig(), IN_TREE, cache, None).values()))
+        probe = copy.deepcopy(pod_body)
+        probe["metadata"]["uid"] = "dry-run"
+        evaluation = framework.evaluate(parse_pod(probe), cache.table)
+        return frozenset(self.logical_node(s, n) for n in evaluation.best)
+
+    async def run(self, s: Scenario, run: str, scheduler: str) -> dict[str, Outcome]:
+        """The scenario's pods as `scheduler` decides them: pod -> outcome."""
+        for logical, labels in s.namespaces.items():
+            ns = self.namespace(s, run, logical)
+            await self.kube.post(
+                "/api/v1/namespaces", {"metadata": {"name": ns, "labels": dict(labels)}}
+            )
+        for path, obj in s.objects:
+            ns = self.namespace(s, run, obj["metadata"].get("namespace", "default"))
+            await self.kube.post(
+                f"/api/v1/namespaces/{ns}/{path}", self._rewrite(s, run, obj, None)
+            )
+        for raw in s.existing:
+            ns = self.namespace(s, run, raw["metadata"].get("namespace", "default"))
+            await self.kube.post(f"/api/v1/namespaces/{ns}/pods", self._rewrite(s, run, raw, None))
+        outcomes: dict[str, Outcome] = {}
+        for raw in s.pods:
+            name = raw["metadata"]["name"]
+            ns = self.namespace(s, run, raw["metadata"].get("namespace", "default"))
+            body = self._rewrite(s, run, raw, scheduler)
+            body["metadata"]["namespace"] = ns
+            best = await self._dry_run(s, run, body) if s.dry_run else None
+            await self.kube.post(f"/api/v1/namespaces/{ns}/pods", body)
+            got = await self._decision(ns, name)
+            outcomes[name] = Outcome(
+                self.logical_node(s, got.node) if got.node else "",
+                got.reason,
+                got.message,
+                best,
+            )
+            if s.independent:
+                await self._delete_pod(ns, name)
+        return outcomes
+
+
+@dataclass
+class Comparison:
+    disagreements: list[str] = field(default_factory=list)
+    ties: list[str] = field(default_factory=list)
+
+    def report(self) -> str:
+        lines = [f"DISAGREE {d}" for d in self.disagreements]
+        lines += [f"tie      {t}" for t in self.ties]
+        return "\n".join(lines)
+
+
+def compare(s: Scenario, kube: Mapping[str, Outcome], ours: Mapping[str, Outcome]) -> Comparison:
+    out = Comparison()
+    for raw in s.pods:
+        name = raw["metadata"]["name"]
+        k, a = kube[name], ours[name]
+        if k.bound != a.bound:
+            out.disagreements.append(
+                f"{name}: kube-scheduler {k.describe()}; ascheduler {a.describe()}"
+            )
+            continue
+        if not k.bound:
+            if (k.reason, k.message) != (a.reason, a.message):
+                out.disagreements.append(
+                    f"{name}: kube-scheduler {k.describe()!r}; ascheduler {a.describe()!r}"
+                )
+            continue
+        best = k.best
+        if best is not None and k.node not in best:
+            out.disagreements.append(
+                f"{name}: kube-scheduler chose {k.node}, not among ascheduler's best {sorted(best)}"
+            )
+            continue
+        tie = name in s.ties or (best is not None and len(best) > 1)
+        if k.node != a.node:
+            if tie:
+                out.ties.append(
+                    f"{name}: kube-scheduler on {k.node}, ascheduler on {a.node}, equals "
+                    f"{sorted(best) if best else '(declared by the scenario)'}"
+                )
+            else:
+                out.disagreements.append(
+                    f"{name}: kube-scheduler on {k.node}, ascheduler on {a.node}"
+                )
+    return out
+
+
+async def differ(runner: Runner, s: Scenario) -> Comparison:
+    """Both runs of a scenario on one set of nodes, cleaned up after."""
+    await runner.create_nodes(s)
+    try:
+        kube = await runner.run(s, "k", KUBE)
+        await runner.cleanup(s, "k")
+        ours = await runner.run(s, "a", ASCHEDULER)
+        await runner.cleanup(s, "a")
+    finally:
+        for run in ("k", "a"):
+            await runner.cleanup(s, run)
+        await runner.delete_nodes(s)
+    return compare(s, kube, ours)

@@ -1,0 +1,422 @@
+"""The scenarios kube-scheduler and ascheduler are compared on: every field and message of
+every plugin in the default profile. Nodes differ in size so that scores rarely tie; where
+they do, the dry run says so and the harness reports the tie instead of a disagreement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.integration.differential.harness import (
+    HOSTNAME,
+    ZONE,
+    Json,
+    Scenario,
+    fake_node,
+    pause,
+)
+
+MB = 1024 * 1024
+
+
+def spread(key: str = ZONE, skew: int = 1, action: str = "DoNotSchedule", **kw: Any) -> Json:
+    app = kw.pop("app", "web")
+    return {
+        "maxSkew": skew,
+        "topologyKey": key,
+        "whenUnsatisfiable": action,
+        "labelSelector": {"matchLabels": {"app": app}},
+        **kw,
+    }
+
+
+def term(app: str, key: str = ZONE, **kw: Any) -> Json:
+    return {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key, **kw}
+
+
+def pod_affinity(
+    required: list[Json] | None = None,
+    anti: list[Json] | None = None,
+    preferred: list[tuple[int, Json]] | None = None,
+    preferred_anti: list[tuple[int, Json]] | None = None,
+) -> Json:
+    req = "requiredDuringSchedulingIgnoredDuringExecution"
+    pref = "preferredDuringSchedulingIgnoredDuringExecution"
+    out: Json = {}
+    if required or preferred:
+        out["podAffinity"] = {
+            req: required or [],
+            pref: [{"weight": w, "podAffinityTerm": t} for w, t in preferred or []],
+        }
+    if anti or preferred_anti:
+        out["podAntiAffinity"] = {
+            req: anti or [],
+            pref: [{"weight": w, "podAffinityTerm": t} for w, t in preferred_anti or []],
+        }
+    return out
+
+
+WEB = {"app": "web"}
+ZONED = [
+    fake_node("a1", zone="z1", cpu="4"),
+    fake_node("a2", zone="z1", cpu="5"),
+    fake_node("b1", zone="z2", cpu="6"),
+    fake_node("b2", zone="z2", cpu="7"),
+    fake_node("c1", zone="z3", cpu="8"),
+]
+
+SCENARIOS: list[Scenario] = [
+    # -- the plugins ascheduler had before: fit, taints, node affinity, ports, unschedulable --
+    Scenario(
+        "fit: cpu, memory, pods, extended resources",
+        nodes=[
+            fake_node("n1", cpu="2", pods=1),
+            fake_node("n2", cpu="4"),
+            fake_node("n3", cpu="8", memory="32Gi"),
+        ],
+        existing=[pause("old", node="n1", cpu="100m")],
+        pods=[
+            pause("big", cpu="6"),
+            pause("mid", cpu="3"),
+            pause("small", cpu="500m"),
+            pause("huge", cpu="10"),
+            pause("greedy", memory="100Gi"),
+            pause("both", cpu="10", memory="100Gi"),
+        ],
+    ),
+    Scenario(
+        "taints: NoSchedule, PreferNoSchedule, tolerations",
+        nodes=[
+            fake_node(
+                "n1", cpu="8", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+            ),
+            fake_node(
+                "n2",
+                cpu="6",
+                taints=[{"key": "spot", "value": "yes", "effect": "PreferNoSchedule"}],
+            ),
+            fake_node("n3", cpu="4"),
+        ],
+        pods=[
+            pause("plain"),
+            pause("tolerant", tolerations=[{"operator": "Exists"}]),
+            pause(
+                "gpu-only",
+                nodeSelector={HOSTNAME: "n1"},
+            ),
+            pause(
+                "keyed",
+                tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu"}],
+                cpu="7",
+            ),
+        ],
+    ),
+    Scenario(
+        "node affinity: required and preferred terms",
+        nodes=[
+            fake_node("n1", cpu="4", labels={"disk": "ssd", "cores": "4"}),
+            fake_node("n2", cpu="6", labels={"disk": "hdd", "cores": "8"}),
+            fake_node("n3", cpu="8"),
+        ],
+        pods=[
+            pause(
+                "ssd",
+                affinity={
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "disk", "operator": "In", "values": ["ssd"]}
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                },
+            ),
+            pause(
+                "many-cores",
+                affinity={
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "cores", "operator": "Gt", "values": ["5"]}
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                },
+            ),
+            pause(
+                "prefers-ssd",
+                affinity={
+                    "nodeAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "weight": 50,
+                                "preference": {
+                                    "matchExpressions": [
+                                        {"key": "disk", "operator": "In", "values": ["ssd"]}
+                                    ]
+                                },
+                            }
+                        ]
+                    }
+                },
+            ),
+            pause("nowhere", nodeSelector={"disk": "nvme"}),
+        ],
+    ),
+    Scenario(
+        "host ports and unschedulable nodes",
+        nodes=[fake_node("n1", cpu="4"), fake_node("n2", cpu="6")],
+        existing=[
+            pause(
+                "web-0",
+                node="n1",
+                containers=[
+                    {
+                        "name": "main",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "ports": [{"containerPort": 80, "hostPort": 8080}],
+                    }
+                ],
+            )
+        ],
+        pods=[
+            pause(
+                f"web-{i}",
+                containers=[
+                    {
+                        "name": "main",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "ports": [{"containerPort": 80, "hostPort": 8080}],
+                    }
+                ],
+            )
+            for i in (1, 2)
+        ],
+    ),
+    # -- PodTopologySpread --------------------------------------------------------------------
+    Scenario(
+        "spread: zones, maxSkew 1, DoNotSchedule",
+        nodes=ZONED,
+        existing=[pause("w0", labels=WEB, node="a1"), pause("w1", labels=WEB, node="a2")],
+        pods=[
+            pause(f"web-{i}", labels=WEB, topologySpreadConstraints=[spread()]) for i in range(6)
+        ],
+    ),
+    Scenario(
+        "spread: minDomains beyond the zones there are",
+        nodes=ZONED[:4],
+        pods=[
+            pause(f"web-{i}", labels=WEB, topologySpreadConstraints=[spread(minDomains=3)])
+            for i in range(4)
+        ],
+    ),
+    Scenario(
+        "spread: a node without the key, and a key no node has",
+        nodes=[*ZONED[:3], fake_node("bare", cpu="9")],
+        pods=[
+            pause("web-0", labels=WEB, topologySpreadConstraints=[spread()]),
+            pause("web-1", labels=WEB, topologySpreadConstraints=[spread(key="rack")]),
+        ],
+    ),
+    Scenario(
+        "spread: node inclusion policies",
+        nodes=[
+            *ZONED[:4],
+            fake_node(
+                "t1",
+                zone="z3",
+                cpu="9",
+                taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}],
+            ),
+        ],
+        existing=[pause("w0", labels=WEB, node="a1"), pause("w1", labels=WEB, node="b1")],
+        pods=[
+            pause("ignore-taints", labels=WEB, topologySpreadConstraints=[spread()]),
+            pause(
+                "honor-taints",
+                labels=WEB,
+                topologySpreadConstraints=[spread(nodeTaintsPolicy="Honor")],
+            ),
+            pause(
+                "honor-affinity",
+                labels=WEB,
+                nodeSelector={ZONE: "z1"},
+                topologySpreadConstraints=[spread()],
+            ),
+            pause(
+                "ignore-affinity",
+                labels=WEB,
+                nodeSelector={ZONE: "z1"},
+                topologySpreadConstraints=[spread(nodeAffinityPolicy="Ignore")],
+            ),
+        ],
+        independent=True,
+    ),
+    Scenario(
+        "spread: matchLabelKeys",
+        nodes=ZONED[:4],
+        existing=[
+            pause("old-0", labels={"app": "web", "rev": "1"}, node="a1"),
+            pause("old-1", labels={"app": "web", "rev": "1"}, node="a2"),
+        ],
+        pods=[
+            pause(
+                f"new-{i}",
+                labels={"app": "web", "rev": "2"},
+                topologySpreadConstraints=[spread(matchLabelKeys=["rev"])],
+            )
+            for i in range(3)
+        ],
+    ),
+    Scenario(
+        "spread: ScheduleAnyway over hostname and zone",
+        nodes=ZONED,
+        existing=[pause("w0", labels=WEB, node="c1"), pause("w1", labels=WEB, node="b2")],
+        pods=[
+            pause(
+                f"web-{i}",
+                labels=WEB,
+                topologySpreadConstraints=[
+                    spread(action="ScheduleAnyway", skew=2),
+                    spread(key=HOSTNAME, action="ScheduleAnyway"),
+                ],
+            )
+            for i in range(4)
+        ],
+    ),
+    Scenario(
+        "spread: system default constraints through a Service",
+        nodes=ZONED,
+        objects=[
+            (
+                "services",
+                {
+                    "metadata": {"name": "web"},
+                    "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]},
+                },
+            )
+        ],
+        existing=[pause("w0", labels=WEB, node="c1")],
+        pods=[pause(f"web-{i}", labels=WEB) for i in range(4)],
+    ),
+    # -- InterPodAffinity ---------------------------------------------------------------------
+    Scenario(
+        "affinity: required, first of its group, no match",
+        nodes=ZONED,
+        existing=[pause("db-0", labels={"app": "db"}, node="b1")],
+        pods=[
+            pause("near-db", labels=WEB, affinity=pod_affinity(required=[term("db")])),
+            pause(
+                "cache-0",
+                labels={"app": "cache"},
+                affinity=pod_affinity(required=[term("cache", key=HOSTNAME)]),
+            ),
+            pause("lonely", labels=WEB, affinity=pod_affinity(required=[term("queue")])),
+        ],
+    ),
+    Scenario(
+        "anti-affinity: one per node until none is left",
+        nodes=ZONED[:3],
+        pods=[
+            pause(f"web-{i}", labels=WEB, affinity=pod_affinity(anti=[term("web", key=HOSTNAME)]))
+            for i in range(4)
+        ],
+    ),
+    Scenario(
+        "anti-affinity: existing pods' terms keep others away",
+        nodes=ZONED[:4],
+        existing=[
+            pause(
+                "guard",
+                labels={"app": "guard"},
+                node="a1",
+                affinity=pod_affinity(anti=[term("web")]),
+            ),
+            pause(
+                "guard2",
+                labels={"app": "guard"},
+                node="b1",
+                affinity=pod_affinity(anti=[term("web")]),
+            ),
+        ],
+        pods=[pause("web-0", labels=WEB), pause("other", labels={"app": "other"})],
+    ),
+    Scenario(
+        "affinity: namespaces and namespace selectors",
+        nodes=ZONED,
+        namespaces={"default": {}, "data": {"tier": "prod"}, "scratch": {"tier": "dev"}},
+        existing=[
+            pause("db-0", labels={"app": "db"}, namespace="data", node="a1"),
+            pause("db-1", labels={"app": "db"}, namespace="scratch", node="b1"),
+        ],
+        pods=[
+            pause("same-ns", labels=WEB, affinity=pod_affinity(required=[term("db")])),
+            pause(
+                "named",
+                labels=WEB,
+                affinity=pod_affinity(required=[term("db", namespaces=["scratch"])]),
+            ),
+            pause(
+                "selected",
+                labels=WEB,
+                affinity=pod_affinity(
+                    anti=[term("db", namespaceSelector={"matchLabels": {"tier": "prod"}})]
+                ),
+            ),
+            pause(
+                "everywhere",
+                labels=WEB,
+                affinity=pod_affinity(anti=[term("db", namespaceSelector={})]),
+            ),
+        ],
+        independent=True,
+    ),
+    Scenario(
+        "affinity: preferred terms, existing pods' terms, the hard weight",
+        nodes=ZONED,
+        existing=[
+            pause("db-0", labels={"app": "db"}, node="a2"),
+            pause("cache-0", labels={"app": "cache"}, node="b2"),
+            pause(
+                "fan",
+                labels={"app": "fan"},
+                node="c1",
+                affinity=pod_affinity(
+                    required=[term("web")], preferred=[(20, term("web", key=HOSTNAME))]
+                ),
+            ),
+        ],
+        pods=[
+            pause(
+                "likes-db",
+                labels={"app": "x"},
+                affinity=pod_affinity(preferred=[(80, term("db"))]),
+            ),
+            pause(
+                "dislikes-db",
+                labels={"app": "x"},
+                affinity=pod_affinity(preferred_anti=[(80, term("db")), (30, term("cache"))]),
+            ),
+            pause("web-liked", labels=WEB),
+        ],
+        independent=True,
+    ),
+    # -- ImageLocality ------------------------------------------------------------------------
+    Scenario(
+        "image locality",
+        nodes=[
+            fake_node("n1", cpu="6"),
+            fake_node("n2", cpu="4", images=[("docker.io/library/big:1", 800 * MB)]),
+            fake_node("n3", cpu="5", images=[("docker.io/library/big:1", 800 * MB)]),
+        ],
+        pods=[pause("big", image="docker.io/library/big:1"), pause("other")],
+        independent=True,
+    ),
+]

@@ -1,0 +1,19 @@
+"""Every scenario, run by kube-scheduler and by ascheduler on the same plane: they must agree
+on each pod (ties are reported, not failed)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.integration.differential.harness import Runner, Scenario, differ
+from tests.integration.differential.scenarios import SCENARIOS
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+async def test_ascheduler_agrees_with_kube_scheduler(runner: Runner, scenario: Scenario) -> None:
+    comparison = await differ(runner, scenario)
+    if comparison.ties:
+        print(f"{scenario.name}:\n{comparison.report()}", file=sys.stderr)
+    assert not comparison.disagreements, f"{scenario.name}:\n{comparison.report()}"
