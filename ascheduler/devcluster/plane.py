@@ -52,15 +52,16 @@ SERVICE_CIDR = "10.0.0.0/24"
 _READY_TIMEOUT = 120.0
 #: kube-controller-manager's controllers the plane runs.
 CONTROLLERS = (
-    "deployment",
-    "replicaset",
-    "statefulset",
-    "job",
-    "disruption",
-    "persistentvolume-binder",
-    "garbage-collector",
-    "namespace",
-    "resourceclaim",
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "job-controller",
+    "disruption-controller",
+    "persistentvolume-binder-controller",
+    "ephemeral-volume-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "resourceclaim-controller",
 )
 
 Progress = Callable[[str], None]

@@ -19,7 +19,9 @@ def schedulers(plane: ControlPlane) -> Iterator[tuple[ProcessRecord, ProcessReco
     kube = plane.start_kube_scheduler(
         name="diff-kube-scheduler", scheduler_name=KUBE, profile=KUBE_PROFILE
     )
-    ours = plane.start_ascheduler("diff-ascheduler", "--scheduler-name", ASCHEDULER)
+    ours = plane.start_ascheduler(
+        "diff-ascheduler", "--scheduler-name", ASCHEDULER, "--log-level", "debug"
+    )
     try:
         yield kube, ours
     finally:

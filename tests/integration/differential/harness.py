@@ -8,9 +8,11 @@ and the scenario's nodes get a prefix, so runs never see each other's pods; node
 pod (nodeName, hostname selectors, matchFields) and namespaces in affinity terms are rewritten.
 
 Each pod is created once the previous one is decided (bound, or `PodScheduled=False`), so
-both schedulers see the same sequence. An `independent` scenario deletes each pod after its
-decision: every pod meets the same base state, so a random tie-break cannot make later pods
-diverge (the randomised mode runs that way).
+both schedulers see the same sequence. Where ascheduler breaks a tie (equal best scores, as
+its dry run finds them) differently from kube-scheduler, the pod is moved to kube-scheduler's
+node before the next one, so both runs go on from the same cluster. An `independent` scenario
+deletes each pod after its decision: every pod meets the same base state (the randomised mode
+runs that way).
 
 Compared per pod: bound or pending; the node, unless the scenario says a tie may place the
 pod anywhere among equals (`ties`) or the dry run finds a tie; for pending pods the
@@ -40,10 +42,14 @@ HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 KUBE = "diff-kube"
 ASCHEDULER = "diff-asch"
-#: kube-scheduler's profile in the comparison: preemption off until ascheduler has it (its
-#: message would add a `preemption: ...` part to every pending pod's).
+#: kube-scheduler's profile in the comparison: the PostFilter plugins ascheduler does not
+#: have yet are off (DefaultPreemption; DynamicResources, whose PostFilter adds `no new claims
+#: to deallocate` to every pending pod's message, even a pod without claims). Everything
+#: else is kube-scheduler's default profile.
 KUBE_PROFILE: Mapping[str, Any] = {
-    "plugins": {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}
+    "plugins": {
+        "postFilter": {"disabled": [{"name": "DefaultPreemption"}, {"name": "DynamicResources"}]}
+    }
 }
 DECISION_TIMEOUT = 30.0
 
@@ -286,8 +292,17 @@ class Runner:
         evaluation = framework.evaluate(parse_pod(probe), cache.table)
         return frozenset(self.logical_node(s, n) for n in evaluation.best)
 
-    async def run(self, s: Scenario, run: str, scheduler: str) -> dict[str, Outcome]:
-        """The scenario's pods as `scheduler` decides them: pod -> outcome."""
+    async def run(
+        self,
+        s: Scenario,
+        run: str,
+        scheduler: str,
+        follow: Mapping[str, Outcome] | None = None,
+    ) -> dict[str, Outcome]:
+        """The scenario's pods as `scheduler` decides them: pod -> outcome. With `follow`
+        (the other run's outcomes), a pod placed on a different node among equally good
+        ones is moved to where the other run put it, so that one tie does not make every
+        later pod meet a different cluster."""
         for logical, labels in s.namespaces.items():
             ns = self.namespace(s, run, logical)
             await self.kube.post(
@@ -310,14 +325,30 @@ class Runner:
             best = await self._dry_run(s, run, body) if s.dry_run else None
             await self.kube.post(f"/api/v1/namespaces/{ns}/pods", body)
             got = await self._decision(ns, name)
-            outcomes[name] = Outcome(
+            outcome = Outcome(
                 self.logical_node(s, got.node) if got.node else "",
                 got.reason,
                 got.message,
                 best,
             )
+            outcomes[name] = outcome
             if s.independent:
                 await self._delete_pod(ns, name)
+                continue
+            other = follow.get(name) if follow is not None else None
+            if (
+                other is not None
+                and best is not None
+                and other.node
+                and outcome.node
+                and other.node != outcome.node
+                and {other.node, outcome.node} <= best
+            ):
+                # A tie broken the other way: re-place it as the other run did.
+                await self._delete_pod(ns, name)
+                moved = copy.deepcopy(body)
+                moved["spec"]["nodeName"] = self.node_name(s, other.node)
+                await self.kube.post(f"/api/v1/namespaces/{ns}/pods", moved)
         return outcomes
 
 
@@ -325,10 +356,17 @@ class Runner:
 class Comparison:
     disagreements: list[str] = field(default_factory=list)
     ties: list[str] = field(default_factory=list)
+    #: Pods both bound to the same node / both pending with the same message.
+    same_node: int = 0
+    same_pending: int = 0
 
     def report(self) -> str:
         lines = [f"DISAGREE {d}" for d in self.disagreements]
         lines += [f"tie      {t}" for t in self.ties]
+        lines.append(
+            f"agreed: {self.same_node} on the same node, {self.same_pending} pending with the "
+            f"same message, {len(self.ties)} ties broken differently"
+        )
         return "\n".join(lines)
 
 
@@ -347,6 +385,8 @@ def compare(s: Scenario, kube: Mapping[str, Outcome], ours: Mapping[str, Outcome
                 out.disagreements.append(
                     f"{name}: kube-scheduler {k.describe()!r}; ascheduler {a.describe()!r}"
                 )
+            else:
+                out.same_pending += 1
             continue
         best = k.best
         if best is not None and k.node not in best:
@@ -365,6 +405,8 @@ def compare(s: Scenario, kube: Mapping[str, Outcome], ours: Mapping[str, Outcome
                 out.disagreements.append(
                     f"{name}: kube-scheduler on {k.node}, ascheduler on {a.node}"
                 )
+        else:
+            out.same_node += 1
     return out
 
 
@@ -374,7 +416,7 @@ async def differ(runner: Runner, s: Scenario) -> Comparison:
     try:
         kube = await runner.run(s, "k", KUBE)
         await runner.cleanup(s, "k")
-        ours = await runner.run(s, "a", ASCHEDULER)
+        ours = await runner.run(s, "a", ASCHEDULER, follow=kube)
         await runner.cleanup(s, "a")
     finally:
         for run in ("k", "a"):

@@ -65,3 +65,64 @@ def test_domains_code_each_row_s_value() -> None:
     cache = make_cache([node("a", labels={"z": "1"}), node("b"), node("c", labels={"z": "2"})])
     d = cache.table.domains("z")
     assert [d.values[c] if c >= 0 else None for c in d.codes] == ["1", None, "2"]
+
+
+def test_the_index_agrees_with_a_brute_force_count_through_random_churn() -> None:
+    import random
+
+    from ascheduler.plugins.interpodaffinity import TermsMatch
+
+    rng = random.Random(7)
+    cache = make_cache([])
+    table = cache.table
+    apps = ["a", "b", "c"]
+    selectors = [parse_selector({"matchLabels": {"app": a}}, "s") for a in apps]
+    spread = [SpreadMatch(frozenset({"default"}), s) for s in selectors]
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "h"}
+            ]
+        }
+    }
+    live: dict[str, PodInfo] = {}
+    nodes_up: set[str] = set()
+    for step in range(1500):
+        op = rng.random()
+        if op < 0.1 or not nodes_up:
+            name = f"n{rng.randint(0, 9)}"
+            cache.add_node(parse_node(node(name)))
+            nodes_up.add(name)
+        elif op < 0.15:
+            name = rng.choice(sorted(nodes_up))
+            cache.remove_node(name)
+            nodes_up.discard(name)
+        elif op < 0.6:
+            where = rng.choice(sorted(nodes_up))
+            extra = {"affinity": anti} if rng.random() < 0.3 else {}
+            raw = on(where, pod(f"p{step}", labels={"app": rng.choice(apps)}, **extra))
+            info = parse_pod(raw)
+            cache.add_pod(info)
+            live[info.uid] = info
+        elif live:
+            uid = rng.choice(sorted(live))
+            cache.remove_pod(live.pop(uid))
+        if step % 25:
+            continue
+        # Brute force over the cache's own view: pods on nodes that are up.
+        for predicate in (*spread, TermsMatch.of(())):
+            want: dict[int, int] = {}
+            for info in live.values():
+                row = table.index.get(info.node_name)
+                if row is not None and predicate.matches(info):
+                    want[row] = want.get(row, 0) + 1
+            assert dict(table.match_rows(predicate)) == want, step
+            dense = table.match_counts(predicate)
+            assert {r: int(c) for r, c in enumerate(dense) if c} == want, step
+        shapes: dict[int, int] = {}
+        for info in live.values():
+            row = table.index.get(info.node_name)
+            if row is not None and info.pod_affinity:
+                shapes[row] = shapes.get(row, 0) + 1
+        got = {r: c for rows in table.affinity_rows().values() for r, c in rows.items()}
+        assert got == shapes, step
