@@ -241,23 +241,34 @@ def newest(results: Path, benchmark: str) -> dict[str, Any] | None:
     return found
 
 
+#: The algorithm benchmark's pod shapes, as the README's table names them.
+SHAPE_TITLES = {
+    "basic": "SchedulingBasic",
+    "topology": "zone spread + per-host anti-affinity",
+}
+
+
 def algorithm_section(result: Mapping[str, Any] | None) -> str:
     if result is None:
         return "No algorithm results yet: `python -m benchmarks algorithm --repeat 3 --save`.\n"
     rows = [
-        f"The scheduling cycle alone, no network, SchedulingBasic shapes, 1,000 pods placed "
-        f"beforehand (`python -m benchmarks algorithm --repeat {result['repeat']} --save`, "
+        f"The scheduling cycle alone, no network, SchedulingBasic nodes, and pods of "
+        f"SchedulingBasic's shape or with a zone spread and per-host anti-affinity over apps of "
+        f"20 replicas (`python -m benchmarks algorithm --repeat {result['repeat']} --save`, "
         f"{result['date'][:10]}, {result['machine']['cpus']} CPUs; the median of the runs' "
         "medians, and what a plugin written one node at a time adds, see "
         "[benchmarks/README.md](benchmarks/README.md)):",
         "",
-        "| nodes | us per pod (median) | runs | best batch | + a row filter | + a row score |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| pods | nodes | placed | us per pod (median) | runs | best batch | + a row filter "
+        "| + a row score |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in result["rows"]:
         runs = ", ".join(f"{v:.1f}" for v in row.get("us_per_pod_runs", []))
+        shape = SHAPE_TITLES.get(row.get("shape", "basic"), row.get("shape", "basic"))
         rows.append(
-            f"| {row['nodes']:,} | {row['us_per_pod_median']:.1f} | {runs} | "
+            f"| {shape} | {row['nodes']:,} | {row.get('initial_pods', 1000):,} | "
+            f"{row['us_per_pod_median']:.1f} | {runs} | "
             f"{row['us_per_pod_best']:.1f} | {row.get('adapted_filter_us_per_pod', '-')} | "
             f"{row.get('adapted_score_us_per_pod', '-')} |"
         )

@@ -63,10 +63,15 @@ async def test_memory_reports_both_schedulers() -> None:
 
 async def test_algorithm_places_every_pod() -> None:
     rows = await summary(
-        "algorithm", "--nodes", "20", "--pods", "40", "--initial", "10", "--repeat", "2", "--json"
+        "algorithm",
+        *("--nodes", "20", "60", "--pods", "40", "--initial", "10", "--repeat", "2", "--json"),
+        *("--topology-initial", "100"),
     )
-    (row,) = rows
-    assert row["nodes"] == 20
-    assert row["pods"] == 40
-    assert row["us_per_pod_median"] > 0
-    assert len(row["us_per_pod_runs"]) == 2
+    basic = [r for r in rows if r["shape"] == "basic"]
+    topology = [r for r in rows if r["shape"] == "topology"]
+    assert [r["nodes"] for r in basic] == [20, 60]
+    assert [(r["nodes"], r["initial_pods"]) for r in topology] == [(20, 40), (60, 100)]
+    for row in rows:
+        assert row["pods"] == 40
+        assert row["us_per_pod_median"] > 0
+        assert len(row["us_per_pod_runs"]) == 2

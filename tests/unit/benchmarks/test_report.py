@@ -210,13 +210,22 @@ def test_saved_algorithm_and_memory_results_make_their_sections(tmp_path: Path) 
     older = {"date": "2026-01-01T00:00:00+00:00", "repeat": 1, "rows": [], **where}
     row = {
         "nodes": 5000,
+        "initial_pods": 1000,
         "us_per_pod_median": 74.2,
         "us_per_pod_best": 68.0,
         "us_per_pod_runs": [75.8, 70.8, 74.2],
         "adapted_filter_us_per_pod": 6355.0,
         "adapted_score_us_per_pod": 309.0,
     }
-    newer = {"date": "2026-01-02T00:00:00+00:00", "repeat": 3, "rows": [row], **where}
+    topology = {
+        **row,
+        "shape": "topology",
+        "initial_pods": 10000,
+        "us_per_pod_median": 250.0,
+        "adapted_filter_us_per_pod": "-",
+        "adapted_score_us_per_pod": "-",
+    }
+    newer = {"date": "2026-01-02T00:00:00+00:00", "repeat": 3, "rows": [row, topology], **where}
     save("algorithm", older, tmp_path)
     path = save("algorithm", newer, tmp_path)
     assert path.name == "2026-01-02-algorithm.json"
@@ -228,7 +237,11 @@ def test_saved_algorithm_and_memory_results_make_their_sections(tmp_path: Path) 
     )
     assert report.update_readme(tmp_path, readme)
     text = readme.read_text()
-    assert "| 5,000 | 74.2 | 75.8, 70.8, 74.2 | 68.0 | 6355.0 | 309.0 |" in text
+    assert (
+        "| SchedulingBasic | 5,000 | 1,000 | 74.2 | 75.8, 70.8, 74.2 | 68.0 | 6355.0 | 309.0 |"
+        in text
+    )
+    assert "| zone spread + per-host anti-affinity | 5,000 | 10,000 | 250.0 |" in text
     assert "--repeat 3 --save" in text
     assert "ascheduler 129 MiB, kube-scheduler 200 MiB (0.65x)" in text
     # A saved result is not mistaken for a workload's.
