@@ -90,7 +90,8 @@ class _Counts:
     """A count column: matching pods per row, sparse (`rows`), and dense (`values`) once
     something asked for it; both kept up to date."""
 
-    predicate: PodPredicate
+    #: None for a shape's column (pods with given affinity terms, counted by the index).
+    predicate: PodPredicate | None
     rows: dict[int, int]
     #: (label key, values) a pod needs to match, from the predicate's hint.
     hint: tuple[str, tuple[str, ...]] | None = None
@@ -131,6 +132,8 @@ class Domains:
     codes: IntArray
     values: tuple[str, ...]
     index: Mapping[str, int]
+    #: Every row has the key (no code is -1).
+    complete: bool = False
 
 
 @dataclass(slots=True)
@@ -182,7 +185,7 @@ class NodeTable:
         self._counts_by_label: dict[tuple[str, str], dict[Hashable, _Counts]] = {}
         self._counts_unhinted: dict[Hashable, _Counts] = {}
         #: Rows holding pods of each (anti-)affinity shape: shape -> row -> pod count.
-        self._affinity_rows: dict[PodAffinity, dict[int, int]] = {}
+        self._shapes: dict[PodAffinity, _Counts] = {}
         #: Pods by (namespace, label key, value).
         self._label_pods: dict[tuple[str, str, str], dict[str, None]] = {}
         #: The shapes' terms by a label a pod must carry to match them (`selector_hint`),
@@ -311,14 +314,29 @@ class NodeTable:
         codes: IntArray,
         size: int,
         eligible: BoolArray | None = None,
+        complete: bool = False,
     ) -> IntArray:
         """Matching pods summed per domain code (`size` codes; rows with code -1, or not
         `eligible`, left out): over the few rows that hold matches when they are few, over
         the dense column when they are many."""
-        entry = self._column(predicate)
+        return self._sums(self._column(predicate), codes, size, eligible, complete)
+
+    def _sums(
+        self,
+        entry: _Counts,
+        codes: IntArray,
+        size: int,
+        eligible: BoolArray | None,
+        complete: bool,
+    ) -> IntArray:
+        """(`complete`: no code is -1, so no row needs leaving out but the ineligible.)"""
         rows = entry.rows
         if entry.values is not None or len(rows) * 8 > self.n:
             counts = entry.dense(self._cap)[: self.n]
+            if complete and eligible is None:
+                if size == 1:
+                    return np.array([int(counts.sum())], dtype=np.int64)
+                return np.bincount(codes, weights=counts, minlength=size).astype(np.int64)
             keep = codes >= 0
             if eligible is not None:
                 keep &= eligible
@@ -364,7 +382,15 @@ class NodeTable:
 
     def affinity_rows(self) -> Mapping[PodAffinity, Mapping[int, int]]:
         """Pods with pod (anti-)affinity terms, by their terms: shape -> row -> count."""
-        return self._affinity_rows
+        return {shape: entry.rows for shape, entry in self._shapes.items()}
+
+    def shape_domain_sums(self, shape: PodAffinity, domains: Domains) -> IntArray:
+        """Placed pods with exactly these (anti-)affinity terms, summed per domain code."""
+        entry = self._shapes.get(shape)
+        size = len(domains.values)
+        if entry is None:
+            return np.zeros(size, dtype=np.int64)
+        return self._sums(entry, domains.codes, size, None, domains.complete)
 
     def terms_for(self, labels: Mapping[str, str]) -> Iterator[TermRef]:
         """The placed pods' affinity terms whose selector may match a pod with `labels`
@@ -438,7 +464,8 @@ class NodeTable:
             dtype=np.int64,
             count=self.n,
         )
-        domains = Domains(codes, tuple(index), index)
+        complete = bool(codes.size) and int(codes.min()) >= 0
+        domains = Domains(codes, tuple(index), index, complete)
         self.remember(cache_key, domains)
         return domains
 
@@ -452,24 +479,20 @@ class NodeTable:
         else:
             self._unindex_pod(pod)
         for entry in self._columns_for(pod):
-            if entry.predicate.matches(pod):
+            if entry.predicate is not None and entry.predicate.matches(pod):
                 entry.add(row, sign)
         if pod.pod_affinity:
             self._count_shape(pod.pod_affinity, row, sign)
 
     def _count_shape(self, shape: PodAffinity, row: int, sign: int) -> None:
-        rows = self._affinity_rows.get(shape)
-        if rows is None:
-            rows = self._affinity_rows[shape] = {}
+        entry = self._shapes.get(shape)
+        if entry is None:
+            entry = self._shapes[shape] = _Counts(None, {})
             self._index_shape(shape, True)
-        count = rows.get(row, 0) + sign
-        if count > 0:
-            rows[row] = count
-        else:
-            rows.pop(row, None)
-            if not rows:
-                del self._affinity_rows[shape]
-                self._index_shape(shape, False)
+        entry.add(row, sign)
+        if not entry.rows:
+            del self._shapes[shape]
+            self._index_shape(shape, False)
 
     def _unindex_pod(self, pod: PodInfo) -> None:
         self._pod_row.pop(pod.uid, None)
@@ -495,13 +518,11 @@ class NodeTable:
                 self._pod_row[uid] = row
         for entry in self._counts.values():
             entry.move(row, last)
-        for shape in list(self._affinity_rows):
-            rows = self._affinity_rows[shape]
-            rows.pop(row, None)
-            if row != last and last in rows:
-                rows[row] = rows.pop(last)
-            if not rows:
-                del self._affinity_rows[shape]
+        for shape in list(self._shapes):
+            entry = self._shapes[shape]
+            entry.move(row, last)
+            if not entry.rows:
+                del self._shapes[shape]
                 self._index_shape(shape, False)
 
     # -- per pod-shape caches ----------------------------------------------------------------

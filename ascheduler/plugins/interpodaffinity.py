@@ -28,7 +28,6 @@ the incoming pod once per cycle, however many pods share it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -109,20 +108,7 @@ class TermsMatch:
 def _per_domain(nodes: NodeTable, key: str, match: TermsMatch) -> tuple[IntArray, IntArray]:
     """(codes of the rows for `key`, pods matching `match` per domain code)."""
     d = nodes.domains(key)
-    return d.codes, nodes.domain_sums(match, d.codes, len(d.values))
-
-
-def _sparse_domains(
-    nodes: NodeTable, key: str, rows: Mapping[int, int]
-) -> tuple[IntArray, IntArray]:
-    """(codes of the rows for `key`, sum of `rows` (row -> count) per domain code)."""
-    d = nodes.domains(key)
-    at = np.fromiter(rows.keys(), dtype=np.int64, count=len(rows))
-    weight = np.fromiter(rows.values(), dtype=np.int64, count=len(rows))
-    codes = d.codes[at]
-    has = codes >= 0
-    sums = np.bincount(codes[has], weights=weight[has], minlength=len(d.values))
-    return d.codes, sums.astype(np.int64)
+    return d.codes, nodes.domain_sums(match, d.codes, len(d.values), complete=d.complete)
 
 
 def _in_domains(codes: IntArray, hits: IntArray) -> BoolArray:
@@ -171,14 +157,14 @@ class InterPodAffinity(
         """Rows in a domain where a placed pod's required anti-affinity matches `pod`."""
         fail = np.zeros(nodes.n, dtype=np.bool_)
         ns_labels = self.objects.namespace_labels(pod.namespace)
-        shapes = nodes.affinity_rows()
         for shape, kind, i in nodes.terms_for(pod.labels):
             if kind != "required_anti":
                 continue
             term = shape.required_anti[i]
             if term.matches(pod.namespace, pod.labels, ns_labels):
-                codes, hits = _sparse_domains(nodes, term.topology_key, shapes[shape])
-                fail |= _in_domains(codes, hits)
+                d = nodes.domains(term.topology_key)
+                hits = nodes.shape_domain_sums(shape, d)
+                fail |= _in_domains(d.codes, hits)
         return fail
 
     # -- queueing hints (kube-scheduler's, and the symmetric case it leaves to the timeout) --
@@ -316,7 +302,6 @@ class InterPodAffinity(
                 add(term.topology_key, sums, sign * wt.weight)
         ns_labels = self.objects.namespace_labels(pod.namespace)
         hard = self.args.hard_pod_affinity_weight
-        shapes = nodes.affinity_rows()
         for shape, kind, i in nodes.terms_for(pod.labels):
             if kind == "required_anti" or (kind == "required" and hard <= 0):
                 continue
@@ -327,8 +312,12 @@ class InterPodAffinity(
             else:
                 weight, term = -shape.preferred_anti[i].weight, shape.preferred_anti[i].term
             if term.matches(pod.namespace, pod.labels, ns_labels):
-                _, sums = _sparse_domains(nodes, term.topology_key, shapes[shape])
-                add(term.topology_key, sums, weight)
+                d = nodes.domains(term.topology_key)
+                add(
+                    term.topology_key,
+                    nodes.shape_domain_sums(shape, d),
+                    weight,
+                )
         if not touched:
             return SKIP
         total = np.zeros(feasible.size, dtype=np.int64)

@@ -64,14 +64,24 @@ def fake_node(
     pods: int = 110,
     taints: Sequence[Mapping[str, str]] = (),
     images: Sequence[tuple[str, int]] = (),
+    unschedulable: bool = False,
+    extended: Mapping[str, str] | None = None,
 ) -> Json:
     """A logical node (named without the scenario's prefix)."""
     all_labels = dict(labels or {})
     if zone is not None:
         all_labels[ZONE] = zone
-    body = fake_node_body(
-        name, FakeNodes(1, cpu=cpu, memory=memory, pods=pods, labels=all_labels, taints=taints)
+    shape = FakeNodes(
+        1,
+        cpu=cpu,
+        memory=memory,
+        pods=pods,
+        labels=all_labels,
+        taints=taints,
+        unschedulable=unschedulable,
+        extended=dict(extended or {}),
     )
+    body = fake_node_body(name, shape)
     if images:
         body["status"]["images"] = [{"names": [n], "sizeBytes": size} for n, size in images]
     return body
@@ -86,19 +96,17 @@ def pause(
     memory: str = "128Mi",
     node: str | None = None,
     image: str = "registry.k8s.io/pause:3.10",
+    extended: Mapping[str, str] | None = None,
     **spec: Any,
 ) -> Json:
     """A logical pod; `node` places it directly (an existing pod)."""
+    resources: Json = {"requests": {"cpu": cpu, "memory": memory, **(extended or {})}}
+    if extended:
+        resources["limits"] = dict(extended)
     body: Json = {
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
         "spec": {
-            "containers": [
-                {
-                    "name": "main",
-                    "image": image,
-                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
-                }
-            ],
+            "containers": [{"name": "main", "image": image, "resources": resources}],
             **spec,
         },
     }

@@ -70,8 +70,8 @@ SCENARIOS: list[Scenario] = [
         "fit: cpu, memory, pods, extended resources",
         nodes=[
             fake_node("n1", cpu="2", pods=1),
-            fake_node("n2", cpu="4"),
-            fake_node("n3", cpu="8", memory="32Gi"),
+            fake_node("n2", cpu="4", extended={"nvidia.com/gpu": "2"}),
+            fake_node("n3", cpu="8", memory="32Gi", extended={"nvidia.com/gpu": "4"}),
         ],
         existing=[pause("old", node="n1", cpu="100m")],
         pods=[
@@ -81,6 +81,28 @@ SCENARIOS: list[Scenario] = [
             pause("huge", cpu="10"),
             pause("greedy", memory="100Gi"),
             pause("both", cpu="10", memory="100Gi"),
+            pause("gpu-3", extended={"nvidia.com/gpu": "3"}),
+            pause("gpu-2", extended={"nvidia.com/gpu": "2"}),
+            pause("gpu-5", extended={"nvidia.com/gpu": "5"}),
+            pause("other-device", extended={"example.com/fpga": "1"}),
+        ],
+    ),
+    Scenario(
+        "unschedulable nodes",
+        nodes=[fake_node("n1", cpu="8", unschedulable=True), fake_node("n2", cpu="4")],
+        pods=[
+            pause("plain"),
+            pause(
+                "tolerates-unschedulable",
+                tolerations=[
+                    {
+                        "key": "node.kubernetes.io/unschedulable",
+                        "operator": "Exists",
+                        "effect": "NoSchedule",
+                    }
+                ],
+            ),
+            pause("too-big", cpu="6"),
         ],
     ),
     Scenario(
