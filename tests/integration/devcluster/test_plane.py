@@ -100,10 +100,27 @@ def test_cli_up_prints_kubeconfig_and_down_stops_every_process(tmp_path: Path) -
         assert plane is not None
         kubeconfig = plane.require_state().admin_kubeconfig
         assert f"export KUBECONFIG={kubeconfig}" in up.stdout
+        assert f"export PATH={plane.bins.kubectl.parent}:$PATH" in up.stdout
         assert plane.readyz().strip() == "ok"
         records = list(plane.require_state().processes)
-        assert {r.name for r in records} == {"etcd", "kube-apiserver", "kwok"}
+        assert {r.name for r in records} == {
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kwok",
+        }
         assert all(is_alive(r) for r in records)
+        # The built kubectl, as `cluster up` says to use it.
+        kubectl = subprocess.run(
+            [str(plane.bins.kubectl), "get", "namespaces", "-o", "name"],
+            capture_output=True,
+            text=True,
+            env={**env, "KUBECONFIG": str(kubeconfig)},
+            timeout=60,
+            check=False,
+        )
+        assert kubectl.returncode == 0, kubectl.stderr
+        assert "namespace/default" in kubectl.stdout.split()
 
         status = _cli("cluster", "status", "--state-dir", str(state_dir), env=env)
         assert status.returncode == 0, status.stdout + status.stderr
