@@ -30,5 +30,7 @@ def schedulers(plane: ControlPlane) -> Iterator[tuple[ProcessRecord, ProcessReco
 
 
 @pytest.fixture
-def runner(kube: KubeClient, schedulers: tuple[ProcessRecord, ProcessRecord]) -> Runner:
-    return Runner(kube)
+def runner(
+    kube: KubeClient, plane: ControlPlane, schedulers: tuple[ProcessRecord, ProcessRecord]
+) -> Runner:
+    return Runner(kube, plane)

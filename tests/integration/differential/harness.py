@@ -24,13 +24,17 @@ from __future__ import annotations
 import asyncio
 import copy
 import hashlib
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from ascheduler.app import build_frameworks
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
+from ascheduler.config import parse as parse_config
+from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes, fake_node_body, wait_nodes_ready
 from ascheduler.framework.objects import parse_namespace, parse_selecting
 from ascheduler.kube import ApiError, KubeClient
@@ -130,6 +134,9 @@ class Scenario:
     independent: bool = False
     #: Check every decision against a dry run of ascheduler's framework (ties found there).
     dry_run: bool = True
+    #: A profile's `pluginConfig` (and other fields) both schedulers run this scenario with;
+    #: None: the default profile.
+    profile: Mapping[str, Any] | None = None
 
     @property
     def id(self) -> str:
@@ -154,10 +161,42 @@ class Outcome:
 
 class Runner:
     """Runs scenarios on a plane whose kube-scheduler and ascheduler serve `KUBE` and
-    `ASCHEDULER`."""
+    `ASCHEDULER`; a scenario with a profile of its own gets a pair of its own."""
 
-    def __init__(self, kube: KubeClient) -> None:
+    def __init__(self, kube: KubeClient, plane: ControlPlane | None = None) -> None:
         self.kube = kube
+        self.plane = plane
+
+    @contextmanager
+    def schedulers(self, s: Scenario) -> Iterator[tuple[str, str]]:
+        """(kube-scheduler's, ascheduler's) schedulerName for the scenario: the shared pair,
+        or, for a scenario with `profile`, a pair started with it (the same profile for
+        both: kube-scheduler's file, ascheduler's `--config`) and stopped after."""
+        if s.profile is None:
+            yield KUBE, ASCHEDULER
+            return
+        assert self.plane is not None, "a scenario with a profile needs the plane"
+        kube_name, ours_name = f"{KUBE}-{s.id}", f"{ASCHEDULER}-{s.id}"
+        profile = {**s.profile, "plugins": KUBE_PROFILE["plugins"]}
+        kube = self.plane.start_kube_scheduler(
+            name=kube_name, scheduler_name=kube_name, profile=profile
+        )
+        config = self.plane.state_dir / f"{ours_name}.yaml"
+        config.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                    "profiles": [{"schedulerName": ours_name, **s.profile}],
+                }
+            )
+        )
+        ours = self.plane.start_ascheduler(ours_name, "--config", str(config), "--no-leader-elect")
+        try:
+            yield kube_name, ours_name
+        finally:
+            self.plane.stop_process(ours)
+            self.plane.stop_process(kube)
 
     # -- names -------------------------------------------------------------------------------
 
@@ -294,7 +333,15 @@ class Runner:
             cache.objects.namespace_handler.on_add(parse_namespace(ns))
         for svc in (await self.kube.get("/api/v1/services"))["items"]:
             cache.objects.handlers["Service"].on_add(parse_selecting("Service", svc))
-        framework = next(iter(build_frameworks(SchedulerConfig(), IN_TREE, cache, None).values()))
+        config = SchedulerConfig()
+        if s.profile is not None:
+            document = {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"schedulerName": "dry-run", **s.profile}],
+            }
+            config = parse_config(document, IN_TREE)
+        framework = next(iter(build_frameworks(config, IN_TREE, cache, None).values()))
         probe = copy.deepcopy(pod_body)
         probe["metadata"]["uid"] = "dry-run"
         evaluation = framework.evaluate(parse_pod(probe), cache.table)
@@ -422,10 +469,11 @@ async def differ(runner: Runner, s: Scenario) -> Comparison:
     """Both runs of a scenario on one set of nodes, cleaned up after."""
     await runner.create_nodes(s)
     try:
-        kube = await runner.run(s, "k", KUBE)
-        await runner.cleanup(s, "k")
-        ours = await runner.run(s, "a", ASCHEDULER, follow=kube)
-        await runner.cleanup(s, "a")
+        with runner.schedulers(s) as (kube_name, ours_name):
+            kube = await runner.run(s, "k", kube_name)
+            await runner.cleanup(s, "k")
+            ours = await runner.run(s, "a", ours_name, follow=kube)
+            await runner.cleanup(s, "a")
     finally:
         for run in ("k", "a"):
             await runner.cleanup(s, run)

@@ -442,3 +442,73 @@ SCENARIOS: list[Scenario] = [
         independent=True,
     ),
 ]
+
+# -- plugin arguments (both schedulers run the scenario with the same profile) ----------------
+
+SERVICE = (
+    "services",
+    {"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}},
+)
+SCENARIOS += [
+    Scenario(
+        "spread: listed default constraints",
+        nodes=ZONED,
+        objects=[SERVICE],
+        existing=[pause("w0", labels=WEB, node="a1"), pause("w1", labels=WEB, node="a2")],
+        pods=[pause(f"web-{i}", labels=WEB) for i in range(5)],
+        profile={
+            "pluginConfig": [
+                {
+                    "name": "PodTopologySpread",
+                    "args": {
+                        "defaultingType": "List",
+                        "defaultConstraints": [
+                            {
+                                "maxSkew": 1,
+                                "topologyKey": ZONE,
+                                "whenUnsatisfiable": "DoNotSchedule",
+                            },
+                            {
+                                "maxSkew": 1,
+                                "topologyKey": HOSTNAME,
+                                "whenUnsatisfiable": "ScheduleAnyway",
+                            },
+                        ],
+                    },
+                }
+            ]
+        },
+    ),
+    Scenario(
+        "affinity: hardPodAffinityWeight and ignorePreferredTermsOfExistingPods",
+        nodes=ZONED,
+        existing=[
+            pause(
+                "fan",
+                labels={"app": "fan"},
+                node="a1",
+                affinity=pod_affinity(
+                    required=[term("web")], preferred=[(50, term("web", key=HOSTNAME))]
+                ),
+            ),
+        ],
+        pods=[
+            pause("web-0", labels=WEB),
+            # With terms of its own, PreScore runs: the fan's required term at weight 100
+            # (its zone) and its preferred one (its node) count.
+            pause("web-1", labels=WEB, affinity=pod_affinity(preferred=[(1, term("none"))])),
+        ],
+        independent=True,
+        profile={
+            "pluginConfig": [
+                {
+                    "name": "InterPodAffinity",
+                    "args": {
+                        "hardPodAffinityWeight": 100,
+                        "ignorePreferredTermsOfExistingPods": True,
+                    },
+                }
+            ]
+        },
+    ),
+]
