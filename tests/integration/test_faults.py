@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from ascheduler.app import OBJECT_KINDS
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.faultproxy import Delay, FaultProxy, WriteFaults
 from ascheduler.devcluster.nodes import FakeNodes
@@ -224,10 +225,11 @@ async def test_a_relist_after_410_reconciles_what_changed_while_away(
 
         await eventually(synced, what="the scheduler's informers synced")
 
-        async def both_watching() -> bool:
-            return proxy.open_watches == 2
+        async def all_watching() -> bool:
+            # pods, nodes, namespaces and the kinds that select pods
+            return proxy.open_watches == 3 + len(OBJECT_KINDS)
 
-        await eventually(both_watching, what="both informers' watches open at the proxy")
+        await eventually(all_watching, what="every informer's watch open at the proxy")
         proxy.refuse_watches = True
         proxy.cut_watches()
         # Away: the room on x is freed, y gets the label the second pod needs.
