@@ -71,6 +71,11 @@ class PodPredicate(Hashable, Protocol):
 
     def matches(self, pod: PodInfo) -> bool: ...
 
+    def matches_candidate(self, pod: PodInfo) -> bool:
+        """`matches`, for a pod known to carry the hint label with one of its values and to
+        be in one of `namespaces` (so a predicate that is no more than that can skip it)."""
+        ...
+
 
 #: A term of a shape of pod (anti-)affinity: (shape, kind, index in that kind's terms).
 TermRef = tuple[PodAffinity, str, int]
@@ -288,8 +293,9 @@ class NodeTable:
                 candidates = [
                     uid for v in allowed for uid in self._label_pods.get((ns, key, v), ())
                 ]
+            check = predicate.matches if hint is None else predicate.matches_candidate
             for uid in candidates:
-                if predicate.matches(pods[uid]):
+                if check(pods[uid]):
                     row = self._pod_row[uid]
                     rows[row] = rows.get(row, 0) + 1
         entry = _Counts(predicate, rows, hint)

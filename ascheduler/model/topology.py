@@ -32,10 +32,16 @@ INT32_MAX: Final = 2**31 - 1
 T = TypeVar("T")
 
 
+_COMPARED: dict[type, tuple[str, ...]] = {}
+
+
 def _hash_once(self: Any) -> int:
     cached: int = self._hash
     if cached == 0:
-        cached = hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare)) or 1
+        names = _COMPARED.get(type(self))
+        if names is None:
+            names = _COMPARED[type(self)] = tuple(f.name for f in fields(self) if f.compare)
+        cached = hash(tuple([getattr(self, name) for name in names])) or 1
         object.__setattr__(self, "_hash", cached)
     return cached
 

@@ -104,6 +104,16 @@ class TermsMatch:
     def matches(self, pod: PodInfo) -> bool:
         return all(t.matches(pod.namespace, pod.labels, None) for t in self.terms)
 
+    def matches_candidate(self, pod: PodInfo) -> bool:
+        # One term whose namespaces were the ones scanned and whose selector is the hint.
+        if (
+            len(self.terms) == 1
+            and self.namespaces is not None
+            and len(self.terms[0].selector.requirements) == 1
+        ):
+            return True
+        return self.matches(pod)
+
 
 def _per_domain(nodes: NodeTable, key: str, match: TermsMatch) -> tuple[IntArray, IntArray]:
     """(codes of the rows for `key`, pods matching `match` per domain code)."""

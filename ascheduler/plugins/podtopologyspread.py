@@ -168,6 +168,11 @@ class SpreadMatch:
             and self.selector.matches(pod.labels)
         )
 
+    def matches_candidate(self, pod: PodInfo) -> bool:
+        if len(self.selector.requirements) == 1:  # the hint itself
+            return not pod.deleting
+        return not pod.deleting and self.selector.matches(pod.labels)
+
 
 @dataclass(frozen=True, slots=True)
 class _Constraint:
