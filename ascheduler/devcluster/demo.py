@@ -56,18 +56,21 @@ def demo_pods() -> list[dict[str, Any]]:
     ]
 
 
-def demo_deployment() -> dict[str, Any]:
-    """Replicas that must not share a node, spread evenly over the zones (maxSkew 1)."""
-    labels = {"app": "spread"}
+def spread_deployment(
+    name: str = "spread", replicas: int = REPLICAS, scheduler_name: str = SCHEDULER_NAME
+) -> dict[str, Any]:
+    """A Deployment whose replicas must not share a node, spread evenly over the zones
+    (maxSkew 1)."""
+    labels = {"app": name}
     return {
-        "metadata": {"name": "spread"},
+        "metadata": {"name": name},
         "spec": {
-            "replicas": REPLICAS,
+            "replicas": replicas,
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
-                    "schedulerName": SCHEDULER_NAME,
+                    "schedulerName": scheduler_name,
                     "containers": [
                         {
                             "name": "main",
@@ -135,7 +138,7 @@ async def _run(plane: ControlPlane) -> tuple[list[tuple[str, str]], dict[str, st
         pods = demo_pods()
         for body in pods:
             await kube.post(f"/api/v1/namespaces/{NAMESPACE}/pods", body)
-        await kube.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", demo_deployment())
+        await kube.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", spread_deployment())
         _say(
             f"created {len(pods)} pods and a Deployment of {REPLICAS} (zone spread, one per "
             f"node) in namespace {NAMESPACE}"

@@ -126,6 +126,13 @@ class FilterResult:
     def single(cls, reason: str, nodes: BoolArray, code: Code = Code.UNSCHEDULABLE) -> FilterResult:
         return cls(nodes, (Rejection(reason, nodes, code),))
 
+    @classmethod
+    def of(cls, rejected: BoolArray, *rejections: Rejection) -> FilterResult | None:
+        """The rejections that reject any node (None if none does); `rejected` is their
+        union."""
+        kept = tuple(r for r in rejections if r.nodes.any())
+        return cls(rejected, kept) if kept else None
+
 
 @dataclass(frozen=True, slots=True)
 class PreFilterResult:

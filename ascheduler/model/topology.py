@@ -271,14 +271,19 @@ def parse_affinity_term(raw: Any, path: str, namespace: str) -> AffinityTerm:
     )
 
 
-def _terms(raw: Any, path: str, namespace: str, errors: list[str]) -> tuple[AffinityTerm, ...]:
+def _items(raw: Any, path: str, errors: list[str]) -> list[Any]:
+    """The entries of a list field (None: none; anything else: none, and an error)."""
     if raw is None:
-        return ()
+        return []
     if not isinstance(raw, list):
         errors.append(f"{path}: expected a list")
-        return ()
+        return []
+    return raw
+
+
+def _terms(raw: Any, path: str, namespace: str, errors: list[str]) -> tuple[AffinityTerm, ...]:
     out = []
-    for i, t in enumerate(raw):
+    for i, t in enumerate(_items(raw, path, errors)):
         try:
             out.append(parse_affinity_term(t, f"{path}[{i}]", namespace))
         except SpecError as exc:
@@ -287,13 +292,8 @@ def _terms(raw: Any, path: str, namespace: str, errors: list[str]) -> tuple[Affi
 
 
 def _weighted(raw: Any, path: str, namespace: str, errors: list[str]) -> tuple[WeightedTerm, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        errors.append(f"{path}: expected a list")
-        return ()
     out = []
-    for i, w in enumerate(raw):
+    for i, w in enumerate(_items(raw, path, errors)):
         where = f"{path}[{i}]"
         if not isinstance(w, Mapping):
             errors.append(f"{where}: expected an object")

@@ -267,19 +267,12 @@ class InterPodAffinity(
         affinity = s.affinity_fail
         anti = s.anti_fail & ~affinity
         existing = s.existing_fail & ~affinity & ~anti
-        rejected = affinity | anti | existing
-        if not rejected.any():
-            return None
-        rejections = []
-        if affinity.any():
-            rejections.append(
-                Rejection(REASON_AFFINITY, affinity, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
-            )
-        if anti.any():
-            rejections.append(Rejection(REASON_ANTI_AFFINITY, anti, Code.UNSCHEDULABLE))
-        if existing.any():
-            rejections.append(Rejection(REASON_EXISTING, existing, Code.UNSCHEDULABLE))
-        return FilterResult(rejected, tuple(rejections))
+        return FilterResult.of(
+            affinity | anti | existing,
+            Rejection(REASON_AFFINITY, affinity, Code.UNSCHEDULABLE_AND_UNRESOLVABLE),
+            Rejection(REASON_ANTI_AFFINITY, anti, Code.UNSCHEDULABLE),
+            Rejection(REASON_EXISTING, existing, Code.UNSCHEDULABLE),
+        )
 
     # -- PreScore / Score ----------------------------------------------------------------------
 

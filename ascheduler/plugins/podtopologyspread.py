@@ -402,16 +402,11 @@ class PodTopologySpread(
                 over = s.over[i][codes] & ~decided
                 skewed |= over
                 decided |= over
-        if not decided.any():
-            return None
-        rejections = []
-        if missing.any():
-            rejections.append(
-                Rejection(REASON_MISSING_LABEL, missing, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
-            )
-        if skewed.any():
-            rejections.append(Rejection(REASON, skewed, Code.UNSCHEDULABLE))
-        return FilterResult(decided, tuple(rejections))
+        return FilterResult.of(
+            decided,
+            Rejection(REASON_MISSING_LABEL, missing, Code.UNSCHEDULABLE_AND_UNRESOLVABLE),
+            Rejection(REASON, skewed, Code.UNSCHEDULABLE),
+        )
 
     # -- PreScore / Score ----------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ascheduler.devcluster.demo import spread_deployment
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
 from ascheduler.kube import KubeClient
@@ -25,38 +26,6 @@ ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 
 
-def spread_deployment(name: str, replicas: int) -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    **pause_pod("x")["spec"],
-                    "topologySpreadConstraints": [
-                        {
-                            "maxSkew": 1,
-                            "topologyKey": ZONE,
-                            "whenUnsatisfiable": "DoNotSchedule",
-                            "labelSelector": {"matchLabels": labels},
-                        }
-                    ],
-                    "affinity": {
-                        "podAntiAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": [
-                                {"labelSelector": {"matchLabels": labels}, "topologyKey": HOSTNAME}
-                            ]
-                        }
-                    },
-                },
-            },
-        },
-    }
-
-
 async def test_a_deployment_spreads_over_zones_one_replica_per_node(
     ascheduler: ProcessRecord, kube: KubeClient, namespace: str, nodes: NodeFactory
 ) -> None:
@@ -66,9 +35,8 @@ async def test_a_deployment_spreads_over_zones_one_replica_per_node(
             FakeNodes(count=2, prefix=f"{namespace}-{zone}", labels={ZONE: zone})
         ):
             zone_of[name] = zone
-    await kube.post(
-        f"/apis/apps/v1/namespaces/{namespace}/deployments", spread_deployment("web", 7)
-    )
+    deployment = spread_deployment("web", 7, "ascheduler")
+    await kube.post(f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment)
 
     async def decided() -> dict[str, dict[str, Any]] | None:
         pods = await pods_in(kube, namespace)
