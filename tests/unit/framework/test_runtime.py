@@ -854,3 +854,20 @@ def test_post_filter_also_runs_after_a_prefilter_rejection() -> None:
     assert diag.prefilter_status is not None
     assert set(diag.statuses(cache.table.names)) == {"t", "small", "big"}
     assert result.status.message == ("0/3 nodes are available: pod affinity terms conflict. none")
+
+
+def test_evaluate_gives_every_feasible_node_its_total_and_the_ties() -> None:
+    cache = make_cache([node("a", cpu="4"), node("b", cpu="4"), node("c", cpu="8")])
+    fw = build(cache)
+    evaluation = fw.evaluate(parsed(pod(cpu="1")), cache.table)
+    assert evaluation.status.ok
+    assert set(evaluation.scores) == {"a", "b", "c"}
+    assert evaluation.best == {"c"}  # the most room left
+    assert evaluation.scores["a"] == evaluation.scores["b"] < evaluation.scores["c"]
+    nowhere = fw.evaluate(parsed(pod(cpu="1", node_selector={"x": "y"})), cache.table)
+    assert nowhere.scores == {}
+    assert nowhere.best == set()
+    assert not nowhere.status.ok
+    assert nowhere.status.message == (
+        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+    )
