@@ -89,7 +89,7 @@ class DefaultConstraint:
     node_affinity_policy: str | None = None
     node_taints_policy: str | None = None
     match_label_keys: tuple[str, ...] = ()
-    label_selector: dict[str, object] | None = None
+    label_selector: Any = None
 
     def __post_init__(self) -> None:
         if self.label_selector is not None:
