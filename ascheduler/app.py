@@ -132,6 +132,15 @@ def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) ->
     def event_filter(qp: QueuedPodInfo, event: ClusterEvent) -> bool:
         return helps(qp.pod.scheduler_name, qp.unschedulable_plugins, event)
 
+    @lru_cache(maxsize=1024)
+    def waits_for(profile: str, plugins: frozenset[str]) -> frozenset[ClusterEvent]:
+        if INVALID_SPEC in plugins:
+            return frozenset()
+        return frameworks.get(profile, first).events_for(plugins)
+
+    def events_of(qp: QueuedPodInfo) -> frozenset[ClusterEvent]:
+        return waits_for(qp.pod.scheduler_name, qp.unschedulable_plugins)
+
     def hint(qp: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
         fw = frameworks.get(qp.pod.scheduler_name, first)
         return fw.hinted(qp.pod, qp.unschedulable_plugins, event, old, new)
@@ -141,6 +150,7 @@ def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) ->
         pre_enqueue=pre_enqueue,
         event_filter=event_filter,
         hint=hint,
+        events_of=events_of,
         settings=settings,
     )
     queue.on_incoming = lambda name, event: metrics.QUEUE_INCOMING_PODS.labels(name, event).inc()

@@ -62,6 +62,9 @@ EventFilter = Callable[[QueuedPodInfo, ClusterEvent], bool]
 #: (pod, event, the object before, after): whether the event may make the pod schedulable
 #: (the rejecting plugins' queueing hints); asked after `EventFilter` said the event matters.
 Hint = Callable[[QueuedPodInfo, ClusterEvent, Any, Any], bool]
+#: The events that may help a pod the way it was rejected (what `EventFilter` would say yes
+#: to), so that an event looks only at the pods waiting for it.
+EventsOf = Callable[[QueuedPodInfo], frozenset[ClusterEvent]]
 
 
 class _Heap:
@@ -128,6 +131,7 @@ class SchedulingQueue:
         pre_enqueue: PreEnqueue,
         event_filter: EventFilter | None = None,
         hint: Hint | None = None,
+        events_of: EventsOf | None = None,
         clock: Clock | None = None,
         settings: QueueSettings | None = None,
     ) -> None:
@@ -135,6 +139,9 @@ class SchedulingQueue:
         self.pre_enqueue = pre_enqueue
         self.event_filter: EventFilter = event_filter or (lambda _qp, _event: True)
         self.hint: Hint = hint or (lambda _qp, _event, _old, _new: True)
+        self.events_of = events_of
+        #: Unschedulable pods by the events that may help them (with `events_of`).
+        self._waiting_for: dict[ClusterEvent, dict[str, None]] = {}
         self.clock = clock or MonotonicClock()
         self.settings = settings or QueueSettings()
         self._active = _Heap()
@@ -250,8 +257,7 @@ class SchedulingQueue:
             ):
                 self._unschedulable[uid] = replace(qp, pod=pod)
                 return
-            self._unschedulable.pop(uid)
-            self._unschedulable_since.pop(uid, None)
+            self._unpark(uid)
             self._to_active_or_backoff(replace(qp, pod=pod), "PodUpdate")
             return
         self.add(pod)
@@ -265,8 +271,27 @@ class SchedulingQueue:
         self._backoff.remove(uid)
         self._error_backoff.remove(uid)
         self._gated.pop(uid, None)
-        self._unschedulable.pop(uid, None)
+        self._unpark(uid)
+
+    def _park(self, qp: QueuedPodInfo, now: float) -> None:
+        uid = qp.pod.uid
+        self._unschedulable[uid] = qp
+        self._unschedulable_since[uid] = now
+        if self.events_of is not None:
+            for event in self.events_of(qp):
+                self._waiting_for.setdefault(event, {})[uid] = None
+
+    def _unpark(self, uid: str) -> QueuedPodInfo | None:
+        qp = self._unschedulable.pop(uid, None)
         self._unschedulable_since.pop(uid, None)
+        if qp is not None and self.events_of is not None:
+            for event in self.events_of(qp):
+                waiting = self._waiting_for.get(event)
+                if waiting is not None:
+                    waiting.pop(uid, None)
+                    if not waiting:
+                        del self._waiting_for[event]
+        return qp
 
     # -- popping and outcomes ------------------------------------------------------------
 
@@ -347,8 +372,7 @@ class SchedulingQueue:
         ):
             self._to_active_or_backoff(qp, "ScheduleAttemptFailure")
         else:
-            self._unschedulable[uid] = qp
-            self._unschedulable_since[uid] = now
+            self._park(qp, now)
             self.on_incoming("unschedulable", "ScheduleAttemptFailure")
         self._trim_events()
 
@@ -394,10 +418,14 @@ class SchedulingQueue:
         if self._in_flight:
             self._events.append((self._event_seq, event, old, new))
         moved = 0
-        for uid, qp in list(self._unschedulable.items()):
+        if self.events_of is None or event is ClusterEvent.FORCE:
+            candidates = list(self._unschedulable)
+        else:
+            candidates = list(self._waiting_for.get(event, ()))
+        for uid in candidates:
+            qp = self._unschedulable[uid]
             if self._may_help(qp, event, old, new):
-                del self._unschedulable[uid]
-                self._unschedulable_since.pop(uid, None)
+                self._unpark(uid)
                 self._to_active_or_backoff(qp, event.value)
                 moved += 1
         return moved
@@ -415,8 +443,8 @@ class SchedulingQueue:
         timeout = self.settings.unschedulable_timeout
         for uid, since in list(self._unschedulable_since.items()):
             if now - since >= timeout:
-                qp = self._unschedulable.pop(uid)
-                del self._unschedulable_since[uid]
+                qp = self._unpark(uid)
+                assert qp is not None
                 self._to_active_or_backoff(qp, "UnschedulableTimeout")
 
     async def run_flushes(self, interval: float = 30.0) -> None:

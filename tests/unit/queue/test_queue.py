@@ -848,3 +848,29 @@ async def test_unrelated_pods_binding_do_not_wake_an_anti_affinity_pod(
     assert queue.where("uid-p") == "unschedulable"
     assert queue.move_all(ClusterEvent.ASSIGNED_POD_ADD, None, bound("d", "db")) == 1
     assert queue.where("uid-p") != "unschedulable"
+
+
+async def test_an_event_looks_only_at_the_pods_waiting_for_it(
+    default_queue: SchedulingQueue,
+) -> None:
+    # Binding a pod (AssignedPodAdd) happens hundreds of times a second: pods that no plugin
+    # registered it for must not even be looked at.
+    queue = default_queue
+    for i in range(50):
+        await make_unschedulable(queue, make_pod(f"fit-{i}"), frozenset({"NodeResourcesFit"}))
+    await make_unschedulable(queue, make_pod("spread"), frozenset({"PodTopologySpread"}))
+    asked: list[str] = []
+    inner = queue.event_filter
+
+    def counting(qp: QueuedPodInfo, event: ClusterEvent) -> bool:
+        asked.append(qp.pod.name)
+        return inner(qp, event)
+
+    queue.event_filter = counting
+    assert queue.move_all(ClusterEvent.ASSIGNED_POD_ADD) == 1
+    assert asked == ["spread"]
+    assert queue.where("uid-fit-0") == "unschedulable"
+    asked.clear()
+    assert queue.move_all(ClusterEvent.NODE_ALLOCATABLE) == 50
+    assert len(asked) == 50
+    assert queue.pending()["unschedulable"] == 0
