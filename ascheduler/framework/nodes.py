@@ -197,8 +197,6 @@ class NodeTable:
         #: and those with no such label.
         self._terms_by_label: dict[tuple[str, str], dict[TermRef, None]] = {}
         self._terms_unindexed: dict[TermRef, None] = {}
-        #: Counts pod additions and removals (what pod-derived caches key on).
-        self.pod_generation = 0
         #: Image name -> the nodes holding it (kube-scheduler's image states), and its size
         #: as the first node to report it gave it.
         self._image_nodes: dict[str, dict[str, None]] = {}
@@ -264,10 +262,6 @@ class NodeTable:
 
     def pod_row(self, uid: str) -> int | None:
         return self._pod_row.get(uid)
-
-    def namespace_pods(self, namespace: str) -> Mapping[str, PodInfo]:
-        """The pods counted on rows, in one namespace, by uid."""
-        return self._ns_pods.get(namespace, {})
 
     def _column(self, predicate: PodPredicate) -> _Counts:
         """The count column of `predicate`: built once by looking at the pods that can match
@@ -476,7 +470,6 @@ class NodeTable:
         return domains
 
     def _index_pod(self, row: int, pod: PodInfo, sign: int) -> None:
-        self.pod_generation += 1
         if sign > 0:
             self._pod_row[pod.uid] = row
             self._ns_pods.setdefault(pod.namespace, {})[pod.uid] = pod
@@ -516,7 +509,6 @@ class NodeTable:
 
     def _drop_row_pods(self, row: int, last: int) -> None:
         """Row `row` goes away and row `last` moves into its place."""
-        self.pod_generation += 1
         for pod in self._usage[row].pods.values():
             self._unindex_pod(pod)
         if row != last:

@@ -104,7 +104,6 @@ class _Kind:
 
     def on_add(self, obj: Selecting) -> None:
         self.store.selecting[self.kind].setdefault(obj.namespace, {})[obj.name] = obj
-        self.store.generation += 1
 
     def on_update(self, old: Selecting, new: Selecting) -> None:
         self.on_add(new)
@@ -112,7 +111,6 @@ class _Kind:
     def on_delete(self, obj: Selecting) -> None:
         group = self.store.selecting[self.kind].get(obj.namespace, {})
         group.pop(obj.name, None)
-        self.store.generation += 1
 
 
 class _Namespaces:
@@ -121,14 +119,12 @@ class _Namespaces:
 
     def on_add(self, ns: Namespace) -> None:
         self.store.namespaces[ns.name] = ns
-        self.store.generation += 1
 
     def on_update(self, old: Namespace, new: Namespace) -> None:
         self.on_add(new)
 
     def on_delete(self, ns: Namespace) -> None:
         self.store.namespaces.pop(ns.name, None)
-        self.store.generation += 1
 
 
 class ClusterObjects:
@@ -138,8 +134,6 @@ class ClusterObjects:
         self.namespaces: dict[str, Namespace] = {}
         #: kind -> namespace -> name -> record.
         self.selecting: dict[str, dict[str, dict[str, Selecting]]] = {k: {} for k in self.KINDS}
-        #: Counts changes, for caches derived from these objects.
-        self.generation = 0
         self.namespace_handler = _Namespaces(self)
         self.handlers = {k: _Kind(self, k) for k in self.KINDS}
 
