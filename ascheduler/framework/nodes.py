@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Final, Protocol
 
 import numpy as np
@@ -129,7 +130,7 @@ class _Counts:
             self.values[last] = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Domains:
     """A topology key over the rows: each row's value as a small integer (`codes`, -1 where
     the node lacks the key) and the values themselves (`values[code]`)."""
@@ -139,6 +140,35 @@ class Domains:
     index: Mapping[str, int]
     #: Every row has the key (no code is -1).
     complete: bool = False
+
+    @cached_property
+    def lookup(self) -> IntArray:
+        """`codes` with -1 replaced by `len(values)`: an index into a per-domain array with
+        one more entry, for the rows without the key."""
+        if self.complete:
+            return self.codes
+        return np.where(self.codes < 0, len(self.values), self.codes)
+
+    @property
+    def unique(self) -> bool:
+        """Every row is its own domain (hostname, as a rule)."""
+        return self.complete and len(self.values) == self.codes.size
+
+    def rows_in(self, flags: BoolArray) -> BoolArray:
+        """Rows whose domain's flag (indexed by code) is set; rows without the key: never.
+        A few flagged domains of many rows cost a comparison each, not a gather."""
+        size = len(self.values)
+        n = self.codes.size
+        if size <= 4:
+            out = np.zeros(n, dtype=np.bool_)
+            for code in np.flatnonzero(flags[:size]).tolist():
+                out |= self.codes == code
+            return out
+        if self.complete:
+            return flags[:size].take(self.codes)
+        padded = np.zeros(size + 1, dtype=np.bool_)
+        padded[:size] = flags[:size]
+        return padded.take(self.lookup)
 
 
 @dataclass(slots=True)
@@ -353,6 +383,28 @@ class NodeTable:
         sums = np.bincount(where[keep], weights=weight[keep], minlength=size)
         return sums.astype(np.int64)
 
+    def domain_rows(self, predicate: PodPredicate, domains: Domains) -> BoolArray:
+        """Rows in a domain of `domains` that holds a pod matching `predicate`."""
+        return self._hit_rows(self._column(predicate), domains)
+
+    def _hit_rows(self, entry: _Counts, domains: Domains) -> BoolArray:
+        rows = entry.rows
+        n = self.n
+        if not rows:
+            return np.zeros(n, dtype=np.bool_)
+        size = len(domains.values)
+        if entry.values is not None or len(rows) * 8 > n:
+            sums = self._sums(entry, domains.codes, size, None, domains.complete)
+            return domains.rows_in(sums > 0)
+        at = np.fromiter(rows.keys(), dtype=np.int64, count=len(rows))
+        if domains.unique:
+            out = np.zeros(n, dtype=np.bool_)
+            out[at] = True
+            return out
+        flags = np.zeros(size + 1, dtype=np.bool_)
+        flags[domains.lookup[at]] = True
+        return domains.rows_in(flags)
+
     def _route_column(self, key: Hashable, entry: _Counts, add: bool) -> None:
         if entry.hint is None:
             if add:
@@ -391,6 +443,13 @@ class NodeTable:
         if entry is None:
             return np.zeros(size, dtype=np.int64)
         return self._sums(entry, domains.codes, size, None, domains.complete)
+
+    def shape_domain_rows(self, shape: PodAffinity, domains: Domains) -> BoolArray:
+        """Rows in a domain holding a placed pod with exactly these (anti-)affinity terms."""
+        entry = self._shapes.get(shape)
+        if entry is None:
+            return np.zeros(self.n, dtype=np.bool_)
+        return self._hit_rows(entry, domains)
 
     def terms_for(self, labels: Mapping[str, str]) -> Iterator[TermRef]:
         """The placed pods' affinity terms whose selector may match a pod with `labels`
@@ -537,12 +596,18 @@ class NodeTable:
             self._masks.clear()
         self._masks[key] = (self.spec_generation, value)
 
-    def row_values(self, key: Hashable, compute: Callable[[IntArray], IntArray]) -> IntArray:
+    def row_values(
+        self,
+        key: Hashable,
+        compute: Callable[[IntArray], IntArray],
+        compute_row: Callable[[int], int] | None = None,
+    ) -> IntArray:
         """Per-row values that depend only on each row's own state (a score for one pod
         shape, say), kept for all rows and recomputed only for rows touched since.
 
         Scheduling a stream of similar pods changes one row per cycle (the node the last pod
-        was assumed on); this makes scoring cost that one row instead of every node.
+        was assumed on); this makes scoring cost that one row instead of every node
+        (`compute_row`, when given, computes a single row without making arrays).
         """
         entry = self._row_values.get(key)
         if entry is None or entry.generation != self.spec_generation or entry.n != self.n:
@@ -553,9 +618,15 @@ class NodeTable:
             )
             self._row_values[key] = entry
         elif entry.mark < len(self._touched):
-            rows = np.fromiter(set(self._touched[entry.mark :]), dtype=np.int64)
-            entry.values[rows] = compute(rows)
-            entry.mark = len(self._touched)
+            touched = self._touched
+            if compute_row is not None and (
+                entry.mark + 1 == len(touched) or len(set(touched[entry.mark :])) == 1
+            ):
+                entry.values[touched[-1]] = compute_row(touched[-1])
+            else:
+                rows = np.fromiter(set(touched[entry.mark :]), dtype=np.int64)
+                entry.values[rows] = compute(rows)
+            entry.mark = len(touched)
         if len(self._touched) > 1 << 16:
             # Forget the log; entries rebuild once from scratch.
             self._touched.clear()

@@ -567,8 +567,11 @@ class Framework:
                 return row_local.score(state, pod, nodes, rows)
             return np.array([row_local.score_row(pod, nodes, int(r)) for r in rows], dtype=np.int64)
 
+        def compute_row(row: int) -> int:
+            return row_local.score_row(pod, nodes, row)
+
         key = (id(plugin), row_local.score_key(pod))
-        return nodes.row_values(key, compute).take(feasible)
+        return nodes.row_values(key, compute, compute_row).take(feasible)
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         for plugin in self.reserve_plugins:

@@ -121,16 +121,13 @@ def _per_domain(nodes: NodeTable, key: str, match: TermsMatch) -> tuple[IntArray
     return d.codes, nodes.domain_sums(match, d.codes, len(d.values), complete=d.complete)
 
 
-def _in_domains(codes: IntArray, hits: IntArray) -> BoolArray:
-    """Rows whose domain has a positive count in `hits` (-1, no key, indexes a False)."""
-    return np.append(hits > 0, False)[codes]
-
-
 @dataclass(slots=True)
 class _FilterState:
-    affinity_fail: BoolArray
-    anti_fail: BoolArray
-    existing_fail: BoolArray
+    """Rows each check rejects (None: the pod has no such term, or none applies)."""
+
+    affinity_fail: BoolArray | None
+    anti_fail: BoolArray | None
+    existing_fail: BoolArray | None
 
 
 def _match_all(terms: tuple[AffinityTerm, ...], pod: PodInfo | None) -> bool:
@@ -172,9 +169,7 @@ class InterPodAffinity(
                 continue
             term = shape.required_anti[i]
             if term.matches(pod.namespace, pod.labels, ns_labels):
-                d = nodes.domains(term.topology_key)
-                hits = nodes.shape_domain_sums(shape, d)
-                fail |= _in_domains(d.codes, hits)
+                fail |= nodes.shape_domain_rows(shape, nodes.domains(term.topology_key))
         return fail
 
     # -- queueing hints (kube-scheduler's, and the symmetric case it leaves to the timeout) --
@@ -240,39 +235,49 @@ class InterPodAffinity(
         if not required and not required_anti and not existing.any():
             return None, SKIP
         n = nodes.n
-        affinity_fail = np.zeros(n, dtype=np.bool_)
+        affinity_fail: BoolArray | None = None
         if required:
             together = TermsMatch.of(required)
             missing = np.zeros(n, dtype=np.bool_)
             all_exist = np.ones(n, dtype=np.bool_)
             anywhere = False
             for term in required:
-                codes, sums = _per_domain(nodes, term.topology_key, together)
-                missing |= codes < 0
-                all_exist &= _in_domains(codes, sums)
-                anywhere = anywhere or bool(sums.any())
+                d = nodes.domains(term.topology_key)
+                if not d.complete:
+                    missing |= d.codes < 0
+                hit = nodes.domain_rows(together, d)
+                all_exist &= hit
+                anywhere = anywhere or bool(hit.any())
             first_of_group = not anywhere and together.matches(pod)
             affinity_fail = missing | (~all_exist & (not first_of_group))
-        anti_fail = np.zeros(n, dtype=np.bool_)
+        anti_fail: BoolArray | None = None
         for term in required_anti:
-            codes, sums = _per_domain(nodes, term.topology_key, TermsMatch.of((term,)))
-            anti_fail |= _in_domains(codes, sums)
-        state.write(NAME, _FilterState(affinity_fail, anti_fail, existing))
+            hit = nodes.domain_rows(TermsMatch.of((term,)), nodes.domains(term.topology_key))
+            anti_fail = hit if anti_fail is None else anti_fail | hit
+        existing_fail = existing if existing.any() else None
+        state.write(NAME, _FilterState(affinity_fail, anti_fail, existing_fail))
         return None, SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
         s: _FilterState | None = state.read(NAME)
         if s is None:
             return None
-        affinity = s.affinity_fail
-        anti = s.anti_fail & ~affinity
-        existing = s.existing_fail & ~affinity & ~anti
-        return FilterResult.of(
-            affinity | anti | existing,
-            Rejection(REASON_AFFINITY, affinity, Code.UNSCHEDULABLE_AND_UNRESOLVABLE),
-            Rejection(REASON_ANTI_AFFINITY, anti, Code.UNSCHEDULABLE),
-            Rejection(REASON_EXISTING, existing, Code.UNSCHEDULABLE),
-        )
+        # Each row under the first check that rejects it, in kube-scheduler's order.
+        rejected: BoolArray | None = None
+        rejections = []
+        for reason, mask, code in (
+            (REASON_AFFINITY, s.affinity_fail, Code.UNSCHEDULABLE_AND_UNRESOLVABLE),
+            (REASON_ANTI_AFFINITY, s.anti_fail, Code.UNSCHEDULABLE),
+            (REASON_EXISTING, s.existing_fail, Code.UNSCHEDULABLE),
+        ):
+            if mask is None:
+                continue
+            mine = mask if rejected is None else mask & ~rejected
+            if not mine.any():
+                continue
+            rejections.append(Rejection(reason, mine, code))
+            rejected = mine if rejected is None else rejected | mine
+        return None if rejected is None else FilterResult(rejected, rejections)
 
     # -- PreScore / Score ----------------------------------------------------------------------
 

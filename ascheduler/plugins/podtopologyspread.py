@@ -188,8 +188,7 @@ class _Constraint:
 class _FilterState:
     constraints: list[_Constraint]
     domains: list[Domains] = field(default_factory=list)
-    #: Per constraint, per domain code (and a last entry for rows without the key): whether
-    #: placing the pod there exceeds maxSkew.
+    #: Per constraint, per domain code: whether placing the pod there exceeds maxSkew.
     over: list[BoolArray] = field(default_factory=list)
 
 
@@ -374,10 +373,8 @@ class PodTopologySpread(
             if domains < c.spec.min_domains:
                 minimum = 0
             self_match = 1 if c.selector.matches(pod.labels) else 0
-            # Per domain: would one more pod there skew it too far? (a last entry for the
-            # rows without the key: -1 indexes it)
-            over = per_domain + self_match - minimum > c.spec.max_skew
-            s.over.append(np.append(over, False))
+            # Per domain: would one more pod there skew it too far?
+            s.over.append(per_domain + self_match - minimum > c.spec.max_skew)
         state.write(NAME, s)
         return None, SUCCESS
 
@@ -386,20 +383,22 @@ class PodTopologySpread(
         if s is None:
             return None
         if len(s.constraints) == 1:
-            codes = s.domains[0].codes
-            missing = codes < 0
-            skewed = s.over[0][codes]
+            d = s.domains[0]
+            skewed = d.rows_in(s.over[0])
+            if d.complete:
+                return FilterResult.of(skewed, Rejection(REASON, skewed, Code.UNSCHEDULABLE))
+            missing = d.codes < 0
             decided = missing | skewed
         else:
             decided = np.zeros(nodes.n, dtype=np.bool_)
             missing = np.zeros(nodes.n, dtype=np.bool_)
             skewed = np.zeros(nodes.n, dtype=np.bool_)
-            for i in range(len(s.constraints)):
-                codes = s.domains[i].codes
-                lacks = (codes < 0) & ~decided
-                missing |= lacks
-                decided |= lacks
-                over = s.over[i][codes] & ~decided
+            for d, over_domain in zip(s.domains, s.over, strict=True):
+                if not d.complete:
+                    lacks = (d.codes < 0) & ~decided
+                    missing |= lacks
+                    decided |= lacks
+                over = d.rows_in(over_domain) & ~decided
                 skewed |= over
                 decided |= over
         return FilterResult.of(

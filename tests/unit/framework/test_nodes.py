@@ -126,3 +126,91 @@ def test_the_index_agrees_with_a_brute_force_count_through_random_churn() -> Non
                 shapes[row] = shapes.get(row, 0) + 1
         got = {r: c for rows in table.affinity_rows().values() for r, c in rows.items()}
         assert got == shapes, step
+
+
+def test_domain_rows_agree_with_a_brute_force_over_every_key_layout() -> None:
+    """Rows in a domain holding a match: hostname-like keys (a domain per row), a few zones,
+    many values; nodes lacking the key; sparse and dense columns; placed pods' shapes."""
+    import random
+
+    import numpy as np
+
+    from ascheduler.framework.nodes import NodeTable
+
+    rng = random.Random(11)
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "z"}
+            ]
+        }
+    }
+    for trial in range(60):
+        n = rng.randint(1, 40)
+        nodes = []
+        for i in range(n):
+            labels = {"h": f"h{i}"}
+            if rng.random() < 0.8:
+                labels["z"] = f"z{rng.randint(0, 2)}"
+            if rng.random() < 0.9:
+                labels["r"] = f"r{rng.randint(0, 11)}"
+            nodes.append(node(f"n{i}", labels=labels))
+        cache = make_cache(nodes)
+        table: NodeTable = cache.table
+        shaped: set[int] = set()
+        for j in range(rng.randint(0, 3 * n)):
+            where = rng.randrange(n)
+            extra = {"affinity": anti} if rng.random() < 0.2 else {}
+            app = rng.choice("ab")
+            cache.add_pod(parse_pod(on(f"n{where}", pod(f"p{j}", labels={"app": app}, **extra))))
+            if extra:
+                shaped.add(table.index[f"n{where}"])
+        match = SpreadMatch(
+            frozenset({"default"}), parse_selector({"matchLabels": {"app": "a"}}, "s")
+        )
+        holding = set(table.match_rows(match))
+        for key in ("h", "z", "r"):
+            d = table.domains(key)
+            values = [table.infos[r].labels.get(key) for r in range(n)]
+
+            def expected(rows: set[int], values: list[str | None] = values) -> list[bool]:
+                hit = {values[r] for r in rows} - {None}
+                return [v is not None and v in hit for v in values]
+
+            assert table.domain_rows(match, d).tolist() == expected(holding), (trial, key)
+            (shape,) = table.affinity_rows() or (None,)
+            if shape is not None:
+                got = table.shape_domain_rows(shape, d).tolist()
+                assert got == expected(shaped), (trial, key)
+            flags = np.array([rng.random() < 0.3 for _ in d.values], dtype=np.bool_)
+            want = [v is not None and bool(flags[d.index[v]]) for v in values]
+            assert d.rows_in(flags).tolist() == want, (trial, key)
+        table.match_counts(match)  # the column turns dense: the other path, same answer
+        for key in ("h", "z", "r"):
+            d = table.domains(key)
+            values = [table.infos[r].labels.get(key) for r in range(n)]
+            hit = {values[r] for r in holding} - {None}
+            want = [v is not None and v in hit for v in values]
+            assert table.domain_rows(match, d).tolist() == want, (trial, key)
+
+
+def test_row_values_recompute_a_single_touched_row_the_same_either_way() -> None:
+    import numpy as np
+
+    cache = make_cache([node("a"), node("b"), node("c")])
+    table = cache.table
+
+    def pods_on(rows: np.ndarray) -> np.ndarray:
+        return np.array([len(table.pods(int(r))) for r in rows], dtype=np.int64)
+
+    def one(row: int) -> int:
+        return len(table.pods(row))
+
+    assert table.row_values("k", pods_on, one).tolist() == [0, 0, 0]
+    assert table.row_values("plain", pods_on).tolist() == [0, 0, 0]
+    cache.add_pod(parse_pod(on("b", pod("x"))))
+    assert table.row_values("k", pods_on, one).tolist() == [0, 1, 0]
+    cache.add_pod(parse_pod(on("c", pod("y"))))
+    cache.add_pod(parse_pod(on("c", pod("z"))))
+    assert table.row_values("k", pods_on, one).tolist() == [0, 1, 2]
+    assert table.row_values("plain", pods_on).tolist() == [0, 1, 2]
