@@ -232,7 +232,41 @@ class NodeResourcesFit(FilterPlugin, RowLocalScorePlugin):
     # -- filter ------------------------------------------------------------------------------
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
-        wanted = [(n, v) for n, v in pod.requests.items() if v > 0 and self._checked(n)]
+        wanted = tuple((n, v) for n, v in pod.requests.items() if v > 0 and self._checked(n))
+        # Which rows this request shape does not fit, kept per shape and recomputed only for
+        # the rows whose usage changed: a stream of similar pods pays for one row a cycle.
+        # The reasons are worked out only when some row does not fit.
+        if not self._misfits(nodes, wanted).any():
+            return None
+        return self._rejections(nodes, wanted)
+
+    def _misfits(self, nodes: NodeTable, wanted: tuple[tuple[str, int], ...]) -> IntArray:
+        rows_of = [nodes.resource_row(name) for name, _ in wanted]
+
+        def compute(rows: IntArray) -> IntArray:
+            free = nodes.free[:, rows]
+            bad: BoolArray = free[PODS] < 1
+            for (_, value), res in zip(wanted, rows_of, strict=True):
+                if res is None:
+                    return np.ones(rows.size, dtype=np.int64)
+                bad |= free[res] < value
+            out: IntArray = bad.astype(np.int64)
+            return out
+
+        def compute_row(row: int) -> int:
+            free = nodes.free[:, row].tolist()
+            if free[PODS] < 1:
+                return 1
+            for (_, value), res in zip(wanted, rows_of, strict=True):
+                if res is None or free[res] < value:
+                    return 1
+            return 0
+
+        return nodes.row_values((FIT, "misfits", wanted), compute, compute_row)
+
+    def _rejections(
+        self, nodes: NodeTable, wanted: tuple[tuple[str, int], ...]
+    ) -> FilterResult | None:
         alloc, free = nodes.alloc, nodes.free
         failing: list[tuple[str, BoolArray]] = []
         rejected: BoolArray | None = None

@@ -404,3 +404,47 @@ def test_score_integer_division_on_large_quantities(
     args = {"scoringStrategy": {"type": strategy, "resources": [{"name": storage}]}}
     raw = pod(extra={storage: wanted})
     assert run_score(make_plugin(FIT, cache, args), raw, cache) == {"big-disk": expected}
+
+
+def test_the_kept_misfit_rows_follow_every_change_of_usage_and_nodes() -> None:
+    """The filter answers "nothing rejected" from rows kept per request shape and updated
+    row by row; through random pods coming and going, nodes added, resized and removed, it
+    agrees with working the reasons out from scratch."""
+    import random
+
+    from ascheduler.framework import CycleState
+    from ascheduler.model import parse_node
+
+    rng = random.Random(3)
+    cache = make_cache([node(f"n{i}", cpu="2", pods="3") for i in range(4)])
+    plugin = make_plugin(FIT, cache)
+    shapes = [parsed(pod("a", cpu="500m")), parsed(pod("b", cpu="2")), parsed(pod("c"))]
+    placed = []
+    rejected_seen = 0
+    for step in range(600):
+        op = rng.random()
+        names = list(cache.table.names)
+        if op < 0.45 and names:
+            p = parsed(on(rng.choice(names), pod(f"p{step}", cpu=rng.choice(["100m", "1"]))))
+            cache.add_pod(p)
+            placed.append(p)
+        elif op < 0.8 and placed:
+            cache.remove_pod(placed.pop(rng.randrange(len(placed))))
+        elif op < 0.9:
+            name = f"n{rng.randrange(6)}"
+            cpu = rng.choice(["1", "2", "4"])
+            cache.add_node(parse_node(node(name, cpu=cpu, pods="3")))
+        elif names:
+            cache.remove_node(rng.choice(names))
+            placed = [p for p in placed if cache.has_pod(p.uid)]
+        for shape in shapes:
+            wanted = tuple((n, v) for n, v in shape.requests.items() if v > 0)
+            fast = plugin.filter(CycleState(), shape, cache.table)
+            slow = plugin._rejections(cache.table, wanted)
+            if slow is None:
+                assert fast is None, step
+                continue
+            rejected_seen += 1
+            assert fast is not None, step
+            assert fast.rejected.tolist() == slow.rejected.tolist(), step
+    assert rejected_seen > 100
