@@ -1,6 +1,7 @@
 """Objects besides pods and nodes that plugins read: namespaces (their labels, for pod
-affinity's `namespaceSelector`), and the Services, ReplicaSets, StatefulSets and
-ReplicationControllers that give a pod PodTopologySpread's default constraints.
+affinity's `namespaceSelector`), the Services, ReplicaSets, StatefulSets and
+ReplicationControllers that give a pod PodTopologySpread's default constraints, and the
+PodDisruptionBudgets preemption weighs its victims against.
 
 Each kind is watched by an informer into compact records; this store keeps them by key and
 answers the two questions the plugins ask (kube-scheduler's namespace lister and its
@@ -45,6 +46,32 @@ class Selecting:
         return f"{self.namespace}/{self.name}"
 
 
+@dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget as preemption reads it: what it selects, how many more
+    disruptions its status allows, and the pods already counted as disrupted."""
+
+    namespace: str
+    name: str
+    resource_version: str
+    #: NOTHING for an absent, empty or invalid selector: kube-scheduler's preemption lets
+    #: such a budget match no pod.
+    selector: LabelSelector
+    disruptions_allowed: int
+    disrupted_pods: frozenset[str] = frozenset()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def covers(self, pod: PodInfo) -> bool:
+        return (
+            pod.namespace == self.namespace
+            and bool(pod.labels)
+            and self.selector.matches(pod.labels)
+        )
+
+
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
     return meta if isinstance(meta, Mapping) else {}
@@ -84,6 +111,35 @@ def parse_selecting(kind: str, obj: Mapping[str, Any]) -> Selecting:
         str(meta.get("resourceVersion", "")),
         labels,
         selector,
+    )
+
+
+def parse_budget(obj: Mapping[str, Any]) -> DisruptionBudget:
+    """A `policy/v1` PodDisruptionBudget. A selector that does not parse matches nothing
+    (kube-scheduler skips it the same way); a status that is not a number allows nothing."""
+    meta = _meta(obj)
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    status = obj.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    raw = spec.get("selector")
+    selector = NOTHING
+    if isinstance(raw, Mapping) and (raw.get("matchLabels") or raw.get("matchExpressions")):
+        try:
+            selector = parse_selector(raw, "spec.selector")
+        except SpecError:
+            selector = NOTHING
+    allowed = status.get("disruptionsAllowed")
+    if not isinstance(allowed, int) or isinstance(allowed, bool):
+        allowed = 0
+    disrupted = status.get("disruptedPods")
+    return DisruptionBudget(
+        str(meta.get("namespace", "")),
+        str(meta.get("name", "")),
+        str(meta.get("resourceVersion", "")),
+        selector,
+        max(min(allowed, 2**31 - 1), -(2**31)),
+        frozenset(str(k) for k in disrupted) if isinstance(disrupted, Mapping) else frozenset(),
     )
 
 
@@ -127,6 +183,22 @@ class _Namespaces:
         self.store.namespaces.pop(ns.name, None)
 
 
+class _Budgets:
+    def __init__(self, store: ClusterObjects) -> None:
+        self.store = store
+
+    def on_add(self, pdb: DisruptionBudget) -> None:
+        self.store.budgets[pdb.key] = pdb
+
+    def on_update(self, old: DisruptionBudget, new: DisruptionBudget) -> None:
+        if old.key != new.key:
+            self.store.budgets.pop(old.key, None)
+        self.on_add(new)
+
+    def on_delete(self, pdb: DisruptionBudget) -> None:
+        self.store.budgets.pop(pdb.key, None)
+
+
 class ClusterObjects:
     KINDS = ("Service", "ReplicationController", "ReplicaSet", "StatefulSet")
 
@@ -134,8 +206,11 @@ class ClusterObjects:
         self.namespaces: dict[str, Namespace] = {}
         #: kind -> namespace -> name -> record.
         self.selecting: dict[str, dict[str, dict[str, Selecting]]] = {k: {} for k in self.KINDS}
+        #: PodDisruptionBudgets by namespace/name.
+        self.budgets: dict[str, DisruptionBudget] = {}
         self.namespace_handler = _Namespaces(self)
         self.handlers = {k: _Kind(self, k) for k in self.KINDS}
+        self.budget_handler = _Budgets(self)
 
     # -- namespaces --------------------------------------------------------------------------
 

@@ -36,6 +36,11 @@ _POD_LEVEL_RESOURCES: Final = ("cpu", "memory")
 
 HostPort = tuple[str, str, int]  # (hostIP, protocol, port)
 
+PREEMPT_LOWER_PRIORITY: Final = "PreemptLowerPriority"
+PREEMPT_NEVER: Final = "Never"
+#: The DisruptionTarget condition's reason when a scheduler preempts the pod.
+PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
+
 
 @dataclass(frozen=True, slots=True)
 class PodInfo:
@@ -63,6 +68,12 @@ class PodInfo:
     scheduled_condition: tuple[str, str, str] | None
     nominated_node_name: str
     creation_timestamp: str
+    #: status.startTime ("" until the kubelet starts it).
+    start_time: str = ""
+    #: PreemptLowerPriority (the default) or Never.
+    preemption_policy: str = "PreemptLowerPriority"
+    #: A DisruptionTarget condition says a scheduler's preemption is evicting it.
+    preempted: bool = False
     errors: tuple[str, ...] = field(default=())
     labels: Mapping[str, str] = field(default_factory=dict)
     #: (apiVersion, kind, name) of the owner reference with `controller: true`, if any.
@@ -103,6 +114,7 @@ class PodInfo:
             and self.errors == other.errors
             and self.spread_constraints == other.spread_constraints
             and self.pod_affinity == other.pod_affinity
+            and self.preemption_policy == other.preemption_policy
         )
 
 
@@ -366,7 +378,16 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
     if not isinstance(priority, int) or isinstance(priority, bool):
         errors.append(f"spec.priority: expected an integer, got {priority!r}")
         priority = 0
+    policy = spec.get("preemptionPolicy") or PREEMPT_LOWER_PRIORITY
+    if policy not in (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER):
+        errors.append(
+            f"spec.preemptionPolicy: expected {PREEMPT_LOWER_PRIORITY} or {PREEMPT_NEVER}, "
+            f"got {policy!r}"
+        )
+        policy = PREEMPT_LOWER_PRIORITY
     condition = None
+    preempted = False
+    seen_disruption = False
     for i, raw in enumerate(_seq(status.get("conditions"), "status.conditions", errors)):
         c = _map(raw, f"status.conditions[{i}]", errors)
         if c.get("type") == "PodScheduled":
@@ -375,6 +396,10 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
                 str(c.get("reason", "")),
                 str(c.get("message", "")),
             )
+        elif c.get("type") == "DisruptionTarget" and not seen_disruption:
+            # The first such condition decides, as kube-scheduler reads it.
+            seen_disruption = True
+            preempted = c.get("status") == "True" and c.get("reason") == PREEMPTION_BY_SCHEDULER
     gates = []
     for i, raw in enumerate(_seq(spec.get("schedulingGates"), "spec.schedulingGates", errors)):
         gate = _map(raw, f"spec.schedulingGates[{i}]", errors)
@@ -401,6 +426,9 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
         scheduled_condition=condition,
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         creation_timestamp=str(meta.get("creationTimestamp") or ""),
+        start_time=str(status.get("startTime") or ""),
+        preemption_policy=str(policy),
+        preempted=preempted,
         errors=tuple(dict.fromkeys(errors)),
         labels=labels,
         controller=controller,

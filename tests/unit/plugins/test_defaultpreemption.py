@@ -1,0 +1,170 @@
+"""DefaultPreemption's rules that need no cycle: its arguments, victims' importance, budgets,
+and the choice among candidate nodes (kube-scheduler's `pickOneNodeForPreemption`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ascheduler.framework.errors import PluginArgsError
+from ascheduler.framework.objects import parse_budget
+from ascheduler.model import PodInfo, parse_pod
+from ascheduler.plugins.defaultpreemption import (
+    NOT_ELIGIBLE_NEVER,
+    NOT_ELIGIBLE_TERMINATING,
+    Candidate,
+    DefaultPreemptionArgs,
+    eligible,
+    importance,
+    pick,
+    split_by_budgets,
+)
+from tests.kit import pod
+
+NOW = 2_000_000_000.0
+
+
+def victim(
+    name: str, priority: int, started: str = "", labels: dict[str, str] | None = None
+) -> PodInfo:
+    raw = pod(name, priority=priority, labels=labels)
+    if started:
+        raw["status"] = {"startTime": started}
+    return parse_pod(raw)
+
+
+def budget(name: str, allowed: int, selector: Any, **status: Any) -> Any:
+    return parse_budget(
+        {
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"selector": selector},
+            "status": {"disruptionsAllowed": allowed, **status},
+        }
+    )
+
+
+# -- arguments ---------------------------------------------------------------------------------
+
+
+def test_args_validate_as_kube_scheduler() -> None:
+    with pytest.raises(PluginArgsError, match="minCandidateNodesPercentage: not in valid range"):
+        DefaultPreemptionArgs(min_candidate_nodes_percentage=101)
+    with pytest.raises(PluginArgsError, match="minCandidateNodesAbsolute: not in valid range"):
+        DefaultPreemptionArgs(min_candidate_nodes_absolute=-1)
+    with pytest.raises(PluginArgsError, match="cannot be zero at the same time"):
+        DefaultPreemptionArgs(min_candidate_nodes_percentage=0, min_candidate_nodes_absolute=0)
+
+
+@pytest.mark.parametrize(
+    ("pct", "absolute", "nodes", "want"),
+    [(10, 100, 5000, 500), (10, 100, 50, 50), (10, 100, 900, 100), (0, 1, 10, 1), (100, 0, 7, 7)],
+)
+def test_candidates_to_find(pct: int, absolute: int, nodes: int, want: int) -> None:
+    args = DefaultPreemptionArgs(pct, absolute)
+    assert args.candidates_to_find(nodes) == want
+
+
+# -- eligibility and importance ----------------------------------------------------------------
+
+
+def test_never_and_terminating_victims_make_a_pod_ineligible() -> None:
+    assert eligible(parse_pod(pod("p", preemptionPolicy="Never")), False) == NOT_ELIGIBLE_NEVER
+    assert eligible(parse_pod(pod("p")), True) == NOT_ELIGIBLE_TERMINATING
+    assert eligible(parse_pod(pod("p")), False) == ""
+
+
+def test_importance_orders_by_priority_then_the_longer_running() -> None:
+    pods = [
+        victim("new", 5, "2030-01-02T00:00:00Z"),
+        victim("low", 1, "2020-01-01T00:00:00Z"),
+        victim("old", 5, "2030-01-01T00:00:00Z"),
+        victim("unstarted", 5),  # counts as starting now: the least important of its priority
+    ]
+    order = sorted(pods, key=importance(NOW))
+    assert [p.name for p in order] == ["old", "new", "unstarted", "low"]
+
+
+def test_a_pod_s_disruption_target_condition_and_policy_are_read() -> None:
+    raw = pod("p", preemptionPolicy="Never")
+    raw["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    raw["status"] = {
+        "conditions": [
+            {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+        ]
+    }
+    info = parse_pod(raw)
+    assert (info.preemption_policy, info.preempted, info.deleting) == ("Never", True, True)
+    bad = parse_pod(pod("q", preemptionPolicy="Sometimes"))
+    assert bad.preemption_policy == "PreemptLowerPriority"
+    assert any("spec.preemptionPolicy" in e for e in bad.errors)
+
+
+# -- budgets -----------------------------------------------------------------------------------
+
+
+def test_budgets_are_decremented_victim_by_victim() -> None:
+    web = {"matchLabels": {"app": "web"}}
+    victims = [victim(f"w{i}", 1, labels={"app": "web"}) for i in range(3)]
+    victims.append(victim("plain", 1))
+    violating, fine = split_by_budgets(victims, [budget("b", 1, web)])
+    assert [p.name for p in fine] == ["w0", "plain"]
+    assert [p.name for p in violating] == ["w1", "w2"]
+
+
+def test_a_disrupted_pod_costs_its_budget_nothing() -> None:
+    web = {"matchLabels": {"app": "web"}}
+    victims = [victim("w0", 1, labels={"app": "web"}), victim("w1", 1, labels={"app": "web"})]
+    b = budget("b", 1, web, disruptedPods={"w0": "2030-01-01T00:00:00Z"})
+    violating, fine = split_by_budgets(victims, [b])
+    assert ([p.name for p in violating], [p.name for p in fine]) == ([], ["w0", "w1"])
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [None, {}, {"matchExpressions": [{"key": "app", "operator": "Bogus"}]}],
+    ids=["absent", "empty", "invalid"],
+)
+def test_a_budget_without_a_usable_selector_covers_nothing(selector: Any) -> None:
+    victims = [victim("w0", 1, labels={"app": "web"})]
+    violating, fine = split_by_budgets(victims, [budget("b", 0, selector)])
+    assert (violating, [p.name for p in fine]) == ([], ["w0"])
+
+
+def test_a_budget_in_another_namespace_or_a_bad_status_is_harmless() -> None:
+    other = parse_budget(
+        {
+            "metadata": {"name": "b", "namespace": "elsewhere"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}},
+            "status": {"disruptionsAllowed": "lots"},
+        }
+    )
+    assert other.disruptions_allowed == 0
+    violating, _ = split_by_budgets([victim("w0", 1, labels={"app": "web"})], [other])
+    assert violating == []
+
+
+# -- the choice of node ------------------------------------------------------------------------
+
+
+def cand(node: str, *victims: PodInfo, violations: int = 0) -> Candidate:
+    return Candidate(node, tuple(sorted(victims, key=importance(NOW))), violations)
+
+
+def test_pick_follows_kube_scheduler_s_criteria_in_order() -> None:
+    a = victim("a", 10, "2030-01-01T00:00:00Z")
+    b = victim("b", 10, "2030-01-02T00:00:00Z")
+    low = victim("low", 1)
+    neg = victim("neg", -5)
+    # 1. fewest PDB violations beats everything after it.
+    assert pick([cand("n1", low, violations=1), cand("n2", a)], NOW).node == "n2"
+    # 2. the lowest highest-victim priority.
+    assert pick([cand("n1", a), cand("n2", low, low)], NOW).node == "n2"
+    # 3. the smallest sum of (shifted) priorities: one negative pod beats two.
+    assert pick([cand("n1", neg, neg), cand("n2", neg)], NOW).node == "n2"
+    # 4. (fewest victims: with shifted int32 priorities, equal sums mean equal counts)
+    # 5. the latest start of the highest-priority victims.
+    assert pick([cand("n1", a), cand("n2", b)], NOW).node == "n2"
+    # 6. still tied: the first.
+    assert pick([cand("n1", a), cand("n2", a)], NOW).node == "n1"
+    assert pick([], NOW) is None
