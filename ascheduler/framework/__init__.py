@@ -42,6 +42,7 @@ from ascheduler.framework.interface import (
     RowLocalScorePlugin,
     ScorePlugin,
     Status,
+    WhatIfFilterPlugin,
     default_normalize,
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
@@ -111,6 +112,7 @@ __all__ = [
     "Status",
     "WaitingPod",
     "WaitingPods",
+    "WhatIfFilterPlugin",
     "default_normalize",
     "default_plugins",
     "multipoint",

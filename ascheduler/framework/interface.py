@@ -299,6 +299,30 @@ class FilterPlugin(Plugin):
         """Rejections over all rows of `nodes`; None when every node passes."""
 
 
+class WhatIfFilterPlugin(FilterPlugin):
+    """A Filter that also answers for one row as if some pods were gone from that node and
+    others were on it: preemption's dry runs (victims removed, then reprieved one by one)
+    and the pods nominated to a node (added). kube-scheduler's per-node Filter with its
+    PreFilter extensions (AddPod / RemovePod) applied to the cycle's state.
+
+    A Filter whose verdict depends on the pods on nodes implements this; one that reads
+    only the node (taints, labels, the node's own fields) need not: its verdict from the
+    columnar pass stands for the row."""
+
+    @abc.abstractmethod
+    def filter_what_if(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        row: int,
+        removed: Sequence[PodInfo],
+        added: Sequence[PodInfo],
+    ) -> Status:
+        """The row's verdict with `removed` (pods on this row) gone and `added` on it; the
+        state is the one this plugin's PreFilter wrote for the unchanged table."""
+
+
 class PostFilterPlugin(Plugin):
     @abc.abstractmethod
     def post_filter(

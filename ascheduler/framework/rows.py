@@ -11,18 +11,18 @@ the masks and arrays the framework runs on. The price is a Python call per node 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from ascheduler.framework.interface import (
     Code,
     CycleState,
-    FilterPlugin,
     FilterResult,
     Rejection,
     ScorePlugin,
     Status,
+    WhatIfFilterPlugin,
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.model import Node, PodInfo, Taint
@@ -81,8 +81,38 @@ class NodeInfo:
         return self.allocatable(resource) - self.requested(resource)
 
 
-class RowFilterPlugin(FilterPlugin):
-    """A Filter written one node at a time."""
+class WhatIfNodeInfo(NodeInfo):
+    """A node as it would be with some of its pods gone and others added (preemption's dry
+    runs, pods nominated to the node)."""
+
+    __slots__ = ("_added", "_removed")
+
+    def __init__(
+        self, nodes: NodeTable, row: int, removed: Sequence[PodInfo], added: Sequence[PodInfo]
+    ) -> None:
+        super().__init__(nodes, row)
+        self._removed = removed
+        self._added = added
+
+    @property
+    def pods(self) -> Mapping[str, PodInfo]:
+        gone = {p.uid for p in self._removed}
+        out = {uid: p for uid, p in self._nodes.pods(self.row).items() if uid not in gone}
+        out.update((p.uid, p) for p in self._added)
+        return out
+
+    def requested(self, resource: str) -> int:
+        if resource == "pods":
+            return super().requested(resource) - len(self._removed) + len(self._added)
+        moved = sum(p.requests.get(resource, 0) for p in self._added) - sum(
+            p.requests.get(resource, 0) for p in self._removed
+        )
+        return super().requested(resource) + moved
+
+
+class RowFilterPlugin(WhatIfFilterPlugin):
+    """A Filter written one node at a time (preemption asks it about nodes as they would be
+    after evictions: `node.pods` and `node.requested` then say so)."""
 
     @abc.abstractmethod
     def filter_node(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -111,6 +141,23 @@ class RowFilterPlugin(FilterPlugin):
         rejections = [Rejection(reason, mask, code) for (reason, code), mask in masks.items()]
         rejected = np.logical_or.reduce([r.nodes for r in rejections])
         return FilterResult(rejected, rejections)
+
+    def filter_what_if(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        row: int,
+        removed: Sequence[PodInfo],
+        added: Sequence[PodInfo],
+    ) -> Status:
+        view = WhatIfNodeInfo(nodes, row, removed, added) if removed or added else None
+        status = self.filter_node(state, pod, view or NodeInfo(nodes, row))
+        if status.ok or status.rejected:
+            return status
+        raise RuntimeError(
+            f"{self.name}: filter_node({nodes.names[row]}): {status.message or status.code}"
+        )
 
 
 class RowScorePlugin(ScorePlugin):

@@ -53,6 +53,7 @@ from ascheduler.framework.interface import (
     RowLocalScorePlugin,
     ScorePlugin,
     Status,
+    WhatIfFilterPlugin,
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import Registry
@@ -119,6 +120,22 @@ class _Filtered:
     candidates: BoolArray | None
     narrowed_by: list[str]
     applied: list[tuple[str, FilterResult]]
+
+
+def recorded_status(recorded: Sequence[tuple[str, FilterResult]], plugin: str, row: int) -> Status:
+    """A plugin's verdict on one row from its columnar result: its reasons there, the worst
+    code among them (SUCCESS when it rejected nothing there)."""
+    for name, result in recorded:
+        if name != plugin or not result.rejected[row]:
+            continue
+        reasons = tuple(r.reason for r in result.rejections if r.nodes[row])
+        code = max(
+            (r.code for r in result.rejections if r.nodes[row]),
+            key=int,
+            default=Code.UNSCHEDULABLE,
+        )
+        return Status(code, reasons, plugin)
+    return SUCCESS
 
 
 @dataclass(frozen=True)
@@ -404,6 +421,32 @@ class Framework:
             diag = self._diagnose(n, candidates, narrowed_by, applied)
             return self._unschedulable(state, pod, nodes, diag)
         return _Filtered(self._sample(feasible, n), candidates, narrowed_by, applied)
+
+    def filter_what_if(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        row: int,
+        recorded: Sequence[tuple[str, FilterResult]],
+        removed: Sequence[PodInfo] = (),
+        added: Sequence[PodInfo] = (),
+    ) -> Status:
+        """Every Filter on one row, in order, the first rejection winning (kube-scheduler's
+        RunFilterPlugins on one node), with `removed` (pods on the row) gone and `added` on
+        it. A plugin that cannot answer what-if (not a `WhatIfFilterPlugin`) gives its verdict
+        from the columnar pass, `recorded` (the `(plugin, result)` pairs the cycle's Filter
+        produced): it depends on the node alone. `state` is the cycle's, after PreFilter."""
+        for plugin in self.filter_plugins:
+            if plugin.name in state.skip_filter:
+                continue
+            if isinstance(plugin, WhatIfFilterPlugin):
+                status = plugin.filter_what_if(state, pod, nodes, row, removed, added)
+            else:
+                status = recorded_status(recorded, plugin.name, row)
+            if not status.ok:
+                return status.with_plugin(plugin.name)
+        return SUCCESS
 
     def _select(
         self,

@@ -28,6 +28,7 @@ the incoming pod once per cycle, however many pods share it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -43,7 +44,6 @@ from ascheduler.framework.interface import (
     ClusterEvent,
     Code,
     CycleState,
-    FilterPlugin,
     FilterResult,
     PreFilterPlugin,
     PreFilterResult,
@@ -52,6 +52,7 @@ from ascheduler.framework.interface import (
     Rejection,
     ScorePlugin,
     Status,
+    WhatIfFilterPlugin,
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable, selector_hint
 from ascheduler.framework.objects import ClusterObjects
@@ -128,6 +129,21 @@ class _FilterState:
     affinity_fail: BoolArray | None
     anti_fail: BoolArray | None
     existing_fail: BoolArray | None
+    #: The pod's own terms, namespace selectors resolved.
+    required: tuple[AffinityTerm, ...] = ()
+    required_anti: tuple[AffinityTerm, ...] = ()
+    #: kube-scheduler's three topology-pair counts, per key as arrays over the key's domain
+    #: codes, built on the first `filter_what_if` of the cycle.
+    counts: _PairCounts | None = None
+
+
+@dataclass(slots=True)
+class _PairCounts:
+    existing: dict[str, IntArray]
+    affinity: dict[str, IntArray]
+    anti: dict[str, IntArray]
+    #: Pods matching every affinity term, counted once per term, over all domains.
+    affinity_total: int
 
 
 def _match_all(terms: tuple[AffinityTerm, ...], pod: PodInfo | None) -> bool:
@@ -140,7 +156,7 @@ def _match_all(terms: tuple[AffinityTerm, ...], pod: PodInfo | None) -> bool:
 
 
 class InterPodAffinity(
-    PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, QueueingHintPlugin
+    PreFilterPlugin, WhatIfFilterPlugin, PreScorePlugin, ScorePlugin, QueueingHintPlugin
 ):
     name = NAME
 
@@ -255,8 +271,102 @@ class InterPodAffinity(
             hit = nodes.domain_rows(TermsMatch.of((term,)), nodes.domains(term.topology_key))
             anti_fail = hit if anti_fail is None else anti_fail | hit
         existing_fail = existing if existing.any() else None
-        state.write(NAME, _FilterState(affinity_fail, anti_fail, existing_fail))
+        state.write(
+            NAME,
+            _FilterState(affinity_fail, anti_fail, existing_fail, required, required_anti),
+        )
         return None, SUCCESS
+
+    def _pair_counts(self, s: _FilterState, pod: PodInfo, nodes: NodeTable) -> _PairCounts:
+        """kube-scheduler's existingAntiAffinityCounts, affinityCounts and
+        antiAffinityCounts, keyed by topology key and then domain code."""
+
+        def add(into: dict[str, IntArray], key: str, sums: IntArray) -> None:
+            have = into.get(key)
+            into[key] = sums.copy() if have is None else have + sums
+
+        existing: dict[str, IntArray] = {}
+        ns_labels = self.objects.namespace_labels(pod.namespace)
+        for shape, kind, i in nodes.terms_for(pod.labels):
+            if kind != "required_anti":
+                continue
+            term = shape.required_anti[i]
+            if term.matches(pod.namespace, pod.labels, ns_labels):
+                d = nodes.domains(term.topology_key)
+                add(existing, term.topology_key, nodes.shape_domain_sums(shape, d))
+        affinity: dict[str, IntArray] = {}
+        total = 0
+        if s.required:
+            together = TermsMatch.of(s.required)
+            for term in s.required:
+                _, sums = _per_domain(nodes, term.topology_key, together)
+                add(affinity, term.topology_key, sums)
+                total += int(sums.sum())
+        anti: dict[str, IntArray] = {}
+        for term in s.required_anti:
+            _, sums = _per_domain(nodes, term.topology_key, TermsMatch.of((term,)))
+            add(anti, term.topology_key, sums)
+        return _PairCounts(existing, affinity, anti, total)
+
+    def filter_what_if(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        row: int,
+        removed: Sequence[PodInfo],
+        added: Sequence[PodInfo],
+    ) -> Status:
+        """kube-scheduler's Filter on one node after its PreFilter extensions moved the
+        pair counts of the row's domains by the pods removed from and added to it."""
+        s: _FilterState | None = state.read(NAME)
+        if s is None:
+            return SUCCESS
+        if s.counts is None:
+            s.counts = self._pair_counts(s, pod, nodes)
+        counts = s.counts
+        labels = nodes.infos[row].labels
+        ns_labels = self.objects.namespace_labels(pod.namespace)
+        existing: dict[str, int] = {}
+        affinity: dict[str, int] = {}
+        anti: dict[str, int] = {}
+        for sign, pods in ((-1, removed), (1, added)):
+            for p in pods:
+                for t in p.pod_affinity.required_anti:
+                    if t.topology_key in labels and t.matches(pod.namespace, pod.labels, ns_labels):
+                        existing[t.topology_key] = existing.get(t.topology_key, 0) + sign
+                if _match_all(s.required, p):
+                    for t in s.required:
+                        if t.topology_key in labels:
+                            affinity[t.topology_key] = affinity.get(t.topology_key, 0) + sign
+                for t in s.required_anti:
+                    if t.topology_key in labels and t.matches(p.namespace, p.labels, None):
+                        anti[t.topology_key] = anti.get(t.topology_key, 0) + sign
+
+        def count(table: dict[str, IntArray], moved: dict[str, int], key: str) -> int:
+            code = int(nodes.domains(key).codes[row])
+            base = table.get(key)
+            have = int(base[code]) if base is not None and code >= 0 else 0
+            return have + moved.get(key, 0)
+
+        if s.required:
+            exist = True
+            for t in s.required:
+                if t.topology_key not in labels:
+                    return Status.unschedulable(REASON_AFFINITY, resolvable=False)
+                if count(counts.affinity, affinity, t.topology_key) <= 0:
+                    exist = False
+            if not exist:
+                alone = counts.affinity_total + sum(affinity.values()) == 0
+                if not (alone and _match_all(s.required, pod)):
+                    return Status.unschedulable(REASON_AFFINITY, resolvable=False)
+        for t in s.required_anti:
+            if t.topology_key in labels and count(counts.anti, anti, t.topology_key) > 0:
+                return Status.unschedulable(REASON_ANTI_AFFINITY)
+        for key in {*counts.existing, *existing}:
+            if key in labels and count(counts.existing, existing, key) > 0:
+                return Status.unschedulable(REASON_EXISTING)
+        return SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
         s: _FilterState | None = state.read(NAME)

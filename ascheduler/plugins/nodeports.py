@@ -3,13 +3,20 @@ same host IP or either side 0.0.0.0, conflict)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import numpy as np
 
 from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import ClusterEvent, CycleState, FilterPlugin, FilterResult
+from ascheduler.framework.interface import (
+    SUCCESS,
+    ClusterEvent,
+    CycleState,
+    FilterResult,
+    Status,
+    WhatIfFilterPlugin,
+)
 from ascheduler.framework.nodes import NodeTable
 from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo
@@ -28,7 +35,7 @@ def conflicts(wanted: HostPort, used: Mapping[HostPort, int]) -> bool:
     return False
 
 
-class NodePorts(FilterPlugin):
+class NodePorts(WhatIfFilterPlugin):
     name = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
@@ -41,6 +48,32 @@ class NodePorts(FilterPlugin):
         if not mask.any():
             return None
         return FilterResult.single(REASON, mask)
+
+    def filter_what_if(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        row: int,
+        removed: Sequence[PodInfo],
+        added: Sequence[PodInfo],
+    ) -> Status:
+        if not pod.host_ports:
+            return SUCCESS
+        used = dict(nodes.ports[row])
+        for p in removed:
+            for port in p.host_ports:
+                left = used.get(port, 0) - 1
+                if left > 0:
+                    used[port] = left
+                else:
+                    used.pop(port, None)
+        for p in added:
+            for port in p.host_ports:
+                used[port] = used.get(port, 0) + 1
+        if used and any(conflicts(p, used) for p in pod.host_ports):
+            return Status.unschedulable(REASON)
+        return SUCCESS
 
 
 def new(args: NoArgs, handle: Handle) -> NodePorts:

@@ -27,12 +27,12 @@ from ascheduler.framework.interface import (
     ClusterEvent,
     Code,
     CycleState,
-    FilterPlugin,
     FilterResult,
     PreScorePlugin,
     Rejection,
     RowLocalScorePlugin,
     Status,
+    WhatIfFilterPlugin,
 )
 from ascheduler.framework.nodes import CPU, MEMORY, PODS, BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import Registration
@@ -201,7 +201,7 @@ class _ResourceScorer:
         return out
 
 
-class NodeResourcesFit(FilterPlugin, RowLocalScorePlugin):
+class NodeResourcesFit(WhatIfFilterPlugin, RowLocalScorePlugin):
     name = FIT
 
     def __init__(
@@ -301,6 +301,41 @@ class NodeResourcesFit(FilterPlugin, RowLocalScorePlugin):
             if (hopeful := mask & ~never).any():
                 rejections.append(Rejection(reason, hopeful))
         return FilterResult(rejected, rejections)
+
+    def filter_what_if(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        row: int,
+        removed: Sequence[PodInfo],
+        added: Sequence[PodInfo],
+    ) -> Status:
+        """`filter` for one row whose pods change by `removed` and `added`."""
+
+        def delta(name: str) -> int:
+            return sum(p.requests.get(name, 0) for p in removed) - sum(
+                p.requests.get(name, 0) for p in added
+            )
+
+        reasons = []
+        never = False
+        if int(nodes.free[PODS, row]) + len(removed) - len(added) < 1:
+            reasons.append("Too many pods")
+        for name, value in pod.requests.items():
+            if value <= 0 or not self._checked(name):
+                continue
+            res = nodes.resource_row(name)
+            if res is None:
+                reasons.append(f"Insufficient {name}")
+                never = True
+                continue
+            if int(nodes.free[res, row]) + delta(name) < value:
+                reasons.append(f"Insufficient {name}")
+                never = never or value > int(nodes.alloc[res, row])
+        if not reasons:
+            return SUCCESS
+        return Status.unschedulable(*reasons, resolvable=not never)
 
     # -- score -------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ the key's domain codes. No pod and no node is visited in Python per cycle.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -41,7 +42,6 @@ from ascheduler.framework.interface import (
     ClusterEvent,
     Code,
     CycleState,
-    FilterPlugin,
     FilterResult,
     PreFilterPlugin,
     PreFilterResult,
@@ -50,6 +50,7 @@ from ascheduler.framework.interface import (
     Rejection,
     ScorePlugin,
     Status,
+    WhatIfFilterPlugin,
 )
 from ascheduler.framework.nodes import BoolArray, Domains, IntArray, NodeTable, selector_hint
 from ascheduler.framework.objects import ClusterObjects
@@ -190,6 +191,13 @@ class _FilterState:
     domains: list[Domains] = field(default_factory=list)
     #: Per constraint, per domain code: whether placing the pod there exceeds maxSkew.
     over: list[BoolArray] = field(default_factory=list)
+    #: Per constraint, what `filter_what_if` recomputes from: matching pods per domain code
+    #: (over the eligible rows), the domains that exist, the eligible rows, the pod's own
+    #: match (1 or 0).
+    per_domain: list[IntArray] = field(default_factory=list)
+    present: list[BoolArray] = field(default_factory=list)
+    eligible: list[BoolArray] = field(default_factory=list)
+    self_match: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -237,7 +245,7 @@ _POD_EVENTS: Final = frozenset(
 
 
 class PodTopologySpread(
-    PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, QueueingHintPlugin
+    PreFilterPlugin, WhatIfFilterPlugin, PreScorePlugin, ScorePlugin, QueueingHintPlugin
 ):
     name = NAME
 
@@ -375,8 +383,64 @@ class PodTopologySpread(
             self_match = 1 if c.selector.matches(pod.labels) else 0
             # Per domain: would one more pod there skew it too far?
             s.over.append(per_domain + self_match - minimum > c.spec.max_skew)
+            s.per_domain.append(per_domain)
+            s.present.append(present)
+            s.eligible.append(rows)
+            s.self_match.append(self_match)
         state.write(NAME, s)
         return None, SUCCESS
+
+    def filter_what_if(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        row: int,
+        removed: Sequence[PodInfo],
+        added: Sequence[PodInfo],
+    ) -> Status:
+        """kube-scheduler's Filter on one node after its PreFilter extensions: each removed
+        (added) pod of the pod's namespace that a constraint selects, on a row that counts
+        for it, takes one from (adds one to) the row's domain; the global minimum follows.
+        (As there, a terminating pod removed is taken off although it was never counted.)"""
+        s: _FilterState | None = state.read(NAME)
+        if s is None:
+            return SUCCESS
+        for i, c in enumerate(s.constraints):
+            d = s.domains[i]
+            code = int(d.codes[row])
+            if code < 0:
+                return Status.unschedulable(REASON_MISSING_LABEL, resolvable=False)
+            delta = 0
+            if s.eligible[i][row]:
+                delta = sum(
+                    1
+                    for p in removed
+                    if p.namespace == pod.namespace and c.selector.matches(p.labels)
+                )
+                delta = (
+                    sum(
+                        1
+                        for p in added
+                        if p.namespace == pod.namespace and c.selector.matches(p.labels)
+                    )
+                    - delta
+                )
+            per_domain, present = s.per_domain[i], s.present[i]
+            count = int(per_domain[code]) + delta
+            domains = int(present.sum())
+            if not domains:
+                minimum = INT32_MAX
+            elif delta and present[code]:
+                others = per_domain[present & (np.arange(present.size) != code)]
+                minimum = min(count, int(others.min())) if others.size else count
+            else:
+                minimum = int(per_domain[present].min())
+            if domains < c.spec.min_domains:
+                minimum = 0
+            if count + s.self_match[i] - minimum > c.spec.max_skew:
+                return Status.unschedulable(REASON)
+        return SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
         s: _FilterState | None = state.read(NAME)
