@@ -35,6 +35,7 @@ from ascheduler.framework import (
     WaitingPods,
 )
 from ascheduler.framework.extender import Extenders
+from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.objects import parse_namespace, parse_selecting
 from ascheduler.http import HealthServer
 from ascheduler.kube import KubeClient
@@ -91,6 +92,7 @@ def build_frameworks(
     extenders: Extenders | None = None,
 ) -> dict[str, Framework]:
     waiting = WaitingPods()
+    nominator = Nominator()
     frameworks = {}
     for spec in config.profiles:
         handle = Handle(
@@ -99,6 +101,7 @@ def build_frameworks(
             kube=kube,
             profile=spec.scheduler_name,
             objects=cache.objects,
+            nominator=nominator,
         )
         fw = Framework(
             spec,

@@ -21,6 +21,7 @@ class EventRouter:
         self.scheduler = scheduler
         self.cache = scheduler.cache
         self.queue = scheduler.queue
+        self.nominator = scheduler.nominator
         self.pods = _PodEvents(self)
         self.nodes = _NodeEvents(self)
         self.namespaces = NamespaceEvents(self)
@@ -37,14 +38,19 @@ class _PodEvents:
         if pod.terminal:
             return
         if pod.assigned:
+            self.r.nominator.forget(pod.uid)
             self.r.cache.add_pod(pod)
             self.r.queue.move_all(ClusterEvent.ASSIGNED_POD_ADD, None, pod)
         elif self.r.ours(pod) and not pod.deleting:
+            if pod.nominated_node_name:
+                # Nominated by an earlier preemption (ours, or before a restart).
+                self.r.nominator.nominate(pod, pod.nominated_node_name)
             self.r.queue.add(pod)
 
     def on_update(self, old: PodInfo, new: PodInfo) -> None:
         cache, queue = self.r.cache, self.r.queue
         if new.assigned:
+            self.r.nominator.forget(new.uid)
             if new.terminal:
                 self.on_delete(new)
                 return
@@ -62,13 +68,21 @@ class _PodEvents:
             # An assumed pod is in its binding cycle; if that fails, the scheduler re-reads
             # the pod from the informer before putting it back, so no update is lost.
             return
+        nominator = self.r.nominator
         if new.deleting:
+            nominator.forget(new.uid)
             queue.delete(new)
-        else:
-            queue.update(new)
+            return
+        # kube-scheduler keeps a nomination it made when an update without one arrives
+        # (the status patch may not have landed yet), and takes one it did not make.
+        node = new.nominated_node_name or nominator.node_of(new.uid)
+        if node:
+            nominator.nominate(new, node)
+        queue.update(new)
 
     def on_delete(self, pod: PodInfo) -> None:
         cache, queue = self.r.cache, self.r.queue
+        self.r.nominator.forget(pod.uid)
         if cache.has_pod(pod.uid):
             was_assumed = cache.is_assumed(pod.uid)
             cache.remove_pod(pod)

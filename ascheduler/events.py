@@ -49,6 +49,8 @@ class _Event:
     reason: str
     action: str
     note: str
+    #: The other object involved (the preemptor of a `Preempted` victim).
+    related: PodInfo | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,18 @@ class _Condition:
     message: str
     #: Set with the condition, as kube-scheduler does when PostFilter nominated a node.
     nominated_node: str = ""
+    #: Clear the pod's nominated node instead (a preemption found nothing to do).
+    clear_nomination: bool = False
+
+
+@dataclass(frozen=True)
+class _ClearNomination:
+    """A lower-priority pod's nomination to a node a preemption is emptying, dropped."""
+
+    pod: PodInfo
+
+
+_Item = _Event | _Condition | _ClearNomination
 
 
 class StatusWriter:
@@ -70,13 +84,13 @@ class StatusWriter:
         hostname: str | None = None,
     ) -> None:
         self.kube = kube
-        self.queue: asyncio.Queue[_Event | _Condition] = asyncio.Queue(maxsize=maxsize)
+        self.queue: asyncio.Queue[_Item] = asyncio.Queue(maxsize=maxsize)
         self.workers = workers
         self.hostname = hostname or socket.gethostname()
         self.dropped = 0
         self.sent = 0
 
-    def _put(self, item: _Event | _Condition) -> None:
+    def _put(self, item: _Item) -> None:
         try:
             self.queue.put_nowait(item)
         except asyncio.QueueFull:
@@ -103,11 +117,32 @@ class StatusWriter:
         *,
         reason: str = "Unschedulable",
         nominated_node: str = "",
+        clear_nomination: bool = False,
     ) -> None:
         self._put(_Event(pod, profile, "Warning", "FailedScheduling", "Scheduling", message))
         unchanged = pod.scheduled_condition == ("False", reason, message)
-        if not unchanged or (nominated_node and nominated_node != pod.nominated_node_name):
-            self._put(_Condition(pod, reason, message, nominated_node))
+        clear = clear_nomination and bool(pod.nominated_node_name)
+        if not unchanged or clear or (nominated_node and nominated_node != pod.nominated_node_name):
+            self._put(_Condition(pod, reason, message, nominated_node, clear))
+
+    def preempted(self, victim: PodInfo, preemptor: PodInfo, node: str) -> None:
+        """kube-scheduler's `Preempted` event on a victim (reported by the preemptor's
+        profile, related to the preemptor)."""
+        self._put(
+            _Event(
+                victim,
+                preemptor.scheduler_name,
+                "Normal",
+                "Preempted",
+                "Preempting",
+                f"Preempted by pod {preemptor.uid} on node {node}",
+                preemptor,
+            )
+        )
+
+    def clear_nomination(self, pod: PodInfo) -> None:
+        if pod.nominated_node_name:
+            self._put(_ClearNomination(pod))
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
@@ -137,7 +172,7 @@ class StatusWriter:
             finally:
                 self.queue.task_done()
 
-    async def _send(self, item: _Event | _Condition) -> None:
+    async def _send(self, item: _Item) -> None:
         assert self.kube is not None
         pod = item.pod
         if isinstance(item, _Event):
@@ -163,8 +198,24 @@ class StatusWriter:
                     "uid": pod.uid,
                 },
             }
+            if item.related is not None:
+                body["related"] = {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "namespace": item.related.namespace,
+                    "name": item.related.name,
+                    "uid": item.related.uid,
+                }
             await self.kube.request(
                 "POST", f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events", body=body
+            )
+            return
+        if isinstance(item, _ClearNomination):
+            await self.kube.request(
+                "PATCH",
+                f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+                body={"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": None}},
+                content_type=STRATEGIC_MERGE_PATCH,
             )
             return
         condition = {
@@ -178,6 +229,8 @@ class StatusWriter:
         status: dict[str, Any] = {"conditions": [condition]}
         if item.nominated_node:
             status["nominatedNodeName"] = item.nominated_node
+        elif item.clear_nomination:
+            status["nominatedNodeName"] = None
         patch = {"metadata": {"uid": pod.uid}, "status": status}
         await self.kube.request(
             "PATCH",

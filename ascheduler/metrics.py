@@ -133,3 +133,23 @@ EVENTS_DROPPED: Final = Counter(
     "ascheduler_status_writes_dropped_total",
     "Events and conditions not written because the background writer's queue was full.",
 )
+PREEMPTION_VICTIMS: Final = Histogram(
+    "scheduler_preemption_victims",
+    "Number of selected preemption victims",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
+PREEMPTION_ATTEMPTS: Final = Counter(
+    "scheduler_preemption_attempts_total",
+    "Total preemption attempts in the cluster till now",
+)
+PREEMPTION_GOROUTINES_DURATION: Final = Histogram(
+    "scheduler_preemption_goroutines_duration_seconds",
+    "Duration in seconds for running goroutines for the preemption.",
+    ["result"],
+    buckets=tuple(0.01 * 2**i for i in range(20)),
+)
+PREEMPTION_GOROUTINES: Final = Counter(
+    "scheduler_preemption_goroutines_execution_total",
+    "Number of preemption goroutines executed.",
+    ["result"],
+)

@@ -51,7 +51,11 @@ from ascheduler.framework import (
     Status,
 )
 from ascheduler.framework.extender import EXTENDER, ExtenderError
+from ascheduler.framework.nominated import Nominator
+from ascheduler.framework.waiting import WaitingPods
 from ascheduler.model import PodInfo
+from ascheduler.plugins.defaultpreemption import DefaultPreemption
+from ascheduler.preemption import Evictions
 from ascheduler.queue import SchedulingQueue
 
 log = structlog.get_logger(__name__)
@@ -112,6 +116,21 @@ class Scheduler:
         self._cycle_started = time.perf_counter()
         self._rng = random.Random()
         self._binding: set[asyncio.Task[None]] = set()
+        first = next(iter(self.frameworks.values()), None)
+        #: Pods nominated to nodes, shared by every profile's frameworks.
+        self.nominator = first.handle.nominator if first is not None else Nominator()
+        #: Preemptions under way (DefaultPreemption hands its choices to it).
+        self.evictions = Evictions(
+            writer.kube,
+            writer,
+            self.nominator,
+            first.handle.waiting_pods if first is not None else WaitingPods(),
+            queue.activate,
+        )
+        for fw in self.frameworks.values():
+            for plugin in fw.post_filter_plugins:
+                if isinstance(plugin, DefaultPreemption):
+                    plugin.evictor = self.evictions
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -194,12 +213,17 @@ class Scheduler:
                     if result.diagnosis
                     else frozenset()
                 )
+                if result.nominated_node:
+                    self.nominator.nominate(pod, result.nominated_node)
+                elif result.clear_nomination:
+                    self.nominator.forget(pod.uid)
                 self.handle_scheduling_failure(
                     fw,
                     qp,
                     result.status,
                     rejected_by=rejecting,
                     nominated_node=result.nominated_node,
+                    clear_nomination=result.clear_nomination,
                 )
             else:
                 self.handle_scheduling_failure(
@@ -209,6 +233,7 @@ class Scheduler:
 
         node = result.node
         self.cache.assume(pod, node)
+        self.nominator.forget(pod.uid)
         status = fw.reserve(state, pod, node)
         if not status.ok:
             self.cache.forget(pod)
@@ -256,6 +281,7 @@ class Scheduler:
         reason: str = "Unschedulable",
         started: float | None = None,
         nominated_node: str = "",
+        clear_nomination: bool = False,
     ) -> None:
         """Put the pod back and report why; `started` is when its attempt began (default:
         the current scheduling cycle's start)."""
@@ -279,7 +305,12 @@ class Scheduler:
         else:
             self.queue.requeue(replace(qp, pod=current), rejected_by=rejected_by, error=error)
             self.writer.failed(
-                current, message, fw.profile, reason=reason, nominated_node=nominated_node
+                current,
+                message,
+                fw.profile,
+                reason=reason,
+                nominated_node=nominated_node,
+                clear_nomination=clear_nomination,
             )
         result = "error" if error else "unschedulable"
         metrics.SCHEDULE_ATTEMPTS.labels(result, fw.profile).inc()

@@ -4,15 +4,34 @@ objects plugins read (namespaces, Services, pod controllers)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from ascheduler.framework.interface import CycleState, FilterResult, Status
 from ascheduler.framework.nodes import NodeTable
+from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.objects import ClusterObjects
 from ascheduler.framework.waiting import WaitingPods
+from ascheduler.model import PodInfo
 
 if TYPE_CHECKING:
     from ascheduler.kube import KubeClient
+
+
+class FilterRunner(Protocol):
+    """The profile's Filters, asked about one node as it would be (`Framework`)."""
+
+    def filter_what_if(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        row: int,
+        recorded: Sequence[tuple[str, FilterResult]],
+        removed: Sequence[PodInfo] = (),
+        added: Sequence[PodInfo] = (),
+    ) -> Status: ...
 
 
 @dataclass
@@ -22,5 +41,10 @@ class Handle:
     #: The client for writes; None where a framework only computes (tests, benchmarks).
     kube: KubeClient | None = None
     profile: str = ""
-    #: Namespaces, Services and pod controllers, as the informers have them.
+    #: Namespaces, Services, pod controllers and PodDisruptionBudgets, as the informers
+    #: have them.
     objects: ClusterObjects = field(default_factory=ClusterObjects)
+    #: Pods nominated to nodes (shared by every profile).
+    nominator: Nominator = field(default_factory=Nominator)
+    #: The profile's Filters (set by the Framework this handle is built into).
+    filters: FilterRunner | None = None

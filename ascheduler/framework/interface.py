@@ -232,6 +232,9 @@ class PostFilterResult:
 
     status: Status
     nominated_node: str = ""
+    #: The pod's earlier nomination no longer makes sense (kube-scheduler's
+    #: NominatingInfo with an empty node, override mode): clear it.
+    clear_nomination: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ from ascheduler.framework.interface import (
     PreScorePlugin,
     QueueingHintPlugin,
     QueueSortPlugin,
+    Rejection,
     ReservePlugin,
     RowLocalScorePlugin,
     ScorePlugin,
@@ -163,6 +164,8 @@ class ScheduleResult:
     feasible: int = 0
     #: A node a PostFilter plugin nominated the pod to (it made room there).
     nominated_node: str = ""
+    #: A PostFilter plugin found the pod's earlier nomination pointless: clear it.
+    clear_nomination: bool = False
 
 
 def num_feasible_nodes_to_find(num_nodes: int, percentage: int) -> int:
@@ -187,6 +190,7 @@ class Framework:
         collected into one ConfigError, with its path."""
         self.profile = spec.scheduler_name
         self.handle = handle
+        handle.filters = self
         #: kube-scheduler's HTTP extenders (shared by every profile); None: there are none.
         self.extenders: Extenders | None = None
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
@@ -369,10 +373,10 @@ class Framework:
         return self._select(state, pod, nodes, rows, scores)
 
     def _filter(
-        self, state: CycleState, pod: PodInfo, nodes: NodeTable
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, *, post_filter: bool = True
     ) -> _Filtered | ScheduleResult:
         """PreFilter and Filter over every node, then the sample to score; or the result when
-        no node fits (PostFilter has run) or a plugin failed."""
+        no node fits (PostFilter has run, unless `post_filter` is false) or a plugin failed."""
         n = nodes.n
         if n == 0:
             return ScheduleResult(
@@ -395,7 +399,7 @@ class Framework:
                         rejecting_plugins={pre.name},
                         unresolvable=status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                     )
-                    return self._unschedulable(state, pod, nodes, diag)
+                    return self._unschedulable(state, pod, nodes, diag, post_filter)
                 return ScheduleResult(None, status.with_plugin(pre.name))
             if result is not None and result.node_names is not None:
                 allowed = np.fromiter(
@@ -415,12 +419,62 @@ class Framework:
             if outcome is not None:
                 applied.append((plugin.name, outcome))
                 rejected |= outcome.rejected
+        if len(self.handle.nominator):
+            applied = self._with_nominated(state, pod, nodes, rejected, applied)
         feasible: IntArray = np.flatnonzero(~rejected)
         timings["Filter"] = time.perf_counter() - mark
         if feasible.size == 0:
             diag = self._diagnose(n, candidates, narrowed_by, applied)
-            return self._unschedulable(state, pod, nodes, diag)
+            return self._unschedulable(state, pod, nodes, diag, post_filter)
         return _Filtered(self._sample(feasible, n), candidates, narrowed_by, applied)
+
+    def _with_nominated(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        rejected: BoolArray,
+        applied: list[tuple[str, FilterResult]],
+    ) -> list[tuple[str, FilterResult]]:
+        """kube-scheduler's RunFilterPluginsWithNominatedPods: a node with pods nominated to
+        it of at least this pod's priority is filtered with them on it first; if that fails,
+        its verdict is that failure (and `rejected` says so)."""
+        overrides: dict[int, Status] = {}
+        for name, nominated in self.handle.nominator.nodes():
+            row = nodes.index.get(name)
+            if row is None:
+                continue
+            others = [p for p in nominated if p.uid != pod.uid and p.priority >= pod.priority]
+            if not others:
+                continue
+            status = self.filter_what_if(state, pod, nodes, row, applied, (), others)
+            if status.rejected:
+                overrides[row] = status
+        if not overrides:
+            return applied
+        rows = np.fromiter(overrides, dtype=np.int64, count=len(overrides))
+        rejected[rows] = True
+        out: list[tuple[str, FilterResult]] = []
+        for plugin, result in applied:
+            if result.rejected[rows].any():
+                keep = np.ones(nodes.n, dtype=np.bool_)
+                keep[rows] = False
+                result = FilterResult(
+                    result.rejected & keep,
+                    [Rejection(r.reason, r.nodes & keep, r.code) for r in result.rejections],
+                )
+            out.append((plugin, result))
+        masks: dict[tuple[str, str, Code], BoolArray] = {}
+        for row, status in overrides.items():
+            for reason in status.reasons:
+                key = (status.plugin, reason, status.code)
+                mask = masks.get(key)
+                if mask is None:
+                    mask = masks[key] = np.zeros(nodes.n, dtype=np.bool_)
+                mask[row] = True
+        for (plugin, reason, code), mask in masks.items():
+            out.append((plugin, FilterResult(mask, [Rejection(reason, mask, code)])))
+        return out
 
     def filter_what_if(
         self,
@@ -462,16 +516,23 @@ class Framework:
         return ScheduleResult(nodes.names[row], SUCCESS, feasible=int(feasible.size))
 
     def _unschedulable(
-        self, state: CycleState, pod: PodInfo, nodes: NodeTable, diag: Diagnosis
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        diag: Diagnosis,
+        post_filter: bool = True,
     ) -> ScheduleResult:
         """No node fits: PostFilter plugins run in order until one succeeds (it nominates a
         node) or fails outright; the rejections' messages join the failure message, as
         kube-scheduler's RunPostFilterPlugins does."""
         nominated = ""
+        clear = False
         reasons: list[str] = []
-        for plugin in self.post_filter_plugins:
+        for plugin in self.post_filter_plugins if post_filter else ():
             outcome = plugin.post_filter(state, pod, nodes, diag)
             status = outcome.status
+            clear = clear or outcome.clear_nomination
             if status.ok:
                 nominated = outcome.nominated_node
                 reasons = list(status.reasons)
@@ -486,7 +547,9 @@ class Framework:
         if diag.prefilter_status is not None:
             prefilter = diag.prefilter_status
             status = Status(prefilter.code, (diag.message(),), prefilter.plugin)
-        return ScheduleResult(None, status, diag, nominated_node=nominated)
+        return ScheduleResult(
+            None, status, diag, nominated_node=nominated, clear_nomination=clear and not nominated
+        )
 
     def _sample(self, feasible: IntArray, n: int) -> IntArray:
         """The first `numFeasibleNodesToFind` feasible rows from a start that rotates by the
@@ -547,7 +610,7 @@ class Framework:
         PostFilter): the feasible nodes with their total scores, or why none fits. Plugins
         only (no extender is asked)."""
         state = CycleState()
-        filtered = self._filter(state, pod, nodes)
+        filtered = self._filter(state, pod, nodes, post_filter=False)
         if isinstance(filtered, ScheduleResult):
             return Evaluation({}, filtered.status)
         rows = filtered.feasible

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ascheduler.framework.registry import Registry
 from ascheduler.plugins import (
     defaultbinder,
+    defaultpreemption,
     imagelocality,
     interpodaffinity,
     nodeaffinity,
@@ -30,6 +31,7 @@ IN_TREE = Registry(
         noderesources.FIT_REGISTRATION,
         podtopologyspread.REGISTRATION,
         interpodaffinity.REGISTRATION,
+        defaultpreemption.REGISTRATION,
         noderesources.BALANCED_REGISTRATION,
         imagelocality.REGISTRATION,
         defaultbinder.REGISTRATION,

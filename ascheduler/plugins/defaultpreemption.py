@@ -17,12 +17,29 @@ kube-scheduler v1.35's rules (`pkg/scheduler/framework/preemption` and the plugi
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Sequence
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
+from ascheduler import metrics
 from ascheduler.framework.errors import PluginArgsError
+from ascheduler.framework.handle import Handle
+from ascheduler.framework.interface import (
+    SUCCESS,
+    ClusterEvent,
+    Code,
+    CycleState,
+    Diagnosis,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreEnqueuePlugin,
+    Status,
+)
+from ascheduler.framework.nodes import NodeTable
 from ascheduler.framework.objects import DisruptionBudget
+from ascheduler.framework.registry import Registration
 from ascheduler.model import PodInfo
 from ascheduler.model.pod import PREEMPT_NEVER
 
@@ -35,6 +52,7 @@ NOT_ELIGIBLE_NEVER: Final = "not eligible due to preemptionPolicy=Never."
 NOT_ELIGIBLE_TERMINATING: Final = "not eligible due to a terminating pod on the nominated node."
 NO_VICTIMS: Final = "No preemption victims found for incoming pod"
 NOT_HELPFUL: Final = "Preemption is not helpful for scheduling"
+WAITING_FOR_PREEMPTION: Final = "waiting for the preemption for this pod to be finished"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,3 +181,223 @@ def pick(candidates: Sequence[Candidate], now: float) -> Candidate | None:
         best = max(scores)
         left = [c for c, s in zip(left, scores, strict=True) if s == best]
     return left[0]
+
+
+# -- the plugin --------------------------------------------------------------------------------
+
+
+class Evictor(Protocol):
+    """Carries out a chosen preemption off the scheduling cycle (see `preemption.Evictions`)."""
+
+    def start(self, preemptor: PodInfo, node: str, victims: Sequence[PodInfo]) -> None: ...
+
+    def running(self, uid: str) -> bool:
+        """Whether `uid`'s evictions are still under way (its PreEnqueue holds it)."""
+        ...
+
+
+@dataclass
+class _DryRun:
+    candidates: list[Candidate]
+    #: Node -> why preemption cannot help there (the nodes looked at and found wanting).
+    statuses: dict[str, Status]
+    errors: list[str]
+
+
+class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin):
+    name = NAME
+
+    def __init__(self, args: DefaultPreemptionArgs, handle: Handle) -> None:
+        self.args = args
+        self.handle = handle
+        #: Set by the scheduler that runs this profile; None: dry runs only (nothing evicted).
+        self.evictor: Evictor | None = None
+        self._rng = random.Random()
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        if self.evictor is not None and self.evictor.running(pod.uid):
+            return Status.unschedulable(WAITING_FOR_PREEMPTION, resolvable=False)
+        return SUCCESS
+
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, diagnosis: Diagnosis
+    ) -> PostFilterResult:
+        metrics.PREEMPTION_ATTEMPTS.inc()
+        now = time.time()
+        rows = _rows_by_name(nodes, diagnosis)
+        codes = _codes(nodes, diagnosis, rows)
+        terminating = False
+        nominated = self.handle.nominator.node_of(pod.uid) or pod.nominated_node_name
+        if nominated:
+            row = nodes.index.get(nominated)
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if row is None else codes[row]
+            if row is not None and code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                terminating = any(
+                    p.priority < pod.priority and p.deleting and p.preempted
+                    for p in nodes.pods(row).values()
+                )
+        why = eligible(pod, terminating)
+        if why:
+            return PostFilterResult(Status.unschedulable(f"preemption: {why}"))
+        potential = [r for r in range(nodes.n) if codes[r] is Code.UNSCHEDULABLE]
+        run = self.dry_run(state, pod, nodes, diagnosis, potential, now)
+        if not run.candidates:
+            if run.errors:
+                return PostFilterResult(Status.error(f"preemption: {'; '.join(run.errors)}"))
+            return PostFilterResult(
+                Status.unschedulable(f"preemption: {_not_helpful(nodes.n, run.statuses)}"),
+                clear_nomination=True,
+            )
+        best = pick(run.candidates, now)
+        assert best is not None
+        if self.evictor is not None:
+            self.evictor.start(pod, best.node, best.victims)
+        return PostFilterResult(SUCCESS, nominated_node=best.node)
+
+    def dry_run(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        diagnosis: Diagnosis,
+        potential: Sequence[int],
+        now: float,
+    ) -> _DryRun:
+        """kube-scheduler's DryRunPreemption, one node after another from a random offset:
+        candidates until `candidates_to_find` are found with at least one that violates no
+        budget (those come first)."""
+        out = _DryRun([], {}, [])
+        if not potential:
+            return out
+        wanted = self.args.candidates_to_find(len(potential))
+        offset = self._rng.randrange(len(potential))
+        budgets = list(self.handle.objects.budgets.values())
+        clean: list[Candidate] = []
+        violating: list[Candidate] = []
+        for i in range(len(potential)):
+            row = potential[(offset + i) % len(potential)]
+            name = nodes.names[row]
+            found = self.select_victims(state, pod, nodes, diagnosis, row, budgets, now)
+            if isinstance(found, Status):
+                if found.code is Code.ERROR:
+                    out.errors.append(found.message)
+                out.statuses[name] = found
+                continue
+            (clean if found.pdb_violations == 0 else violating).append(found)
+            if clean and len(clean) + len(violating) >= wanted:
+                break
+        out.candidates = clean + violating
+        return out
+
+    def select_victims(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        diagnosis: Diagnosis,
+        row: int,
+        budgets: Sequence[DisruptionBudget],
+        now: float,
+    ) -> Candidate | Status:
+        """kube-scheduler's SelectVictimsOnNode: every lower-priority pod removed, the pod
+        must fit; then victims reprieved, most important first (those whose eviction would
+        break a budget before the others), as long as the pod still fits."""
+        filters = self.handle.filters
+        assert filters is not None, "a DefaultPreemption outside a Framework"
+        lower = [p for p in nodes.pods(row).values() if p.priority < pod.priority]
+        if not lower:
+            return Status.unschedulable(NO_VICTIMS, resolvable=False)
+        node = nodes.names[row]
+        others = [
+            p
+            for p in self.handle.nominator.on_node(node)
+            if p.uid != pod.uid and p.priority >= pod.priority
+        ]
+        recorded = diagnosis.filtered
+
+        def fits(removed: Sequence[PodInfo]) -> Status:
+            # kube-scheduler's RunFilterPluginsWithNominatedPods: with the pods nominated
+            # here (of at least this priority) and, if they were any, without them too.
+            if others:
+                status = filters.filter_what_if(state, pod, nodes, row, recorded, removed, others)
+                if not status.ok:
+                    return status
+            return filters.filter_what_if(state, pod, nodes, row, recorded, removed, ())
+
+        status = fits(lower)
+        if not status.ok:
+            return status
+        key = importance(now)
+        lower.sort(key=key)
+        violating, fine = split_by_budgets(lower, budgets)
+        removed = {p.uid: p for p in lower}
+        victims: list[PodInfo] = []
+        violations = 0
+        for group, counts in ((violating, True), (fine, False)):
+            for p in group:
+                del removed[p.uid]
+                if fits(list(removed.values())).ok:
+                    continue  # reprieved: it stays
+                removed[p.uid] = p
+                victims.append(p)
+                violations += counts
+        if violating and fine:
+            victims.sort(key=key)
+        return Candidate(node, tuple(victims), violations)
+
+
+def _rows_by_name(nodes: NodeTable, diagnosis: Diagnosis) -> dict[str, int] | None:
+    """Where the diagnosis was taken on another table state (a profile with extenders),
+    its row numbers by node name; None when they are the table's own."""
+    if diagnosis.node_names is None:
+        return None
+    return {name: i for i, name in enumerate(diagnosis.node_names)}
+
+
+def _codes(nodes: NodeTable, diagnosis: Diagnosis, rows: dict[str, int] | None) -> list[Code]:
+    """Each current row's code in the diagnosis (kube-scheduler's NodeToStatus: a node it
+    does not mention is UnschedulableAndUnresolvable)."""
+    unresolvable = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    if diagnosis.prefilter_status is not None:
+        return [diagnosis.prefilter_status.code] * nodes.n
+    out = [unresolvable] * nodes.n
+    if diagnosis.codes is None:
+        return out
+    codes = diagnosis.codes.tolist()
+    for r, name in enumerate(nodes.names):
+        at: int | None = r if rows is None else rows.get(name)
+        if at is not None and at < len(codes):
+            out[r] = Code(codes[at])
+    for name, status in diagnosis.external.items():
+        row = nodes.index.get(name)
+        if row is not None and out[row] is Code.SUCCESS:
+            out[row] = status.code
+    return out
+
+
+def _not_helpful(num_nodes: int, statuses: Mapping[str, Status]) -> str:
+    """kube-scheduler's FitError for a preemption that found no candidate: the nodes looked
+    at with their reasons, every other node `Preemption is not helpful for scheduling`."""
+    diag = Diagnosis(num_nodes)
+    for status in statuses.values():
+        for reason in status.reasons:
+            diag.reason_counts[reason] = diag.reason_counts.get(reason, 0) + 1
+    absent = num_nodes - len(statuses)
+    if absent > 0:
+        diag.reason_counts[NOT_HELPFUL] = diag.reason_counts.get(NOT_HELPFUL, 0) + absent
+    return diag.message()
+
+
+def new(args: DefaultPreemptionArgs, handle: Handle) -> DefaultPreemption:
+    return DefaultPreemption(args, handle)
+
+
+REGISTRATION: Final = Registration(
+    NAME,
+    new,
+    DefaultPreemptionArgs,
+    # kube-scheduler's with async preemption: a pod deletion may end the wait PreEnqueue
+    # holds a preemptor in; the plugins that rejected the pod decide when it is retried.
+    events=frozenset({ClusterEvent.ASSIGNED_POD_DELETE}),
+    default_weight=0,
+)

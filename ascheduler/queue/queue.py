@@ -121,6 +121,8 @@ class _InFlight:
     qp: QueuedPodInfo
     event_mark: int
     deleted: bool = False
+    #: `activate` was asked while it was in flight: back to the active queue, not parked.
+    activate: bool = False
 
 
 class SchedulingQueue:
@@ -273,6 +275,26 @@ class SchedulingQueue:
         self._gated.pop(uid, None)
         self._unpark(uid)
 
+    def activate(self, uid: str) -> None:
+        """Move the pod to the active queue now, wherever it waits (kube-scheduler's
+        `Activate`): gated pods go through PreEnqueue again, backoff is cut short; a pod in
+        flight is moved as soon as its attempt puts it back."""
+        if uid in self._gated:
+            self._to_active(self._gated.pop(uid), "ForceActivate")
+            return
+        parked = self._unpark(uid)
+        if parked is not None:
+            self._to_active(parked, "ForceActivate")
+            return
+        for heap in (self._backoff, self._error_backoff):
+            qp = heap.remove(uid)
+            if qp is not None:
+                self._to_active(qp, "ForceActivate")
+                return
+        flight = self._in_flight.get(uid)
+        if flight is not None:
+            flight.activate = True
+
     def _park(self, qp: QueuedPodInfo, now: float) -> None:
         uid = qp.pod.uid
         self._unschedulable[uid] = qp
@@ -363,7 +385,9 @@ class SchedulingQueue:
             return
         now = self.clock.now()
         qp = replace(qp, timestamp=now, unschedulable_plugins=rejected_by)
-        if error:
+        if flight is not None and flight.activate:
+            self._to_active(qp, "ForceActivate")
+        elif error:
             self._push_backoff(qp, error=True)
             self.on_incoming("backoff", "ScheduleAttemptFailure")
             self._wakeup.set()

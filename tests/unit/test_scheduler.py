@@ -78,16 +78,17 @@ async def test_unschedulable_pod_is_parked_with_kube_schedulers_message() -> Non
     events = [i for i in items if getattr(i, "reason", "") == "FailedScheduling"]
     assert len(events) == 1
     event = events[0]
-    assert event.note == "0/2 nodes are available: 2 Insufficient cpu."
+    assert event.note == (
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
     assert (event.type, event.action, event.profile) == (
         "Warning",
         "Scheduling",
         DEFAULT_SCHEDULER_NAME,
     )
     conditions = [i for i in items if not hasattr(i, "note")]
-    assert [(c.reason, c.message) for c in conditions] == [
-        ("Unschedulable", "0/2 nodes are available: 2 Insufficient cpu.")
-    ]
+    assert [(c.reason, c.message) for c in conditions] == [("Unschedulable", event.note)]
     assert env.scheduler.stats.unschedulable == 1
 
 
@@ -104,7 +105,8 @@ async def test_each_node_counts_under_its_first_failing_filter() -> None:
     assert event.note == (
         "0/4 nodes are available: 1 Insufficient cpu, "
         "1 node(s) didn't match Pod's node affinity/selector, "
-        "1 node(s) had untolerated taint(s), 1 node(s) were unschedulable."
+        "1 node(s) had untolerated taint(s), 1 node(s) were unschedulable. "
+        "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
     )
 
 
@@ -133,7 +135,11 @@ async def test_reasons_sort_as_plain_strings(small: int, tainted: int, message: 
     env = Env(*nodes)
     await env.attempt(make_pod("p", cpu="2"))
     [event] = env.failed_events()
-    assert event.note == message
+    n = small + tainted
+    assert event.note == (
+        f"{message} preemption: 0/{n} nodes are available: {n} Preemption is not helpful for "
+        "scheduling."
+    )
 
 
 async def test_first_failing_filter_per_node_wins() -> None:
@@ -147,7 +153,8 @@ async def test_first_failing_filter_per_node_wins() -> None:
     [event] = env.failed_events()
     assert event.note == (
         "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s), "
-        "1 node(s) were unschedulable."
+        "1 node(s) were unschedulable. "
+        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
 
 

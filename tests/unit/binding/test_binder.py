@@ -32,15 +32,23 @@ class FakeFramework:
         fail: dict[str, BaseException | Status],
         *,
         during_bind: Callable[[str], None] | None = None,
+        gates: dict[str, asyncio.Event] | None = None,
     ) -> None:
         self.api = api
         self.fail = fail
         self.during_bind = during_bind
+        #: Binds of these pods wait until their event is set (in flight for as long as a
+        #: test needs, whatever the machine's load).
+        self.gates = gates or {}
 
     async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         if self.during_bind is not None:
             self.during_bind(pod.name)
-        await asyncio.sleep(0.01 if pod.name in self.fail else 0.03)
+        gate = self.gates.get(pod.name)
+        if gate is not None:
+            await gate.wait()
+        else:
+            await asyncio.sleep(0.01 if pod.name in self.fail else 0.03)
         outcome = self.fail.get(pod.name)
         if isinstance(outcome, BaseException):
             raise outcome
@@ -89,13 +97,22 @@ async def test_the_hold_serves_every_bind_it_covers_when_its_first_pod_fails() -
     deleted) leaves the lock valid for the binds that joined it."""
     api = FakeNodeApi()
     binder = binder_for(api)
-    fw = FakeFramework(api, {"p0": Status.error("rejected", "DefaultBinder")})
+    gate = asyncio.Event()
+    fw = FakeFramework(api, {"p0": Status.error("rejected", "DefaultBinder")}, gates={"p0": gate})
     lead = asyncio.create_task(
         binder.bind(fw, CycleState(), pod("p0"), "n")  # type: ignore[arg-type]
     )
-    await asyncio.sleep(0.005)
+    for _ in range(100):
+        if api.log:
+            break
+        await asyncio.sleep(0)
     assert api.log == [f"lock {ME}"]
-    rest = await bind_all(binder, fw, ["p1", "p2"])  # queue while p0's Binding is in flight
+    # Queued while p0's Binding is in flight (it waits on the gate until they have joined).
+    others = asyncio.create_task(bind_all(binder, fw, ["p1", "p2"]))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    gate.set()
+    rest = await others
     assert not (await lead).ok
     assert [s.ok for s in rest] == [True, True]
     assert api.log == [f"lock {ME}", "bound p1", "bound p2", "unlock"]

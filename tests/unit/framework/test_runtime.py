@@ -61,9 +61,11 @@ def build(
     registry: Sequence[Registration[Any]] = (),
     args: Mapping[str, Mapping[str, Any]] | None = None,
     percentage: int = 0,
+    preemption: bool = True,
 ) -> Framework:
     handle = Handle(nodes=cache.table)
-    spec = multipoint("x", (*DEFAULT_PLUGINS, *extra), args)
+    base = [p for p in DEFAULT_PLUGINS if preemption or p.name != "DefaultPreemption"]
+    spec = multipoint("x", (*base, *extra), args)
     return Framework(
         spec,
         Registry([*IN_TREE.values(), *registry]),
@@ -93,7 +95,8 @@ def test_default_profile_order_and_weights() -> None:
         "InterPodAffinity",
     ]
     assert fw.queue_sort.name == "PrioritySort"
-    assert [p.name for p in fw.pre_enqueue_plugins] == ["SchedulingGates"]
+    assert [p.name for p in fw.pre_enqueue_plugins] == ["SchedulingGates", "DefaultPreemption"]
+    assert [p.name for p in fw.post_filter_plugins] == ["DefaultPreemption"]
     assert [p.name for p in fw.bind_plugins] == ["DefaultBinder"]
     weights = {p.name: fw.weights[p.name] for p in fw.score_plugins}
     assert weights == {
@@ -124,7 +127,8 @@ MESSAGE_CASES = [
         [node("t", taints=[TAINT]), node("s1", cpu="1"), node("s2", cpu="1")],
         [],
         pod(cpu="2"),
-        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu.",
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu."
+        " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
         id="two-reasons",
     ),
     pytest.param(
@@ -132,14 +136,16 @@ MESSAGE_CASES = [
         + [node("s1", cpu="1"), node("s2", cpu="1")],
         [],
         pod(cpu="2"),
-        "0/12 nodes are available: 10 node(s) had untolerated taint(s), 2 Insufficient cpu.",
+        "0/12 nodes are available: 10 node(s) had untolerated taint(s), 2 Insufficient cpu."
+        " preemption: 0/12 nodes are available: 12 Preemption is not helpful for scheduling.",
         id="sorted-as-strings-10-before-2",
     ),
     pytest.param(
         [node("a", cpu="1", memory="1Gi"), node("b", cpu="1", memory="1Gi")],
         [],
         pod(cpu="2", memory="2Gi"),
-        "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient memory.",
+        "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient memory."
+        " preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
         id="several-fit-reasons-per-node",
     ),
     pytest.param(
@@ -151,7 +157,8 @@ MESSAGE_CASES = [
         [],
         pod(cpu="2", memory="2Gi", extra={GPU: "1"}),
         "0/3 nodes are available: 1 Insufficient memory, 1 Insufficient nvidia.com/gpu, "
-        "2 Insufficient cpu.",
+        "2 Insufficient cpu."
+        " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
         id="counts-sum-beyond-n",
     ),
     pytest.param(
@@ -165,7 +172,8 @@ MESSAGE_CASES = [
         pod(cpu="2", node_selector={"zone": "a"}),
         "0/4 nodes are available: 1 Insufficient cpu, "
         "1 node(s) didn't match Pod's node affinity/selector, "
-        "1 node(s) had untolerated taint(s), 1 node(s) were unschedulable.",
+        "1 node(s) had untolerated taint(s), 1 node(s) were unschedulable."
+        " preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.",
         id="first-failing-filter-wins",
     ),
     pytest.param(
@@ -176,21 +184,24 @@ MESSAGE_CASES = [
         ],
         pod(ports=[{"containerPort": 80, "hostPort": 80}]),
         "0/2 nodes are available: 1 Too many pods, "
-        "1 node(s) didn't have free ports for the requested pod ports.",
+        "1 node(s) didn't have free ports for the requested pod ports."
+        " preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
         id="uppercase-sorts-first",
     ),
     pytest.param(
         [node("n1"), node("n2")],
         [],
         pod(node_name="n9"),
-        "0/2 nodes are available: 2 node(s) didn't match the requested node name.",
+        "0/2 nodes are available: 2 node(s) didn't match the requested node name."
+        " preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
         id="node-name",
     ),
     pytest.param(
         [node("n1", labels={"zone": "a"}), node("n2")],
         [],
         pod(required=[term(expr("zone", "In", "b"))]),
-        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.",
+        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+        " preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
         id="affinity",
     ),
 ]
@@ -274,7 +285,8 @@ def test_unresolvable(
             [node("n1", taints=[TAINT]), node("n2"), node("n3")],
             pod(required=[term(fields=[expr("metadata.name", "In", "n1")])]),
             "0/3 nodes are available: 1 node(s) had untolerated taint(s), "
-            "2 node(s) didn't satisfy plugin(s) [NodeAffinity].",
+            "2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+            " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
             id="narrowed-to-named-node",
         ),
         pytest.param(
@@ -289,13 +301,15 @@ def test_unresolvable(
                     )
                 ]
             ),
-            "0/3 nodes are available: pod affinity terms conflict.",
+            "0/3 nodes are available: pod affinity terms conflict."
+            " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
             id="conflicting-names",
         ),
         pytest.param(
             [node("n1"), node("n2")],
             pod(required=[term(fields=[expr("metadata.name", "In", "ghost")])]),
-            "0/2 nodes are available: 2 node(s) didn't satisfy plugin(s) [NodeAffinity].",
+            "0/2 nodes are available: 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+            " preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
             id="named-node-missing",
         ),
         pytest.param(
@@ -305,7 +319,8 @@ def test_unresolvable(
                 required=[term(expr("zone", "Exists"), fields=[expr("metadata.name", "In", "n1")])],
             ),
             "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
-            "2 node(s) didn't satisfy plugin(s) [NodeAffinity].",
+            "2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+            " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
             id="filters-only-the-named-node",
         ),
     ],
@@ -328,7 +343,10 @@ def test_prefilter_rejection_status_is_the_fit_error_message() -> None:
     )
     result = schedule([node("n1"), node("n2"), node("n3")], [], raw)
     assert result.status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert result.status.message == "0/3 nodes are available: pod affinity terms conflict."
+    assert result.status.message == (
+        "0/3 nodes are available: pod affinity terms conflict. preemption: 0/3 nodes are "
+        "available: 3 Preemption is not helpful for scheduling."
+    )
 
 
 def test_match_fields_schedules_on_the_named_node() -> None:
@@ -782,6 +800,7 @@ def post_filter_framework(*plugins: Recording) -> tuple[Framework, Cache]:
             cache,
             extra=[PluginRef(p.name) for p in plugins],
             registry=[registration(p) for p in plugins],
+            preemption=False,  # these PostFilters alone, in the order given
         ),
         cache,
     )

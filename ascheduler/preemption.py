@@ -1,0 +1,196 @@
+"""Preemptions carried out off the scheduling cycle (kube-scheduler's asynchronous preemption,
+`SchedulerAsyncPreemption`, on by default since v1.33).
+
+DefaultPreemption chooses a node and its victims inside the cycle, then hands them here and
+the loop goes on. A background task per preemptor:
+
+1. clears the nominations of lower-priority pods nominated to that node (they may no longer
+   fit there) and sends them back to the active queue;
+2. evicts each victim that is not already terminating: a pod waiting on Permit is rejected;
+   any other gets the `DisruptionTarget` condition kube-scheduler writes
+   (`PreemptionByScheduler`), is deleted, and a `Preempted` event is recorded on it. All but
+   the last in parallel, then the last.
+
+Until the task is over the preemptor is held back by DefaultPreemption's PreEnqueue, so it is
+not tried elsewhere while its room is being made; once over it is activated. A write that
+fails transiently is retried with backoff; a victim already gone is done; a permanent failure
+(403, a webhook) ends the task early and the preemptor is activated to try again (its
+nomination stays, as kube-scheduler leaves it). Nothing awaits these tasks but shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import structlog
+
+from ascheduler import metrics
+from ascheduler.events import StatusWriter
+from ascheduler.framework.nominated import Nominator
+from ascheduler.framework.waiting import WaitingPods
+from ascheduler.kube import KubeClient, KubeError
+from ascheduler.kube.client import STRATEGIC_MERGE_PATCH
+from ascheduler.model import PodInfo
+from ascheduler.model.pod import PREEMPTION_BY_SCHEDULER
+
+log = structlog.get_logger(__name__)
+
+#: Attempts per write before a transient failure counts as a failure.
+ATTEMPTS: Final = 5
+FIRST_RETRY: Final = 0.2
+
+
+class Evictions:
+    def __init__(
+        self,
+        kube: KubeClient | None,
+        writer: StatusWriter,
+        nominator: Nominator,
+        waiting: WaitingPods,
+        activate: Callable[[str], None],
+        plugin: str = "DefaultPreemption",
+    ) -> None:
+        self.kube = kube
+        self.writer = writer
+        self.nominator = nominator
+        self.waiting = waiting
+        #: Moves a pod (by uid) from wherever the queue holds it to the active queue.
+        self.activate = activate
+        self.plugin = plugin
+        self._tasks: dict[str, asyncio.Task[bool]] = {}
+
+    def running(self, uid: str) -> bool:
+        return uid in self._tasks
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def start(self, preemptor: PodInfo, node: str, victims: Sequence[PodInfo]) -> None:
+        metrics.PREEMPTION_VICTIMS.observe(len(victims))
+        todo = [v for v in victims if not v.deleting]
+        lower = [
+            p
+            for p in self.nominator.on_node(node)
+            if p.uid != preemptor.uid and p.priority < preemptor.priority
+        ]
+        if not todo and not lower:
+            return
+        uid = preemptor.uid
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        task = loop.create_task(
+            self._run(preemptor, node, todo, lower), name=f"preempt {preemptor.key}"
+        )
+        self._tasks[uid] = task
+
+        def finished(t: asyncio.Task[bool]) -> None:
+            if self._tasks.get(uid) is t:
+                del self._tasks[uid]
+            if t.cancelled():
+                return
+            failure = t.exception()
+            if failure is not None:
+                log.error("preemption_crashed", preemptor=preemptor.key, error=repr(failure))
+            result = "success" if failure is None and t.result() else "error"
+            metrics.PREEMPTION_GOROUTINES.labels(result).inc()
+            metrics.PREEMPTION_GOROUTINES_DURATION.labels(result).observe(loop.time() - began)
+            self.activate(uid)
+
+        task.add_done_callback(finished)
+
+    async def _run(
+        self,
+        preemptor: PodInfo,
+        node: str,
+        victims: Sequence[PodInfo],
+        lower: Sequence[PodInfo],
+    ) -> bool:
+        log.info(
+            "preemption_started",
+            preemptor=preemptor.key,
+            node=node,
+            victims=[v.key for v in victims],
+        )
+        ok = True
+        for pod in lower:
+            self.nominator.forget(pod.uid)
+            self.writer.clear_nomination(pod)
+            self.activate(pod.uid)
+        if len(victims) > 1:
+            results = await asyncio.gather(
+                *(self._evict(preemptor, node, v) for v in victims[:-1]), return_exceptions=True
+            )
+            ok = all(r is True for r in results)
+        if victims:
+            ok = await self._evict(preemptor, node, victims[-1]) and ok
+        log.info("preemption_finished", preemptor=preemptor.key, node=node, ok=ok)
+        return ok
+
+    async def _evict(self, preemptor: PodInfo, node: str, victim: PodInfo) -> bool:
+        """One victim: True when it is gone or going."""
+        waiting = self.waiting.get(victim.uid)
+        if waiting is not None:
+            waiting.reject(self.plugin, "preempted")
+        else:
+            path = f"/api/v1/namespaces/{victim.namespace}/pods/{victim.name}"
+            condition = {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": PREEMPTION_BY_SCHEDULER,
+                "message": (
+                    f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod"
+                ),
+                "lastTransitionTime": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            patch = {"metadata": {"uid": victim.uid}, "status": {"conditions": [condition]}}
+            for step, args in (
+                ("condition", ("PATCH", f"{path}/status", patch, STRATEGIC_MERGE_PATCH)),
+                ("delete", ("DELETE", path, {"preconditions": {"uid": victim.uid}}, None)),
+            ):
+                outcome = await self._write(*args)
+                if outcome == "gone":
+                    log.info("preemption_victim_gone", victim=victim.key, preemptor=preemptor.key)
+                    return True
+                if outcome != "ok":
+                    log.warning(
+                        "preemption_eviction_failed",
+                        victim=victim.key,
+                        preemptor=preemptor.key,
+                        step=step,
+                        error=outcome,
+                    )
+                    return False
+        self.writer.preempted(victim, preemptor, node)
+        return True
+
+    async def _write(self, method: str, path: str, body: Any, content_type: str | None) -> str:
+        """ "ok", "gone" (404, or a uid precondition that no longer holds: another pod of that
+        name), or the error that stopped it."""
+        if self.kube is None:
+            return "ok"
+        delay = FIRST_RETRY
+        for attempt in range(ATTEMPTS):
+            try:
+                if content_type is None:
+                    await self.kube.request(method, path, body=body)
+                else:
+                    await self.kube.request(method, path, body=body, content_type=content_type)
+                return "ok"
+            except KubeError as exc:
+                if exc.not_found or exc.conflict:
+                    return "gone"
+                if not exc.transient or attempt == ATTEMPTS - 1:
+                    return str(exc)
+            await asyncio.sleep(delay)
+            delay *= 2
+        return "retries exhausted"
+
+    async def close(self) -> None:
+        """Cancel what is still running (shutdown)."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
