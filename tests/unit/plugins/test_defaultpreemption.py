@@ -3,10 +3,12 @@ and the choice among candidate nodes (kube-scheduler's `pickOneNodeForPreemption
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
+from ascheduler.config import DEFAULT_SCHEDULER_NAME
 from ascheduler.framework.errors import PluginArgsError
 from ascheduler.framework.objects import parse_budget
 from ascheduler.model import PodInfo, parse_pod
@@ -20,7 +22,8 @@ from ascheduler.plugins.defaultpreemption import (
     pick,
     split_by_budgets,
 )
-from tests.kit import pod
+from tests.kit import node_info, on, pod
+from tests.kit.scheduling import Env
 
 NOW = 2_000_000_000.0
 
@@ -168,3 +171,151 @@ def test_pick_follows_kube_scheduler_s_criteria_in_order() -> None:
     # 6. still tied: the first.
     assert pick([cand("n1", a), cand("n2", a)], NOW).node == "n1"
     assert pick([], NOW) is None
+
+
+# -- whole cycles: the dry run, the choice, the messages ---------------------------------------
+
+
+def placed(name: str, node: str, priority: int, cpu: str = "1", started: str = "") -> PodInfo:
+    raw = on(node, pod(name, namespace="ns", cpu=cpu, priority=priority))
+    if started:
+        raw["status"] = {"startTime": started}
+    return parse_pod(raw)
+
+
+def incoming(name: str = "vip", priority: int = 100, cpu: str = "1", **spec: Any) -> PodInfo:
+    return parse_pod(
+        pod(
+            name,
+            namespace="ns",
+            cpu=cpu,
+            priority=priority,
+            scheduler_name=DEFAULT_SCHEDULER_NAME,
+            **spec,
+        )
+    )
+
+
+def env_with(nodes: list[str], pods: list[PodInfo], cpu: str = "2") -> Env:
+    env = Env(*(node_info(n, cpu=cpu) for n in nodes))
+    for p in pods:
+        env.cache.add_pod(p)
+    return env
+
+
+async def attempt(env: Env, p: PodInfo) -> tuple[str, str, list[str]]:
+    """One cycle of `p`: (node it was nominated to, its FailedScheduling note, the victims
+    handed to the evictions)."""
+    started: list[tuple[str, list[str]]] = []
+
+    def record(preemptor: PodInfo, node: str, victims: Any) -> None:
+        started.append((node, [v.name for v in victims]))
+
+    env.scheduler.evictions.start = record  # type: ignore[method-assign]
+    bind, _ = await env.attempt(p)
+    assert bind is None
+    notes = [e.note for e in env.failed_events()]
+    nominated = env.scheduler.nominator.node_of(p.uid)
+    victims = started[0][1] if started else []
+    if started:
+        assert started[0][0] == nominated
+    return nominated, notes[-1] if notes else "", victims
+
+
+async def test_the_fewest_least_important_victims_make_room() -> None:
+    env = env_with(
+        ["a", "b"],
+        [
+            placed("old", "a", 0, started="2030-01-01T00:00:00Z"),
+            placed("new", "a", 0, started="2030-01-02T00:00:00Z"),
+            placed("vip-peer", "b", 200, cpu="2"),
+        ],
+    )
+    node, note, victims = await attempt(env, incoming(cpu="1"))
+    assert (node, victims) == ("a", ["new"])  # the later start is the less important
+    assert note == "0/2 nodes are available: 2 Insufficient cpu."
+
+
+async def test_a_victim_a_budget_protects_is_reprieved_first() -> None:
+    web = {"app": "web"}
+    env = env_with(["a"], [placed("plain", "a", 0)])
+    guarded = parse_pod(on("a", pod("guarded", namespace="ns", cpu="1", priority=0, labels=web)))
+    env.cache.add_pod(guarded)
+    env.cache.objects.budget_handler.on_add(
+        parse_budget(
+            {
+                "metadata": {"name": "b", "namespace": "ns"},
+                "spec": {"selector": {"matchLabels": web}},
+                "status": {"disruptionsAllowed": 0},
+            }
+        )
+    )
+    _, _, victims = await attempt(env, incoming(cpu="1"))
+    assert victims == ["plain"]
+
+
+async def test_the_node_whose_victims_matter_least_is_chosen() -> None:
+    env = env_with(["a", "b"], [placed("mid", "a", 50, cpu="2"), placed("low", "b", 10, cpu="2")])
+    node, _, victims = await attempt(env, incoming(cpu="2"))
+    assert (node, victims) == ("b", ["low"])
+
+
+async def test_never_preempting_pods_say_so() -> None:
+    env = env_with(["a"], [placed("low", "a", 0, cpu="2")])
+    node, note, victims = await attempt(env, incoming(cpu="2", preemptionPolicy="Never"))
+    assert (node, victims) == ("", [])
+    assert note == (
+        "0/1 nodes are available: 1 Insufficient cpu. "
+        "preemption: not eligible due to preemptionPolicy=Never."
+    )
+
+
+async def test_no_lower_priority_pod_means_no_victims() -> None:
+    env = env_with(["a", "b"], [placed("peer", "a", 100, cpu="2"), placed("top", "b", 500, "2")])
+    env.cache.add_node(node_info("tainted", cpu="8", taints=[{"key": "k", "effect": "NoSchedule"}]))
+    node, note, _ = await attempt(env, incoming(cpu="2"))
+    assert node == ""
+    assert note == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. "
+        "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
+        "2 No preemption victims found for incoming pod."
+    )
+
+
+async def test_room_that_evictions_cannot_make_is_reported_per_node() -> None:
+    # Evicting every lower-priority pod still leaves too little cpu: the filter's reason.
+    env = env_with(["a"], [placed("peer", "a", 100, cpu="1500m"), placed("low", "a", 0, "500m")])
+    node, note, _ = await attempt(env, incoming(cpu="1"))
+    assert node == ""
+    assert note.endswith("preemption: 0/1 nodes are available: 1 Insufficient cpu.")
+
+
+async def test_a_nominated_pod_keeps_its_room_from_lower_priority_pods() -> None:
+    env = env_with(["a"], [placed("low", "a", 0, cpu="2")])
+    vip = incoming(cpu="2")
+    node, _, victims = await attempt(env, vip)
+    assert (node, victims) == ("a", ["low"])
+    env.cache.remove_pod(env.cache.table.pods(0)[placed("low", "a", 0).uid])  # evicted
+    # A pod of lower priority than the nominated one sees its room as taken...
+    _, note, _ = await attempt(env, incoming("small", priority=50, cpu="1"))
+    assert note.startswith("0/1 nodes are available: 1 Insufficient cpu.")
+    # ...one of higher priority does not.
+    bind, _ = await env.attempt(incoming("boss", priority=1000, cpu="1"))
+    assert bind is not None
+    assert bind.node == "a"
+
+
+async def test_the_preemptor_is_held_until_its_evictions_are_done() -> None:
+    env = env_with(["a"], [placed("low", "a", 0, cpu="2")])
+    vip = incoming(cpu="2")
+    await env.attempt(vip)
+    evictions = env.scheduler.evictions
+    assert evictions.running(vip.uid)
+    env.queue.activate(vip.uid)  # moved while they run: PreEnqueue holds it back
+    assert env.queue.where(vip.uid) == "gated"
+    for _ in range(50):
+        if not evictions.running(vip.uid):
+            break
+        await asyncio.sleep(0)
+    assert not evictions.running(vip.uid)
+    assert env.queue.where(vip.uid) == "active"  # activated when they are done

@@ -1,0 +1,169 @@
+"""Evictions off the scheduling cycle: the writes kube-scheduler makes per victim, retries,
+victims already gone, permanent failures, pods waiting on Permit, and nominations cleared."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ascheduler.events import StatusWriter
+from ascheduler.framework.nominated import Nominator
+from ascheduler.framework.waiting import WaitingPod, WaitingPods
+from ascheduler.kube import ApiError
+from ascheduler.model import PodInfo, parse_pod
+from ascheduler.preemption import Evictions
+from tests.kit import on, pod
+
+
+class FakeKube:
+    """Records requests; `fail[(method, name)]` lists the HTTP statuses to answer first."""
+
+    def __init__(self, fail: dict[tuple[str, str], list[int]] | None = None) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+        self.fail = fail or {}
+
+    async def request(self, method: str, path: str, *, body: Any = None, **_: Any) -> None:
+        name = path.split("/pods/")[1].split("/")[0]
+        self.calls.append((method, path, body))
+        left = self.fail.get((method, name))
+        if left:
+            status = left.pop(0)
+            raise ApiError(status, "Failure", f"{status} for {name}", method=method, path=path)
+
+
+def victim(name: str, node: str = "n", **meta: Any) -> PodInfo:
+    raw = on(node, pod(name, namespace="ns", priority=0))
+    raw["metadata"].update(meta)
+    return parse_pod(raw)
+
+
+PREEMPTOR = parse_pod(pod("vip", namespace="ns", priority=100, scheduler_name="ascheduler"))
+
+
+def evictions(kube: FakeKube, nominator: Nominator | None = None) -> tuple[Evictions, list[str]]:
+    activated: list[str] = []
+    ev = Evictions(
+        kube,  # type: ignore[arg-type]
+        StatusWriter(None, hostname="test"),
+        nominator or Nominator(),
+        WaitingPods(),
+        activated.append,
+    )
+    return ev, activated
+
+
+async def finish(ev: Evictions) -> None:
+    for _ in range(200):
+        if not len(ev):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("evictions did not finish")
+
+
+def written(ev: Evictions) -> list[Any]:
+    out = []
+    while not ev.writer.queue.empty():
+        out.append(ev.writer.queue.get_nowait())
+    return out
+
+
+async def test_each_victim_is_marked_deleted_and_told() -> None:
+    kube = FakeKube()
+    ev, activated = evictions(kube)
+    ev.start(PREEMPTOR, "n", [victim("a"), victim("b")])
+    assert ev.running(PREEMPTOR.uid)
+    await finish(ev)
+    assert activated == [PREEMPTOR.uid]
+    for name in ("a", "b"):
+        patch = next(c for c in kube.calls if c[0] == "PATCH" and f"/pods/{name}/" in c[1])
+        assert patch[1] == f"/api/v1/namespaces/ns/pods/{name}/status"
+        [condition] = patch[2]["status"]["conditions"]
+        assert condition["type"] == "DisruptionTarget"
+        assert condition["status"] == "True"
+        assert condition["reason"] == "PreemptionByScheduler"
+        assert condition["message"] == (
+            "ascheduler: preempting to accommodate a higher priority pod"
+        )
+        delete = next(c for c in kube.calls if c[0] == "DELETE" and c[1].endswith(f"/{name}"))
+        assert delete[2] == {"preconditions": {"uid": f"uid-{name}"}}
+        # The condition is written before the delete.
+        assert kube.calls.index(patch) < kube.calls.index(delete)
+    events = [e for e in written(ev) if getattr(e, "reason", "") == "Preempted"]
+    assert sorted(e.pod.name for e in events) == ["a", "b"]
+    assert {e.note for e in events} == {"Preempted by pod uid-vip on node n"}
+    assert {e.related.name for e in events} == {"vip"}
+    assert not ev.running(PREEMPTOR.uid)
+
+
+async def test_a_victim_already_terminating_or_gone_needs_nothing_more() -> None:
+    kube = FakeKube({("PATCH", "gone"): [404]})
+    ev, activated = evictions(kube)
+    going = victim("going", deletionTimestamp="2030-01-01T00:00:00Z")
+    ev.start(PREEMPTOR, "n", [going, victim("gone")])
+    await finish(ev)
+    assert [c[0] for c in kube.calls] == ["PATCH"]  # gone: no delete; going: nothing at all
+    assert activated == [PREEMPTOR.uid]
+    assert written(ev) == []
+
+
+async def test_transient_failures_are_retried() -> None:
+    kube = FakeKube({("DELETE", "a"): [503, 429]})
+    ev, _ = evictions(kube)
+    ev.start(PREEMPTOR, "n", [victim("a")])
+    await finish(ev)
+    assert [c[0] for c in kube.calls] == ["PATCH", "DELETE", "DELETE", "DELETE"]
+    assert [e.reason for e in written(ev)] == ["Preempted"]
+
+
+async def test_a_victim_that_cannot_be_deleted_ends_it_and_the_preemptor_retries() -> None:
+    kube = FakeKube({("DELETE", "a"): [403]})
+    ev, activated = evictions(kube)
+    ev.start(PREEMPTOR, "n", [victim("a")])
+    await finish(ev)
+    assert activated == [PREEMPTOR.uid]
+    assert written(ev) == []  # no Preempted event for a pod that was not deleted
+    assert not ev.running(PREEMPTOR.uid)
+
+
+async def test_a_victim_waiting_on_permit_is_rejected_not_deleted() -> None:
+    kube = FakeKube()
+    ev, _ = evictions(kube)
+    waiting_pod = victim("w")
+    waiting = WaitingPod(waiting_pod, "n", {"Gang": 30.0})
+    ev.waiting.add(waiting)
+    ev.start(PREEMPTOR, "n", [waiting_pod])
+    status = await asyncio.wait_for(waiting.wait(), 5)
+    await finish(ev)
+    assert not status.ok
+    assert "preempted" in status.message
+    assert kube.calls == []
+
+
+async def test_lower_priority_nominations_to_the_node_are_cleared() -> None:
+    kube = FakeKube()
+    nominator = Nominator()
+    low = parse_pod(pod("low", namespace="ns", priority=10))
+    low = low.__class__(
+        **{**{f: getattr(low, f) for f in low.__slots__}, "nominated_node_name": "n"}
+    )
+    high = parse_pod(pod("high", namespace="ns", priority=1000))
+    nominator.nominate(low, "n")
+    nominator.nominate(high, "n")
+    ev, activated = evictions(kube, nominator)
+    ev.start(PREEMPTOR, "n", [victim("a")])
+    await finish(ev)
+    assert nominator.node_of(low.uid) == ""
+    assert nominator.node_of(high.uid) == "n"
+    assert set(activated) == {low.uid, PREEMPTOR.uid}
+    cleared = [e for e in written(ev) if type(e).__name__ == "_ClearNomination"]
+    assert [e.pod.name for e in cleared] == ["low"]
+
+
+async def test_close_cancels_what_is_running() -> None:
+    kube = FakeKube({("DELETE", "a"): [503] * 4})
+    ev, activated = evictions(kube)
+    ev.start(PREEMPTOR, "n", [victim("a")])
+    await asyncio.sleep(0)
+    await ev.close()
+    assert not ev.running(PREEMPTOR.uid)
+    assert activated == []
