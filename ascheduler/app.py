@@ -36,7 +36,7 @@ from ascheduler.framework import (
 )
 from ascheduler.framework.extender import Extenders
 from ascheduler.framework.nominated import Nominator
-from ascheduler.framework.objects import parse_namespace, parse_selecting
+from ascheduler.framework.objects import parse_budget, parse_namespace, parse_selecting
 from ascheduler.http import HealthServer
 from ascheduler.kube import KubeClient
 from ascheduler.kube.client import RateLimiter
@@ -68,7 +68,8 @@ class Runtime:
     scheduler: Scheduler
     pod_informer: Informer[PodInfo]
     node_informer: Informer[Node]
-    #: Namespaces, Services, ReplicationControllers, ReplicaSets, StatefulSets.
+    #: Namespaces, Services, ReplicationControllers, ReplicaSets, StatefulSets,
+    #: PodDisruptionBudgets.
     object_informers: tuple[Informer[Any], ...]
     writer: StatusWriter
     watch_client: KubeClient
@@ -229,6 +230,17 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
                 name=path.rsplit("/", 1)[-1],
             )
         )
+    objects.append(
+        Informer(
+            watch_client,
+            "/apis/policy/v1/poddisruptionbudgets",
+            parse=parse_budget,
+            key=lambda b: b.key,
+            version=lambda b: b.resource_version,
+            handler=cache.objects.budget_handler,
+            name="poddisruptionbudgets",
+        )
+    )
     # A failed pod is put back as the pod informer has it then (the store is replaced on a
     # relist, so look it up through the informer each time).
     scheduler.pods = lambda uid: pods.store.get(uid)
@@ -310,6 +322,7 @@ async def serve(
                 loop.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await loop
+        await scheduler.evictions.drain(timeout=5.0)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(runtime.writer.queue.join(), timeout=5.0)
         for task in (*background, *waits):

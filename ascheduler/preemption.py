@@ -188,6 +188,15 @@ class Evictions:
             delay *= 2
         return "retries exhausted"
 
+    async def drain(self, timeout: float) -> None:
+        """Let the evictions under way finish for up to `timeout` seconds, then cancel the
+        rest (shutdown: a cancelled preemptor keeps its nomination and is retried by
+        whichever instance schedules it next)."""
+        tasks = list(self._tasks.values())
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+        await self.close()
+
     async def close(self) -> None:
         """Cancel what is still running (shutdown)."""
         tasks = list(self._tasks.values())
