@@ -41,11 +41,13 @@ class _PodEvents:
             self.r.nominator.forget(pod.uid)
             self.r.cache.add_pod(pod)
             self.r.queue.move_all(ClusterEvent.ASSIGNED_POD_ADD, None, pod)
-        elif self.r.ours(pod) and not pod.deleting:
+        elif not pod.deleting:
             if pod.nominated_node_name:
-                # Nominated by an earlier preemption (ours, or before a restart).
+                # Nominated by a preemption: ours (or before a restart), or another
+                # scheduler's on nodes we share; either way that room is taken.
                 self.r.nominator.nominate(pod, pod.nominated_node_name)
-            self.r.queue.add(pod)
+            if self.r.ours(pod):
+                self.r.queue.add(pod)
 
     def on_update(self, old: PodInfo, new: PodInfo) -> None:
         cache, queue = self.r.cache, self.r.queue
@@ -64,7 +66,13 @@ class _PodEvents:
                 # Relabelled (spread and affinity count it differently) or shrunk (room freed).
                 queue.move_all(ClusterEvent.ASSIGNED_POD_UPDATE, old, new)
             return
-        if not self.r.ours(new) or cache.is_assumed(new.uid):
+        if not self.r.ours(new):
+            if new.nominated_node_name and not new.deleting:
+                self.r.nominator.nominate(new, new.nominated_node_name)
+            else:
+                self.r.nominator.forget(new.uid)
+            return
+        if cache.is_assumed(new.uid):
             # An assumed pod is in its binding cycle; if that fails, the scheduler re-reads
             # the pod from the informer before putting it back, so no update is lost.
             return

@@ -105,7 +105,9 @@ async def test_it_changes_placements_on_the_plane(
         message = await wait_unschedulable(kube, namespace, "pinned")
         assert message == (
             "0/3 nodes are available: 1 node(s) are in maintenance, "
-            "2 node(s) didn't match Pod's node affinity/selector."
+            "2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are "
+            "available: 1 No preemption victims found for incoming pod, 2 Preemption is not "
+            "helpful for scheduling."
         )
         # Maintenance over: the annotation's removal is the event NodeCost registered for.
         await kube.patch(

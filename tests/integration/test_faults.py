@@ -184,7 +184,10 @@ async def test_a_bind_whose_answer_is_lost_keeps_its_room(
         "p0": node,
         "p1": node,
     }
-    assert message == "0/1 nodes are available: 1 Insufficient cpu."
+    assert message == (
+        "0/1 nodes are available: 1 Insufficient cpu. "
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    )
     assert [proxy.stats.bindings[f"{namespace}/p{i}"] for i in range(3)] == [1, 1, 0]
     assert proxy.stats.injected["lost"] == 2  # p0's and p1's first attempts
     failed = {e["pod"] for e in named(me, "pod_scheduling_error")}

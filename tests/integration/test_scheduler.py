@@ -67,7 +67,10 @@ async def test_exact_fit_then_unschedulable_until_room_appears(
 
     await create_pods(kube, namespace, [pause_pod("extra", cpu="1", memory="1Gi")])
     message = await wait_unschedulable(kube, namespace, "extra")
-    assert message == "0/2 nodes are available: 2 Insufficient cpu."
+    assert message == (
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    )
     failed = await eventually(
         lambda: events_for(kube, namespace, "FailedScheduling"), what="FailedScheduling event"
     )
@@ -113,7 +116,9 @@ async def test_taints_tolerations_and_cordoned_nodes(
     )
     message = await wait_unschedulable(kube, namespace, "plain")
     assert message == (
-        "0/2 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable."
+        "0/2 nodes are available: 1 node(s) had untolerated taint(s), "
+        "1 node(s) were unschedulable. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
     assert (await wait_bound(kube, namespace, ["tolerant"]))["tolerant"] == tainted[0]
     # Uncordon: the plain pod now fits there.
@@ -173,7 +178,8 @@ async def test_node_selector_and_affinity(
     assert placed["prefers-b"] == b[0]
     message = await wait_unschedulable(kube, namespace, "nowhere")
     assert (
-        message == "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+        message == "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. "
+        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
 
 
@@ -190,7 +196,8 @@ async def test_host_ports_conflict(
     await create_pods(kube, namespace, pods[1:])
     message = await wait_unschedulable(kube, namespace, "web-1")
     assert message == (
-        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. "
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     )
     await kube.request(
         "DELETE", f"/api/v1/namespaces/{namespace}/pods/web-0", params={"gracePeriodSeconds": 0}
@@ -259,7 +266,10 @@ async def test_higher_priority_pod_gets_the_only_room(
         with scheduler(plane, plane_state, "ascheduler-prio", profile):
             await wait_bound(kube, namespace, ["high"])
             message = await wait_unschedulable(kube, namespace, "low")
-        assert message == "0/1 nodes are available: 1 Insufficient cpu."
+        assert message == (
+            "0/1 nodes are available: 1 Insufficient cpu. "
+            "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        )
         assert node_of(await get_pod(kube, namespace, "low")) == ""
     finally:
         await kube.request("DELETE", f"/apis/scheduling.k8s.io/v1/priorityclasses/{cls}")
@@ -285,7 +295,11 @@ async def test_extended_resources(
     (waiting,) = set(pods) - set(bound)
     message = await wait_unschedulable(kube, namespace, waiting)
     # Full on the GPU node, none at all on the other: one reason, counted on both.
-    assert message == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    assert message == (
+        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are "
+        "available: 1 No preemption victims found for incoming pod, 1 Preemption is not "
+        "helpful for scheduling."
+    )
 
 
 async def test_burst_of_1000_pods_each_bound_once_and_no_node_over_capacity(
@@ -356,7 +370,8 @@ async def test_enormous_pod_is_reported_and_others_still_scheduled(
     message = await wait_unschedulable(kube, namespace, "enormous")
     assert message == (
         "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient "
-        "example.com/unobtainium, 2 Insufficient memory."
+        "example.com/unobtainium, 2 Insufficient memory. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
     assert is_alive(ascheduler)
 

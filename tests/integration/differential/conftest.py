@@ -10,8 +10,14 @@ import pytest
 
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.processes import ProcessRecord
-from ascheduler.kube import KubeClient
-from tests.integration.differential.harness import ASCHEDULER, KUBE, KUBE_PROFILE, Runner
+from ascheduler.kube import ApiError, KubeClient
+from tests.integration.differential.harness import (
+    ASCHEDULER,
+    KUBE,
+    KUBE_PROFILE,
+    PRIORITY_CLASSES,
+    Runner,
+)
 
 
 @pytest.fixture(scope="session")
@@ -29,8 +35,29 @@ def schedulers(plane: ControlPlane) -> Iterator[tuple[ProcessRecord, ProcessReco
         plane.stop_process(kube)
 
 
+@pytest.fixture(scope="session")
+async def priority_classes(kube: KubeClient) -> None:
+    """The priority classes the preemption scenarios name (cluster-scoped, kept)."""
+    for name, (value, policy) in PRIORITY_CLASSES.items():
+        body = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+            "preemptionPolicy": policy,
+        }
+        try:
+            await kube.post("/apis/scheduling.k8s.io/v1/priorityclasses", body)
+        except ApiError as exc:
+            if not exc.conflict:
+                raise
+
+
 @pytest.fixture
 def runner(
-    kube: KubeClient, plane: ControlPlane, schedulers: tuple[ProcessRecord, ProcessRecord]
+    kube: KubeClient,
+    plane: ControlPlane,
+    schedulers: tuple[ProcessRecord, ProcessRecord],
+    priority_classes: None,
 ) -> Runner:
     return Runner(kube, plane)

@@ -46,16 +46,23 @@ HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 KUBE = "diff-kube"
 ASCHEDULER = "diff-asch"
-#: kube-scheduler's profile in the comparison: the PostFilter plugins ascheduler does not
-#: have yet are off (DefaultPreemption; DynamicResources, whose PostFilter adds `no new claims
-#: to deallocate` to every pending pod's message, even a pod without claims). Everything
-#: else is kube-scheduler's default profile.
+#: kube-scheduler's profile in the comparison: the PostFilter plugin ascheduler does not have
+#: yet is off (DynamicResources, whose PostFilter adds `no new claims to deallocate` to every
+#: pending pod's message, even a pod without claims). Everything else is kube-scheduler's
+#: default profile, DefaultPreemption included.
 KUBE_PROFILE: Mapping[str, Any] = {
-    "plugins": {
-        "postFilter": {"disabled": [{"name": "DefaultPreemption"}, {"name": "DynamicResources"}]}
-    }
+    "plugins": {"postFilter": {"disabled": [{"name": "DynamicResources"}]}}
 }
 DECISION_TIMEOUT = 30.0
+#: How long a preemptor has to be bound once nominated (its victims deleted and gone).
+PREEMPTION_TIMEOUT = 30.0
+#: The priority classes scenarios name (created once per session; Never does not preempt).
+PRIORITY_CLASSES: Mapping[str, tuple[int, str]] = {
+    "diff-low": (10, "PreemptLowerPriority"),
+    "diff-mid": (100, "PreemptLowerPriority"),
+    "diff-high": (1000, "PreemptLowerPriority"),
+    "diff-never": (1000, "Never"),
+}
 
 
 def fake_node(
@@ -137,6 +144,9 @@ class Scenario:
     #: A profile's `pluginConfig` (and other fields) both schedulers run this scenario with;
     #: None: the default profile.
     profile: Mapping[str, Any] | None = None
+    #: Pods may preempt: a pod nominated to a node is waited for until it is bound there, and
+    #: the nominated node and the existing pods evicted for it are compared too.
+    preemption: bool = False
 
     @property
     def id(self) -> str:
@@ -150,6 +160,9 @@ class Outcome:
     message: str = ""
     #: The dry run's best nodes (logical) before this pod, when asked for.
     best: frozenset[str] | None = None
+    #: Preemption: the node the first failure nominated, and the existing pods gone since.
+    nominated: str = ""
+    victims: frozenset[str] = frozenset()
 
     @property
     def bound(self) -> bool:
@@ -313,12 +326,79 @@ class Runner:
             pod = await self.kube.get(path)
             if pod["spec"].get("nodeName"):
                 return Outcome(str(pod["spec"]["nodeName"]))
-            for c in pod.get("status", {}).get("conditions") or []:
+            status = pod.get("status", {})
+            for c in status.get("conditions") or []:
                 if c.get("type") == "PodScheduled" and c.get("status") == "False":
-                    return Outcome("", str(c.get("reason", "")), str(c.get("message", "")))
+                    return Outcome(
+                        "",
+                        str(c.get("reason", "")),
+                        str(c.get("message", "")),
+                        nominated=str(status.get("nominatedNodeName") or ""),
+                    )
             if loop.time() > deadline:
                 return Outcome("", "(no decision)", f"after {DECISION_TIMEOUT:.0f}s")
             await asyncio.sleep(0.05)
+
+    async def _preempted(
+        self, s: Scenario, run: str, namespace: str, name: str
+    ) -> tuple[str, frozenset[str]]:
+        """A nominated preemptor: the node it ends up bound to ("" if none in time) and the
+        existing pods of the run that are gone or going by then."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PREEMPTION_TIMEOUT
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        node = ""
+        while loop.time() < deadline:
+            node = str((await self.kube.get(path))["spec"].get("nodeName") or "")
+            if node:
+                break
+            await asyncio.sleep(0.1)
+        gone = set()
+        for raw in s.existing:
+            ns = self.namespace(s, run, raw["metadata"].get("namespace", "default"))
+            victim = raw["metadata"]["name"]
+            try:
+                body = await self.kube.get(f"/api/v1/namespaces/{ns}/pods/{victim}")
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+                gone.add(victim)
+                continue
+            if body["metadata"].get("deletionTimestamp"):
+                gone.add(victim)
+        return node, frozenset(gone)
+
+    @staticmethod
+    def _collection(path: str, namespace: str) -> str:
+        """`pods` or `services` (core), or `group/version/resource`, under a namespace."""
+        parts = path.split("/")
+        if len(parts) == 1:
+            return f"/api/v1/namespaces/{namespace}/{path}"
+        group, version, resource = parts
+        return f"/apis/{group}/{version}/namespaces/{namespace}/{resource}"
+
+    async def _settle_budgets(self, s: Scenario, run: str) -> None:
+        """PodDisruptionBudgets' status as kube-controller-manager computes it, once it has
+        seen the existing pods (preemption reads `disruptionsAllowed` from it)."""
+        loop = asyncio.get_running_loop()
+        for path, obj in s.objects:
+            if not path.endswith("poddisruptionbudgets"):
+                continue
+            ns = self.namespace(s, run, obj["metadata"].get("namespace", "default"))
+            url = f"{self._collection(path, ns)}/{obj['metadata']['name']}"
+            deadline = loop.time() + DECISION_TIMEOUT
+            while True:
+                body = await self.kube.get(url)
+                status = body.get("status") or {}
+                seen = status.get("observedGeneration", 0) >= body["metadata"].get("generation", 1)
+                expected = status.get("expectedPods", 0)
+                if seen and expected > 0 and status.get("currentHealthy", 0) == expected:
+                    break
+                if loop.time() > deadline:
+                    raise AssertionError(
+                        f"{url}: no settled status after {DECISION_TIMEOUT}s: {status}"
+                    )
+                await asyncio.sleep(0.1)
 
     async def _dry_run(self, s: Scenario, run: str, pod_body: Json) -> frozenset[str]:
         """The best nodes ascheduler's framework finds for the pod on the current state."""
@@ -365,12 +445,11 @@ class Runner:
             )
         for path, obj in s.objects:
             ns = self.namespace(s, run, obj["metadata"].get("namespace", "default"))
-            await self.kube.post(
-                f"/api/v1/namespaces/{ns}/{path}", self._rewrite(s, run, obj, None)
-            )
+            await self.kube.post(self._collection(path, ns), self._rewrite(s, run, obj, None))
         for raw in s.existing:
             ns = self.namespace(s, run, raw["metadata"].get("namespace", "default"))
             await self.kube.post(f"/api/v1/namespaces/{ns}/pods", self._rewrite(s, run, raw, None))
+        await self._settle_budgets(s, run)
         outcomes: dict[str, Outcome] = {}
         for raw in s.pods:
             name = raw["metadata"]["name"]
@@ -380,11 +459,16 @@ class Runner:
             best = await self._dry_run(s, run, body) if s.dry_run else None
             await self.kube.post(f"/api/v1/namespaces/{ns}/pods", body)
             got = await self._decision(ns, name)
+            node, victims = got.node, frozenset[str]()
+            if s.preemption and not node and got.nominated:
+                node, victims = await self._preempted(s, run, ns, name)
             outcome = Outcome(
-                self.logical_node(s, got.node) if got.node else "",
+                self.logical_node(s, node) if node else "",
                 got.reason,
                 got.message,
                 best,
+                self.logical_node(s, got.nominated) if got.nominated else "",
+                victims,
             )
             outcomes[name] = outcome
             if s.independent:
@@ -430,6 +514,18 @@ def compare(s: Scenario, kube: Mapping[str, Outcome], ours: Mapping[str, Outcome
     for raw in s.pods:
         name = raw["metadata"]["name"]
         k, a = kube[name], ours[name]
+        if s.preemption and (k.nominated, k.victims, k.reason, k.message) != (
+            a.nominated,
+            a.victims,
+            a.reason,
+            a.message,
+        ):
+            out.disagreements.append(
+                f"{name}: kube-scheduler nominated {k.nominated or '-'} evicting "
+                f"{sorted(k.victims)} ({k.reason}: {k.message}); ascheduler nominated "
+                f"{a.nominated or '-'} evicting {sorted(a.victims)} ({a.reason}: {a.message})"
+            )
+            continue
         if k.bound != a.bound:
             out.disagreements.append(
                 f"{name}: kube-scheduler {k.describe()}; ascheduler {a.describe()}"

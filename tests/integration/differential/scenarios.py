@@ -512,3 +512,85 @@ SCENARIOS += [
         },
     ),
 ]
+
+# -- preemption (DefaultPreemption): who is evicted, where the preemptor goes, the messages ----
+
+
+def budget(name: str, app: str, max_unavailable: int = 0) -> tuple[str, Json]:
+    return (
+        "policy/v1/poddisruptionbudgets",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name},
+            "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": {"app": app}}},
+        },
+    )
+
+
+def prio(name: str, cls: str, **kw: Any) -> Json:
+    return pause(name, priorityClassName=f"diff-{cls}", **kw)
+
+
+PAIR = [fake_node("a", cpu="2"), fake_node("b", cpu="2")]
+TAINT = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
+
+SCENARIOS += [
+    Scenario(
+        "preemption: the least important victim, the others reprieved",
+        nodes=PAIR,
+        existing=[
+            prio("low-10", "low", cpu="1", node="a"),
+            prio("mid-a", "mid", cpu="1", node="a"),
+            prio("mid-b", "mid", cpu="2", node="b"),
+        ],
+        pods=[prio("vip", "high", cpu="1")],
+        preemption=True,
+        dry_run=False,
+    ),
+    Scenario(
+        "preemption: the node whose victims matter least",
+        nodes=PAIR,
+        existing=[prio("mid", "mid", cpu="2", node="a"), prio("low", "low", cpu="2", node="b")],
+        pods=[prio("vip", "high", cpu="2")],
+        preemption=True,
+        dry_run=False,
+    ),
+    Scenario(
+        "preemption: a victim its budget protects is reprieved first",
+        nodes=[fake_node("a", cpu="2")],
+        objects=[budget("web", "web")],
+        existing=[
+            prio("guarded", "low", cpu="1", node="a", labels=WEB),
+            prio("plain", "low", cpu="1", node="a"),
+        ],
+        pods=[prio("vip", "high", cpu="1")],
+        preemption=True,
+        dry_run=False,
+    ),
+    Scenario(
+        "preemption: the node with fewer budget violations",
+        nodes=PAIR,
+        objects=[budget("web", "web")],
+        existing=[
+            prio("guarded", "low", cpu="2", node="a", labels=WEB),
+            prio("plain", "mid", cpu="2", node="b"),
+        ],
+        pods=[prio("vip", "high", cpu="2")],
+        preemption=True,
+        dry_run=False,
+    ),
+    Scenario(
+        "preemption: preemptionPolicy Never, no victims, not helpful",
+        nodes=[*PAIR, fake_node("tainted", cpu="8", taints=[TAINT])],
+        existing=[prio("low", "low", cpu="2", node="a"), prio("top", "high", cpu="2", node="b")],
+        pods=[
+            prio("never", "never", cpu="2"),
+            prio("peer", "high", cpu="2", nodeSelector={HOSTNAME: "b"}),
+            prio("huge", "high", cpu="3"),
+        ],
+        preemption=True,
+        independent=True,
+        dry_run=False,
+    ),
+]

@@ -319,3 +319,19 @@ async def test_the_preemptor_is_held_until_its_evictions_are_done() -> None:
         await asyncio.sleep(0)
     assert not evictions.running(vip.uid)
     assert env.queue.where(vip.uid) == "active"  # activated when they are done
+
+
+async def test_another_scheduler_s_nominated_pod_keeps_its_room_too() -> None:
+    env = env_with(["a"], [])
+    raw = pod("theirs", namespace="ns", cpu="2", priority=500, scheduler_name="default-scheduler")
+    raw["status"] = {"nominatedNodeName": "a"}
+    theirs = parse_pod(raw)
+    env.router.pods.on_add(theirs)
+    _, note, _ = await attempt(env, incoming("mine", priority=100, cpu="1"))
+    assert note.startswith("0/1 nodes are available: 1 Insufficient cpu.")
+    # Bound elsewhere (or its nomination dropped): the room is free again.
+    cleared = parse_pod({**raw, "status": {}})
+    env.router.pods.on_update(theirs, cleared)
+    bind, _ = await env.attempt(incoming("next", priority=100, cpu="1"))
+    assert bind is not None
+    assert bind.node == "a"
