@@ -399,5 +399,5 @@ REGISTRATION: Final = Registration(
     # kube-scheduler's with async preemption: a pod deletion may end the wait PreEnqueue
     # holds a preemptor in; the plugins that rejected the pod decide when it is retried.
     events=frozenset({ClusterEvent.ASSIGNED_POD_DELETE}),
-    default_weight=0,
+    default_weight=1,
 )
