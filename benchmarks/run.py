@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
 import statistics
@@ -56,7 +57,7 @@ from ascheduler.devcluster import ControlPlane, ensure_built
 from ascheduler.devcluster.nodes import create_fake_nodes, delete_fake_nodes, wait_nodes_ready
 from ascheduler.devcluster.plane import free_port, kube_scheduler_config
 from ascheduler.devcluster.processes import ProcessRecord, is_alive, spawn, stop
-from ascheduler.kube import KubeClient
+from ascheduler.kube import ApiError, KubeClient, KubeError
 from benchmarks import report
 from benchmarks.ceiling import go_binary
 from benchmarks.common import (
@@ -67,7 +68,7 @@ from benchmarks.common import (
     cpu_seconds,
     rss_bytes,
 )
-from benchmarks.workloads import WORKLOADS, Workload
+from benchmarks.workloads import PRIORITY_CLASSES, WORKLOADS, Workload
 
 SCHEDULERS = ("ascheduler", "kube-scheduler", "ceiling-go", "ceiling-python")
 CEILINGS = ("ceiling-go", "ceiling-python")
@@ -201,6 +202,24 @@ async def create_all(
             group.create_task(create(body))
 
 
+#: Names of the churn pods (created during the measurement, never measured themselves).
+CHURN = "churn-"
+
+
+async def churn(kube: KubeClient, namespace: str, workload: Workload, scheduler: str) -> None:
+    """scheduler_perf's churn (create mode): one pod of the workload's churn shape every
+    interval until cancelled. A refused create is skipped, not retried."""
+    make = workload.churn
+    assert make is not None
+    i = 0
+    while True:
+        body = make(f"{CHURN}{i}", scheduler, i)
+        with contextlib.suppress(KubeError):
+            await kube.post(f"/api/v1/namespaces/{namespace}/pods", body)
+        i += 1
+        await asyncio.sleep(workload.churn_interval)
+
+
 async def watch_bound(
     kube: KubeClient, namespace: str, bound: dict[str, float], want: int, done: asyncio.Event
 ) -> None:
@@ -208,7 +227,7 @@ async def watch_bound(
     while not done.is_set():
         listing = await kube.get(f"/api/v1/namespaces/{namespace}/pods")
         for p in listing["items"]:
-            if p["spec"].get("nodeName"):
+            if p["spec"].get("nodeName") and not p["metadata"]["name"].startswith(CHURN):
                 bound.setdefault(p["metadata"]["name"], time.monotonic())
         if len(bound) >= want:
             done.set()
@@ -225,7 +244,8 @@ async def watch_bound(
         ) as resp:
             async for line in resp.content:
                 obj = orjson.loads(line).get("object") or {}
-                if (obj.get("spec") or {}).get("nodeName"):
+                name = (obj.get("metadata") or {}).get("name", "")
+                if (obj.get("spec") or {}).get("nodeName") and not name.startswith(CHURN):
                     bound.setdefault(obj["metadata"]["name"], time.monotonic())
                     if len(bound) >= want:
                         done.set()
@@ -287,6 +307,11 @@ class Run:
             raise RuntimeError(f"{self.which} exited; see {log}")
         return self.record
 
+    def start_churn(self) -> asyncio.Task[None] | None:
+        if self.workload.churn is None:
+            return None
+        return asyncio.create_task(churn(self.kube, self.namespace, self.workload, self.name))
+
     def bound_measured(self) -> int:
         return sum(1 for n in self.bound if n.startswith("m-"))
 
@@ -330,6 +355,7 @@ class Run:
             return time.monotonic()
 
         creating = asyncio.create_task(create_measured())
+        churning = self.start_churn()
         samples: list[int] = []
         last = 0
         try:
@@ -351,6 +377,8 @@ class Run:
             created_at = await creating
         finally:
             creating.cancel()
+            if churning is not None:
+                churning.cancel()
         cpu = cpu_seconds(record.pid) - cpu0
         requests1 = await settled_requests(self.scrape, self.which, self.port)
         requests = {k: v - requests0.get(k, 0.0) for k, v in requests1.items()}
@@ -385,21 +413,26 @@ class Run:
         if early := self.bound_measured():
             raise RuntimeError(f"{self.which}: {early} pods bound while no scheduler ran")
         started = self.start()
+        churning = self.start_churn()
         record = self.check()
         peak = rss_bytes(record.pid)
         last = 0
-        while not self.done.is_set():
-            await asyncio.sleep(1.0)
-            record = self.check()
-            peak = max(peak, rss_bytes(record.pid))
-            now_bound = self.bound_measured()
-            self.show(index, "backlog", now_bound - last)
-            last = now_bound
-            if time.monotonic() - started > RUN_TIMEOUT:
-                raise TimeoutError(
-                    f"{self.which}: {now_bound}/{len(self.measured)} bound after "
-                    f"{RUN_TIMEOUT:.0f} s"
-                )
+        try:
+            while not self.done.is_set():
+                await asyncio.sleep(1.0)
+                record = self.check()
+                peak = max(peak, rss_bytes(record.pid))
+                now_bound = self.bound_measured()
+                self.show(index, "backlog", now_bound - last)
+                last = now_bound
+                if time.monotonic() - started > RUN_TIMEOUT:
+                    raise TimeoutError(
+                        f"{self.which}: {now_bound}/{len(self.measured)} bound after "
+                        f"{RUN_TIMEOUT:.0f} s"
+                    )
+        finally:
+            if churning is not None:
+                churning.cancel()
         cpu = cpu_seconds(record.pid)  # all of it: the start, the lists, the binds
         requests = await settled_requests(self.scrape, self.which, self.port)
         times = sorted(self.bound[n] for n in self.bound if n.startswith("m-"))
@@ -481,6 +514,14 @@ async def one_run(
 
 async def create_nodes(kubeconfig: str, workload: Workload, run_id: str) -> list[str]:
     async with await KubeClient.connect(kubeconfig, user_agent="bench") as kube:
+        if workload.churn is not None:
+            for name, value in PRIORITY_CLASSES.items():
+                body = {"metadata": {"name": name}, "value": value}
+                try:
+                    await kube.post("/apis/scheduling.k8s.io/v1/priorityclasses", body)
+                except ApiError as exc:
+                    if not exc.conflict:
+                        raise
         names: list[str] = []
         for group in workload.nodes(f"bench-{run_id}"):
             labelled = dataclasses.replace(group, labels={**group.labels, BENCH_LABEL: run_id})

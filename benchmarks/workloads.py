@@ -224,6 +224,31 @@ def mixed_nodes(count: int) -> Callable[[str], list[FakeNodes]]:
     return groups
 
 
+# -- scheduler_perf's preemption workloads -----------------------------------------------------
+
+#: The priority class of scheduler_perf's `pod-high-priority*` templates (priority 10; the API
+#: server's Priority admission wants a class, not a bare `spec.priority`).
+HIGH = "bench-high-priority"
+PRIORITY_CLASSES = {HIGH: 10}
+
+
+def _low_or_default(name: str, scheduler: str, index: int) -> dict[str, Any]:
+    """`pod-low-priority` (900m, priority 0) for the initial pods, `pod-default` (100m) for
+    the measured ones."""
+    if name.startswith("init-"):
+        return pod(name, scheduler, requests={"cpu": "900m", "memory": "500Mi"})
+    return pod(name, scheduler)
+
+
+def _high_priority(cpu: str) -> Callable[[str, str, int], dict[str, Any]]:
+    def make(name: str, scheduler: str, index: int) -> dict[str, Any]:
+        return pod(
+            name, scheduler, requests={"cpu": cpu, "memory": "500Mi"}, priorityClassName=HIGH
+        )
+
+    return make
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -233,6 +258,10 @@ class Workload:
     pod: Callable[[str, str, int], dict[str, Any]] = basic_pod
     ascheduler_args: tuple[str, ...] = ()
     description: str = ""
+    #: scheduler_perf's `churn` (mode create): a pod of this shape every `churn_interval`
+    #: seconds while the measured pods are scheduled (not measured themselves).
+    churn: Callable[[str, str, int], dict[str, Any]] | None = None
+    churn_interval: float = 0.2
 
     def node_count(self) -> int:
         return sum(g.count for g in self.nodes("n"))
@@ -319,6 +348,34 @@ WORKLOADS: dict[str, Workload] = {
             _affinity_pod("podAffinity", "red", HOSTNAME, preferred=True),
             description="5,000 nodes; 5,000 initial and 5,000 measured pods, each preferring "
             "the others' hosts (weight 1)",
+        ),
+        Workload(
+            "PreemptionAsync_5000Nodes",
+            20000,
+            5000,
+            basic_nodes(5000),
+            _low_or_default,
+            churn=_high_priority("3000m"),
+            description="5,000 nodes full of 20,000 low-priority pods (900m); a high-priority "
+            "pod (3000m, preempting three) every 200 ms while 5,000 default pods are measured",
+        ),
+        Workload(
+            "Unschedulable_5000Nodes_10000Pods",
+            100,
+            10000,
+            basic_nodes(5000),
+            churn=_high_priority("9"),
+            description="5,000 nodes, 100 initial pods; a high-priority pod no node can take "
+            "(9 cpu) every 200 ms while 10,000 default pods are measured",
+        ),
+        Workload(
+            "Smoke_Preemption_10Nodes",
+            40,
+            20,
+            basic_nodes(10),
+            _low_or_default,
+            churn=_high_priority("3000m"),
+            description="a tiny preemption size to check the churn works",
         ),
         Workload(
             "Smoke_10Nodes_40Pods",
