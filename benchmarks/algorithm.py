@@ -192,6 +192,60 @@ def measure(
     }
 
 
+def measure_preemption(nodes: int, attempts: int) -> dict[str, Any]:
+    """A preemption attempt's whole cycle (PreFilter .. PostFilter: the dry run over the
+    candidate nodes and the choice) at `nodes` nodes, each full of four low-priority pods
+    (scheduler_perf PreemptionAsync's 900m), for a high-priority 3000m pod. Nothing is
+    evicted, so every attempt meets the same cluster."""
+    cache = Cache()
+    for i in range(nodes):
+        cache.add_node(parse_node(fake_node_body(f"node-{i}", FakeNodes(count=1))))
+    fw = Framework(
+        multipoint("ascheduler"),
+        IN_TREE,
+        Handle(nodes=cache.table, objects=cache.objects),
+    )
+    names = cache.table.names
+    for i in range(nodes * 4):
+        low = parse_pod(
+            {
+                "metadata": {"name": f"low-{i}", "namespace": "bench", "uid": f"low-{i}"},
+                "spec": {
+                    "containers": [
+                        {"name": "c", "resources": {"requests": {"cpu": "900m", "memory": "500Mi"}}}
+                    ]
+                },
+            }
+        )
+        cache.add_pod(dataclasses.replace(low, node_name=names[i % nodes]))
+    times: list[float] = []
+    for i in range(attempts):
+        high = parse_pod(
+            {
+                "metadata": {"name": f"high-{i}", "namespace": "bench", "uid": f"high-{i}"},
+                "spec": {
+                    "priority": 10,
+                    "containers": [
+                        {"name": "c", "resources": {"requests": {"cpu": "3", "memory": "500Mi"}}}
+                    ],
+                },
+            }
+        )
+        t0 = time.perf_counter()
+        result = fw.find_nodes(CycleState(), high, cache.table)
+        times.append(time.perf_counter() - t0)
+        assert result.nominated_node, result.status
+    return {
+        "shape": "preemption",
+        "nodes": nodes,
+        "pods": attempts,
+        "initial_pods": nodes * 4,
+        "us_per_pod_median": round(statistics.median(times) * 1e6, 1),
+        "us_per_pod_best": round(min(times) * 1e6, 1),
+        "batches": attempts,
+    }
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks algorithm",
@@ -217,10 +271,15 @@ def main(argv: Sequence[str]) -> int:
     )
     parser.add_argument(
         "--shape",
-        choices=("basic", "topology", "both"),
-        default="both",
+        choices=("basic", "topology", "preemption", "both", "all"),
+        default="all",
         help="basic: SchedulingBasic's pod; topology: apps of 20 replicas, each pod with a "
-        "zone spread and per-host anti-affinity over its app (default both)",
+        "zone spread and per-host anti-affinity over its app; preemption: a high-priority pod "
+        "on nodes full of low-priority ones, per attempt; both: basic and topology (default "
+        "all three)",
+    )
+    parser.add_argument(
+        "--preemption-attempts", type=int, default=30, help="attempts per size (preemption)"
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per size")
     parser.add_argument(
@@ -235,16 +294,23 @@ def main(argv: Sequence[str]) -> int:
             f"{'+row filter us':>15} {'+row score us':>14}"
         )
     rows = []
-    shapes = ("basic", "topology") if args.shape == "both" else (args.shape,)
+    shapes = {
+        "both": ("basic", "topology"),
+        "all": ("basic", "topology", "preemption"),
+    }.get(args.shape, (args.shape,))
     for shape_name in shapes:
         for n in args.nodes:
             initial = args.initial
             if shape_name == "topology":
                 initial = min(args.topology_initial, 2 * n)
-            runs = [
-                measure(n, args.pods, initial, args.batch, shape_name=shape_name)
-                for _ in range(args.repeat)
-            ]
+            if shape_name == "preemption":
+                initial = 4 * n
+                runs = [measure_preemption(n, args.preemption_attempts) for _ in range(args.repeat)]
+            else:
+                runs = [
+                    measure(n, args.pods, initial, args.batch, shape_name=shape_name)
+                    for _ in range(args.repeat)
+                ]
             row = {
                 **runs[0],
                 "us_per_pod_median": statistics.median(r["us_per_pod_median"] for r in runs),

@@ -245,6 +245,7 @@ def newest(results: Path, benchmark: str) -> dict[str, Any] | None:
 SHAPE_TITLES = {
     "basic": "SchedulingBasic",
     "topology": "zone spread + per-host anti-affinity",
+    "preemption": "preemption attempt (us per attempt)",
 }
 
 
@@ -254,7 +255,8 @@ def algorithm_section(result: Mapping[str, Any] | None) -> str:
     rows = [
         f"The scheduling cycle alone, no network, SchedulingBasic nodes, and pods of "
         f"SchedulingBasic's shape or with a zone spread and per-host anti-affinity over apps of "
-        f"20 replicas (`python -m benchmarks algorithm --repeat {result['repeat']} --save`, "
+        f"20 replicas, and a preemption attempt on nodes full of lower-priority pods "
+        f"(`python -m benchmarks algorithm --repeat {result['repeat']} --save`, "
         f"{result['date'][:10]}, {result['machine']['cpus']} CPUs; the median of the runs' "
         "medians, and what a plugin written one node at a time adds, see "
         "[benchmarks/README.md](benchmarks/README.md)):",

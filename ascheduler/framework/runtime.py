@@ -275,6 +275,9 @@ class Framework:
         self.bind_plugins: list[BindPlugin] = of("bind", BindPlugin)
         self.post_bind_plugins: list[PostBindPlugin] = of("postBind", PostBindPlugin)
         self._row_local = {p.name for p in self.score_plugins if isinstance(p, RowLocalScorePlugin)}
+        self._what_if: list[tuple[FilterPlugin, WhatIfFilterPlugin | None]] = [
+            (p, p if isinstance(p, WhatIfFilterPlugin) else None) for p in self.filter_plugins
+        ]
         self._normalizes = {
             p.name for p in self.score_plugins if type(p).normalize is not ScorePlugin.normalize
         }
@@ -491,11 +494,11 @@ class Framework:
         it. A plugin that cannot answer what-if (not a `WhatIfFilterPlugin`) gives its verdict
         from the columnar pass, `recorded` (the `(plugin, result)` pairs the cycle's Filter
         produced): it depends on the node alone. `state` is the cycle's, after PreFilter."""
-        for plugin in self.filter_plugins:
+        for plugin, what_if in self._what_if:
             if plugin.name in state.skip_filter:
                 continue
-            if isinstance(plugin, WhatIfFilterPlugin):
-                status = plugin.filter_what_if(state, pod, nodes, row, removed, added)
+            if what_if is not None:
+                status = what_if.filter_what_if(state, pod, nodes, row, removed, added)
             else:
                 status = recorded_status(recorded, plugin.name, row)
             if not status.ok:

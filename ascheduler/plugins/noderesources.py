@@ -320,7 +320,8 @@ class NodeResourcesFit(WhatIfFilterPlugin, RowLocalScorePlugin):
 
         reasons = []
         never = False
-        if int(nodes.free[PODS, row]) + len(removed) - len(added) < 1:
+        free = nodes.free[:, row].tolist()
+        if free[PODS] + len(removed) - len(added) < 1:
             reasons.append("Too many pods")
         for name, value in pod.requests.items():
             if value <= 0 or not self._checked(name):
@@ -330,7 +331,7 @@ class NodeResourcesFit(WhatIfFilterPlugin, RowLocalScorePlugin):
                 reasons.append(f"Insufficient {name}")
                 never = True
                 continue
-            if int(nodes.free[res, row]) + delta(name) < value:
+            if free[res] + delta(name) < value:
                 reasons.append(f"Insufficient {name}")
                 never = never or value > int(nodes.alloc[res, row])
         if not reasons:
