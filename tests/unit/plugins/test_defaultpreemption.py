@@ -335,3 +335,15 @@ async def test_another_scheduler_s_nominated_pod_keeps_its_room_too() -> None:
     bind, _ = await env.attempt(incoming("next", priority=100, cpu="1"))
     assert bind is not None
     assert bind.node == "a"
+
+
+async def test_a_node_failing_with_its_nominated_pods_reports_that_failure() -> None:
+    """kube-scheduler filters a node with its nominated pods first; failing that pass is the
+    node's failure, counted in the message like any other."""
+    env = env_with(["a", "b"], [placed("big", "b", 500, cpu="2")])
+    raw = pod("theirs", namespace="ns", cpu="2", priority=500)
+    raw["status"] = {"nominatedNodeName": "a"}
+    env.router.pods.on_add(parse_pod(raw))
+    # `a` is empty: only the pass with `theirs` on it rejects it.
+    _, note, _ = await attempt(env, incoming("mine", priority=100, cpu="1"))
+    assert note.startswith("0/2 nodes are available: 2 Insufficient cpu. preemption:")
