@@ -11,7 +11,7 @@ logged), so a broken Service never stops scheduling.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,15 +188,19 @@ class _Budgets:
         self.store = store
 
     def on_add(self, pdb: DisruptionBudget) -> None:
-        self.store.budgets[pdb.key] = pdb
+        self.store.budgets.setdefault(pdb.namespace, {})[pdb.name] = pdb
 
     def on_update(self, old: DisruptionBudget, new: DisruptionBudget) -> None:
         if old.key != new.key:
-            self.store.budgets.pop(old.key, None)
+            self.on_delete(old)
         self.on_add(new)
 
     def on_delete(self, pdb: DisruptionBudget) -> None:
-        self.store.budgets.pop(pdb.key, None)
+        group = self.store.budgets.get(pdb.namespace)
+        if group is not None:
+            group.pop(pdb.name, None)
+            if not group:
+                del self.store.budgets[pdb.namespace]
 
 
 class ClusterObjects:
@@ -206,8 +210,8 @@ class ClusterObjects:
         self.namespaces: dict[str, Namespace] = {}
         #: kind -> namespace -> name -> record.
         self.selecting: dict[str, dict[str, dict[str, Selecting]]] = {k: {} for k in self.KINDS}
-        #: PodDisruptionBudgets by namespace/name.
-        self.budgets: dict[str, DisruptionBudget] = {}
+        #: PodDisruptionBudgets by namespace, then name.
+        self.budgets: dict[str, dict[str, DisruptionBudget]] = {}
         self.namespace_handler = _Namespaces(self)
         self.handlers = {k: _Kind(self, k) for k in self.KINDS}
         self.budget_handler = _Budgets(self)
@@ -222,6 +226,10 @@ class ClusterObjects:
 
     def namespaces_matching(self, selector: LabelSelector) -> frozenset[str]:
         return frozenset(n for n, ns in self.namespaces.items() if selector.matches(ns.labels))
+
+    def budgets_for(self, namespaces: Iterable[str]) -> list[DisruptionBudget]:
+        """The PodDisruptionBudgets of these namespaces (a budget covers pods of its own)."""
+        return [b for ns in namespaces for b in self.budgets.get(ns, {}).values()]
 
     # -- PodTopologySpread's default selector -------------------------------------------------
 

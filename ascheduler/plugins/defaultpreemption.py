@@ -271,13 +271,12 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin):
             return out
         wanted = self.args.candidates_to_find(len(potential))
         offset = self._rng.randrange(len(potential))
-        budgets = list(self.handle.objects.budgets.values())
         clean: list[Candidate] = []
         violating: list[Candidate] = []
         for i in range(len(potential)):
             row = potential[(offset + i) % len(potential)]
             name = nodes.names[row]
-            found = self.select_victims(state, pod, nodes, diagnosis, row, budgets, now)
+            found = self.select_victims(state, pod, nodes, diagnosis, row, now)
             if isinstance(found, Status):
                 if found.code is Code.ERROR:
                     out.errors.append(found.message)
@@ -296,7 +295,6 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin):
         nodes: NodeTable,
         diagnosis: Diagnosis,
         row: int,
-        budgets: Sequence[DisruptionBudget],
         now: float,
     ) -> Candidate | Status:
         """kube-scheduler's SelectVictimsOnNode: every lower-priority pod removed, the pod
@@ -329,6 +327,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin):
             return status
         key = importance(now)
         lower.sort(key=key)
+        budgets = self.handle.objects.budgets_for({p.namespace for p in lower})
         violating, fine = split_by_budgets(lower, budgets)
         removed = {p.uid: p for p in lower}
         victims: list[PodInfo] = []
