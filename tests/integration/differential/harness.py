@@ -16,7 +16,10 @@ runs that way).
 
 Compared per pod: bound or pending; the node, unless the scenario says a tie may place the
 pod anywhere among equals (`ties`) or the dry run finds a tie; for pending pods the
-`PodScheduled` reason and the whole message. A tie is reported as such, never skipped.
+`PodScheduled` reason and the whole message (preemption's part included). A tie is reported
+as such, never skipped. In a `preemption` scenario a pod nominated to a node is followed until
+it is bound, and the nominated node, the existing pods evicted for it and its first failure's
+message are compared too.
 """
 
 from __future__ import annotations
