@@ -42,7 +42,7 @@ from ascheduler.kube import KubeClient
 from ascheduler.kube.client import RateLimiter
 from ascheduler.kube.informer import Informer
 from ascheduler.leader import LeaderElector, LostLeadership
-from ascheduler.model import Node, PodInfo, parse_node, parse_pod
+from ascheduler.model import Node, PodInfo, parse_node, parse_pod, reparse_pod
 from ascheduler.plugins import IN_TREE
 from ascheduler.queue import QueueSettings, SchedulingQueue
 from ascheduler.scheduler import INVALID_SPEC, Scheduler
@@ -197,6 +197,8 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
         handler=router.pods,
         field_selector=POD_FIELD_SELECTOR,
         name="pods",
+        reparse=functools.partial(reparse_pod, keep_raw=bool(extenders)),
+        raw_key=lambda raw: str((raw.get("metadata") or {}).get("uid", "")),
     )
     nodes = Informer(
         watch_client,

@@ -98,10 +98,16 @@ class Informer(Generic[T]):
         inactivity: float = 90.0,
         max_event_bytes: int = MAX_EVENT_BYTES,
         name: str = "",
+        reparse: Callable[[Mapping[str, Any], T], T] | None = None,
+        raw_key: Callable[[Mapping[str, Any]], str] | None = None,
     ) -> None:
         self.kube = kube
         self.path = path
         self.parse = parse
+        #: A cheaper parse of an update, given the object's current record (with `raw_key`,
+        #: the key read off the raw object).
+        self.reparse = reparse
+        self.raw_key = raw_key
         self.key = key
         self.version = version
         self.handler = handler
@@ -247,6 +253,16 @@ class Informer(Generic[T]):
             log.exception("object_unparseable", informer=self.name, resource_version=rv)
             return None
 
+    def _reparse(self, raw: Mapping[str, Any], rv: str) -> T | None:
+        if self.reparse is None or self.raw_key is None:
+            return None
+        try:
+            before = self.store.get(self.raw_key(raw))
+            return None if before is None else self.reparse(raw, before)
+        except Exception:
+            log.exception("object_unparseable", informer=self.name, resource_version=rv)
+            return None
+
     def _event(self, event: Any) -> None:
         if not isinstance(event, Mapping) or not isinstance(event.get("object"), Mapping):
             log.warning("watch_event_malformed", informer=self.name, raw=repr(event)[:200])
@@ -268,7 +284,9 @@ class Informer(Generic[T]):
         if kind == "BOOKMARK":
             self.resource_version = rv or self.resource_version
             return
-        obj = self._parse(raw, rv)
+        obj = self._reparse(raw, rv) if kind == "MODIFIED" else None
+        if obj is None:
+            obj = self._parse(raw, rv)
         if obj is None:
             if rv:
                 self.resource_version = rv

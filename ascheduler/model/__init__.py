@@ -2,7 +2,7 @@
 
 from ascheduler.model.affinity import NodeSelectorTerm, PreferredTerm, Taint, Toleration
 from ascheduler.model.node import Node, parse_node
-from ascheduler.model.pod import PodInfo, parse_pod
+from ascheduler.model.pod import PodInfo, parse_pod, reparse_pod
 
 __all__ = [
     "Node",
@@ -13,4 +13,5 @@ __all__ = [
     "Toleration",
     "parse_node",
     "parse_pod",
+    "reparse_pod",
 ]

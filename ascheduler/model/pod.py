@@ -7,9 +7,12 @@ reports the pod with that message instead of scheduling it, while everything els
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+import orjson
 
 from ascheduler.model.affinity import (
     NodeSelectorTerm,
@@ -85,6 +88,9 @@ class PodInfo:
     #: The object as the API server sent it, kept only where something needs all of it
     #: (HTTP extenders are sent the pod); never compared.
     raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    #: A digest of what was parsed from the spec and the stable metadata (`reparse_pod`);
+    #: 0 when there is none. Never compared.
+    fingerprint: int = field(default=0, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -385,21 +391,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
             f"got {policy!r}"
         )
         policy = PREEMPT_LOWER_PRIORITY
-    condition = None
-    preempted = False
-    seen_disruption = False
-    for i, raw in enumerate(_seq(status.get("conditions"), "status.conditions", errors)):
-        c = _map(raw, f"status.conditions[{i}]", errors)
-        if c.get("type") == "PodScheduled":
-            condition = (
-                str(c.get("status", "")),
-                str(c.get("reason", "")),
-                str(c.get("message", "")),
-            )
-        elif c.get("type") == "DisruptionTarget" and not seen_disruption:
-            # The first such condition decides, as kube-scheduler reads it.
-            seen_disruption = True
-            preempted = c.get("status") == "True" and c.get("reason") == PREEMPTION_BY_SCHEDULER
+    condition, preempted = _conditions(status, errors)
     gates = []
     for i, raw in enumerate(_seq(spec.get("schedulingGates"), "spec.schedulingGates", errors)):
         gate = _map(raw, f"spec.schedulingGates[{i}]", errors)
@@ -436,4 +428,71 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
         pod_affinity=pod_affinity,
         images=images,
         raw=obj if keep_raw and not spec.get("nodeName") and isinstance(obj, Mapping) else None,
+        fingerprint=_fingerprint(spec, meta),
+    )
+
+
+def _conditions(
+    status: Mapping[str, Any], errors: list[str]
+) -> tuple[tuple[str, str, str] | None, bool]:
+    """The PodScheduled condition (status, reason, message) and whether a DisruptionTarget
+    condition says a scheduler is preempting the pod."""
+    condition = None
+    preempted = False
+    seen_disruption = False
+    for i, raw in enumerate(_seq(status.get("conditions"), "status.conditions", errors)):
+        c = _map(raw, f"status.conditions[{i}]", errors)
+        if c.get("type") == "PodScheduled":
+            condition = (
+                str(c.get("status", "")),
+                str(c.get("reason", "")),
+                str(c.get("message", "")),
+            )
+        elif c.get("type") == "DisruptionTarget" and not seen_disruption:
+            # The first such condition decides, as kube-scheduler reads it.
+            seen_disruption = True
+            preempted = c.get("status") == "True" and c.get("reason") == PREEMPTION_BY_SCHEDULER
+    return condition, preempted
+
+
+def _fingerprint(spec: Mapping[str, Any], meta: Mapping[str, Any]) -> int:
+    """A digest of everything a PodInfo takes from a pod but its status and the metadata
+    that changes on its own (resourceVersion, deletionTimestamp): equal digests, equal
+    parses of those parts."""
+    try:
+        return hash(
+            orjson.dumps((spec, meta.get("labels"), meta.get("ownerReferences"), meta.get("uid")))
+        )
+    except (TypeError, orjson.JSONEncodeError):
+        return 0
+
+
+def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
+    """`parse_pod` for a new version of `old`: when only its status (and resourceVersion or
+    deletionTimestamp) changed, which is what most updates of a bound pod are (the kubelet's
+    phase and conditions), `old` with those fields replaced, at a fraction of the cost;
+    otherwise a full parse."""
+    if not isinstance(obj, Mapping) or not old.fingerprint or old.errors:
+        return parse_pod(obj, keep_raw=keep_raw)
+    meta, spec, status = obj.get("metadata"), obj.get("spec"), obj.get("status")
+    if not (isinstance(meta, Mapping) and isinstance(spec, Mapping)):
+        return parse_pod(obj, keep_raw=keep_raw)
+    if status is None:
+        status = {}
+    if not isinstance(status, Mapping) or _fingerprint(spec, meta) != old.fingerprint:
+        return parse_pod(obj, keep_raw=keep_raw)
+    errors: list[str] = []
+    condition, preempted = _conditions(status, errors)
+    if errors:
+        return parse_pod(obj, keep_raw=keep_raw)
+    return dataclasses.replace(
+        old,
+        resource_version=str(meta.get("resourceVersion", "")),
+        phase=str(status.get("phase") or "Pending"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        scheduled_condition=condition,
+        nominated_node_name=str(status.get("nominatedNodeName") or ""),
+        start_time=str(status.get("startTime") or ""),
+        preempted=preempted,
+        raw=obj if keep_raw and not spec.get("nodeName") else None,
     )

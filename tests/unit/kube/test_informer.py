@@ -75,3 +75,43 @@ def test_events_of_any_shape_are_skipped(event: Any) -> None:
     inf._event({"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "10"}}})
     assert recorder.seen == [("add", "a")]
     assert inf.resource_version == "10"
+
+
+def test_updates_go_through_reparse_with_the_stored_record() -> None:
+    """A MODIFIED event of a known object is parsed from its stored record (`reparse`); an
+    unknown one, or a reparse that raises, falls back to the full parse."""
+    from ascheduler.model import PodInfo, parse_pod, reparse_pod
+
+    recorder = Recorder()
+    calls: list[str] = []
+
+    def counting_reparse(raw: Any, old: PodInfo) -> PodInfo:
+        calls.append(old.resource_version)
+        if raw["metadata"].get("resourceVersion") == "3":
+            raise RuntimeError("boom")
+        return reparse_pod(raw, old)
+
+    inf: Informer[PodInfo] = Informer(
+        None,  # type: ignore[arg-type]
+        "/api/v1/pods",
+        parse=parse_pod,
+        key=lambda p: p.uid,
+        version=lambda p: p.resource_version,
+        handler=recorder,  # type: ignore[arg-type]
+        reparse=counting_reparse,
+        raw_key=lambda raw: raw["metadata"]["uid"],
+    )
+
+    def pod(rv: str, phase: str) -> dict[str, Any]:
+        return {
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": rv},
+            "spec": {"containers": [{"name": "c"}]},
+            "status": {"phase": phase},
+        }
+
+    inf._event({"type": "MODIFIED", "object": pod("1", "Pending")})  # unknown: full parse
+    inf._event({"type": "MODIFIED", "object": pod("2", "Running")})
+    inf._event({"type": "MODIFIED", "object": pod("3", "Succeeded")})  # reparse raises
+    assert calls == ["1", "2"]
+    assert inf.store["u"] == parse_pod(pod("3", "Succeeded"))
+    assert [e[0] for e in recorder.seen] == ["add", "update", "update"]

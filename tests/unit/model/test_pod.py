@@ -728,3 +728,70 @@ def test_all_errors_are_collected() -> None:
 )
 def test_garbage_never_raises(obj: dict[str, Any]) -> None:
     parse_pod(obj)
+
+
+def test_an_update_reparsed_from_the_old_record_equals_a_full_parse() -> None:
+    """Status-only updates take the cheap path; anything else a full parse; either way the
+    result is what parsing the new object from scratch gives."""
+    import copy
+    import random
+
+    from ascheduler.model import reparse_pod
+
+    rng = random.Random(9)
+    base = {
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "uid": "u1",
+            "resourceVersion": "1",
+            "labels": {"app": "web"},
+        },
+        "spec": {
+            "nodeName": "n1",
+            "priority": 5,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+            "tolerations": [{"key": "k", "operator": "Exists"}],
+        },
+        "status": {"phase": "Pending"},
+    }
+    changes = [
+        lambda o: o.setdefault("status", {}).update(
+            phase="Running", startTime="2030-01-01T00:00:00Z"
+        ),
+        lambda o: o.setdefault("status", {}).update(
+            conditions=[
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"},
+                {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"},
+            ]
+        ),
+        lambda o: o.setdefault("status", {}).update(nominatedNodeName="n2"),
+        lambda o: o["metadata"].update(deletionTimestamp="2030-01-01T00:00:00Z"),
+        lambda o: o["metadata"]["labels"].update(app="db"),
+        lambda o: o["spec"]["containers"][0]["resources"]["requests"].update(cpu="2"),
+        lambda o: o["spec"].update(nodeName="n9"),
+        lambda o: o["spec"].update(priority="high"),  # an error: full parse reports it
+        lambda o: o.setdefault("status", {}).update(conditions="garbage"),
+        lambda o: o["metadata"].update(
+            ownerReferences=[
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "controller": True}
+            ]
+        ),
+        lambda o: o.pop("status", None),
+    ]
+    cheap = 0
+    for trial in range(300):
+        before = copy.deepcopy(base)
+        for change in rng.sample(changes, rng.randint(0, 2)):
+            change(before)
+        after = copy.deepcopy(before)
+        after["metadata"]["resourceVersion"] = str(trial + 2)
+        for change in rng.sample(changes, rng.randint(0, 2)):
+            change(after)
+        old = parse_pod(before)
+        got = reparse_pod(after, old)
+        want = parse_pod(after)
+        assert got == want, trial
+        assert got.fingerprint == want.fingerprint, trial
+        cheap += got is not want and old.fingerprint == want.fingerprint
+    assert cheap > 50
