@@ -1,20 +1,23 @@
 """Events and the PodScheduled condition, written in the background.
 
 The scheduling loop only enqueues (never awaits); a few workers send `events.k8s.io/v1` Events
-(`Scheduled`, `FailedScheduling`) and patch `PodScheduled=False` onto pods that did not fit.
-During a burst binds come first: the few workers fall behind and catch up afterwards, so the
-queue is sized for a burst of 100,000 pods. Past that, when the API server cannot keep up, new
-items are dropped and counted (`ascheduler_status_writes_dropped_total`); the scheduling loop never
-waits for it.
-"""
+(`Scheduled`, `FailedScheduling`, `Preempted`) and patch `PodScheduled=False` onto pods that
+did not fit. During a burst binds come first: Events queued while binds are under way are set
+aside and sent once the burst is over, or after `EVENT_DEFER` seconds at the latest (the
+condition and nominations are never held back). The queue is sized for a burst of 100,000
+pods; past that, when the API server cannot keep up, new items are dropped and counted
+(`ascheduler_status_writes_dropped_total`); the scheduling loop never waits for it."""
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import datetime as dt
 import secrets
 import socket
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import structlog
@@ -27,6 +30,8 @@ from ascheduler.model import PodInfo
 log = structlog.get_logger(__name__)
 
 NOTE_LIMIT: Final = 1024
+#: How long an Event may be held back while binds are under way.
+EVENT_DEFER: Final = 5.0
 
 
 def _now() -> str:
@@ -51,6 +56,8 @@ class _Event:
     note: str
     #: The other object involved (the preemptor of a `Preempted` victim).
     related: PodInfo | None = None
+    #: When it was queued (monotonic seconds).
+    queued: float = field(default_factory=time.monotonic, compare=False)
 
 
 @dataclass(frozen=True)
@@ -82,8 +89,16 @@ class StatusWriter:
         maxsize: int = 100_000,
         workers: int = 4,
         hostname: str | None = None,
+        defer: float = EVENT_DEFER,
     ) -> None:
         self.kube = kube
+        #: How long an Event may wait while binds are under way (`idle` clear): binds first.
+        #: The PodScheduled condition and nominations are never held back.
+        self.defer = defer
+        self.idle = asyncio.Event()
+        self.idle.set()
+        self._held: collections.deque[_Event] = collections.deque()
+        self._held_added = asyncio.Event()
         self.queue: asyncio.Queue[_Item] = asyncio.Queue(maxsize=maxsize)
         self.workers = workers
         self.hostname = hostname or socket.gethostname()
@@ -148,29 +163,54 @@ class StatusWriter:
         async with asyncio.TaskGroup() as group:
             for _ in range(self.workers):
                 group.create_task(self._work())
+            group.create_task(self._release())
 
     async def _work(self) -> None:
-        """Send items until cancelled. A failed write is logged and dropped, never retried: a
-        newer attempt of the same pod reports again, and the writer must never die (it runs
-        in the scheduler's task group, whose failure stops the process)."""
+        """Send items until cancelled. An Event queued while binds are under way is set
+        aside for `_release` (binds go first); everything else is sent at once."""
         while True:
             item = await self.queue.get()
-            try:
-                if self.kube is not None:
-                    await self._send(item)
-                    self.sent += 1
-            except KubeError as exc:
-                if not exc.not_found:  # the pod is gone: nothing to report on
-                    log.warning(
-                        "status_write_failed",
-                        pod=item.pod.key,
-                        failure=exc.kind.value,
-                        error=str(exc),
-                    )
-            except Exception:
-                log.exception("status_write_crashed", pod=item.pod.key)
-            finally:
-                self.queue.task_done()
+            if isinstance(item, _Event) and not self.idle.is_set():
+                self._held.append(item)
+                self._held_added.set()
+                continue  # `_release` marks it done once sent
+            await self._write(item)
+
+    async def _release(self) -> None:
+        """Send the Events set aside, oldest first: once binds are over, or when one has
+        waited `defer` seconds (so a steady load delays them by that much, no more)."""
+        while True:
+            if not self._held:
+                self._held_added.clear()
+                await self._held_added.wait()
+                continue
+            remaining = self._held[0].queued + self.defer - time.monotonic()
+            if remaining > 0 and not self.idle.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.idle.wait(), remaining)
+                continue
+            await self._write(self._held.popleft())
+
+    async def _write(self, item: _Item) -> None:
+        """One write. A failed write is logged and dropped, never retried: a newer attempt
+        of the same pod reports again, and the writer must never die (it runs in the
+        scheduler's task group, whose failure stops the process)."""
+        try:
+            if self.kube is not None:
+                await self._send(item)
+                self.sent += 1
+        except KubeError as exc:
+            if not exc.not_found:  # the pod is gone: nothing to report on
+                log.warning(
+                    "status_write_failed",
+                    pod=item.pod.key,
+                    failure=exc.kind.value,
+                    error=str(exc),
+                )
+        except Exception:
+            log.exception("status_write_crashed", pod=item.pod.key)
+        finally:
+            self.queue.task_done()
 
     async def _send(self, item: _Item) -> None:
         assert self.kube is not None

@@ -149,9 +149,15 @@ class Scheduler:
                 else:
                     task = group.create_task(self.binding_cycle(job))
                     self._binding.add(task)
-                    task.add_done_callback(self._binding.discard)
+                    self.writer.idle.clear()
+                    task.add_done_callback(self._bound)
                 # Let informers and binding cycles run between pods.
                 await asyncio.sleep(0)
+
+    def _bound(self, task: asyncio.Task[None]) -> None:
+        self._binding.discard(task)
+        if not self._binding:
+            self.writer.idle.set()
 
     @property
     def binding_in_flight(self) -> int:

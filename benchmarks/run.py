@@ -379,8 +379,10 @@ class Run:
             creating.cancel()
             if churning is not None:
                 churning.cancel()
-        cpu = cpu_seconds(record.pid) - cpu0
+        # Settled first: what the scheduler still writes for these pods (events it held
+        # back while binding) is part of their cost.
         requests1 = await settled_requests(self.scrape, self.which, self.port)
+        cpu = cpu_seconds(record.pid) - cpu0
         requests = {k: v - requests0.get(k, 0.0) for k, v in requests1.items()}
         end = max(self.bound[n] for n in self.bound if n.startswith("m-"))
         latencies = [
@@ -433,8 +435,8 @@ class Run:
         finally:
             if churning is not None:
                 churning.cancel()
-        cpu = cpu_seconds(record.pid)  # all of it: the start, the lists, the binds
         requests = await settled_requests(self.scrape, self.which, self.port)
+        cpu = cpu_seconds(record.pid)  # all of it: the start, the lists, the binds, the events
         times = sorted(self.bound[n] for n in self.bound if n.startswith("m-"))
         first, end = times[0], times[-1]
         samples = per_second(times, first)

@@ -49,6 +49,44 @@ async def test_the_writer_outlives_every_kind_of_failure() -> None:
         task.cancel()
 
 
+async def test_events_wait_for_binds_but_conditions_do_not() -> None:
+    kube = FlakyKube([])
+    writer = StatusWriter(kube, workers=1, hostname="test", defer=30.0)  # type: ignore[arg-type]
+    pod = parse_pod({"metadata": {"name": "p", "namespace": "ns", "uid": "u"}})
+    writer.idle.clear()  # binds under way
+    writer.scheduled(pod, "n1", "ascheduler")
+    writer.failed(pod, "0/1 nodes are available: 1 Insufficient cpu.", "ascheduler")
+    task = asyncio.create_task(writer.run())
+    try:
+        for _ in range(50):
+            await asyncio.sleep(0)
+        # The condition went out; both events are held back, and the queue is not done.
+        assert kube.sent == ["/api/v1/namespaces/ns/pods/p/status"]
+        assert writer.queue._unfinished_tasks == 2  # type: ignore[attr-defined]
+        writer.idle.set()  # the burst is over
+        async with asyncio.timeout(10):
+            await writer.queue.join()
+        events = "/apis/events.k8s.io/v1/namespaces/ns/events"
+        assert kube.sent == ["/api/v1/namespaces/ns/pods/p/status", events, events]
+    finally:
+        task.cancel()
+
+
+async def test_a_held_event_goes_out_after_its_deadline_under_steady_load() -> None:
+    kube = FlakyKube([])
+    writer = StatusWriter(kube, workers=1, hostname="test", defer=0.05)  # type: ignore[arg-type]
+    pod = parse_pod({"metadata": {"name": "p", "namespace": "ns", "uid": "u"}})
+    writer.idle.clear()  # and never set again
+    writer.scheduled(pod, "n1", "ascheduler")
+    task = asyncio.create_task(writer.run())
+    try:
+        async with asyncio.timeout(10):
+            await writer.queue.join()
+        assert len(kube.sent) == 1
+    finally:
+        task.cancel()
+
+
 # -- truncate_note ---------------------------------------------------------------------------
 
 
