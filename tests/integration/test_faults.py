@@ -229,8 +229,8 @@ async def test_a_relist_after_410_reconciles_what_changed_while_away(
         await eventually(synced, what="the scheduler's informers synced")
 
         async def all_watching() -> bool:
-            # pods, nodes, namespaces and the kinds that select pods
-            return proxy.open_watches == 3 + len(OBJECT_KINDS)
+            # pods, nodes, namespaces, the kinds that select pods, PodDisruptionBudgets
+            return proxy.open_watches == 4 + len(OBJECT_KINDS)
 
         await eventually(all_watching, what="every informer's watch open at the proxy")
         proxy.refuse_watches = True

@@ -71,7 +71,8 @@ async def test_a_high_priority_pod_evicts_the_least_important_and_takes_its_plac
 
     async def nominated() -> str:
         pod = await get_pod(kube, namespace, "vip")
-        return str(pod.get("status", {}).get("nominatedNodeName") or pod["spec"].get("nodeName"))
+        status = pod.get("status", {})
+        return str(status.get("nominatedNodeName") or pod["spec"].get("nodeName") or "")
 
     assert await eventually(nominated, what="vip nominated") == node
     placed = await wait_bound(kube, namespace, ["vip"])

@@ -69,9 +69,16 @@ async def test_algorithm_places_every_pod() -> None:
     )
     basic = [r for r in rows if r["shape"] == "basic"]
     topology = [r for r in rows if r["shape"] == "topology"]
+    preemption = [r for r in rows if r["shape"] == "preemption"]
     assert [r["nodes"] for r in basic] == [20, 60]
     assert [(r["nodes"], r["initial_pods"]) for r in topology] == [(20, 40), (60, 100)]
-    for row in rows:
+    # Nodes full of four low-priority pods each; the default number of attempts.
+    assert [(r["nodes"], r["initial_pods"], r["pods"]) for r in preemption] == [
+        (20, 80, 30),
+        (60, 240, 30),
+    ]
+    for row in basic + topology:
         assert row["pods"] == 40
+    for row in rows:
         assert row["us_per_pod_median"] > 0
         assert len(row["us_per_pod_runs"]) == 2

@@ -516,14 +516,15 @@ SCENARIOS += [
 # -- preemption (DefaultPreemption): who is evicted, where the preemptor goes, the messages ----
 
 
-def budget(name: str, app: str, max_unavailable: int = 0) -> tuple[str, Json]:
+def budget(name: str, app: str, min_available: int = 1) -> tuple[str, Json]:
     return (
         "policy/v1/poddisruptionbudgets",
         {
             "apiVersion": "policy/v1",
             "kind": "PodDisruptionBudget",
             "metadata": {"name": name},
-            "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": {"app": app}}},
+            # minAvailable: bare pods have no controller to count maxUnavailable against.
+            "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": app}}},
         },
     )
 
