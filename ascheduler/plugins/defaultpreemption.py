@@ -224,8 +224,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin):
     ) -> PostFilterResult:
         metrics.PREEMPTION_ATTEMPTS.inc()
         now = time.time()
-        rows = _rows_by_name(nodes, diagnosis)
-        codes = _codes(nodes, diagnosis, rows)
+        codes = _codes(nodes, diagnosis)
         terminating = False
         nominated = self.handle.nominator.node_of(pod.uid) or pod.nominated_node_name
         if nominated:
@@ -345,28 +344,25 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin):
         return Candidate(node, tuple(victims), violations)
 
 
-def _rows_by_name(nodes: NodeTable, diagnosis: Diagnosis) -> dict[str, int] | None:
-    """Where the diagnosis was taken on another table state (a profile with extenders),
-    its row numbers by node name; None when they are the table's own."""
-    if diagnosis.node_names is None:
-        return None
-    return {name: i for i, name in enumerate(diagnosis.node_names)}
-
-
-def _codes(nodes: NodeTable, diagnosis: Diagnosis, rows: dict[str, int] | None) -> list[Code]:
+def _codes(nodes: NodeTable, diagnosis: Diagnosis) -> list[Code]:
     """Each current row's code in the diagnosis (kube-scheduler's NodeToStatus: a node it
-    does not mention is UnschedulableAndUnresolvable)."""
+    does not mention is UnschedulableAndUnresolvable). A diagnosis taken on another state of
+    the table (a profile with extenders) names its rows (`node_names`): read by name."""
     unresolvable = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     if diagnosis.prefilter_status is not None:
         return [diagnosis.prefilter_status.code] * nodes.n
-    out = [unresolvable] * nodes.n
     if diagnosis.codes is None:
-        return out
+        return [unresolvable] * nodes.n
     codes = diagnosis.codes.tolist()
-    for r, name in enumerate(nodes.names):
-        at: int | None = r if rows is None else rows.get(name)
-        if at is not None and at < len(codes):
-            out[r] = Code(codes[at])
+    if diagnosis.node_names is None:
+        out = [Code(c) for c in codes[: nodes.n]]
+        out += [unresolvable] * (nodes.n - len(out))
+    else:
+        at = {name: i for i, name in enumerate(diagnosis.node_names)}
+        out = [
+            unresolvable if (i := at.get(name)) is None or i >= len(codes) else Code(codes[i])
+            for name in nodes.names
+        ]
     for name, status in diagnosis.external.items():
         row = nodes.index.get(name)
         if row is not None and out[row] is Code.SUCCESS:
