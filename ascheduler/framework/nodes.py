@@ -649,7 +649,7 @@ class NodeTable:
         unsched = np.zeros(cap, dtype=np.bool_)
         unsched[: self._cap] = self._unschedulable
         self._unschedulable = unsched
-        for entry in self._counts.values():
+        for entry in (*self._counts.values(), *self._shapes.values()):
             if entry.values is not None:
                 values = np.zeros(cap, dtype=np.int64)
                 values[: self._cap] = entry.values

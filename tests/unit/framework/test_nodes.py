@@ -61,6 +61,36 @@ def test_affinity_rows_group_pods_by_their_terms() -> None:
     assert {table.names[r]: c for r, c in rows.items()} == {"b": 1}
 
 
+def test_dense_columns_follow_the_table_when_it_grows() -> None:
+    """A count column and a shape's column made dense before the table doubles its capacity
+    keep counting pods placed on the rows beyond the old capacity."""
+    cache = make_cache([node("n0", labels={"zone": "z"})])
+    table = cache.table
+    web = SpreadMatch(frozenset({"default"}), parse_selector({"matchLabels": {"app": "web"}}, "s"))
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "h"}
+            ]
+        }
+    }
+    first = parse_pod(on("n0", pod("g0", labels={"app": "web"}, affinity=anti)))
+    cache.add_pod(first)
+    (shape,) = table.affinity_rows()
+    zone = table.domains("zone")
+    assert table.match_counts(web).tolist() == [1]
+    table.shape_domain_sums(shape, zone)  # both columns dense now
+    for i in range(1, 300):  # past the initial capacity
+        cache.add_node(parse_node(node(f"n{i}", labels={"zone": "z"})))
+    cache.add_pod(parse_pod(on("n299", pod("g1", labels={"app": "web"}, affinity=anti))))
+    counts = table.match_counts(web)
+    assert int(counts.sum()) == 2
+    assert counts[table.index["n299"]] == 1
+    zone = table.domains("zone")
+    sums = table.shape_domain_sums(shape, zone)
+    assert int(sums.sum()) == 2
+
+
 def test_domains_code_each_row_s_value() -> None:
     cache = make_cache([node("a", labels={"z": "1"}), node("b"), node("c", labels={"z": "2"})])
     d = cache.table.domains("z")
