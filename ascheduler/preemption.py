@@ -11,11 +11,16 @@ the loop goes on. A background task per preemptor:
    (`PreemptionByScheduler`), is deleted, and a `Preempted` event is recorded on it. All but
    the last in parallel, then the last.
 
-Until the task is over the preemptor is held back by DefaultPreemption's PreEnqueue, so it is
-not tried elsewhere while its room is being made; once over it is activated. A write that
-fails transiently is retried with backoff; a victim already gone is done; a permanent failure
-(403, a webhook) ends the task early and the preemptor is activated to try again (its
-nomination stays, as kube-scheduler leaves it). Nothing awaits these tasks but shutdown.
+The preemptor is held back by DefaultPreemption's PreEnqueue while its room is being made,
+so it is not tried elsewhere meanwhile: until the last victim is going (deleting, or gone from
+the cache), as kube-scheduler's `IsPodRunningPreemption` reads its informer. It is then left
+to the events that may help it (that victim's deletion above all), not activated: a victim
+that terminates slowly does not make the preemptor retry in a loop. It is activated when the
+task ends in a failure, or when an event tried to move it while it was held (it is gated
+then, and only activation lets it out). A write that fails transiently is retried with
+backoff; a victim already gone is done; a permanent failure (403, a webhook) ends the task
+early (the nomination stays, as kube-scheduler leaves it). Nothing awaits these tasks but
+shutdown.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ class Evictions:
         waiting: WaitingPods,
         activate: Callable[[str], None],
         plugin: str = "DefaultPreemption",
+        going: Callable[[str], bool] | None = None,
+        gated: Callable[[str], bool] | None = None,
     ) -> None:
         self.kube = kube
         self.writer = writer
@@ -60,10 +67,20 @@ class Evictions:
         #: Moves a pod (by uid) from wherever the queue holds it to the active queue.
         self.activate = activate
         self.plugin = plugin
+        #: Whether a pod (by uid) is deleting or gone, as the cache has it.
+        self.going = going or (lambda uid: False)
+        #: Whether the queue holds a pod (by uid) gated by PreEnqueue.
+        self.gated = gated or (lambda uid: False)
         self._tasks: dict[str, asyncio.Task[bool]] = {}
+        #: Preemptor -> its last victim, once that one's eviction is under way.
+        self._last: dict[str, str] = {}
 
     def running(self, uid: str) -> bool:
-        return uid in self._tasks
+        """Whether the preemptor's room is still being made (its PreEnqueue holds it)."""
+        if uid not in self._tasks:
+            return False
+        last = self._last.get(uid)
+        return last is None or not self.going(last)
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -76,7 +93,7 @@ class Evictions:
             for p in self.nominator.on_node(node)
             if p.uid != preemptor.uid and p.priority < preemptor.priority
         ]
-        if not todo and not lower:
+        if not todo:
             return
         uid = preemptor.uid
         loop = asyncio.get_running_loop()
@@ -89,6 +106,7 @@ class Evictions:
         def finished(t: asyncio.Task[bool]) -> None:
             if self._tasks.get(uid) is t:
                 del self._tasks[uid]
+                self._last.pop(uid, None)
             if t.cancelled():
                 return
             failure = t.exception()
@@ -97,7 +115,8 @@ class Evictions:
             result = "success" if failure is None and t.result() else "error"
             metrics.PREEMPTION_GOROUTINES.labels(result).inc()
             metrics.PREEMPTION_GOROUTINES_DURATION.labels(result).observe(loop.time() - began)
-            self.activate(uid)
+            if result == "error" or self.gated(uid):
+                self.activate(uid)
 
         task.add_done_callback(finished)
 
@@ -125,6 +144,7 @@ class Evictions:
             )
             ok = all(r is True for r in results)
         if victims:
+            self._last[preemptor.uid] = victims[-1].uid
             ok = await self._evict(preemptor, node, victims[-1]) and ok
         log.info("preemption_finished", preemptor=preemptor.key, node=node, ok=ok)
         return ok

@@ -126,11 +126,18 @@ class Scheduler:
             self.nominator,
             first.handle.waiting_pods if first is not None else WaitingPods(),
             queue.activate,
+            going=self._pod_going,
+            gated=lambda uid: queue.where(uid) == "gated",
         )
         for fw in self.frameworks.values():
             for plugin in fw.post_filter_plugins:
                 if isinstance(plugin, DefaultPreemption):
                     plugin.evictor = self.evictions
+
+    def _pod_going(self, uid: str) -> bool:
+        """A pod deleting, or gone from the cache."""
+        pod = self.cache.pod(uid)
+        return pod is None or pod.deleting
 
     # -- the loop ------------------------------------------------------------------------
 

@@ -138,6 +138,10 @@ class Cache:
     def has_pod(self, uid: str) -> bool:
         return uid in self._pods
 
+    def pod(self, uid: str) -> PodInfo | None:
+        state = self._pods.get(uid)
+        return None if state is None else state.pod
+
     def pod_node(self, uid: str) -> str | None:
         state = self._pods.get(uid)
         return None if state is None else state.node

@@ -122,6 +122,13 @@ async def test_a_victim_kept_by_a_finalizer_holds_its_preemptor_not_the_schedule
         await eventually(
             lambda: gone_or_going(kube, namespace, "stuck"), what="the victim terminating"
         )
+        # Nothing moves the preemptor while its victim terminates (kube-scheduler leaves it
+        # to the events that may help it); a new node is such an event. That node is tainted:
+        # the preemptor may not use it, pods that tolerate the taint may.
+        taint = {"key": "dedicated", "value": "bystanders", "effect": "NoSchedule"}
+        (other,) = await nodes(
+            FakeNodes(count=1, prefix=f"{namespace}-free", cpu="1", taints=[taint])
+        )
 
         async def waiting_message() -> str:
             pod = await get_pod(kube, namespace, "vip")
@@ -134,11 +141,7 @@ async def test_a_victim_kept_by_a_finalizer_holds_its_preemptor_not_the_schedule
         assert message.endswith(
             "preemption: not eligible due to a terminating pod on the nominated node."
         )
-        # Everything else is still scheduled meanwhile (on a node the preemptor may not use).
-        taint = {"key": "dedicated", "value": "bystanders", "effect": "NoSchedule"}
-        (other,) = await nodes(
-            FakeNodes(count=1, prefix=f"{namespace}-free", cpu="1", taints=[taint])
-        )
+        # Everything else is still scheduled meanwhile.
         toleration = {**taint, "operator": "Equal"}
         await create_pods(
             kube, namespace, [prio("bystander", "low", "500m", tolerations=[toleration])]
