@@ -39,6 +39,7 @@ from ascheduler.config import SchedulerConfig
 from ascheduler.config import parse as parse_config
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes, fake_node_body, wait_nodes_ready
+from ascheduler.devcluster.plane import FAKE_NODE_ANNOTATION
 from ascheduler.framework.objects import parse_namespace, parse_selecting
 from ascheduler.kube import ApiError, KubeClient
 from ascheduler.model import parse_node, parse_pod
@@ -80,8 +81,11 @@ def fake_node(
     images: Sequence[tuple[str, int]] = (),
     unschedulable: bool = False,
     extended: Mapping[str, str] | None = None,
+    kubelet: bool = True,
 ) -> Json:
-    """A logical node (named without the scenario's prefix)."""
+    """A logical node (named without the scenario's prefix). Without `kubelet`, kwok leaves
+    it alone: it is Ready from its creation on, and a pod deleted there stays terminating
+    for its grace period, as on a node whose kubelet is slow to stop it."""
     all_labels = dict(labels or {})
     if zone is not None:
         all_labels[ZONE] = zone
@@ -98,6 +102,11 @@ def fake_node(
     body = fake_node_body(name, shape)
     if images:
         body["status"]["images"] = [{"names": [n], "sizeBytes": size} for n, size in images]
+    if not kubelet:
+        del body["metadata"]["annotations"][FAKE_NODE_ANNOTATION]
+        body["status"]["conditions"] = [
+            {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "held"}
+        ]
     return body
 
 
@@ -150,6 +159,10 @@ class Scenario:
     #: Pods may preempt: a pod nominated to a node is waited for until it is bound there, and
     #: the nominated node and the existing pods evicted for it are compared too.
     preemption: bool = False
+    #: Victims stay terminating (on a node without kubelet): a nominated preemptor is
+    #: followed until its victims are going, not until bound, and the pods after it meet
+    #: its nomination.
+    victims_linger: bool = False
 
     @property
     def id(self) -> str:
@@ -353,9 +366,13 @@ class Runner:
         node = ""
         while loop.time() < deadline:
             node = str((await self.kube.get(path))["spec"].get("nodeName") or "")
-            if node:
+            if node or (s.victims_linger and await self._gone(s, run)):
                 break
             await asyncio.sleep(0.1)
+        return node, await self._gone(s, run)
+
+    async def _gone(self, s: Scenario, run: str) -> frozenset[str]:
+        """The existing pods of the run that are gone or going."""
         gone = set()
         for raw in s.existing:
             ns = self.namespace(s, run, raw["metadata"].get("namespace", "default"))
@@ -369,7 +386,7 @@ class Runner:
                 continue
             if body["metadata"].get("deletionTimestamp"):
                 gone.add(victim)
-        return node, frozenset(gone)
+        return frozenset(gone)
 
     @staticmethod
     def _collection(path: str, namespace: str) -> str:
@@ -487,9 +504,12 @@ class Runner:
                 and other.node != outcome.node
                 and {other.node, outcome.node} <= best
             ):
-                # A tie broken the other way: re-place it as the other run did.
+                # A tie broken the other way: re-place it as the other run did, under another
+                # name: kwok deletes a terminating pod by name, and its late delete of the old
+                # pod would take a new one of the same name.
                 await self._delete_pod(ns, name)
                 moved = copy.deepcopy(body)
+                moved["metadata"]["name"] = f"{name}-moved"
                 moved["spec"]["nodeName"] = self.node_name(s, other.node)
                 await self.kube.post(f"/api/v1/namespaces/{ns}/pods", moved)
         return outcomes
@@ -542,6 +562,14 @@ def compare(s: Scenario, kube: Mapping[str, Outcome], ours: Mapping[str, Outcome
                 )
             else:
                 out.same_pending += 1
+            continue
+        if a.best is not None and a.node not in a.best:
+            # ascheduler's decision is checked against its own framework on the API's state:
+            # a node outside that set means its cache did not hold the cluster it saw.
+            out.disagreements.append(
+                f"{name}: ascheduler chose {a.node}, not among its best {sorted(a.best)} on "
+                "the cluster as the API server has it"
+            )
             continue
         best = k.best
         if best is not None and k.node not in best:

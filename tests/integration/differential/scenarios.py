@@ -582,6 +582,18 @@ SCENARIOS += [
         dry_run=False,
     ),
     Scenario(
+        # While its victim terminates, vip's room on a is held from the lower-priority pod
+        # after it (kube-scheduler's filter with nominated pods): `after` fits only on b.
+        # Without the nomination counted, a (2 cpu free) would score better.
+        "preemption: a nomination holds its room against lower priorities",
+        nodes=[fake_node("a", cpu="8", kubelet=False), fake_node("b", cpu="4")],
+        existing=[prio("low", "low", cpu="6", node="a"), prio("top", "high", cpu="3", node="b")],
+        pods=[prio("vip", "high", cpu="4"), prio("after", "mid", cpu="1")],
+        preemption=True,
+        victims_linger=True,
+        dry_run=False,
+    ),
+    Scenario(
         "preemption: preemptionPolicy Never, no victims, not helpful",
         nodes=[*PAIR, fake_node("tainted", cpu="8", taints=[TAINT])],
         existing=[prio("low", "low", cpu="2", node="a"), prio("top", "high", cpu="2", node="b")],
