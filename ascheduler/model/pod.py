@@ -30,6 +30,7 @@ from ascheduler.model.topology import (
     parse_pod_affinity,
     parse_spread_constraint,
 )
+from ascheduler.model.volumes import PodVolume, parse_volumes
 
 #: kube-scheduler's defaults for containers that request no cpu / memory, used for scoring only.
 DEFAULT_MILLI_CPU_REQUEST: Final = 100
@@ -85,6 +86,8 @@ class PodInfo:
     pod_affinity: PodAffinity = NO_POD_AFFINITY
     #: Container and init container images, as written in the spec.
     images: tuple[str, ...] = ()
+    #: `spec.volumes`, as the volume plugins read them.
+    volumes: tuple[PodVolume, ...] = ()
     #: The object as the API server sent it, kept only where something needs all of it
     #: (HTTP extenders are sent the pod); never compared.
     raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -380,6 +383,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
     controller = _controller(meta, errors)
     spread = _spread(spec, errors)
     images = _images(spec, errors)
+    volumes = parse_volumes(spec.get("volumes"), str(meta.get("name", "")), errors)
     priority = spec.get("priority") or 0
     if not isinstance(priority, int) or isinstance(priority, bool):
         errors.append(f"spec.priority: expected an integer, got {priority!r}")
@@ -427,6 +431,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
         spread_constraints=spread,
         pod_affinity=pod_affinity,
         images=images,
+        volumes=volumes,
         raw=obj if keep_raw and not spec.get("nodeName") and isinstance(obj, Mapping) else None,
         fingerprint=_fingerprint(spec, meta),
     )
