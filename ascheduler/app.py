@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import functools
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -42,7 +42,7 @@ from ascheduler.kube import KubeClient
 from ascheduler.kube.client import RateLimiter
 from ascheduler.kube.informer import Informer
 from ascheduler.leader import LeaderElector, LostLeadership
-from ascheduler.model import Node, PodInfo, parse_node, parse_pod, reparse_pod
+from ascheduler.model import Node, PodInfo, parse_node, parse_pod, reparse_pod, storage
 from ascheduler.plugins import IN_TREE
 from ascheduler.queue import QueueSettings, SchedulingQueue
 from ascheduler.scheduler import INVALID_SPEC, Scheduler
@@ -55,6 +55,20 @@ OBJECT_KINDS = (
     ("ReplicationController", "/api/v1/replicationcontrollers"),
     ("ReplicaSet", "/apis/apps/v1/replicasets"),
     ("StatefulSet", "/apis/apps/v1/statefulsets"),
+)
+
+#: The storage objects the volume plugins read: (kind, collection, parser).
+STORAGE_KINDS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
+    ("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims", storage.parse_claim),
+    ("PersistentVolume", "/api/v1/persistentvolumes", storage.parse_volume),
+    ("StorageClass", "/apis/storage.k8s.io/v1/storageclasses", storage.parse_storage_class),
+    ("CSINode", "/apis/storage.k8s.io/v1/csinodes", storage.parse_csi_node),
+    ("CSIDriver", "/apis/storage.k8s.io/v1/csidrivers", storage.parse_csi_driver),
+    (
+        "CSIStorageCapacity",
+        "/apis/storage.k8s.io/v1/csistoragecapacities",
+        storage.parse_capacity,
+    ),
 )
 
 #: kube-scheduler's pod informer leaves out pods that have finished.
@@ -243,6 +257,18 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
             name="poddisruptionbudgets",
         )
     )
+    for kind, path, parse in STORAGE_KINDS:
+        objects.append(
+            Informer(
+                watch_client,
+                path,
+                parse=parse,
+                key=lambda o: f"{o.namespace}/{o.name}" if getattr(o, "namespace", "") else o.name,
+                version=lambda o: o.resource_version,
+                handler=cache.storage.handlers[kind],
+                name=path.rsplit("/", 1)[-1],
+            )
+        )
     # A failed pod is put back as the pod informer has it then (the store is replaced on a
     # relist, so look it up through the informer each time).
     scheduler.pods = lambda uid: pods.store.get(uid)

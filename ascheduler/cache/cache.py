@@ -32,6 +32,7 @@ import structlog
 
 from ascheduler.framework.nodes import NodeTable
 from ascheduler.framework.objects import ClusterObjects
+from ascheduler.framework.storage import StorageObjects
 from ascheduler.model import Node, PodInfo
 
 log = structlog.get_logger(__name__)
@@ -53,6 +54,8 @@ class Cache:
         self.table = NodeTable()
         #: Namespaces, Services and pod controllers (their own informers fill it).
         self.objects = ClusterObjects()
+        #: PersistentVolumes, claims, storage classes and CSI objects (their informers).
+        self.storage = StorageObjects()
         self._pods: dict[str, _PodState] = {}
         self._by_node: dict[str, set[str]] = {}
 

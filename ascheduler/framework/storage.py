@@ -16,7 +16,7 @@ object changed meanwhile is not assumed over.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
@@ -187,7 +187,7 @@ class StorageObjects:
         self.csi_drivers: _Plain[CSIDriver] = _Plain(lambda d: d.name, self._bump)
         self.capacities: _Plain[StorageCapacity] = _Plain(lambda c: c.key, self._capacity)
         #: Informer handlers by kind.
-        self.handlers = {
+        self.handlers: dict[str, Any] = {
             "PersistentVolumeClaim": _Indexed(self.claims, {}, lambda c: c.class_name),
             "PersistentVolume": _Indexed(
                 self.volumes, self._volumes_by_class, lambda v: v.storage_class
