@@ -116,6 +116,7 @@ def build_frameworks(
             kube=kube,
             profile=spec.scheduler_name,
             objects=cache.objects,
+            storage=cache.storage,
             nominator=nominator,
         )
         fw = Framework(

@@ -12,6 +12,7 @@ from ascheduler.framework.interface import CycleState, FilterResult, Status
 from ascheduler.framework.nodes import NodeTable
 from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.objects import ClusterObjects
+from ascheduler.framework.storage import StorageObjects
 from ascheduler.framework.waiting import WaitingPods
 from ascheduler.model import PodInfo
 
@@ -44,6 +45,9 @@ class Handle:
     #: Namespaces, Services, pod controllers and PodDisruptionBudgets, as the informers
     #: have them.
     objects: ClusterObjects = field(default_factory=ClusterObjects)
+    #: PersistentVolumes, claims, storage classes and CSI objects, as the informers have
+    #: them (with VolumeBinding's assumptions).
+    storage: StorageObjects = field(default_factory=StorageObjects)
     #: Pods nominated to nodes (shared by every profile).
     nominator: Nominator = field(default_factory=Nominator)
     #: The profile's Filters (set by the Framework this handle is built into).

@@ -262,6 +262,18 @@ class ClusterEvent(enum.Enum):
     UNSCHEDULED_POD_UPDATE = "UnscheduledPodUpdate"
     #: A namespace added, relabelled or deleted (pod affinity's namespaceSelector).
     NAMESPACE_CHANGE = "NamespaceChange"
+    #: Storage objects (the volume plugins).
+    CLAIM_ADD = "PersistentVolumeClaimAdd"
+    CLAIM_UPDATE = "PersistentVolumeClaimUpdate"
+    VOLUME_ADD = "PersistentVolumeAdd"
+    VOLUME_UPDATE = "PersistentVolumeUpdate"
+    STORAGE_CLASS_ADD = "StorageClassAdd"
+    STORAGE_CLASS_UPDATE = "StorageClassUpdate"
+    CSI_NODE_ADD = "CSINodeAdd"
+    CSI_NODE_UPDATE = "CSINodeUpdate"
+    CSI_DRIVER_UPDATE = "CSIDriverUpdate"
+    CAPACITY_ADD = "CSIStorageCapacityAdd"
+    CAPACITY_UPDATE = "CSIStorageCapacityUpdate"
     FORCE = "Force"
 
 

@@ -44,6 +44,7 @@ from ascheduler.model import Node, PodInfo
 from ascheduler.model.pod import HostPort
 from ascheduler.model.quantity import saturate
 from ascheduler.model.topology import LabelSelector, PodAffinity
+from ascheduler.model.volumes import CLAIM, DISKS, PodVolume
 
 CPU: Final = 0
 MEMORY: Final = 1
@@ -231,6 +232,11 @@ class NodeTable:
         #: as the first node to report it gave it.
         self._image_nodes: dict[str, dict[str, None]] = {}
         self._image_size: dict[str, int] = {}
+        #: Placed pods per claim they name directly, by (namespace, claim): kube-scheduler's
+        #: PVC reference counts (VolumeRestrictions' ReadWriteOncePod).
+        self._claim_users: dict[tuple[str, str], int] = {}
+        #: Placed pods' in-tree disks by (kind, disk): uid -> that volume.
+        self._disk_users: dict[tuple[str, str], dict[str, PodVolume]] = {}
 
     # -- columns (views of the live rows) -------------------------------------------------
 
@@ -534,6 +540,8 @@ class NodeTable:
             self._ns_pods.setdefault(pod.namespace, {})[pod.uid] = pod
             for key, value in pod.labels.items():
                 self._label_pods.setdefault((pod.namespace, key, value), {})[pod.uid] = None
+            if pod.volumes:
+                self._index_volumes(pod, 1)
         else:
             self._unindex_pod(pod)
         for entry in self._columns_for(pod):
@@ -552,8 +560,43 @@ class NodeTable:
             del self._shapes[shape]
             self._index_shape(shape, False)
 
+    def _index_volumes(self, pod: PodInfo, sign: int) -> None:
+        for v in pod.volumes:
+            if v.kind == CLAIM:
+                key = (pod.namespace, v.claim)
+                count = self._claim_users.get(key, 0) + sign
+                if count > 0:
+                    self._claim_users[key] = count
+                else:
+                    self._claim_users.pop(key, None)
+            elif v.kind in DISKS:
+                disk = (v.kind, v.disk)
+                if sign > 0:
+                    self._disk_users.setdefault(disk, {})[pod.uid] = v
+                else:
+                    users = self._disk_users.get(disk)
+                    if users is not None:
+                        users.pop(pod.uid, None)
+                        if not users:
+                            del self._disk_users[disk]
+
+    def claim_in_use(self, namespace: str, claim: str) -> bool:
+        """Whether a placed pod names the claim in a `persistentVolumeClaim` volume."""
+        return (namespace, claim) in self._claim_users
+
+    def disk_conflict_rows(self, volume: PodVolume) -> set[int]:
+        """Rows holding a pod whose in-tree disk conflicts with `volume`."""
+        rows = set()
+        for uid, other in self._disk_users.get((volume.kind, volume.disk), {}).items():
+            if volume.conflicts(other):
+                row = self._pod_row.get(uid)
+                if row is not None:
+                    rows.add(row)
+        return rows
+
     def _unindex_pod(self, pod: PodInfo) -> None:
-        self._pod_row.pop(pod.uid, None)
+        if self._pod_row.pop(pod.uid, None) is not None and pod.volumes:
+            self._index_volumes(pod, -1)
         members = self._ns_pods.get(pod.namespace)
         if members is not None:
             members.pop(pod.uid, None)

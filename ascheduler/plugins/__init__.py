@@ -17,6 +17,7 @@ from ascheduler.plugins import (
     prioritysort,
     schedulinggates,
     tainttoleration,
+    volumerestrictions,
 )
 
 IN_TREE = Registry(
@@ -29,6 +30,7 @@ IN_TREE = Registry(
         nodeaffinity.REGISTRATION,
         nodeports.REGISTRATION,
         noderesources.FIT_REGISTRATION,
+        volumerestrictions.REGISTRATION,
         podtopologyspread.REGISTRATION,
         interpodaffinity.REGISTRATION,
         defaultpreemption.REGISTRATION,

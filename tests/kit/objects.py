@@ -211,7 +211,8 @@ def make_plugin(name: str, cache: Cache, args: Mapping[str, Any] | None = None) 
     """The in-tree plugin `name`, its `args` decoded as a profile would decode them."""
     registration = IN_TREE[name]
     return registration.build(
-        registration.decode_args(args, "args"), Handle(nodes=cache.table, objects=cache.objects)
+        registration.decode_args(args, "args"),
+        Handle(nodes=cache.table, objects=cache.objects, storage=cache.storage),
     )
 
 

@@ -72,7 +72,9 @@ def framework(cache: Any, *plugins: Any, only: bool = False) -> Framework:
         for r in default_plugins(IN_TREE)
         if not only or r.name in ("PrioritySort", "DefaultBinder")
     ]
-    return Framework(multipoint("x", (*base, *refs)), registry, Handle(nodes=cache.table))
+    return Framework(
+        multipoint("x", (*base, *refs)), registry, Handle(nodes=cache.table, storage=cache.storage)
+    )
 
 
 def annotated(name: str, value: str | None) -> dict[str, Any]:

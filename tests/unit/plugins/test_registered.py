@@ -78,7 +78,9 @@ ROW_LOCAL = sorted(n for n in REGISTRY if isinstance(build(n), RowLocalScorePlug
 def test_row_local_scores_equal_columnar_scores(name: str, seed: int) -> None:
     cache = random_cluster(seed)
     registration = REGISTRY[name]
-    plugin = registration.build(registration.decode_args(None, "args"), Handle(nodes=cache.table))
+    plugin = registration.build(
+        registration.decode_args(None, "args"), Handle(nodes=cache.table, storage=cache.storage)
+    )
     assert isinstance(plugin, RowLocalScorePlugin)
     rng = random.Random(seed)
     rows = np.arange(cache.table.n, dtype=np.int64)

@@ -1,0 +1,174 @@
+"""VolumeRestrictions: in-tree disks one node cannot mount twice, and claims with the
+ReadWriteOncePod access mode that another pod already uses (kube-scheduler v1.35's rules).
+
+* A GCE PD mounted by a pod on the node conflicts unless both mounts are read-only; an AWS
+  EBS volume conflicts even then; an iSCSI volume by IQN, unless both are read-only; an RBD
+  image when the two share a Ceph monitor, the pool and the image, unless both read-only:
+  `node(s) had no available disk`.
+* A claim named in a `persistentVolumeClaim` volume must exist (`persistentvolumeclaim "x"
+  not found`, unresolvable). If one with ReadWriteOncePod is used by a placed pod anywhere,
+  every node is rejected (resolvable: preemption may evict that pod).
+
+The placed pods' disks and claims are indexed by the node table, so a Filter looks only at
+the pods sharing a disk with this one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from ascheduler.framework.handle import Handle
+from ascheduler.framework.interface import (
+    SKIP,
+    SUCCESS,
+    ClusterEvent,
+    Code,
+    CycleState,
+    FilterResult,
+    PreFilterPlugin,
+    PreFilterResult,
+    Rejection,
+    Status,
+    WhatIfFilterPlugin,
+)
+from ascheduler.framework.nodes import NodeTable
+from ascheduler.framework.registry import NoArgs, Registration
+from ascheduler.model import PodInfo
+from ascheduler.model.volumes import CLAIM, DISKS
+
+NAME: Final = "VolumeRestrictions"
+REASON_DISK: Final = "node(s) had no available disk"
+REASON_RWOP: Final = (
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode "
+    "already in-use by another pod"
+)
+READ_WRITE_ONCE_POD: Final = "ReadWriteOncePod"
+
+
+@dataclass
+class _State:
+    #: The pod's ReadWriteOncePod claims (names in its namespace).
+    rwop: frozenset[str]
+    #: How many of them placed pods use.
+    in_use: int
+
+
+def claim_problem(handle: Handle, pod: PodInfo, claim: str) -> Status | None:
+    """The status a missing or unreadable claim gets (unresolvable), None if it is fine."""
+    found = handle.storage.claim(pod.namespace, claim)
+    if found is None:
+        return Status.unschedulable(f'persistentvolumeclaim "{claim}" not found', resolvable=False)
+    if found.errors:
+        return Status.unschedulable(
+            f'persistentvolumeclaim "{claim}": {found.errors[0]}', resolvable=False
+        )
+    return None
+
+
+class VolumeRestrictions(PreFilterPlugin, WhatIfFilterPlugin):
+    name = NAME
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
+        disks = any(v.kind in DISKS for v in pod.volumes)
+        rwop = set()
+        for v in pod.volumes:
+            if v.kind != CLAIM:
+                continue
+            problem = claim_problem(self.handle, pod, v.claim)
+            if problem is not None:
+                return None, problem
+            claim = self.handle.storage.claim(pod.namespace, v.claim)
+            assert claim is not None
+            if READ_WRITE_ONCE_POD in claim.access_modes:
+                rwop.add(v.claim)
+        in_use = sum(1 for name in rwop if nodes.claim_in_use(pod.namespace, name))
+        if not disks and not in_use:
+            return None, SKIP
+        state.write(NAME, _State(frozenset(rwop), in_use))
+        return None, SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
+        s: _State | None = state.read(NAME)
+        if s is None:
+            return None
+        conflicted = np.zeros(nodes.n, dtype=np.bool_)
+        for v in pod.volumes:
+            if v.kind in DISKS:
+                rows = nodes.disk_conflict_rows(v)
+                if rows:
+                    conflicted[np.fromiter(rows, dtype=np.int64, count=len(rows))] = True
+        if s.in_use > 0:
+            taken = ~conflicted
+            return FilterResult.of(
+                np.ones(nodes.n, dtype=np.bool_),
+                Rejection(REASON_DISK, conflicted, Code.UNSCHEDULABLE),
+                Rejection(REASON_RWOP, taken, Code.UNSCHEDULABLE),
+            )
+        if not conflicted.any():
+            return None
+        return FilterResult.single(REASON_DISK, conflicted)
+
+    def filter_what_if(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        row: int,
+        removed: Sequence[PodInfo],
+        added: Sequence[PodInfo],
+    ) -> Status:
+        s: _State | None = state.read(NAME)
+        if s is None:
+            return SUCCESS
+        gone = {p.uid for p in removed}
+        for v in pod.volumes:
+            if v.kind not in DISKS:
+                continue
+            on_row = [
+                o
+                for uid, placed in nodes.pods(row).items()
+                if uid not in gone
+                for o in placed.volumes
+                if o.kind == v.kind
+            ]
+            on_row += [o for p in added for o in p.volumes if o.kind == v.kind]
+            if any(v.conflicts(o) for o in on_row):
+                return Status.unschedulable(REASON_DISK)
+
+        def uses(p: PodInfo) -> int:
+            if p.namespace != pod.namespace:
+                return 0
+            return sum(1 for o in p.volumes if o.kind == CLAIM and o.claim in s.rwop)
+
+        in_use = s.in_use - sum(uses(p) for p in removed) + sum(uses(p) for p in added)
+        if in_use > 0:
+            return Status.unschedulable(REASON_RWOP)
+        return SUCCESS
+
+
+def new(args: NoArgs, handle: Handle) -> VolumeRestrictions:
+    return VolumeRestrictions(handle)
+
+
+REGISTRATION: Final = Registration(
+    NAME,
+    new,
+    NoArgs,
+    events=frozenset(
+        {
+            ClusterEvent.ASSIGNED_POD_DELETE,
+            ClusterEvent.NODE_ADD,
+            ClusterEvent.CLAIM_ADD,
+        }
+    ),
+    default_weight=1,
+)

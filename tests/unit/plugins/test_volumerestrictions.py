@@ -1,0 +1,118 @@
+"""VolumeRestrictions: in-tree disk conflicts with the pods placed on each node, and
+ReadWriteOncePod claims already used by a placed pod; missing claims; what-if for
+preemption."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ascheduler.cache import Cache
+from ascheduler.framework import Code, CycleState
+from ascheduler.model import parse_pod
+from ascheduler.model.storage import parse_claim
+from ascheduler.plugins.volumerestrictions import REASON_DISK, REASON_RWOP
+from tests.kit import make_cache, make_plugin, node, on, pod, rejected_reasons
+from tests.kit import run_filter as run
+
+NAME = "VolumeRestrictions"
+
+
+def with_volumes(name: str, *volumes: Any, where: str | None = None) -> dict[str, Any]:
+    raw = pod(name, namespace="ns")
+    raw["spec"]["volumes"] = list(volumes)
+    return on(where, raw) if where else raw
+
+
+def gce(pd: str, read_only: bool = False) -> dict[str, Any]:
+    return {"name": f"v-{pd}", "gcePersistentDisk": {"pdName": pd, "readOnly": read_only}}
+
+
+def claim_volume(claim: str) -> dict[str, Any]:
+    return {"name": f"v-{claim}", "persistentVolumeClaim": {"claimName": claim}}
+
+
+def add_claim(cache: Cache, name: str, *modes: str) -> None:
+    cache.storage.handlers["PersistentVolumeClaim"].on_add(
+        parse_claim(
+            {
+                "metadata": {"namespace": "ns", "name": name, "resourceVersion": "1"},
+                "spec": {"accessModes": list(modes)},
+            }
+        )
+    )
+
+
+def three_nodes() -> Cache:
+    return make_cache(
+        [node("a"), node("b"), node("c")],
+        [
+            with_volumes("ro", gce("pd-1", read_only=True), where="a"),
+            with_volumes("rw", gce("pd-2"), where="b"),
+            with_volumes("plain", where="c"),
+        ],
+    )
+
+
+def test_a_pod_without_disks_or_claims_is_skipped() -> None:
+    cache = three_nodes()
+    assert run(make_plugin(NAME, cache), with_volumes("x"), cache) is None
+
+
+def test_a_disk_mounted_elsewhere_conflicts_unless_both_read_only() -> None:
+    cache = three_nodes()
+    plugin = make_plugin(NAME, cache)
+    got = run(plugin, with_volumes("x", gce("pd-1", read_only=True), gce("pd-2")), cache)
+    assert rejected_reasons(got, cache) == {"b": [REASON_DISK]}
+    got = run(plugin, with_volumes("y", gce("pd-1")), cache)
+    assert rejected_reasons(got, cache) == {"a": [REASON_DISK]}
+    cache.remove_pod(parse_pod(with_volumes("ro", gce("pd-1", read_only=True), where="a")))
+    assert run(plugin, with_volumes("y", gce("pd-1")), cache) is None
+
+
+def test_a_missing_claim_is_unresolvable() -> None:
+    cache = three_nodes()
+    plugin = make_plugin(NAME, cache)
+    _, status = plugin.pre_filter(
+        CycleState(), parse_pod(with_volumes("x", claim_volume("data"))), cache.table
+    )
+    assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.message == 'persistentvolumeclaim "data" not found'
+
+
+def test_a_read_write_once_pod_claim_in_use_rejects_every_node() -> None:
+    cache = three_nodes()
+    add_claim(cache, "solo", "ReadWriteOncePod")
+    add_claim(cache, "shared", "ReadWriteOnce")
+    plugin = make_plugin(NAME, cache)
+    wanting = with_volumes("x", claim_volume("solo"), claim_volume("shared"))
+    assert run(plugin, wanting, cache) is None  # nobody uses them yet: skipped
+    cache.add_pod(parse_pod(with_volumes("user", claim_volume("shared"), where="a")))
+    assert run(plugin, wanting, cache) is None  # ReadWriteOnce: not this plugin's concern
+    user = parse_pod(with_volumes("owner", claim_volume("solo"), where="b"))
+    cache.add_pod(user)
+    got = run(plugin, wanting, cache)
+    assert rejected_reasons(got, cache) == {n: [REASON_RWOP] for n in ("a", "b", "c")}
+    # Preemption's what-if: with the user evicted, the node is fine again.
+    state = CycleState()
+    info = parse_pod(wanting)
+    plugin.pre_filter(state, info, cache.table)
+    row = cache.table.index["b"]
+    assert not plugin.filter_what_if(state, info, cache.table, row, (), ()).ok
+    assert plugin.filter_what_if(state, info, cache.table, row, (user,), ()).ok
+    cache.remove_pod(user)
+    assert run(plugin, wanting, cache) is None
+
+
+def test_what_if_sees_disks_of_pods_removed_and_added() -> None:
+    cache = three_nodes()
+    plugin = make_plugin(NAME, cache)
+    state = CycleState()
+    info = parse_pod(with_volumes("x", gce("pd-2")))
+    plugin.pre_filter(state, info, cache.table)
+    b, c = cache.table.index["b"], cache.table.index["c"]
+    placed = cache.table.pods(b)
+    assert not plugin.filter_what_if(state, info, cache.table, b, (), ()).ok
+    assert plugin.filter_what_if(state, info, cache.table, b, tuple(placed.values()), ()).ok
+    other = parse_pod(with_volumes("z", gce("pd-2"), where="c"))
+    assert plugin.filter_what_if(state, info, cache.table, c, (), ()).ok
+    assert not plugin.filter_what_if(state, info, cache.table, c, (), (other,)).ok
