@@ -266,7 +266,7 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
                 parse=parse,
                 key=lambda o: f"{o.namespace}/{o.name}" if getattr(o, "namespace", "") else o.name,
                 version=lambda o: o.resource_version,
-                handler=cache.storage.handlers[kind],
+                handler=router.storage[kind],
                 name=path.rsplit("/", 1)[-1],
             )
         )

@@ -8,6 +8,8 @@ Namespaces: the cache's object store, and moves for pods with namespace-selectin
 
 from __future__ import annotations
 
+from typing import Any
+
 from ascheduler.framework import ClusterEvent
 from ascheduler.framework.objects import Namespace
 from ascheduler.model import Node, PodInfo
@@ -25,6 +27,7 @@ class EventRouter:
         self.pods = _PodEvents(self)
         self.nodes = _NodeEvents(self)
         self.namespaces = NamespaceEvents(self)
+        self.storage = {kind: StorageEvents(self, kind) for kind in _STORAGE_EVENTS}
 
     def ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.scheduler.frameworks
@@ -160,3 +163,37 @@ class NamespaceEvents:
     def on_delete(self, ns: Namespace) -> None:
         self.store.on_delete(ns)
         self.r.queue.move_all(ClusterEvent.NAMESPACE_CHANGE, ns, None)
+
+
+#: Storage kinds -> (their add event, their update event); None: no move for that action.
+_STORAGE_EVENTS: dict[str, tuple[ClusterEvent | None, ClusterEvent | None]] = {
+    "PersistentVolumeClaim": (ClusterEvent.CLAIM_ADD, ClusterEvent.CLAIM_UPDATE),
+    "PersistentVolume": (ClusterEvent.VOLUME_ADD, ClusterEvent.VOLUME_UPDATE),
+    "StorageClass": (ClusterEvent.STORAGE_CLASS_ADD, ClusterEvent.STORAGE_CLASS_UPDATE),
+    "CSINode": (ClusterEvent.CSI_NODE_ADD, ClusterEvent.CSI_NODE_UPDATE),
+    "CSIDriver": (None, ClusterEvent.CSI_DRIVER_UPDATE),
+    "CSIStorageCapacity": (ClusterEvent.CAPACITY_ADD, ClusterEvent.CAPACITY_UPDATE),
+}
+
+
+class StorageEvents:
+    """One storage kind into the cache's storage store; adds and updates may help pods the
+    volume plugins rejected (deletions do not: a missing object never makes a pod fit)."""
+
+    def __init__(self, router: EventRouter, kind: str) -> None:
+        self.r = router
+        self.store = router.cache.storage.handlers[kind]
+        self.add_event, self.update_event = _STORAGE_EVENTS[kind]
+
+    def on_add(self, obj: Any) -> None:
+        self.store.on_add(obj)
+        if self.add_event is not None:
+            self.r.queue.move_all(self.add_event, None, obj)
+
+    def on_update(self, old: Any, new: Any) -> None:
+        self.store.on_update(old, new)
+        if self.update_event is not None:
+            self.r.queue.move_all(self.update_event, old, new)
+
+    def on_delete(self, obj: Any) -> None:
+        self.store.on_delete(obj)

@@ -6,8 +6,9 @@ from ascheduler.config import DEFAULT_SCHEDULER_NAME
 from ascheduler.framework import ClusterEvent, QueuedPodInfo
 from ascheduler.framework.nodes import CPU, PODS
 from ascheduler.model import parse_node, parse_pod
+from ascheduler.model.storage import parse_claim
 from ascheduler.scheduler import INVALID_SPEC
-from tests.kit import container, pod_info
+from tests.kit import container, pod, pod_info
 from tests.kit.scheduling import Env, make_node, make_pod
 
 
@@ -187,3 +188,23 @@ def test_pod_created_bound_with_huge_sums_is_counted_whole() -> None:
     assert env.cache.has_pod("uid-huge")
     assert int(table.requested[PODS, 0]) == 1
     assert int(table.free[foo, 0]) < 0  # full: nothing else asking for foo fits
+
+
+async def test_a_claim_created_moves_the_pod_waiting_for_it() -> None:
+    env = Env(make_node("n1"))
+    raw = pod("p", namespace="ns", scheduler_name=DEFAULT_SCHEDULER_NAME)
+    raw["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+    waiting = parse_pod(raw)
+    await env.attempt(waiting)
+    assert env.queue.where(waiting.uid) == "unschedulable"
+    storage = env.router.storage["PersistentVolumeClaim"]
+    claim = {"metadata": {"namespace": "ns", "name": "data", "resourceVersion": "1"}}
+    # A deletion moves nothing; the claim created does, and the pod then fits.
+    storage.on_delete(parse_claim(claim))
+    assert env.queue.where(waiting.uid) == "unschedulable"
+    storage.on_add(parse_claim(claim))
+    assert env.cache.storage.claim("ns", "data") is not None
+    assert env.queue.where(waiting.uid) in ("backoff", "active")
+    env.clock.advance(1)
+    bind, _ = await env.attempt(waiting)
+    assert bind is not None
