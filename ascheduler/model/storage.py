@@ -102,8 +102,8 @@ class VolumeClaim:
     uid: str
     resource_version: str
     deleting: bool
-    #: `spec.storageClassName`, else the beta annotation; None: not set at all (the
-    #: cluster's default class may be filled in by admission), "" : explicitly no class.
+    #: The beta annotation `volume.beta.kubernetes.io/storage-class`, else
+    #: `spec.storageClassName`; None: neither set, "": explicitly no class.
     storage_class: str | None
     volume_name: str
     phase: str
@@ -223,11 +223,11 @@ def parse_claim(obj: Any) -> VolumeClaim:
     status = _section(obj, "status", errors)
     annotations = _string_map(meta.get("annotations"), "metadata.annotations", errors)
     storage_class = spec.get("storageClassName")
-    if storage_class is None:
-        storage_class = annotations.get(BETA_STORAGE_CLASS)
-    elif not isinstance(storage_class, str):
+    if storage_class is not None and not isinstance(storage_class, str):
         errors.append(f"spec.storageClassName: expected a string, got {storage_class!r}")
         storage_class = None
+    if BETA_STORAGE_CLASS in annotations:  # the beta annotation wins, as Kubernetes reads it
+        storage_class = annotations[BETA_STORAGE_CLASS]
     resources = spec.get("resources")
     requests = resources.get("requests") if isinstance(resources, Mapping) else None
     request = _storage(
@@ -326,7 +326,7 @@ def parse_volume(obj: Any) -> Volume:
         uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),
         deleting=bool(meta.get("deletionTimestamp")),
-        storage_class=str(spec.get("storageClassName") or ""),
+        storage_class=_volume_class(meta, spec),
         capacity=size or 0,
         access_modes=_strings(spec.get("accessModes"), "spec.accessModes", errors),
         volume_mode=str(spec.get("volumeMode") or FILESYSTEM),
@@ -340,6 +340,13 @@ def parse_volume(obj: Any) -> Volume:
         in_tree=in_tree,
         errors=tuple(errors),
     )
+
+
+def _volume_class(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
+    annotations = meta.get("annotations")
+    if isinstance(annotations, Mapping) and isinstance(annotations.get(BETA_STORAGE_CLASS), str):
+        return str(annotations[BETA_STORAGE_CLASS])
+    return str(spec.get("storageClassName") or "")
 
 
 def parse_storage_class(obj: Any) -> StorageClass:

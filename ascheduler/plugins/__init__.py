@@ -18,6 +18,7 @@ from ascheduler.plugins import (
     schedulinggates,
     tainttoleration,
     volumerestrictions,
+    volumezone,
 )
 
 IN_TREE = Registry(
@@ -31,6 +32,7 @@ IN_TREE = Registry(
         nodeports.REGISTRATION,
         noderesources.FIT_REGISTRATION,
         volumerestrictions.REGISTRATION,
+        volumezone.REGISTRATION,
         podtopologyspread.REGISTRATION,
         interpodaffinity.REGISTRATION,
         defaultpreemption.REGISTRATION,

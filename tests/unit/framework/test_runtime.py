@@ -92,6 +92,7 @@ def test_default_profile_order_and_weights() -> None:
         "NodePorts",
         "NodeResourcesFit",
         "VolumeRestrictions",
+        "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
     ]

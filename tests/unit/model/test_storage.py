@@ -54,9 +54,9 @@ def test_a_claim_with_its_class_request_and_annotations() -> None:
 def test_a_claim_s_class_none_empty_or_from_the_beta_annotation() -> None:
     assert parse_claim(claim()).storage_class is None
     assert parse_claim(claim(storageClassName="")).storage_class == ""
-    raw = claim()
+    raw = claim(storageClassName="new")
     raw["metadata"]["annotations"] = {BETA_STORAGE_CLASS: "old"}
-    assert parse_claim(raw).storage_class == "old"
+    assert parse_claim(raw).storage_class == "old"  # the annotation wins
     bound = parse_claim(claim(volumeName="pv-1"))
     assert bound.bound
     assert bound.volume_name == "pv-1"
