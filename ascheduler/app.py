@@ -117,6 +117,7 @@ def build_frameworks(
             profile=spec.scheduler_name,
             objects=cache.objects,
             storage=cache.storage,
+            attachments=cache.attachments,
             nominator=nominator,
         )
         fw = Framework(

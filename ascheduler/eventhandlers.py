@@ -182,18 +182,22 @@ class StorageEvents:
 
     def __init__(self, router: EventRouter, kind: str) -> None:
         self.r = router
+        self.kind = kind
         self.store = router.cache.storage.handlers[kind]
         self.add_event, self.update_event = _STORAGE_EVENTS[kind]
 
     def on_add(self, obj: Any) -> None:
         self.store.on_add(obj)
+        self.r.cache.storage_changed(self.kind, None, obj)
         if self.add_event is not None:
             self.r.queue.move_all(self.add_event, None, obj)
 
     def on_update(self, old: Any, new: Any) -> None:
         self.store.on_update(old, new)
+        self.r.cache.storage_changed(self.kind, old, new)
         if self.update_event is not None:
             self.r.queue.move_all(self.update_event, old, new)
 
     def on_delete(self, obj: Any) -> None:
         self.store.on_delete(obj)
+        self.r.cache.storage_changed(self.kind, obj, None)

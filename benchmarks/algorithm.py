@@ -153,7 +153,11 @@ def measure(
         extra = ADAPTED[adapted]
         registry = Registry([*IN_TREE.values(), extra])
         profile = multipoint("ascheduler", (*default_plugins(IN_TREE), PluginRef(extra.name)))
-    fw = Framework(profile, registry, Handle(nodes=cache.table, storage=cache.storage))
+    fw = Framework(
+        profile,
+        registry,
+        Handle(nodes=cache.table, storage=cache.storage, attachments=cache.attachments),
+    )
 
     def make(i: int, name: str) -> PodInfo:
         if shape_name == "topology":
@@ -203,7 +207,12 @@ def measure_preemption(nodes: int, attempts: int) -> dict[str, Any]:
     fw = Framework(
         multipoint("ascheduler"),
         IN_TREE,
-        Handle(nodes=cache.table, objects=cache.objects, storage=cache.storage),
+        Handle(
+            nodes=cache.table,
+            objects=cache.objects,
+            storage=cache.storage,
+            attachments=cache.attachments,
+        ),
     )
     names = cache.table.names
     for i in range(nodes * 4):

@@ -27,9 +27,11 @@ doubles as the scheduling cycle's snapshot.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
+from ascheduler.framework.attachments import AttachedVolumes
 from ascheduler.framework.nodes import NodeTable
 from ascheduler.framework.objects import ClusterObjects
 from ascheduler.framework.storage import StorageObjects
@@ -56,6 +58,8 @@ class Cache:
         self.objects = ClusterObjects()
         #: PersistentVolumes, claims, storage classes and CSI objects (their informers).
         self.storage = StorageObjects()
+        #: CSI volumes attached per node and driver (NodeVolumeLimits).
+        self.attachments = AttachedVolumes(self.storage, self.table)
         self._pods: dict[str, _PodState] = {}
         self._by_node: dict[str, set[str]] = {}
 
@@ -70,6 +74,7 @@ class Cache:
         row = self.table.add(node)
         for uid in self._by_node.get(node.name, ()):
             self.table.add_usage(row, self._pods[uid].pod, 1)
+        self.attachments.node_added(node.name)
 
     def update_node(self, node: Node) -> None:
         if node.name not in self.table.index:
@@ -96,12 +101,14 @@ class Cache:
 
     def _place(self, pod: PodInfo, node: str, *, assumed: bool) -> None:
         self._count(pod, node, 1)
+        self.attachments.add(pod, node)
         self._pods[pod.uid] = _PodState(pod, node, assumed)
         self._by_node.setdefault(node, set()).add(pod.uid)
 
     def _unplace(self, uid: str) -> _PodState:
         state = self._pods[uid]
         self._count(state.pod, state.node, -1)
+        self.attachments.remove(uid)
         del self._pods[uid]
         members = self._by_node.get(state.node)
         if members is not None:
@@ -133,6 +140,22 @@ class Cache:
     def remove_pod(self, pod: PodInfo) -> None:
         if pod.uid in self._pods:
             self._unplace(pod.uid)
+
+    def storage_changed(self, kind: str, old: Any, new: Any) -> None:
+        """A claim, volume or class changed: the pods whose CSI volumes it may resolve
+        differently are counted again."""
+        claims: set[tuple[str, str]] = set()
+        for obj in (old, new):
+            if obj is None:
+                continue
+            if kind == "PersistentVolumeClaim":
+                claims.add((obj.namespace, obj.name))
+            elif kind == "PersistentVolume" and obj.claim_ref is not None:
+                claims.add((obj.claim_ref.namespace, obj.claim_ref.name))
+            elif kind == "StorageClass":
+                claims.update(self.attachments.claims_of_class(obj.name))
+        if claims:
+            self.attachments.claims_changed(claims)
 
     def is_assumed(self, uid: str) -> bool:
         state = self._pods.get(uid)

@@ -17,6 +17,7 @@ from ascheduler.framework.waiting import WaitingPods
 from ascheduler.model import PodInfo
 
 if TYPE_CHECKING:
+    from ascheduler.framework.attachments import AttachedVolumes
     from ascheduler.kube import KubeClient
 
 
@@ -48,6 +49,8 @@ class Handle:
     #: PersistentVolumes, claims, storage classes and CSI objects, as the informers have
     #: them (with VolumeBinding's assumptions).
     storage: StorageObjects = field(default_factory=StorageObjects)
+    #: CSI volumes attached per node (the cache keeps them; None: the plugin keeps its own).
+    attachments: AttachedVolumes | None = None
     #: Pods nominated to nodes (shared by every profile).
     nominator: Nominator = field(default_factory=Nominator)
     #: The profile's Filters (set by the Framework this handle is built into).

@@ -237,6 +237,8 @@ class NodeTable:
         self._claim_users: dict[tuple[str, str], int] = {}
         #: Placed pods' in-tree disks by (kind, disk): uid -> that volume.
         self._disk_users: dict[tuple[str, str], dict[str, PodVolume]] = {}
+        #: Count columns kept by others (`add_extra`), moved with the rows.
+        self._extra: dict[Hashable, _Counts] = {}
 
     # -- columns (views of the live rows) -------------------------------------------------
 
@@ -580,6 +582,20 @@ class NodeTable:
                         if not users:
                             del self._disk_users[disk]
 
+    def add_extra(self, key: Hashable, row: int, sign: int) -> None:
+        """Add to a count column someone else keeps up to date (`extra_counts` reads it)."""
+        entry = self._extra.get(key)
+        if entry is None:
+            entry = self._extra[key] = _Counts(None, {})
+        entry.add(row, sign)
+
+    def extra_counts(self, key: Hashable) -> IntArray:
+        """A column kept with `add_extra`, per row (read-only; zeros if never added to)."""
+        entry = self._extra.get(key)
+        if entry is None:
+            return np.zeros(self.n, dtype=np.int64)
+        return entry.dense(self._cap)[: self.n]
+
     def claim_in_use(self, namespace: str, claim: str) -> bool:
         """Whether a placed pod names the claim in a `persistentVolumeClaim` volume."""
         return (namespace, claim) in self._claim_users
@@ -616,7 +632,7 @@ class NodeTable:
         if row != last:
             for uid in self._usage[last].pods:
                 self._pod_row[uid] = row
-        for entry in self._counts.values():
+        for entry in (*self._counts.values(), *self._extra.values()):
             entry.move(row, last)
         for shape in list(self._shapes):
             entry = self._shapes[shape]
@@ -692,7 +708,7 @@ class NodeTable:
         unsched = np.zeros(cap, dtype=np.bool_)
         unsched[: self._cap] = self._unschedulable
         self._unschedulable = unsched
-        for entry in (*self._counts.values(), *self._shapes.values()):
+        for entry in (*self._counts.values(), *self._shapes.values(), *self._extra.values()):
             if entry.values is not None:
                 values = np.zeros(cap, dtype=np.int64)
                 values[: self._cap] = entry.values

@@ -152,8 +152,10 @@ class Volume:
     #: CSI: (driver, volumeHandle); ("", "") for other sources.
     csi_driver: str = ""
     csi_handle: str = ""
-    #: The in-tree source's key in `spec` (gcePersistentDisk, awsElasticBlockStore...), "".
+    #: The in-tree source's key in `spec` (gcePersistentDisk, awsElasticBlockStore...), "",
+    #: and the id of the disk it names (pdName, volumeID, diskURI), "" for other sources.
     in_tree: str = ""
+    in_tree_id: str = ""
     errors: tuple[str, ...] = ()
 
 
@@ -277,6 +279,15 @@ _IN_TREE: Final = (
 )
 
 
+#: The field naming an in-tree source's disk.
+_IN_TREE_IDS: Final = {
+    "gcePersistentDisk": "pdName",
+    "awsElasticBlockStore": "volumeID",
+    "azureDisk": "diskURI",
+    "cinder": "volumeID",
+}
+
+
 def parse_volume(obj: Any) -> Volume:
     errors: list[str] = []
     meta = _meta(obj)
@@ -321,6 +332,13 @@ def parse_volume(obj: Any) -> Volume:
         csi_driver = str(csi.get("driver", ""))
         csi_handle = str(csi.get("volumeHandle", ""))
     in_tree = next((k for k in _IN_TREE if spec.get(k) is not None), "")
+    in_tree_id = ""
+    source = spec.get(in_tree) if in_tree else None
+    if isinstance(source, Mapping):
+        id_key = _IN_TREE_IDS.get(in_tree, "")
+        in_tree_id = str(source.get(id_key) or "") if id_key else ""
+        if in_tree == "awsElasticBlockStore" and in_tree_id.startswith("aws://"):
+            in_tree_id = in_tree_id.rsplit("/", 1)[-1]  # aws://zone/vol-1 -> vol-1
     return Volume(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
@@ -338,6 +356,7 @@ def parse_volume(obj: Any) -> Volume:
         csi_driver=csi_driver,
         csi_handle=csi_handle,
         in_tree=in_tree,
+        in_tree_id=in_tree_id,
         errors=tuple(errors),
     )
 

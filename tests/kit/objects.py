@@ -212,7 +212,12 @@ def make_plugin(name: str, cache: Cache, args: Mapping[str, Any] | None = None) 
     registration = IN_TREE[name]
     return registration.build(
         registration.decode_args(args, "args"),
-        Handle(nodes=cache.table, objects=cache.objects, storage=cache.storage),
+        Handle(
+            nodes=cache.table,
+            objects=cache.objects,
+            storage=cache.storage,
+            attachments=cache.attachments,
+        ),
     )
 
 

@@ -6,7 +6,7 @@ from ascheduler.config import DEFAULT_SCHEDULER_NAME
 from ascheduler.framework import ClusterEvent, QueuedPodInfo
 from ascheduler.framework.nodes import CPU, PODS
 from ascheduler.model import parse_node, parse_pod
-from ascheduler.model.storage import parse_claim
+from ascheduler.model.storage import parse_claim, parse_volume
 from ascheduler.scheduler import INVALID_SPEC
 from tests.kit import container, pod, pod_info
 from tests.kit.scheduling import Env, make_node, make_pod
@@ -197,8 +197,15 @@ async def test_a_claim_created_moves_the_pod_waiting_for_it() -> None:
     waiting = parse_pod(raw)
     await env.attempt(waiting)
     assert env.queue.where(waiting.uid) == "unschedulable"
+    env.router.storage["PersistentVolume"].on_add(
+        parse_volume({"metadata": {"name": "pv", "resourceVersion": "1"}, "spec": {}})
+    )
+    assert env.queue.where(waiting.uid) == "unschedulable"  # not the volume it waits for
     storage = env.router.storage["PersistentVolumeClaim"]
-    claim = {"metadata": {"namespace": "ns", "name": "data", "resourceVersion": "1"}}
+    claim = {
+        "metadata": {"namespace": "ns", "name": "data", "resourceVersion": "1"},
+        "spec": {"volumeName": "pv"},
+    }
     # A deletion moves nothing; the claim created does, and the pod then fits.
     storage.on_delete(parse_claim(claim))
     assert env.queue.where(waiting.uid) == "unschedulable"

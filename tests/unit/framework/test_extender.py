@@ -70,7 +70,11 @@ def config(**fields: Any) -> ExtenderConfig:
 
 
 def framework(cache: Any, *configs: ExtenderConfig) -> Framework:
-    fw = Framework(multipoint("x"), IN_TREE, Handle(nodes=cache.table, storage=cache.storage))
+    fw = Framework(
+        multipoint("x"),
+        IN_TREE,
+        Handle(nodes=cache.table, storage=cache.storage, attachments=cache.attachments),
+    )
     fw.extenders = Extenders(configs)
     return fw
 
@@ -382,7 +386,11 @@ def test_ignored_by_scheduler_resources_are_left_out_of_fit() -> None:
     (ext,) = config_.extenders
     assert (float(ext.http_timeout), ext.node_cache_capable) == (30.0, True)
     cache = make_cache([node("n")])  # no GPUs at all: the extender decides about them
-    fw = Framework(spec, IN_TREE, Handle(nodes=cache.table, storage=cache.storage))
+    fw = Framework(
+        spec,
+        IN_TREE,
+        Handle(nodes=cache.table, storage=cache.storage, attachments=cache.attachments),
+    )
     result = fw.find_nodes(
         CycleState(), parse_pod(pod("p", cpu="100m", extra={"nvidia.com/gpu": "1"})), cache.table
     )

@@ -73,7 +73,9 @@ def framework(cache: Any, *plugins: Any, only: bool = False) -> Framework:
         if not only or r.name in ("PrioritySort", "DefaultBinder")
     ]
     return Framework(
-        multipoint("x", (*base, *refs)), registry, Handle(nodes=cache.table, storage=cache.storage)
+        multipoint("x", (*base, *refs)),
+        registry,
+        Handle(nodes=cache.table, storage=cache.storage, attachments=cache.attachments),
     )
 
 

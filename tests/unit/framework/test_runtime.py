@@ -63,7 +63,7 @@ def build(
     percentage: int = 0,
     preemption: bool = True,
 ) -> Framework:
-    handle = Handle(nodes=cache.table, storage=cache.storage)
+    handle = Handle(nodes=cache.table, storage=cache.storage, attachments=cache.attachments)
     base = [p for p in DEFAULT_PLUGINS if preemption or p.name != "DefaultPreemption"]
     spec = multipoint("x", (*base, *extra), args)
     return Framework(
@@ -92,6 +92,7 @@ def test_default_profile_order_and_weights() -> None:
         "NodePorts",
         "NodeResourcesFit",
         "VolumeRestrictions",
+        "NodeVolumeLimits",
         "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",

@@ -79,7 +79,8 @@ def test_row_local_scores_equal_columnar_scores(name: str, seed: int) -> None:
     cache = random_cluster(seed)
     registration = REGISTRY[name]
     plugin = registration.build(
-        registration.decode_args(None, "args"), Handle(nodes=cache.table, storage=cache.storage)
+        registration.decode_args(None, "args"),
+        Handle(nodes=cache.table, storage=cache.storage, attachments=cache.attachments),
     )
     assert isinstance(plugin, RowLocalScorePlugin)
     rng = random.Random(seed)

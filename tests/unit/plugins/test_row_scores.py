@@ -52,7 +52,7 @@ STRATEGIES: list[dict[str, Any]] = [
 @pytest.mark.parametrize("args", STRATEGIES, ids=["least", "most", "rtc", "least-weighted"])
 def test_row_scores_equal_vector_scores(seed: int, args: dict[str, Any]) -> None:
     cache = random_cluster(seed)
-    handle = Handle(nodes=cache.table, storage=cache.storage)
+    handle = Handle(nodes=cache.table, storage=cache.storage, attachments=cache.attachments)
     rng = random.Random(seed + 100)
     fit, balanced = IN_TREE["NodeResourcesFit"], IN_TREE["NodeResourcesBalancedAllocation"]
     for plugin in (

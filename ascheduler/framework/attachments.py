@@ -1,0 +1,232 @@
+"""CSI volumes attached to each node, counted per driver, for NodeVolumeLimits.
+
+kube-scheduler counts, per node and filter, the unique CSI volumes (`driver/volumeHandle`)
+of the pods on the node, walking them. Here the count is kept as pods come and go, in a node
+table column per driver (one per unique volume however many pods on the node use it), so a
+Filter reads columns. A pod's volumes are resolved as kube-scheduler resolves them:
+
+* a claim bound to a CSI PersistentVolume: its driver and handle;
+* a claim bound to a volume of an in-tree plugin migrated to CSI (AWS EBS, GCE PD, Azure
+  Disk, Cinder): the CSI driver it migrated to, the in-tree volume's id as handle;
+* an unbound claim: its StorageClass's provisioner (or the CSI driver a migrated in-tree
+  provisioner maps to) with a handle of its own, so that it counts as one volume;
+* generic ephemeral volumes through their claim (which the pod must own); inline GCE PD and
+  AWS EBS volumes through their migrated driver.
+
+Whatever else (no claim, no class, no driver) is not counted. Resolutions depend on claims,
+volumes and classes: when one changes, the pods using that claim are resolved again.
+Migration is counted wherever a node has limits (those come from its CSINode, and
+kube-scheduler counts migrated volumes wherever the node has a CSINode).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from ascheduler.framework.nodes import IntArray, NodeTable
+from ascheduler.framework.storage import StorageObjects
+from ascheduler.model import PodInfo
+from ascheduler.model.storage import Volume, VolumeClaim
+from ascheduler.model.volumes import AWS_EBS, CLAIM, EPHEMERAL, GCE_PD
+
+#: In-tree plugins whose volumes kube-scheduler counts as their CSI driver's.
+MIGRATED_PROVISIONERS: Final = {
+    "kubernetes.io/aws-ebs": "ebs.csi.aws.com",
+    "kubernetes.io/gce-pd": "pd.csi.storage.gke.io",
+    "kubernetes.io/azure-disk": "disk.csi.azure.com",
+    "kubernetes.io/cinder": "cinder.csi.openstack.org",
+}
+#: A PersistentVolume's in-tree source -> the CSI driver it migrated to.
+MIGRATED_SOURCES: Final = {
+    "awsElasticBlockStore": "ebs.csi.aws.com",
+    "gcePersistentDisk": "pd.csi.storage.gke.io",
+    "azureDisk": "disk.csi.azure.com",
+    "cinder": "cinder.csi.openstack.org",
+}
+_INLINE: Final = {GCE_PD: "pd.csi.storage.gke.io", AWS_EBS: "ebs.csi.aws.com"}
+
+
+@dataclass(slots=True)
+class _Use:
+    driver: str
+    pods: int
+
+
+class ClaimError(Exception):
+    """A new pod's claim is missing or not its own (kube-scheduler's message)."""
+
+
+def column(driver: str) -> tuple[str, str]:
+    """The node table column counting a driver's volumes attached per row."""
+    return ("csi-attached", driver)
+
+
+class AttachedVolumes:
+    def __init__(self, storage: StorageObjects, table: NodeTable) -> None:
+        self.storage = storage
+        self.table = table
+        #: Unbound claims get handles no real volume has.
+        self._prefix = secrets.token_hex(16)
+        #: uid -> (pod, node, unique name -> driver)
+        self._pods: dict[str, tuple[PodInfo, str, dict[str, str]]] = {}
+        #: node -> unique name -> its driver and how many of the node's pods use it
+        self._nodes: dict[str, dict[str, _Use]] = {}
+        #: unique name -> the nodes it is attached to
+        self._where: dict[str, set[str]] = {}
+        #: (namespace, claim) -> uids of placed pods naming it
+        self._claim_pods: dict[tuple[str, str], set[str]] = {}
+
+    # -- resolution ---------------------------------------------------------------------------
+
+    def _from_volume(self, volume: Volume) -> tuple[str, str] | None:
+        if volume.csi_driver:
+            return (volume.csi_driver, volume.csi_handle) if volume.csi_handle else None
+        driver = MIGRATED_SOURCES.get(volume.in_tree)
+        if driver is None or not volume.in_tree_id:
+            return None
+        return driver, volume.in_tree_id
+
+    def _from_class(self, claim: VolumeClaim) -> tuple[str, str] | None:
+        if not claim.class_name:
+            return None
+        klass = self.storage.storage_class(claim.class_name)
+        if klass is None or not klass.provisioner:
+            return None
+        driver = MIGRATED_PROVISIONERS.get(klass.provisioner, klass.provisioner)
+        return driver, f"{self._prefix}-{claim.namespace}/{claim.name}"
+
+    def resolve(self, pod: PodInfo, *, new: bool) -> dict[str, str]:
+        """Unique volume name -> driver for the pod's countable volumes. For a `new` pod a
+        claim that is missing or not its own raises ClaimError; for a placed one it is not
+        counted."""
+        out: dict[str, str] = {}
+        for v in pod.volumes:
+            found: tuple[str, str] | None = None
+            if v.kind in (CLAIM, EPHEMERAL):
+                claim = self.storage.claim(pod.namespace, v.claim)
+                if claim is None:
+                    if new:
+                        raise ClaimError(
+                            f"looking up PVC {pod.namespace}/{v.claim}: "
+                            f'persistentvolumeclaim "{v.claim}" not found'
+                        )
+                    continue
+                if v.kind == EPHEMERAL and claim.owner_uid != pod.uid:
+                    if new:
+                        raise ClaimError(
+                            f"PVC {claim.namespace}/{claim.name} was not created for pod "
+                            f"{pod.namespace}/{pod.name} (pod is not owner)"
+                        )
+                    continue
+                volume = self.storage.volume(claim.volume_name) if claim.volume_name else None
+                # Unbound, or bound to a volume not (yet) seen: counted by its class.
+                found = self._from_volume(volume) if volume else self._from_class(claim)
+            elif v.kind in _INLINE and v.disk:
+                found = (_INLINE[v.kind], v.disk)
+            if found is not None:
+                driver, handle = found
+                out[f"{driver}/{handle}"] = driver
+        return out
+
+    # -- placed pods -----------------------------------------------------------------------
+
+    def add(self, pod: PodInfo, node: str) -> None:
+        if not pod.volumes:
+            return
+        for v in pod.volumes:
+            if v.kind in (CLAIM, EPHEMERAL):
+                self._claim_pods.setdefault((pod.namespace, v.claim), set()).add(pod.uid)
+        volumes = self.resolve(pod, new=False)
+        self._pods[pod.uid] = (pod, node, volumes)
+        on_node = self._nodes.setdefault(node, {})
+        row = self.table.index.get(node)
+        for unique, driver in volumes.items():
+            entry = on_node.get(unique)
+            if entry is None:
+                on_node[unique] = _Use(driver, 1)
+                self._where.setdefault(unique, set()).add(node)
+                if row is not None:
+                    self.table.add_extra(column(driver), row, 1)
+            else:
+                entry.pods += 1
+
+    def remove(self, uid: str) -> None:
+        placed = self._pods.pop(uid, None)
+        if placed is None:
+            return
+        pod, node, volumes = placed
+        for v in pod.volumes:
+            if v.kind in (CLAIM, EPHEMERAL):
+                users = self._claim_pods.get((pod.namespace, v.claim))
+                if users is not None:
+                    users.discard(uid)
+                    if not users:
+                        del self._claim_pods[(pod.namespace, v.claim)]
+        on_node = self._nodes.get(node, {})
+        row = self.table.index.get(node)
+        for unique, driver in volumes.items():
+            entry = on_node.get(unique)
+            if entry is None:
+                continue
+            entry.pods -= 1
+            if entry.pods <= 0:
+                del on_node[unique]
+                where = self._where.get(unique)
+                if where is not None:
+                    where.discard(node)
+                    if not where:
+                        del self._where[unique]
+                if row is not None:
+                    self.table.add_extra(column(driver), row, -1)
+        if not on_node:
+            self._nodes.pop(node, None)
+
+    def claims_changed(self, claims: Iterable[tuple[str, str]]) -> None:
+        """Claims (namespace, name) whose object, volume or class changed: their pods are
+        resolved again."""
+        uids = {uid for key in claims for uid in self._claim_pods.get(key, ())}
+        for uid in uids:
+            pod, node, _ = self._pods[uid]
+            self.remove(uid)
+            self.add(pod, node)
+
+    def claims_of_class(self, name: str) -> list[tuple[str, str]]:
+        return [
+            key
+            for key in self._claim_pods
+            if (c := self.storage.claim(*key)) is not None and c.class_name == name
+        ]
+
+    def node_added(self, node: str) -> None:
+        """A node (back) in the table: its column values from the pods already on it."""
+        row = self.table.index.get(node)
+        if row is None:
+            return
+        for use in self._nodes.get(node, {}).values():
+            self.table.add_extra(column(use.driver), row, 1)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def attached(self, driver: str) -> IntArray:
+        """Per row, how many unique volumes of `driver` are attached."""
+        return self.table.extra_counts(column(driver))
+
+    def on_node(self, node: str) -> dict[str, tuple[str, int]]:
+        """A copy of what is attached to a node: unique name -> (driver, pods using it)."""
+        return {u: (use.driver, use.pods) for u, use in self._nodes.get(node, {}).items()}
+
+    def volumes_of(self, uid: str) -> dict[str, str]:
+        """A placed pod's counted volumes: unique name -> driver."""
+        placed = self._pods.get(uid)
+        return dict(placed[2]) if placed is not None else {}
+
+    def rows_with(self, unique: str) -> list[int]:
+        rows = []
+        for node in self._where.get(unique, ()):
+            row = self.table.index.get(node)
+            if row is not None:
+                rows.append(row)
+        return rows

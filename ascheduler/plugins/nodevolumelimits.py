@@ -1,0 +1,182 @@
+"""NodeVolumeLimits: a node takes no more CSI volumes of a driver than its CSINode's
+`allocatable.count` for that driver (kube-scheduler v1.35's CSI limits).
+
+The pod's countable volumes (see `AttachedVolumes`) that are not already attached to the node
+are added to the unique volumes of that driver its pods use; above the limit the node is
+rejected with `node(s) exceed max volume count`. Nodes without a CSINode, or whose CSINode
+gives the driver no count, are not limited. A new pod's claim that is missing, or a generic
+ephemeral claim the pod does not own, rejects every node with kube-scheduler's message
+(unresolvable). The attached counts are node table columns kept as pods come and go.
+
+Not counted, as in this version of ascheduler there is no informer for them: VolumeAttachment
+objects of volumes attached to a node by no pod the scheduler sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from ascheduler.framework.attachments import AttachedVolumes, ClaimError
+from ascheduler.framework.handle import Handle
+from ascheduler.framework.interface import (
+    SKIP,
+    SUCCESS,
+    ClusterEvent,
+    Code,
+    CycleState,
+    FilterResult,
+    PreFilterPlugin,
+    PreFilterResult,
+    Rejection,
+    Status,
+    WhatIfFilterPlugin,
+)
+from ascheduler.framework.nodes import IntArray, NodeTable
+from ascheduler.framework.registry import NoArgs, Registration
+from ascheduler.model import PodInfo
+from ascheduler.model.volumes import AWS_EBS, CLAIM, EPHEMERAL, GCE_PD
+
+NAME: Final = "NodeVolumeLimits"
+REASON: Final = "node(s) exceed max volume count"
+_COUNTED: Final = (CLAIM, EPHEMERAL, GCE_PD, AWS_EBS)
+
+
+@dataclass
+class _State:
+    #: Unique volume name -> driver; None when the pod's claims could not be read.
+    volumes: dict[str, str] | None
+    error: str = ""
+
+
+class NodeVolumeLimits(PreFilterPlugin, WhatIfFilterPlugin):
+    name = NAME
+
+    def __init__(self, handle: Handle, attachments: AttachedVolumes | None) -> None:
+        self.handle = handle
+        self._attachments = attachments
+
+    @property
+    def attachments(self) -> AttachedVolumes:
+        if self._attachments is None:
+            self._attachments = AttachedVolumes(self.handle.storage, self.handle.nodes)
+        return self._attachments
+
+    def limits(self, nodes: NodeTable, driver: str) -> IntArray:
+        """Per row, the CSINode's count for `driver`; -1 where there is none."""
+        storage = self.handle.storage
+        key = (NAME, "limits", driver, storage.generation)
+        hit: IntArray | None = nodes.cached(key)
+        if hit is not None:
+            return hit
+        out = np.full(nodes.n, -1, dtype=np.int64)
+        for row, name in enumerate(nodes.names):
+            csi = storage.csi_node(name)
+            if csi is not None:
+                entry = csi.drivers.get(driver)
+                if entry is not None and entry.count is not None:
+                    out[row] = entry.count
+        nodes.remember(key, out)
+        return out
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
+        if not any(v.kind in _COUNTED for v in pod.volumes):
+            return None, SKIP
+        try:
+            volumes = self.attachments.resolve(pod, new=True)
+        except ClaimError as exc:
+            state.write(NAME, _State(None, str(exc)))
+            return None, SUCCESS
+        if not volumes:
+            return None, SKIP
+        state.write(NAME, _State(volumes))
+        return None, SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
+        s: _State | None = state.read(NAME)
+        if s is None:
+            return None
+        if s.volumes is None:
+            everywhere = np.ones(nodes.n, dtype=np.bool_)
+            return FilterResult.of(
+                everywhere, Rejection(s.error, everywhere, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+            )
+        over = np.zeros(nodes.n, dtype=np.bool_)
+        for driver in set(s.volumes.values()):
+            limit = self.limits(nodes, driver)
+            if not (limit >= 0).any():
+                continue
+            uniques = [u for u, d in s.volumes.items() if d == driver]
+            new = np.full(nodes.n, len(uniques), dtype=np.int64)
+            for unique in uniques:
+                rows = self.attachments.rows_with(unique)
+                if rows:
+                    new[np.array(rows, dtype=np.int64)] -= 1
+            attached = self.attachments.attached(driver)
+            over |= (limit >= 0) & (new > 0) & (attached + new > limit)
+        if not over.any():
+            return None
+        return FilterResult.single(REASON, over)
+
+    def filter_what_if(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        row: int,
+        removed: Sequence[PodInfo],
+        added: Sequence[PodInfo],
+    ) -> Status:
+        s: _State | None = state.read(NAME)
+        if s is None:
+            return SUCCESS
+        if s.volumes is None:
+            return Status.unschedulable(s.error, resolvable=False)
+        node = nodes.names[row]
+        on_node = self.attachments.on_node(node)
+        for p in removed:
+            for unique in self.attachments.volumes_of(p.uid):
+                if unique in on_node:
+                    driver, users = on_node[unique]
+                    if users <= 1:
+                        del on_node[unique]
+                    else:
+                        on_node[unique] = (driver, users - 1)
+        for p in added:
+            for unique, driver in self.attachments.resolve(p, new=False).items():
+                _, users = on_node.get(unique, (driver, 0))
+                on_node[unique] = (driver, users + 1)
+        for driver in set(s.volumes.values()):
+            limit = int(self.limits(nodes, driver)[row])
+            if limit < 0:
+                continue
+            new = sum(1 for u, d in s.volumes.items() if d == driver and u not in on_node)
+            attached = sum(1 for d, _ in on_node.values() if d == driver)
+            if new and attached + new > limit:
+                return Status.unschedulable(REASON)
+        return SUCCESS
+
+
+def new(args: NoArgs, handle: Handle) -> NodeVolumeLimits:
+    return NodeVolumeLimits(handle, handle.attachments)
+
+
+REGISTRATION: Final = Registration(
+    NAME,
+    new,
+    NoArgs,
+    events=frozenset(
+        {
+            ClusterEvent.CSI_NODE_ADD,
+            ClusterEvent.CSI_NODE_UPDATE,
+            ClusterEvent.ASSIGNED_POD_DELETE,
+            ClusterEvent.CLAIM_ADD,
+        }
+    ),
+    default_weight=1,
+)

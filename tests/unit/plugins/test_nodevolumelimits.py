@@ -1,0 +1,172 @@
+"""NodeVolumeLimits: CSINode counts per driver against the unique CSI volumes of the pods on
+each node (kept as pods come and go and as claims bind), a volume already attached not
+counted twice, unbound claims counted by their class's provisioner, ephemeral claims the pod
+must own, and what-if for preemption."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ascheduler.cache import Cache
+from ascheduler.framework import Code, CycleState
+from ascheduler.model import PodInfo, parse_node, parse_pod
+from ascheduler.model.storage import (
+    parse_claim,
+    parse_csi_node,
+    parse_storage_class,
+    parse_volume,
+)
+from ascheduler.plugins.nodevolumelimits import REASON
+from tests.kit import make_cache, make_plugin, node, on, pod, rejected_reasons
+from tests.kit import run_filter as run
+
+NAME = "NodeVolumeLimits"
+DRIVER = "ebs.csi.aws.com"
+
+
+def add(cache: Cache, kind: str, obj: Any) -> None:
+    """As the informers deliver it (the store, then the cache's recount)."""
+    cache.storage.handlers[kind].on_add(obj)
+    cache.storage_changed(kind, None, obj)
+
+
+def csi_node(cache: Cache, name: str, count: int | None) -> None:
+    driver: dict[str, Any] = {"name": DRIVER, "nodeID": name}
+    if count is not None:
+        driver["allocatable"] = {"count": count}
+    add(
+        cache,
+        "CSINode",
+        parse_csi_node({"metadata": {"name": name}, "spec": {"drivers": [driver]}}),
+    )
+
+
+def csi_claim(cache: Cache, name: str, handle: str | None = None, owner: str = "") -> None:
+    """A claim bound to a CSI volume with `handle`, or unbound (class `ebs`) without."""
+    meta: dict[str, Any] = {"namespace": "ns", "name": name, "resourceVersion": "1"}
+    if owner:
+        meta["ownerReferences"] = [{"kind": "Pod", "uid": owner, "controller": True}]
+    spec: dict[str, Any] = {"storageClassName": "ebs"}
+    if handle is not None:
+        add(
+            cache,
+            "PersistentVolume",
+            parse_volume(
+                {
+                    "metadata": {"name": f"pv-{handle}", "resourceVersion": "1"},
+                    "spec": {"csi": {"driver": DRIVER, "volumeHandle": handle}},
+                }
+            ),
+        )
+        spec["volumeName"] = f"pv-{handle}"
+    add(cache, "PersistentVolumeClaim", parse_claim({"metadata": meta, "spec": spec}))
+
+
+def using(name: str, *claims: str, where: str | None = None) -> dict[str, Any]:
+    raw = pod(name, namespace="ns")
+    raw["spec"]["volumes"] = [
+        {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)
+    ]
+    return on(where, raw) if where else raw
+
+
+def setup() -> Cache:
+    cache = make_cache([node("a"), node("b"), node("free")])
+    csi_node(cache, "a", 2)
+    csi_node(cache, "b", 1)
+    csi_node(cache, "free", None)  # the driver, but no count: no limit
+    add(
+        cache,
+        "StorageClass",
+        parse_storage_class({"metadata": {"name": "ebs"}, "provisioner": "kubernetes.io/aws-ebs"}),
+    )
+    for handle in ("h1", "h2", "h3"):
+        csi_claim(cache, f"c-{handle}", handle)
+    return cache
+
+
+def test_nodes_at_their_limit_are_rejected_and_shared_volumes_count_once() -> None:
+    cache = setup()
+    cache.add_pod(parse_pod(using("p1", "c-h1", where="a")))
+    cache.add_pod(parse_pod(using("p2", "c-h1", where="a")))  # the same volume: one
+    plugin = make_plugin(NAME, cache)
+    assert run(plugin, using("x", "c-h2"), cache) is None  # a: 1 + 1 <= 2
+    cache.add_pod(parse_pod(using("p3", "c-h2", where="b")))
+    got = run(plugin, using("x", "c-h3"), cache)
+    assert rejected_reasons(got, cache) == {"b": [REASON]}
+    got = run(plugin, using("x", "c-h2", "c-h3"), cache)
+    # a: 1 attached + 2 new > 2; b: h2 already there, only h3 is new: 1 + 1 > 1.
+    assert rejected_reasons(got, cache) == {"a": [REASON], "b": [REASON]}
+    # A pod using only what b already has attached adds nothing there.
+    assert "b" not in rejected_reasons(run(plugin, using("x", "c-h2"), cache), cache)
+    cache.remove_pod(parse_pod(using("p3", "c-h2", where="b")))
+    assert run(plugin, using("x", "c-h3"), cache) is None
+
+
+def test_unbound_claims_count_by_their_class_and_binding_recounts() -> None:
+    cache = setup()
+    csi_claim(cache, "later")  # unbound: counted as one EBS volume of its own
+    cache.add_pod(parse_pod(using("p", "later", where="b")))
+    plugin = make_plugin(NAME, cache)
+    assert rejected_reasons(run(plugin, using("x", "c-h1"), cache), cache) == {"b": [REASON]}
+    # The claim binds to h1: the pod on b now holds h1, which x may share.
+    csi_claim(cache, "later", "h1")
+    assert run(plugin, using("x", "c-h1"), cache) is None
+    assert rejected_reasons(run(plugin, using("x", "c-h2"), cache), cache) == {"b": [REASON]}
+
+
+def test_claims_missing_or_not_owned_reject_every_node() -> None:
+    cache = setup()
+    plugin = make_plugin(NAME, cache)
+    raw = pod("x", namespace="ns")  # uid uid-x
+    raw["spec"]["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]
+    got = run(plugin, raw, cache)
+    expected = 'looking up PVC ns/x-scratch: persistentvolumeclaim "x-scratch" not found'
+    assert rejected_reasons(got, cache) == {n: [expected] for n in ("a", "b", "free")}
+    assert got is not None
+    assert {r.code for r in got.rejections} == {Code.UNSCHEDULABLE_AND_UNRESOLVABLE}
+    csi_claim(cache, "x-scratch", "h9", owner="someone-else")
+    got = run(plugin, raw, cache)
+    expected = "PVC ns/x-scratch was not created for pod ns/x (pod is not owner)"
+    assert rejected_reasons(got, cache) == {n: [expected] for n in ("a", "b", "free")}
+    csi_claim(cache, "x-scratch", "h9", owner="uid-x")
+    assert run(plugin, raw, cache) is None
+
+
+def test_pods_without_counted_volumes_are_skipped_and_nodes_without_csinodes_unlimited() -> None:
+    cache = setup()
+    plugin = make_plugin(NAME, cache)
+    assert run(plugin, pod("plain", namespace="ns"), cache) is None
+    bare = make_cache([node("n")])
+    csi_claim(bare, "c", "h")
+    bare.add_pod(parse_pod(using("p", "c", where="n")))
+    assert run(make_plugin(NAME, bare), using("x", "c"), bare) is None
+
+
+def test_the_count_follows_a_node_that_goes_and_comes_back() -> None:
+    cache = setup()
+    cache.add_pod(parse_pod(using("p", "c-h1", where="b")))
+    plugin = make_plugin(NAME, cache)
+    assert rejected_reasons(run(plugin, using("x", "c-h2"), cache), cache) == {"b": [REASON]}
+    cache.remove_node("a")  # rows move
+    assert rejected_reasons(run(plugin, using("x", "c-h2"), cache), cache) == {"b": [REASON]}
+    cache.remove_node("b")
+    cache.add_node(parse_node(node("b")))
+    assert rejected_reasons(run(plugin, using("x", "c-h2"), cache), cache) == {"b": [REASON]}
+
+
+def test_what_if_frees_the_volumes_of_removed_pods() -> None:
+    cache = setup()
+    victim: PodInfo = parse_pod(using("v", "c-h1", where="b"))
+    cache.add_pod(victim)
+    plugin = make_plugin(NAME, cache)
+    state = CycleState()
+    wanting = parse_pod(using("x", "c-h2"))
+    plugin.pre_filter(state, wanting, cache.table)
+    row = cache.table.index["b"]
+    assert not plugin.filter_what_if(state, wanting, cache.table, row, (), ()).ok
+    assert plugin.filter_what_if(state, wanting, cache.table, row, (victim,), ()).ok
+    a = cache.table.index["a"]
+    other = parse_pod(using("o", "c-h3", where="a"))
+    assert plugin.filter_what_if(state, wanting, cache.table, a, (), ()).ok
+    assert not plugin.filter_what_if(state, wanting, cache.table, a, (), (other, victim)).ok
