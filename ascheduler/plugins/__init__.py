@@ -18,6 +18,7 @@ from ascheduler.plugins import (
     prioritysort,
     schedulinggates,
     tainttoleration,
+    volumebinding,
     volumerestrictions,
     volumezone,
 )
@@ -34,6 +35,7 @@ IN_TREE = Registry(
         noderesources.FIT_REGISTRATION,
         volumerestrictions.REGISTRATION,
         nodevolumelimits.REGISTRATION,
+        volumebinding.REGISTRATION,
         volumezone.REGISTRATION,
         podtopologyspread.REGISTRATION,
         interpodaffinity.REGISTRATION,

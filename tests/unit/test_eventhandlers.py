@@ -203,7 +203,12 @@ async def test_a_claim_created_moves_the_pod_waiting_for_it() -> None:
     assert env.queue.where(waiting.uid) == "unschedulable"  # not the volume it waits for
     storage = env.router.storage["PersistentVolumeClaim"]
     claim = {
-        "metadata": {"namespace": "ns", "name": "data", "resourceVersion": "1"},
+        "metadata": {
+            "namespace": "ns",
+            "name": "data",
+            "resourceVersion": "1",
+            "annotations": {"pv.kubernetes.io/bind-completed": "yes"},
+        },
         "spec": {"volumeName": "pv"},
     }
     # A deletion moves nothing; the claim created does, and the pod then fits.

@@ -93,6 +93,7 @@ def test_default_profile_order_and_weights() -> None:
         "NodeResourcesFit",
         "VolumeRestrictions",
         "NodeVolumeLimits",
+        "VolumeBinding",
         "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",

@@ -1,0 +1,277 @@
+"""VolumeBinding's PreFilter and Filter: claims missing, lost, deleting, not owned or unbound
+Immediate; bound volumes' node affinity; WaitForFirstConsumer claims matched to local
+volumes (smallest first, never one volume twice), pre-bound volumes, a claim selected for
+another node, and dynamic provisioning with allowedTopologies and storage capacity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ascheduler.cache import Cache
+from ascheduler.framework import Code, CycleState
+from ascheduler.model import parse_pod
+from ascheduler.model.storage import (
+    BIND_COMPLETED,
+    SELECTED_NODE,
+    parse_capacity,
+    parse_claim,
+    parse_csi_driver,
+    parse_storage_class,
+    parse_volume,
+)
+from ascheduler.plugins.volumebinding import (
+    REASON_BIND_CONFLICT,
+    REASON_NO_SPACE,
+    REASON_NODE_CONFLICT,
+    REASON_PV_MISSING,
+    UNBOUND_IMMEDIATE,
+)
+from tests.kit import make_cache, make_plugin, node, pod, rejected_reasons
+from tests.kit import run_filter as run
+
+NAME = "VolumeBinding"
+HOST = "kubernetes.io/hostname"
+
+
+def add(cache: Cache, kind: str, obj: Any) -> None:
+    cache.storage.handlers[kind].on_add(obj)
+
+
+def cluster() -> Cache:
+    cache = make_cache(
+        [node(n, labels={HOST: n, "zone": z}) for n, z in (("a", "z1"), ("b", "z1"), ("c", "z2"))]
+    )
+    add(
+        cache,
+        "StorageClass",
+        parse_storage_class(
+            {
+                "metadata": {"name": "local"},
+                "provisioner": "kubernetes.io/no-provisioner",
+                "volumeBindingMode": "WaitForFirstConsumer",
+            }
+        ),
+    )
+    add(
+        cache,
+        "StorageClass",
+        parse_storage_class(
+            {
+                "metadata": {"name": "fast"},
+                "provisioner": "csi.example.com",
+                "volumeBindingMode": "WaitForFirstConsumer",
+                "allowedTopologies": [
+                    {"matchLabelExpressions": [{"key": "zone", "values": ["z1"]}]}
+                ],
+            }
+        ),
+    )
+    add(
+        cache,
+        "StorageClass",
+        parse_storage_class({"metadata": {"name": "std"}, "provisioner": "x"}),
+    )
+    return cache
+
+
+def local_pv(cache: Cache, name: str, host: str, size: str, **spec: Any) -> None:
+    body = {
+        "metadata": {"name": name, "resourceVersion": "1"},
+        "spec": {
+            "storageClassName": "local",
+            "capacity": {"storage": size},
+            "accessModes": ["ReadWriteOnce"],
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": HOST, "operator": "In", "values": [host]}]}
+                    ]
+                }
+            },
+            **spec,
+        },
+        "status": {"phase": "Available"},
+    }
+    add(cache, "PersistentVolume", parse_volume(body))
+
+
+def claim(cache: Cache, name: str, klass: str = "local", size: str = "1Gi", **extra: Any) -> None:
+    meta: dict[str, Any] = {
+        "namespace": "ns",
+        "name": name,
+        "uid": f"uid-{name}",
+        "resourceVersion": "1",
+        **extra.pop("meta", {}),
+    }
+    spec = {
+        "storageClassName": klass,
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": size}},
+        **extra,
+    }
+    add(
+        cache,
+        "PersistentVolumeClaim",
+        parse_claim({"metadata": meta, "spec": spec, "status": extra.pop("status", {})}),
+    )
+
+
+def using(*claims: str, ephemeral: str = "") -> dict[str, Any]:
+    raw = pod("p", namespace="ns")
+    raw["spec"]["volumes"] = [
+        {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)
+    ]
+    if ephemeral:
+        raw["spec"]["volumes"].append({"name": ephemeral, "ephemeral": {}})
+    return raw
+
+
+def prefilter_message(cache: Cache, raw: dict[str, Any]) -> str:
+    _, status = make_plugin(NAME, cache).pre_filter(CycleState(), parse_pod(raw), cache.table)
+    assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    return status.message
+
+
+def test_prefilter_rejections() -> None:
+    cache = cluster()
+    assert prefilter_message(cache, using("nope")) == 'persistentvolumeclaim "nope" not found'
+    assert prefilter_message(cache, using(ephemeral="scratch")) == (
+        'waiting for ephemeral volume controller to create the persistentvolumeclaim "p-scratch"'
+    )
+    claim(cache, "p-scratch", meta={"ownerReferences": [{"uid": "other", "controller": True}]})
+    assert prefilter_message(cache, using(ephemeral="scratch")) == (
+        "PVC ns/p-scratch was not created for pod ns/p (pod is not owner)"
+    )
+    claim(cache, "gone", meta={"deletionTimestamp": "2026-01-01T00:00:00Z"})
+    assert (
+        prefilter_message(cache, using("gone")) == 'persistentvolumeclaim "gone" is being deleted'
+    )
+    claim(cache, "now", klass="std")
+    assert prefilter_message(cache, using("now")) == UNBOUND_IMMEDIATE
+    # Pre-bound to a volume but not yet bound: Immediate, even in a delayed class.
+    claim(cache, "pre", volumeName="pv-x")
+    assert prefilter_message(cache, using("pre")) == UNBOUND_IMMEDIATE
+
+
+def test_a_pod_without_claims_is_skipped() -> None:
+    cache = cluster()
+    assert run(make_plugin(NAME, cache), pod("p", namespace="ns"), cache) is None
+
+
+def test_bound_volumes_node_affinity_and_missing_volumes() -> None:
+    cache = cluster()
+    local_pv(cache, "pv-a", "a", "1Gi", claimRef={"namespace": "ns", "name": "data"})
+    claim(cache, "data", volumeName="pv-a", meta={"annotations": {BIND_COMPLETED: "yes"}})
+    got = run(make_plugin(NAME, cache), using("data"), cache)
+    assert rejected_reasons(got, cache) == {
+        "b": [REASON_NODE_CONFLICT],
+        "c": [REASON_NODE_CONFLICT],
+    }
+    claim(cache, "orphan", volumeName="pv-none", meta={"annotations": {BIND_COMPLETED: "yes"}})
+    got = run(make_plugin(NAME, cache), using("orphan"), cache)
+    assert rejected_reasons(got, cache) == {n: [REASON_PV_MISSING] for n in "abc"}
+
+
+def test_delayed_claims_take_the_smallest_local_volume_each_once() -> None:
+    cache = cluster()
+    local_pv(cache, "a-small", "a", "1Gi")
+    local_pv(cache, "a-big", "a", "10Gi")
+    local_pv(cache, "b-small", "b", "1Gi")
+    local_pv(cache, "c-tiny", "c", "100Mi")  # too small
+    claim(cache, "one")
+    claim(cache, "two", size="2Gi")
+    plugin = make_plugin(NAME, cache)
+    assert rejected_reasons(run(plugin, using("one"), cache), cache) == {
+        "c": [REASON_BIND_CONFLICT]
+    }
+    # Two claims: only a has two volumes that fit (1Gi -> a-small, 2Gi -> a-big).
+    got = run(plugin, using("one", "two"), cache)
+    assert rejected_reasons(got, cache) == {
+        "b": [REASON_BIND_CONFLICT],
+        "c": [REASON_BIND_CONFLICT],
+    }
+    # Two claims of 1Gi on b: one volume, not both.
+    claim(cache, "three")
+    got = run(plugin, using("one", "three"), cache)
+    assert rejected_reasons(got, cache) == {
+        "b": [REASON_BIND_CONFLICT],
+        "c": [REASON_BIND_CONFLICT],
+    }
+
+
+def test_volumes_taken_released_or_mismatched_are_not_candidates() -> None:
+    cache = cluster()
+    local_pv(cache, "taken", "a", "1Gi", claimRef={"namespace": "ns", "name": "someone"})
+    local_pv(cache, "rox", "b", "1Gi", accessModes=["ReadOnlyMany"])
+    local_pv(cache, "blocky", "c", "1Gi", volumeMode="Block")
+    claim(cache, "one")
+    got = run(make_plugin(NAME, cache), using("one"), cache)
+    assert rejected_reasons(got, cache) == {n: [REASON_BIND_CONFLICT] for n in "abc"}
+
+
+def test_a_volume_pre_bound_to_the_claim_wins_or_nothing_does() -> None:
+    cache = cluster()
+    local_pv(cache, "a-any", "a", "1Gi")
+    local_pv(cache, "b-mine", "b", "5Gi", claimRef={"namespace": "ns", "name": "one"})
+    claim(cache, "one")
+    got = run(make_plugin(NAME, cache), using("one"), cache)
+    assert rejected_reasons(got, cache) == {
+        "a": [REASON_BIND_CONFLICT],
+        "c": [REASON_BIND_CONFLICT],
+    }
+
+
+def test_a_claim_selected_for_a_node_fails_the_others() -> None:
+    cache = cluster()
+    claim(cache, "picked", klass="fast", meta={"annotations": {SELECTED_NODE: "b"}})
+    got = run(make_plugin(NAME, cache), using("picked"), cache)
+    assert rejected_reasons(got, cache) == {
+        "a": [REASON_BIND_CONFLICT],
+        "c": [REASON_BIND_CONFLICT],
+    }
+
+
+@pytest.mark.parametrize("capacity", [False, True])
+def test_dynamic_provisioning_topology_and_capacity(capacity: bool) -> None:
+    cache = cluster()
+    claim(cache, "dyn", klass="fast", size="5Gi")
+    if capacity:
+        add(
+            cache,
+            "CSIDriver",
+            parse_csi_driver(
+                {"metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": True}}
+            ),
+        )
+        add(
+            cache,
+            "CSIStorageCapacity",
+            parse_capacity(
+                {
+                    "metadata": {"namespace": "kube-system", "name": "cap-a"},
+                    "storageClassName": "fast",
+                    "capacity": "10Gi",
+                    "nodeTopology": {"matchLabels": {HOST: "a"}},
+                }
+            ),
+        )
+        add(
+            cache,
+            "CSIStorageCapacity",
+            parse_capacity(
+                {
+                    "metadata": {"namespace": "kube-system", "name": "cap-b"},
+                    "storageClassName": "fast",
+                    "capacity": "100Gi",
+                    "maximumVolumeSize": "1Gi",
+                    "nodeTopology": {"matchLabels": {HOST: "b"}},
+                }
+            ),
+        )
+    got = run(make_plugin(NAME, cache), using("dyn"), cache)
+    expected = {"c": [REASON_BIND_CONFLICT]}  # outside the class's allowedTopologies
+    if capacity:
+        expected["b"] = [REASON_NO_SPACE]  # its largest volume is 1Gi
+    assert rejected_reasons(got, cache) == expected
