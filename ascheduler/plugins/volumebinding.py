@@ -18,17 +18,25 @@ class reject the pod (unresolvable). Filter, per node, as columns:
   and whose size fits (`node(s) did not have enough free storage`).
 
 Every reason is unresolvable; a node's reasons are reported together, in that order.
-The binding itself (Reserve, PreBind) is not part of this module yet.
+
+Reserve assumes the chosen node's volumes taken (`claimRef`) and its claims to provision
+annotated with the node, so the next cycles see them; Unreserve puts the informers' versions
+back. PreBind writes the same (merge patches with the assumed objects' resourceVersion as a
+precondition), then polls the informers' objects every second until the volume controller
+has bound them all, or fails with kube-scheduler's messages (a volume or claim deleted, a
+claimRef reset, provisioning failed) or after `bindTimeoutSeconds`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
+from ascheduler.framework.errors import PluginArgsError
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
     SKIP,
@@ -38,19 +46,25 @@ from ascheduler.framework.interface import (
     CycleState,
     FilterPlugin,
     FilterResult,
+    PreBindPlugin,
     PreFilterPlugin,
     PreFilterResult,
     Rejection,
+    ReservePlugin,
     Status,
 )
-from ascheduler.framework.nodes import BoolArray, NodeTable
-from ascheduler.framework.registry import NoArgs, Registration
+from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
+from ascheduler.framework.registry import Registration
+from ascheduler.framework.storage import AssumeError
+from ascheduler.kube import KubeError
 from ascheduler.model import PodInfo
 from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.storage import (
     BIND_COMPLETED,
+    BOUND_BY_CONTROLLER,
     NO_PROVISIONER,
     SELECTED_NODE,
+    ClaimRef,
     StorageClass,
     Volume,
     VolumeClaim,
@@ -67,6 +81,40 @@ REASON_PV_MISSING: Final = (
 )
 UNBOUND_IMMEDIATE: Final = "pod has unbound immediate PersistentVolumeClaims"
 AVAILABLE: Final = "Available"
+#: How often PreBind looks whether the volume controller has finished.
+POLL_INTERVAL: Final = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeBindingArgs:
+    """kube-scheduler's `VolumeBindingArgs` (`shape` is for StorageCapacityScoring, a gate
+    that is off in v1.35 and not offered here)."""
+
+    bind_timeout_seconds: int = 600
+
+    def __post_init__(self) -> None:
+        if self.bind_timeout_seconds < 0:
+            raise PluginArgsError(
+                "bindTimeoutSeconds: invalid BindTimeoutSeconds, should not be a negative value"
+            )
+
+
+def _version(obj: Any) -> int:
+    try:
+        return int(obj.resource_version)
+    except (TypeError, ValueError):
+        return 0
+
+
+def bound_to(volume: Volume, claim: VolumeClaim) -> bool:
+    """kube's IsVolumeBoundToClaim."""
+    ref = volume.claim_ref
+    return (
+        ref is not None
+        and ref.namespace == claim.namespace
+        and ref.name == claim.name
+        and (not ref.uid or ref.uid == claim.uid)
+    )
 
 
 def fully_bound(claim: VolumeClaim) -> bool:
@@ -113,15 +161,36 @@ def topology_rows(nodes: NodeTable, klass: StorageClass) -> BoolArray:
 
 
 @dataclass
+class _Match:
+    """A delayed claim's static matching: per row, the index in `volumes` of the volume it
+    gets there, -1 where none."""
+
+    claim: VolumeClaim
+    volumes: list[Volume]
+    choice: IntArray
+
+
+@dataclass
 class _State:
     bound: list[VolumeClaim] = field(default_factory=list)
     delayed: list[VolumeClaim] = field(default_factory=list)
+    #: Filter's plan for the delayed claims, read by Reserve for the chosen node.
+    matches: list[_Match] = field(default_factory=list)
+    selected: list[VolumeClaim] = field(default_factory=list)
+    #: Reserve's assumptions: volume names and claim keys, undone by Unreserve.
+    assumed_volumes: list[str] = field(default_factory=list)
+    assumed_claims: list[str] = field(default_factory=list)
+    #: What PreBind writes: (volume, claim) bindings and claims to provision.
+    bindings: list[tuple[Volume, VolumeClaim]] = field(default_factory=list)
+    provisions: list[VolumeClaim] = field(default_factory=list)
+    all_bound: bool = True
 
 
-class VolumeBinding(PreFilterPlugin, FilterPlugin):
+class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
     name = NAME
 
-    def __init__(self, handle: Handle) -> None:
+    def __init__(self, args: VolumeBindingArgs, handle: Handle) -> None:
+        self.args = args
         self.handle = handle
 
     # -- PreFilter -----------------------------------------------------------------------------
@@ -200,7 +269,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin):
         bind_conflict = np.zeros(n, dtype=np.bool_)
         no_space = np.zeros(n, dtype=np.bool_)
         if s.delayed:
-            bind_conflict, no_space = self._delayed(s.delayed, nodes)
+            bind_conflict, no_space = self._delayed(s, nodes)
         rejected = node_conflict | pv_missing | bind_conflict | no_space
         if not rejected.any():
             return None
@@ -213,9 +282,8 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin):
             Rejection(REASON_PV_MISSING, pv_missing, code),
         )
 
-    def _delayed(
-        self, claims: Sequence[VolumeClaim], nodes: NodeTable
-    ) -> tuple[BoolArray, BoolArray]:
+    def _delayed(self, s: _State, nodes: NodeTable) -> tuple[BoolArray, BoolArray]:
+        claims = s.delayed
         n = nodes.n
         bind_conflict = np.zeros(n, dtype=np.bool_)
         no_space = np.zeros(n, dtype=np.bool_)
@@ -234,12 +302,15 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin):
                 others[row] = False
             fast_fail |= others
             provision_everywhere.append(claim)
+        s.selected = provision_everywhere
+        s.matches = []
         # Static matching, smallest request first; `chosen[pv]` says where a volume is taken.
         unmatched: list[tuple[VolumeClaim, BoolArray]] = []
         taken: dict[str, BoolArray] = {}
         for claim in sorted(to_match, key=lambda c: c.request):
-            got = self._match(claim, nodes, taken)
-            unmatched.append((claim, ~got))
+            match = self._match(claim, nodes, taken)
+            s.matches.append(match)
+            unmatched.append((claim, match.choice < 0))
         # What is left must be provisionable where it is left.
         provisionable = np.ones(n, dtype=np.bool_)
         space = np.ones(n, dtype=np.bool_)
@@ -256,22 +327,14 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin):
         no_space = ~space & ~fast_fail
         return bind_conflict, no_space
 
-    def _match(
-        self, claim: VolumeClaim, nodes: NodeTable, taken: dict[str, BoolArray]
-    ) -> BoolArray:
-        """Rows where a volume is found for `claim` (and mark it taken there)."""
+    def _match(self, claim: VolumeClaim, nodes: NodeTable, taken: dict[str, BoolArray]) -> _Match:
+        """The volume `claim` gets on each row (marked taken there)."""
         n = nodes.n
         candidates: list[Volume] = []
         prebound: Volume | None = None
         for volume in self.handle.storage.volumes_of_class(claim.class_name):
-            ref = volume.claim_ref
-            bound_here = (
-                ref is not None
-                and ref.namespace == claim.namespace
-                and ref.name == claim.name
-                and (not ref.uid or ref.uid == claim.uid)
-            )
-            if ref is not None and not bound_here:
+            bound_here = bound_to(volume, claim)
+            if volume.claim_ref is not None and not bound_here:
                 continue
             if volume.capacity < claim.request or volume.volume_mode != claim.volume_mode:
                 continue
@@ -288,22 +351,24 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin):
             if not set(claim.access_modes) <= set(volume.access_modes):
                 continue
             candidates.append(volume)
-        found = np.zeros(n, dtype=np.bool_)
+        choice = np.full(n, -1, dtype=np.int64)
         if prebound is not None:
             here = affinity_rows(nodes, prebound.node_affinity) & ~taken.get(
                 prebound.name, np.zeros(n, dtype=np.bool_)
             )
             taken[prebound.name] = taken.get(prebound.name, np.zeros(n, dtype=np.bool_)) | here
-            return here
-        for volume in sorted(candidates, key=lambda v: (v.capacity, v.name)):
-            free = ~found & affinity_rows(nodes, volume.node_affinity)
+            choice[here] = 0
+            return _Match(claim, [prebound], choice)
+        ordered = sorted(candidates, key=lambda v: (v.capacity, v.name))
+        for i, volume in enumerate(ordered):
+            free = (choice < 0) & affinity_rows(nodes, volume.node_affinity)
             already = taken.get(volume.name)
             if already is not None:
                 free &= ~already
             if free.any():
-                found |= free
+                choice[free] = i
                 taken[volume.name] = free if already is None else already | free
-        return found
+        return _Match(claim, ordered, choice)
 
     def _provisionable(self, claim: VolumeClaim, nodes: NodeTable) -> tuple[BoolArray, BoolArray]:
         """(rows where the claim's class can provision it, rows with room for it)."""
@@ -343,15 +408,201 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin):
             nodes.remember(key, hit)
         return hit
 
+    # -- Reserve / Unreserve -------------------------------------------------------------------
 
-def new(args: NoArgs, handle: Handle) -> VolumeBinding:
-    return VolumeBinding(handle)
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """kube-scheduler's AssumePodVolumes: the chosen node's volumes taken (claimRef) and
+        claims to provision annotated with the node, in the assume cache."""
+        s: _State | None = state.read(NAME)
+        if s is None:
+            return SUCCESS
+        storage = self.handle.storage
+        current = [storage.claims.get(c.key) for c in (*s.bound, *s.delayed)]
+        if all(c is not None and fully_bound(c) for c in current):
+            s.all_bound = True
+            return SUCCESS
+        row = self.handle.nodes.index.get(node)
+        if row is None:
+            return Status.error(f'no pod volume found for node "{node}"')
+        bindings = [
+            (m.volumes[int(m.choice[row])], m.claim) for m in s.matches if m.choice[row] >= 0
+        ]
+        provisions = [*s.selected, *(m.claim for m in s.matches if m.choice[row] < 0)]
+        try:
+            for volume, claim in bindings:
+                if bound_to(volume, claim) and BOUND_BY_CONTROLLER in volume.annotations:
+                    continue
+                annotations = dict(volume.annotations)
+                if not bound_to(volume, claim):
+                    annotations.setdefault(BOUND_BY_CONTROLLER, "yes")
+                taken = dataclasses.replace(
+                    volume,
+                    claim_ref=ClaimRef(claim.namespace, claim.name, claim.uid),
+                    annotations=annotations,
+                )
+                storage.volumes.assume(taken)
+                s.assumed_volumes.append(volume.name)
+            for claim in provisions:
+                annotated = dataclasses.replace(
+                    claim, annotations={**claim.annotations, SELECTED_NODE: node}
+                )
+                storage.claims.assume(annotated)
+                s.assumed_claims.append(claim.key)
+        except AssumeError as exc:
+            self.unreserve(state, pod, node)
+            return Status.error(str(exc))
+        s.bindings, s.provisions, s.all_bound = bindings, provisions, False
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        s: _State | None = state.read(NAME)
+        if s is None:
+            return
+        for name in s.assumed_volumes:
+            self.handle.storage.volumes.restore(name)
+        for key in s.assumed_claims:
+            self.handle.storage.claims.restore(key)
+        s.assumed_volumes, s.assumed_claims = [], []
+
+    # -- PreBind -------------------------------------------------------------------------------
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """The writes kube-scheduler makes (each volume's claimRef, then each claim's
+        selected-node), then a wait, polled every second up to `bindTimeoutSeconds`, for
+        the volume controller to finish binding; the node lock is not held meanwhile (it is
+        taken by the bind that follows)."""
+        s: _State | None = state.read(NAME)
+        if s is None or s.all_bound:
+            return SUCCESS
+        kube = self.handle.kube
+        written: dict[str, int] = {}
+        if kube is not None:
+            try:
+                for volume, claim in s.bindings:
+                    meta: dict[str, Any] = {"resourceVersion": volume.resource_version}
+                    if not bound_to(volume, claim):
+                        meta["annotations"] = {BOUND_BY_CONTROLLER: "yes"}
+                    body = {
+                        "metadata": meta,
+                        "spec": {
+                            "claimRef": {
+                                "kind": "PersistentVolumeClaim",
+                                "apiVersion": "v1",
+                                "namespace": claim.namespace,
+                                "name": claim.name,
+                                "uid": claim.uid,
+                                "resourceVersion": claim.resource_version,
+                            }
+                        },
+                    }
+                    answer = await kube.patch(f"/api/v1/persistentvolumes/{volume.name}", body)
+                    written[f"pv/{volume.name}"] = _answer_version(answer)
+                for claim in s.provisions:
+                    body = {
+                        "metadata": {
+                            "resourceVersion": claim.resource_version,
+                            "annotations": {SELECTED_NODE: node},
+                        }
+                    }
+                    answer = await kube.patch(
+                        f"/api/v1/namespaces/{claim.namespace}/persistentvolumeclaims/{claim.name}",
+                        body,
+                    )
+                    written[f"pvc/{claim.key}"] = _answer_version(answer)
+            except KubeError as exc:
+                return Status.error(f"binding volumes: {exc}")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.args.bind_timeout_seconds
+        while True:
+            if loop.time() + POLL_INTERVAL > deadline:
+                return Status.error("binding volumes: context deadline exceeded")
+            await asyncio.sleep(POLL_INTERVAL)
+            try:
+                if self.check_bindings(s, node, written):
+                    return SUCCESS
+            except _BindingFailed as exc:
+                return Status.error(f"binding volumes: {exc}")
+
+    def check_bindings(self, s: _State, node: str, written: dict[str, int]) -> bool:
+        """kube-scheduler's checkBindings on the informers' objects: True once every volume
+        and claim is bound; _BindingFailed when the binding cannot complete."""
+        storage = self.handle.storage
+        info = self.handle.nodes.node(node)
+        if info is None:
+            raise _BindingFailed(f'failed to get node "{node}": node "{node}" not found')
+        done = True
+        for volume, claim in s.bindings:
+            pv = storage.volumes.informed.get(volume.name)
+            if pv is None:
+                raise _BindingFailed(
+                    f'failed to check binding: persistentvolumes "{volume.name}" not found'
+                )
+            pvc = storage.claims.informed.get(claim.key)
+            if pvc is None:
+                raise _BindingFailed(
+                    f'failed to check binding: persistentvolumeclaims "{claim.key}" not found'
+                )
+            if _version(pv) < written.get(f"pv/{volume.name}", 0):
+                done = False
+                continue
+            _check_affinity(pv, info.name, info.labels)
+            if pv.claim_ref is None or not pv.claim_ref.uid:
+                raise _BindingFailed(f'ClaimRef got reset for pv "{pv.name}"')
+            if not fully_bound(pvc):
+                done = False
+        for claim in s.provisions:
+            pvc = storage.claims.informed.get(claim.key)
+            if pvc is None:
+                raise _BindingFailed(
+                    "failed to check provisioning pvc: persistentvolumeclaims "
+                    f'"{claim.key}" not found'
+                )
+            if _version(pvc) < written.get(f"pvc/{claim.key}", 0):
+                done = False
+                continue
+            if not pvc.annotations:
+                raise _BindingFailed(f'selectedNode annotation reset for PVC "{pvc.name}"')
+            if pvc.annotations.get(SELECTED_NODE) != node:
+                raise _BindingFailed(f'provisioning failed for PVC "{pvc.name}"')
+            if pvc.volume_name:
+                pv = storage.volumes.informed.get(pvc.volume_name)
+                if pv is None:
+                    done = False
+                    continue
+                _check_affinity(pv, info.name, info.labels)
+            if not fully_bound(pvc):
+                done = False
+        return done
+
+
+class _BindingFailed(Exception):
+    pass
+
+
+def _answer_version(answer: Any) -> int:
+    meta = answer.get("metadata") if isinstance(answer, dict) else None
+    try:
+        return int(meta.get("resourceVersion", 0)) if isinstance(meta, dict) else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def _check_affinity(pv: Volume, node: str, labels: Any) -> None:
+    if pv.node_affinity is not None and not any(t.matches("", labels) for t in pv.node_affinity):
+        raise _BindingFailed(
+            f'pv "{pv.name}" node affinity doesn\'t match node "{node}": '
+            "no matching NodeSelectorTerms"
+        )
+
+
+def new(args: VolumeBindingArgs, handle: Handle) -> VolumeBinding:
+    return VolumeBinding(args, handle)
 
 
 REGISTRATION: Final = Registration(
     NAME,
     new,
-    NoArgs,
+    VolumeBindingArgs,
     events=frozenset(
         {
             ClusterEvent.NODE_ADD,

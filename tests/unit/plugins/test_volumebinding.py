@@ -275,3 +275,86 @@ def test_dynamic_provisioning_topology_and_capacity(capacity: bool) -> None:
     if capacity:
         expected["b"] = [REASON_NO_SPACE]  # its largest volume is 1Gi
     assert rejected_reasons(got, cache) == expected
+
+
+# -- Reserve, Unreserve, PreBind ----------------------------------------------------------------
+
+
+def reserved(cache: Cache, raw: dict[str, Any], node_name: str) -> tuple[Any, CycleState]:
+    plugin = make_plugin(NAME, cache, {"bindTimeoutSeconds": 1})
+    state = CycleState()
+    info = parse_pod(raw)
+    plugin.pre_filter(state, info, cache.table)
+    plugin.filter(state, info, cache.table)
+    assert plugin.reserve(state, info, node_name).ok
+    return plugin, state
+
+
+def test_reserve_assumes_the_node_s_volumes_and_claims_and_unreserve_undoes_it() -> None:
+    cache = cluster()
+    local_pv(cache, "a-pv", "a", "1Gi")
+    claim(cache, "static")
+    claim(cache, "dyn", klass="fast")
+    raw = using("static", "dyn")
+    plugin, state = reserved(cache, raw, "a")
+    taken = cache.storage.volume("a-pv")
+    assert taken is not None
+    assert taken.claim_ref is not None
+    assert (taken.claim_ref.name, taken.claim_ref.uid) == ("static", "uid-static")
+    assert taken.annotations["pv.kubernetes.io/bound-by-controller"] == "yes"
+    dyn = cache.storage.claim("ns", "dyn")
+    assert dyn is not None
+    assert dyn.annotations[SELECTED_NODE] == "a"
+    # The next pod meets them taken: the volume is no candidate anywhere.
+    claim(cache, "other")
+    got = run(make_plugin(NAME, cache), using("other"), cache)
+    assert rejected_reasons(got, cache) == {n: [REASON_BIND_CONFLICT] for n in "abc"}
+    plugin.unreserve(state, parse_pod(raw), "a")
+    restored = cache.storage.volume("a-pv")
+    assert restored is not None
+    assert restored.claim_ref is None
+    assert SELECTED_NODE not in cache.storage.claim("ns", "dyn").annotations  # type: ignore[union-attr]
+    assert run(make_plugin(NAME, cache), using("other"), cache) is not None  # b, c only
+
+
+async def test_prebind_waits_for_the_controller_then_succeeds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ascheduler.plugins import volumebinding
+
+    monkeypatch.setattr(volumebinding, "POLL_INTERVAL", 0.01)
+    cache = cluster()
+    local_pv(cache, "a-pv", "a", "1Gi")
+    claim(cache, "static")
+    raw = using("static")
+    plugin, state = reserved(cache, raw, "a")
+    info = parse_pod(raw)
+    # Nothing bound yet: the wait runs out.
+    plugin.args = volumebinding.VolumeBindingArgs(bind_timeout_seconds=0)
+    status = await plugin.pre_bind(state, info, "a")
+    assert status.message == "binding volumes: context deadline exceeded"
+    # The controller binds both sides (as the informers then show it).
+    plugin.args = volumebinding.VolumeBindingArgs(bind_timeout_seconds=5)
+    local_pv(
+        cache,
+        "a-pv",
+        "a",
+        "1Gi",
+        claimRef={"namespace": "ns", "name": "static", "uid": "uid-static"},
+    )
+    claim(cache, "static", volumeName="a-pv", meta={"annotations": {BIND_COMPLETED: "yes"}})
+    assert (await plugin.pre_bind(state, info, "a")).ok
+
+
+async def test_prebind_fails_when_provisioning_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ascheduler.plugins import volumebinding
+
+    monkeypatch.setattr(volumebinding, "POLL_INTERVAL", 0.01)
+    cache = cluster()
+    claim(cache, "dyn", klass="fast")
+    raw = using("dyn")
+    plugin, state = reserved(cache, raw, "a")
+    # The provisioner gave up and took the annotation off (a new version of the claim).
+    claim(cache, "dyn", klass="fast", meta={"resourceVersion": "2", "annotations": {"x": "y"}})
+    status = await plugin.pre_bind(state, parse_pod(raw), "a")
+    assert status.message == 'binding volumes: provisioning failed for PVC "dyn"'
