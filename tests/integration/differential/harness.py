@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascheduler.app import build_frameworks
+from ascheduler.app import STORAGE_KINDS, build_frameworks
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
 from ascheduler.config import parse as parse_config
@@ -58,6 +58,11 @@ KUBE_PROFILE: Mapping[str, Any] = {
     "plugins": {"postFilter": {"disabled": [{"name": "DynamicResources"}]}}
 }
 DECISION_TIMEOUT = 30.0
+#: Cluster-scoped storage kinds a scenario may have, and where they are created.
+_STORAGE_PATHS: Mapping[str, str] = {
+    "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
+    "PersistentVolume": "/api/v1/persistentvolumes",
+}
 #: How long a preemptor has to be bound once nominated (its victims deleted and gone).
 PREEMPTION_TIMEOUT = 30.0
 #: The priority classes scenarios name (created once per session; Never does not preempt).
@@ -147,6 +152,13 @@ class Scenario:
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: {"default": {}})
     #: (collection under the namespace, e.g. "services", body with a logical namespace).
     objects: Sequence[tuple[str, Json]] = ()
+    #: Cluster-scoped storage objects, by kind ("StorageClass", "PersistentVolume"): each
+    #: run gets its own copies (`cluster_name`), and the names claims and volumes give
+    #: each other, their namespaces and the hostnames in node affinities are rewritten.
+    storage: Sequence[tuple[str, Json]] = ()
+    #: Claims (logical namespace/name) the volume controller must have bound before the
+    #: pods come.
+    bound_claims: Sequence[str] = ()
     #: Pods a random tie-break may place on different nodes (bound-ness still compared).
     ties: frozenset[str] = frozenset()
     #: Each pod deleted after its decision (all meet the same base state).
@@ -241,7 +253,48 @@ class Runner:
     def namespace(s: Scenario, run: str, logical: str) -> str:
         return f"df-{s.id}-{run}-{logical}"[:63]
 
+    @staticmethod
+    def cluster_name(s: Scenario, run: str, logical: str) -> str:
+        return f"df{s.id}-{run}-{logical}"
+
+    def _hostnames(self, s: Scenario, terms: list[Json]) -> None:
+        """Logical hostnames in node selector terms (or topology terms) made real."""
+        nodes = {n["metadata"]["name"] for n in s.nodes}
+        for term in terms:
+            for key in ("matchExpressions", "matchLabelExpressions"):
+                for expr in term.get(key) or []:
+                    if expr.get("key") == HOSTNAME:
+                        expr["values"] = [
+                            self.node_name(s, v) if v in nodes else v
+                            for v in expr.get("values") or []
+                        ]
+
+    def _rewrite_storage(self, s: Scenario, run: str, kind: str, obj: Json) -> Json:
+        body = copy.deepcopy(obj)
+        meta = body.setdefault("metadata", {})
+        spec = body.setdefault("spec", {}) if kind != "StorageClass" else body
+        if kind in ("StorageClass", "PersistentVolume"):
+            meta["name"] = self.cluster_name(s, run, meta["name"])
+        if kind == "StorageClass":
+            self._hostnames(s, body.get("allowedTopologies") or [])
+            return body
+        if spec.get("storageClassName"):
+            spec["storageClassName"] = self.cluster_name(s, run, spec["storageClassName"])
+        if kind == "PersistentVolume":
+            ref = spec.get("claimRef")
+            if ref:
+                ref["namespace"] = self.namespace(s, run, ref.get("namespace", "default"))
+            required = (spec.get("nodeAffinity") or {}).get("required") or {}
+            self._hostnames(s, required.get("nodeSelectorTerms") or [])
+        elif spec.get("volumeName"):
+            spec["volumeName"] = self.cluster_name(s, run, spec["volumeName"])
+        return body
+
     def _rewrite(self, s: Scenario, run: str, obj: Json, scheduler: str | None) -> Json:
+        if obj.get("kind") == "PersistentVolumeClaim":
+            body = self._rewrite_storage(s, run, "PersistentVolumeClaim", obj)
+            body["metadata"].pop("namespace", None)
+            return body
         body = copy.deepcopy(obj)
         meta = body.setdefault("metadata", {})
         meta.pop("namespace", None)
@@ -322,7 +375,16 @@ class Runner:
             await asyncio.sleep(0.05)
 
     async def cleanup(self, s: Scenario, run: str) -> None:
-        """Every pod of the run deleted (and gone) and its namespaces deleted."""
+        """Every pod of the run deleted (and gone), its namespaces and storage deleted."""
+        for kind, obj in s.storage:
+            path = _STORAGE_PATHS[kind]
+            try:
+                await self.kube.request(
+                    "DELETE", f"{path}/{self.cluster_name(s, run, obj['metadata']['name'])}"
+                )
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
         for logical in s.namespaces:
             ns = self.namespace(s, run, logical)
             listing = await self.kube.get(f"/api/v1/namespaces/{ns}/pods")
@@ -397,6 +459,19 @@ class Runner:
         group, version, resource = parts
         return f"/apis/{group}/{version}/namespaces/{namespace}/{resource}"
 
+    async def _settle_claims(self, s: Scenario, run: str) -> None:
+        """The claims the scenario names bound by the volume controller."""
+        loop = asyncio.get_running_loop()
+        for key in s.bound_claims:
+            logical_ns, name = key.split("/")
+            ns = self.namespace(s, run, logical_ns)
+            url = f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}"
+            deadline = loop.time() + DECISION_TIMEOUT
+            while (await self.kube.get(url)).get("status", {}).get("phase") != "Bound":
+                if loop.time() > deadline:
+                    raise AssertionError(f"{url}: not bound after {DECISION_TIMEOUT}s")
+                await asyncio.sleep(0.1)
+
     async def _settle_budgets(self, s: Scenario, run: str) -> None:
         """PodDisruptionBudgets' status as kube-controller-manager computes it, once it has
         seen the existing pods (preemption reads `disruptionsAllowed` from it)."""
@@ -433,6 +508,11 @@ class Runner:
             cache.objects.namespace_handler.on_add(parse_namespace(ns))
         for svc in (await self.kube.get("/api/v1/services"))["items"]:
             cache.objects.handlers["Service"].on_add(parse_selecting("Service", svc))
+        for kind, path, parse in STORAGE_KINDS:
+            for item in (await self.kube.get(path))["items"]:
+                obj = parse(item)
+                cache.storage.handlers[kind].on_add(obj)
+                cache.storage_changed(kind, None, obj)
         config = SchedulerConfig()
         if s.profile is not None:
             document = {
@@ -463,9 +543,12 @@ class Runner:
             await self.kube.post(
                 "/api/v1/namespaces", {"metadata": {"name": ns, "labels": dict(labels)}}
             )
+        for kind, obj in s.storage:
+            await self.kube.post(_STORAGE_PATHS[kind], self._rewrite_storage(s, run, kind, obj))
         for path, obj in s.objects:
             ns = self.namespace(s, run, obj["metadata"].get("namespace", "default"))
             await self.kube.post(self._collection(path, ns), self._rewrite(s, run, obj, None))
+        await self._settle_claims(s, run)
         for raw in s.existing:
             ns = self.namespace(s, run, raw["metadata"].get("namespace", "default"))
             await self.kube.post(f"/api/v1/namespaces/{ns}/pods", self._rewrite(s, run, raw, None))

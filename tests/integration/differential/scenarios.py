@@ -4,6 +4,7 @@ they do, the dry run says so and the harness reports the tie instead of a disagr
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tests.integration.differential.harness import (
@@ -605,5 +606,196 @@ SCENARIOS += [
         preemption=True,
         independent=True,
         dry_run=False,
+    ),
+]
+
+
+# -- volumes ------------------------------------------------------------------------------------
+
+
+def storage_class(
+    name: str,
+    *,
+    delayed: bool = True,
+    provisioner: str = "kubernetes.io/no-provisioner",
+    zones: Sequence[str] = (),
+) -> tuple[str, Json]:
+    body: Json = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": "WaitForFirstConsumer" if delayed else "Immediate",
+    }
+    if zones:
+        body["allowedTopologies"] = [
+            {"matchLabelExpressions": [{"key": ZONE, "values": list(zones)}]}
+        ]
+    return ("StorageClass", body)
+
+
+def volume(
+    name: str,
+    *,
+    size: str = "1Gi",
+    klass: str = "local",
+    node: str | None = None,
+    claim: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    modes: Sequence[str] = ("ReadWriteOnce",),
+) -> tuple[str, Json]:
+    """A PersistentVolume: a local volume on `node`, pre-bound to `claim` if given."""
+    spec: Json = {
+        "capacity": {"storage": size},
+        "accessModes": list(modes),
+        "storageClassName": klass,
+        "persistentVolumeReclaimPolicy": "Retain",
+    }
+    if node is not None:
+        spec["local"] = {"path": f"/mnt/{name}"}
+        spec["nodeAffinity"] = {
+            "required": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [node]}]}
+                ]
+            }
+        }
+    else:
+        spec["hostPath"] = {"path": f"/mnt/{name}"}
+    if claim is not None:
+        spec["claimRef"] = {"namespace": "default", "name": claim}
+    body: Json = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": spec,
+    }
+    return ("PersistentVolume", body)
+
+
+def claim(
+    name: str,
+    *,
+    size: str = "1Gi",
+    klass: str = "local",
+    volume_name: str | None = None,
+    modes: Sequence[str] = ("ReadWriteOnce",),
+) -> tuple[str, Json]:
+    spec: Json = {
+        "accessModes": list(modes),
+        "storageClassName": klass,
+        "resources": {"requests": {"storage": size}},
+    }
+    if volume_name is not None:
+        spec["volumeName"] = volume_name
+    body: Json = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+    return ("persistentvolumeclaims", body)
+
+
+def with_claims(name: str, *claims: str, **kw: Any) -> Json:
+    return pause(
+        name,
+        volumes=[
+            {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}}
+            for i, c in enumerate(claims)
+        ],
+        **kw,
+    )
+
+
+THREE = [
+    fake_node("a", zone="z1"),
+    fake_node("b", zone="z1"),
+    fake_node("c", zone="z2"),
+]
+
+SCENARIOS += [
+    Scenario(
+        "volumes: missing claims and unbound Immediate claims",
+        nodes=THREE,
+        storage=[storage_class("std", delayed=False, provisioner="example.com/none")],
+        objects=[claim("waiting", klass="std")],
+        pods=[with_claims("missing", "nope"), with_claims("unbound", "waiting")],
+        independent=True,
+    ),
+    Scenario(
+        "volumes: a bound local volume's node",
+        nodes=THREE,
+        storage=[storage_class("local"), volume("pv-b", node="b", claim="data")],
+        objects=[claim("data", volume_name="pv-b")],
+        bound_claims=["default/data"],
+        pods=[with_claims("user", "data")],
+    ),
+    Scenario(
+        "volumes: a bound volume's zone labels",
+        nodes=THREE,
+        storage=[
+            storage_class("local"),
+            volume("pv-z2", claim="data", labels={ZONE: "z2"}),
+            volume("pv-z1", claim="data2", labels={ZONE: "z1__z9"}),
+        ],
+        objects=[claim("data", volume_name="pv-z2"), claim("data2", volume_name="pv-z1")],
+        bound_claims=["default/data", "default/data2"],
+        pods=[with_claims("zone-2", "data"), with_claims("zone-1", "data2")],
+        independent=True,
+    ),
+    Scenario(
+        "volumes: WaitForFirstConsumer claims matched to local volumes",
+        nodes=THREE,
+        storage=[
+            storage_class("local"),
+            volume("a-1g", node="a", size="1Gi"),
+            volume("a-10g", node="a", size="10Gi"),
+            volume("b-5g", node="b", size="5Gi"),
+            volume("c-1g", node="c", size="1Gi", modes=("ReadOnlyMany",)),
+        ],
+        objects=[
+            claim("big", size="6Gi"),
+            claim("small-1"),
+            claim("small-2"),
+            claim("medium", size="2Gi"),
+        ],
+        pods=[
+            # Only a-10g takes 6Gi. Then a has one volume left for two claims, b one: no
+            # node for the pair (a volume is never given twice). 2Gi: only b-5g.
+            with_claims("big-one", "big"),
+            with_claims("pair", "small-1", "small-2"),
+            with_claims("medium-one", "medium"),
+        ],
+    ),
+    Scenario(
+        "volumes: provisioning outside the class's allowed topologies",
+        nodes=THREE,
+        storage=[storage_class("zonal", provisioner="example.com/zonal", zones=["z9"])],
+        objects=[claim("dyn", klass="zonal")],
+        pods=[with_claims("nowhere", "dyn")],
+    ),
+    Scenario(
+        "volumes: a ReadWriteOncePod claim in use, and a GCE disk mounted",
+        nodes=THREE,
+        storage=[
+            storage_class("local"),
+            volume("solo", claim="solo", modes=("ReadWriteOncePod",)),
+        ],
+        objects=[claim("solo", volume_name="solo", modes=("ReadWriteOncePod",))],
+        bound_claims=["default/solo"],
+        existing=[
+            with_claims("owner", "solo", node="a"),
+            pause(
+                "disk-user",
+                node="b",
+                volumes=[{"name": "d", "gcePersistentDisk": {"pdName": "pd-1"}}],
+            ),
+        ],
+        pods=[
+            with_claims("second", "solo"),
+            pause("disk", volumes=[{"name": "d", "gcePersistentDisk": {"pdName": "pd-1"}}]),
+        ],
+        independent=True,
     ),
 ]
