@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
+
 from ascheduler.framework import ClusterEvent
 from ascheduler.framework.objects import Namespace
 from ascheduler.model import Node, PodInfo
 from ascheduler.scheduler import Scheduler
+
+log = structlog.get_logger(__name__)
 
 
 class EventRouter:
@@ -186,13 +190,26 @@ class StorageEvents:
         self.store = router.cache.storage.handlers[kind]
         self.add_event, self.update_event = _STORAGE_EVENTS[kind]
 
+    def _check(self, obj: Any) -> None:
+        errors = getattr(obj, "errors", ())
+        if errors:
+            log.warning(
+                "storage_object_invalid",
+                kind=self.kind,
+                name=getattr(obj, "key", None) or getattr(obj, "name", ""),
+                errors=list(errors),
+            )
+
     def on_add(self, obj: Any) -> None:
+        self._check(obj)
         self.store.on_add(obj)
         self.r.cache.storage_changed(self.kind, None, obj)
         if self.add_event is not None:
             self.r.queue.move_all(self.add_event, None, obj)
 
     def on_update(self, old: Any, new: Any) -> None:
+        if getattr(new, "errors", ()) != getattr(old, "errors", ()):
+            self._check(new)
         self.store.on_update(old, new)
         self.r.cache.storage_changed(self.kind, old, new)
         if self.update_event is not None:

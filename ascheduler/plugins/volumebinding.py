@@ -222,6 +222,10 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
                 return None, Status.unschedulable(
                     f'persistentvolumeclaim "{claim.name}" is being deleted', resolvable=False
                 )
+            if claim.errors:
+                return None, Status.unschedulable(
+                    f'persistentvolumeclaim "{claim.name}": {claim.errors[0]}', resolvable=False
+                )
             if v.kind == EPHEMERAL and claim.owner_uid != pod.uid:
                 return None, Status.unschedulable(
                     f"PVC {claim.namespace}/{claim.name} was not created for pod "
@@ -235,6 +239,12 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
         immediate = False
         for claim in claims:
             if fully_bound(claim):
+                volume = storage.volume(claim.volume_name)
+                if volume is not None and volume.errors:
+                    return None, Status.unschedulable(
+                        f'persistentvolume "{volume.name}": {volume.errors[0]}',
+                        resolvable=False,
+                    )
                 s.bound.append(claim)
                 continue
             klass = storage.storage_class(claim.class_name) if claim.class_name else None
@@ -338,8 +348,8 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
                 continue
             if volume.capacity < claim.request or volume.volume_mode != claim.volume_mode:
                 continue
-            if volume.deleting:
-                continue
+            if volume.deleting or volume.errors:
+                continue  # (a volume that does not parse is offered to no claim)
             if bound_here:
                 if prebound is None or volume.name < prebound.name:
                     prebound = volume

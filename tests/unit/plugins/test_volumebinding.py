@@ -358,3 +358,25 @@ async def test_prebind_fails_when_provisioning_fails(monkeypatch: pytest.MonkeyP
     claim(cache, "dyn", klass="fast", meta={"resourceVersion": "2", "annotations": {"x": "y"}})
     status = await plugin.pre_bind(state, parse_pod(raw), "a")
     assert status.message == 'binding volumes: provisioning failed for PVC "dyn"'
+
+
+def test_unreadable_claims_and_volumes_are_named() -> None:
+    cache = cluster()
+    claim(cache, "odd", resources={"requests": {"storage": "lots"}})
+    assert prefilter_message(cache, using("odd")).startswith(
+        'persistentvolumeclaim "odd": spec.resources.requests.storage'
+    )
+    add(
+        cache,
+        "PersistentVolume",
+        parse_volume(
+            {
+                "metadata": {"name": "bad"},
+                "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": "x"}}},
+            }
+        ),
+    )
+    claim(cache, "on-bad", volumeName="bad", meta={"annotations": {BIND_COMPLETED: "yes"}})
+    assert prefilter_message(cache, using("on-bad")) == (
+        'persistentvolume "bad": spec.nodeAffinity.required.nodeSelectorTerms: expected a list'
+    )
