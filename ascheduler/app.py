@@ -178,8 +178,10 @@ def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) ->
 
 
 async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtime:
+    # Every informer holds a connection for its watch: one each, and room for relists.
+    watches = 3 + len(OBJECT_KINDS) + 1 + len(STORAGE_KINDS)
     watch_client = await KubeClient.connect(
-        config.kubeconfig, pool_size=8, user_agent="ascheduler/watch"
+        config.kubeconfig, pool_size=watches + 4, user_agent="ascheduler/watch"
     )
     limiter = RateLimiter(config.qps, config.burst) if config.qps else None
     write_client = await KubeClient.connect(
