@@ -85,6 +85,8 @@ class NodeVolumeLimits(PreFilterPlugin, WhatIfFilterPlugin):
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
+        if not pod.volumes:
+            return None, SKIP
         if not any(v.kind in _COUNTED for v in pod.volumes):
             return None, SKIP
         try:

@@ -198,6 +198,8 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
+        if not pod.volumes:
+            return None, SKIP
         storage = self.handle.storage
         claims: list[VolumeClaim] = []
         for v in pod.volumes:

@@ -78,6 +78,8 @@ class VolumeRestrictions(PreFilterPlugin, WhatIfFilterPlugin):
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
+        if not pod.volumes:
+            return None, SKIP
         disks = any(v.kind in DISKS for v in pod.volumes)
         rwop = set()
         for v in pod.volumes:

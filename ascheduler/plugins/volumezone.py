@@ -120,6 +120,8 @@ class VolumeZone(PreFilterPlugin, FilterPlugin):
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
+        if not pod.volumes:
+            return None, SKIP
         found = self._topologies(pod)
         if isinstance(found, Status):
             return None, found
