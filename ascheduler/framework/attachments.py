@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ascheduler.framework.nodes import IntArray, NodeTable
-from ascheduler.framework.storage import StorageObjects
+from ascheduler.framework.storage import StorageObjects, not_found
 from ascheduler.model import PodInfo
 from ascheduler.model.storage import Volume, VolumeClaim
 from ascheduler.model.volumes import AWS_EBS, CLAIM, EPHEMERAL, GCE_PD
@@ -111,7 +111,7 @@ class AttachedVolumes:
                     if new:
                         raise ClaimError(
                             f"looking up PVC {pod.namespace}/{v.claim}: "
-                            f'persistentvolumeclaim "{v.claim}" not found'
+                            + not_found("persistentvolumeclaim", v.claim)
                         )
                     continue
                 if v.kind == EPHEMERAL and claim.owner_uid != pod.uid:

@@ -47,6 +47,12 @@ def _version(obj: _Versioned) -> int:
         return 0
 
 
+def not_found(kind: str, name: str) -> str:
+    """The API server's NotFound text, as kube-scheduler's listers give it
+    (`persistentvolumeclaim "x" not found`, `storageclass.storage.k8s.io "x" not found`)."""
+    return f'{kind} "{name}" not found'
+
+
 class AssumeError(RuntimeError):
     """The object is gone or changed since the version being assumed over."""
 

@@ -55,7 +55,7 @@ from ascheduler.framework.interface import (
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import Registration
-from ascheduler.framework.storage import AssumeError
+from ascheduler.framework.storage import AssumeError, not_found
 from ascheduler.kube import KubeError
 from ascheduler.model import PodInfo
 from ascheduler.model.affinity import NodeSelectorTerm
@@ -207,7 +207,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
                 continue
             claim = storage.claim(pod.namespace, v.claim)
             if claim is None:
-                message = f'persistentvolumeclaim "{v.claim}" not found'
+                message = not_found("persistentvolumeclaim", v.claim)
                 if v.kind == EPHEMERAL:
                     message = (
                         "waiting for ephemeral volume controller to create the "

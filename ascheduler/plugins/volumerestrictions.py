@@ -37,6 +37,7 @@ from ascheduler.framework.interface import (
 )
 from ascheduler.framework.nodes import NodeTable
 from ascheduler.framework.registry import NoArgs, Registration
+from ascheduler.framework.storage import not_found
 from ascheduler.model import PodInfo
 from ascheduler.model.volumes import CLAIM, DISKS
 
@@ -61,7 +62,7 @@ def claim_problem(handle: Handle, pod: PodInfo, claim: str) -> Status | None:
     """The status a missing or unreadable claim gets (unresolvable), None if it is fine."""
     found = handle.storage.claim(pod.namespace, claim)
     if found is None:
-        return Status.unschedulable(f'persistentvolumeclaim "{claim}" not found', resolvable=False)
+        return Status.unschedulable(not_found("persistentvolumeclaim", claim), resolvable=False)
     if found.errors:
         return Status.unschedulable(
             f'persistentvolumeclaim "{claim}": {found.errors[0]}', resolvable=False

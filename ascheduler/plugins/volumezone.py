@@ -34,6 +34,7 @@ from ascheduler.framework.interface import (
 )
 from ascheduler.framework.nodes import BoolArray, NodeTable
 from ascheduler.framework.registry import NoArgs, Registration
+from ascheduler.framework.storage import not_found
 from ascheduler.model import PodInfo
 from ascheduler.model.storage import Volume
 from ascheduler.model.volumes import CLAIM
@@ -74,8 +75,8 @@ def topologies(volume: Volume) -> list[tuple[str, frozenset[str]]]:
     return out
 
 
-def not_found(kind: str, name: str) -> Status:
-    return Status.unschedulable(f'{kind} "{name}" not found', resolvable=False)
+def _missing(kind: str, name: str) -> Status:
+    return Status.unschedulable(not_found(kind, name), resolvable=False)
 
 
 @dataclass
@@ -97,7 +98,7 @@ class VolumeZone(PreFilterPlugin, FilterPlugin):
                 continue
             claim = storage.claim(pod.namespace, v.claim)
             if claim is None:
-                return not_found("persistentvolumeclaim", v.claim)
+                return _missing("persistentvolumeclaim", v.claim)
             if not claim.volume_name:
                 class_name = claim.class_name
                 if not class_name:
@@ -107,13 +108,13 @@ class VolumeZone(PreFilterPlugin, FilterPlugin):
                     )
                 klass = storage.storage_class(class_name)
                 if klass is None:
-                    return not_found("storageclass.storage.k8s.io", class_name)
+                    return _missing("storageclass.storage.k8s.io", class_name)
                 if klass.delayed:
                     continue
                 return Status.unschedulable("PersistentVolume had no name", resolvable=False)
             volume = storage.volume(claim.volume_name)
             if volume is None:
-                return not_found("persistentvolume", claim.volume_name)
+                return _missing("persistentvolume", claim.volume_name)
             out.extend(topologies(volume))
         return out
 
