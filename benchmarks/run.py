@@ -68,7 +68,14 @@ from benchmarks.common import (
     cpu_seconds,
     rss_bytes,
 )
-from benchmarks.workloads import PRIORITY_CLASSES, WORKLOADS, Workload
+from benchmarks.workloads import (
+    PRIORITY_CLASSES,
+    VOLUME_RUN_LABEL,
+    WORKLOADS,
+    Workload,
+    bound_claim,
+    bound_volume,
+)
 
 SCHEDULERS = ("ascheduler", "kube-scheduler", "ceiling-go", "ceiling-python")
 CEILINGS = ("ceiling-go", "ceiling-python")
@@ -202,6 +209,36 @@ async def create_all(
             group.create_task(create(body))
 
 
+async def create_storage(kube: KubeClient, namespace: str, pod_names: list[str]) -> None:
+    """Each pod's bound claim and volume, as scheduler_perf makes them: the claim, its status,
+    the volume, its status (the statuses written after, as the API server resets them)."""
+    gate = asyncio.Semaphore(64)
+    bound = {"status": {"phase": "Bound"}}
+
+    async def create(pod_name: str) -> None:
+        async with gate:
+            claims = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims"
+            claim = await kube.post(claims, bound_claim(namespace, pod_name))
+            await kube.patch(f"{claims}/{claim['metadata']['name']}/status", bound)
+            body = bound_volume(namespace, pod_name, claim["metadata"]["uid"])
+            await kube.post("/api/v1/persistentvolumes", body)
+            await kube.patch(f"/api/v1/persistentvolumes/{body['metadata']['name']}/status", bound)
+
+    async with asyncio.TaskGroup() as group:
+        for name in pod_names:
+            group.create_task(create(name))
+
+
+async def delete_storage(kube: KubeClient, namespace: str) -> None:
+    """The run's claims and volumes. (The benchmark plane puts no protection finalizers on
+    them and runs no controllers: they go at once, and the namespace never empties itself.)"""
+    await kube.request(
+        "DELETE", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", timeout=600
+    )
+    params = {"labelSelector": f"{VOLUME_RUN_LABEL}={namespace}"}
+    await kube.request("DELETE", "/api/v1/persistentvolumes", params=params, timeout=600)
+
+
 #: Names of the churn pods (created during the measurement, never measured themselves).
 CHURN = "churn-"
 
@@ -326,8 +363,12 @@ class Run:
             )
 
     async def bind_initial(self) -> None:
-        """Start the scheduler and the watch; create the initial pods and wait until bound."""
+        """Start the scheduler and the watch; create the initial pods and wait until bound.
+        A workload with claims gets every pod's claim and volume first, measured ones too."""
         total = len(self.initial) + len(self.measured)
+        if self.workload.claims:
+            pods = self.initial + self.measured
+            await create_storage(self.kube, self.namespace, [p["metadata"]["name"] for p in pods])
         self.watcher = asyncio.create_task(
             watch_bound(self.kube, self.namespace, self.bound, total, self.done)
         )
@@ -511,6 +552,8 @@ async def one_run(
                 params={"gracePeriodSeconds": "0"},
                 timeout=600,
             )
+            if workload.claims:
+                await delete_storage(kube, namespace)
             await kube.request("DELETE", f"/api/v1/namespaces/{namespace}")
 
 

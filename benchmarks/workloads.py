@@ -224,6 +224,79 @@ def mixed_nodes(count: int) -> Callable[[str], list[FakeNodes]]:
     return groups
 
 
+# -- scheduler_perf's volume workloads ----------------------------------------------------------
+
+#: scheduler_perf's SchedulingCSIPVs: every node attaches up to 39 volumes of this driver.
+CSI_DRIVER = "ebs.csi.aws.com"
+CSI_LIMIT = 39
+#: The label on a run's volumes (PVs are cluster-wide; the run deletes its own by it).
+VOLUME_RUN_LABEL = "ascheduler.io/bench-volumes"
+
+
+def csi_nodes(count: int) -> Callable[[str], list[FakeNodes]]:
+    """node-default nodes whose CSINode allows 39 `ebs.csi.aws.com` volumes (and the
+    matching node allocatable scheduler_perf also sets)."""
+    return lambda prefix: [
+        FakeNodes(
+            count=count,
+            prefix=prefix,
+            extended={f"attachable-volumes-csi-{CSI_DRIVER}": str(CSI_LIMIT)},
+            csi_drivers={CSI_DRIVER: CSI_LIMIT},
+        )
+    ]
+
+
+def claim_name(pod_name: str) -> str:
+    return f"pvc-{pod_name}"
+
+
+def volume_name(namespace: str, pod_name: str) -> str:
+    return f"{namespace}-pv-{pod_name}"
+
+
+def claimed_pod(name: str, scheduler: str, index: int) -> dict[str, Any]:
+    """pod-default mounting its own claim (scheduler_perf's createPods with volume templates)."""
+    volume = {"name": "vol", "persistentVolumeClaim": {"claimName": claim_name(name)}}
+    return pod(name, scheduler, volumes=[volume])
+
+
+def bound_claim(namespace: str, pod_name: str) -> dict[str, Any]:
+    """pvc.yaml: ReadOnlyMany 1Gi, already bound to the pod's volume."""
+    return {
+        "metadata": {
+            "name": claim_name(pod_name),
+            "annotations": {"pv.kubernetes.io/bind-completed": "true"},
+        },
+        "spec": {
+            "accessModes": ["ReadOnlyMany"],
+            "resources": {"requests": {"storage": "1Gi"}},
+            "volumeName": volume_name(namespace, pod_name),
+        },
+    }
+
+
+def bound_volume(namespace: str, pod_name: str, claim_uid: str) -> dict[str, Any]:
+    """pv-csi.yaml, bound to the pod's claim (its uid too, so the volume controller has
+    nothing left to write)."""
+    name = volume_name(namespace, pod_name)
+    return {
+        "metadata": {"name": name, "labels": {VOLUME_RUN_LABEL: namespace}},
+        "spec": {
+            "accessModes": ["ReadOnlyMany"],
+            "capacity": {"storage": "1Gi"},
+            "csi": {"driver": CSI_DRIVER, "volumeHandle": name},
+            "persistentVolumeReclaimPolicy": "Retain",
+            "claimRef": {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "namespace": namespace,
+                "name": claim_name(pod_name),
+                "uid": claim_uid,
+            },
+        },
+    }
+
+
 # -- scheduler_perf's preemption workloads -----------------------------------------------------
 
 #: The priority class of scheduler_perf's `pod-high-priority*` templates (priority 10; the API
@@ -262,6 +335,9 @@ class Workload:
     #: seconds while the measured pods are scheduled (not measured themselves).
     churn: Callable[[str, str, int], dict[str, Any]] | None = None
     churn_interval: float = 0.2
+    #: Every pod mounts a claim of its own, bound to a CSI volume of its own, both made
+    #: before the pod (`bound_claim`, `bound_volume`).
+    claims: bool = False
 
     def node_count(self) -> int:
         return sum(g.count for g in self.nodes("n"))
@@ -350,6 +426,16 @@ WORKLOADS: dict[str, Workload] = {
             "the others' hosts (weight 1)",
         ),
         Workload(
+            "SchedulingCSIPVs_5000Nodes_5000Pods",
+            5000,
+            5000,
+            csi_nodes(5000),
+            claimed_pod,
+            claims=True,
+            description="5,000 nodes attaching up to 39 ebs.csi.aws.com volumes each; 5,000 "
+            "initial and 5,000 measured pods, each with a claim bound to a CSI volume of its own",
+        ),
+        Workload(
             "PreemptionAsync_5000Nodes",
             20000,
             5000,
@@ -376,6 +462,15 @@ WORKLOADS: dict[str, Workload] = {
             _low_or_default,
             churn=_high_priority("3000m"),
             description="a tiny preemption size to check the churn works",
+        ),
+        Workload(
+            "Smoke_CSIPVs_10Nodes",
+            10,
+            40,
+            csi_nodes(10),
+            claimed_pod,
+            claims=True,
+            description="a tiny size to check the volume workloads work",
         ),
         Workload(
             "Smoke_10Nodes_40Pods",

@@ -2,7 +2,8 @@
 
 A fake node carries the annotation kwok selects on, the capacity, labels and taints a test or
 benchmark asks for, and a status kwok will keep updating. Bulk creation posts many nodes
-concurrently, bounded, and can wait until kwok reports every one Ready.
+concurrently, bounded, and can wait until kwok reports every one Ready. A shape with CSI drivers
+also gets each node's CSINode (what a kubelet's CSI plugins would register), owned by its Node.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class FakeNodes:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: Sequence[Taint] = ()
     unschedulable: bool = False
+    #: CSI driver name -> how many of its volumes the node can attach (the CSINode's
+    #: `allocatable.count`); empty: no CSINode.
+    csi_drivers: Mapping[str, int] = field(default_factory=dict)
 
     def names(self) -> list[str]:
         return [f"{self.prefix}-{i}" for i in range(self.count)]
@@ -83,6 +87,28 @@ def fake_node_body(name: str, shape: FakeNodes) -> dict[str, Any]:
     }
 
 
+def csinode_body(node: Mapping[str, Any], drivers: Mapping[str, int]) -> dict[str, Any]:
+    """The CSINode of a created `node` (its answer, for the owner's uid)."""
+    name = node["metadata"]["name"]
+    owner = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": name,
+        "uid": node["metadata"]["uid"],
+    }
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": name, "ownerReferences": [owner]},
+        "spec": {
+            "drivers": [
+                {"name": driver, "nodeID": name, "allocatable": {"count": count}}
+                for driver, count in sorted(drivers.items())
+            ]
+        },
+    }
+
+
 async def create_fake_nodes(
     kube: KubeClient, shape: FakeNodes, *, concurrency: int = 32
 ) -> list[str]:
@@ -91,7 +117,10 @@ async def create_fake_nodes(
 
     async def create(name: str) -> None:
         async with gate:
-            await kube.request("POST", "/api/v1/nodes", body=fake_node_body(name, shape))
+            node = await kube.post("/api/v1/nodes", fake_node_body(name, shape))
+            if shape.csi_drivers:
+                body = csinode_body(node, shape.csi_drivers)
+                await kube.post("/apis/storage.k8s.io/v1/csinodes", body)
 
     names = shape.names()
     async with asyncio.TaskGroup() as group:
@@ -134,11 +163,13 @@ async def delete_fake_nodes(
 
     async def delete(name: str) -> None:
         async with gate:
-            try:
-                await kube.request("DELETE", f"/api/v1/nodes/{name}")
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
+            # A node's CSINode, if it has one, goes with it (not left to the garbage collector).
+            for path in (f"/apis/storage.k8s.io/v1/csinodes/{name}", f"/api/v1/nodes/{name}"):
+                try:
+                    await kube.request("DELETE", path)
+                except ApiError as exc:
+                    if not exc.not_found:
+                        raise
 
     async with asyncio.TaskGroup() as group:
         for name in names:

@@ -3,14 +3,28 @@ and each shape lands where its constraints allow (checked with ascheduler's own 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from ascheduler.config import DEFAULT_SCHEDULER_NAME
-from ascheduler.devcluster.nodes import fake_node_body
+from ascheduler.devcluster.nodes import csinode_body, fake_node_body
 from ascheduler.model import parse_node, parse_pod
-from benchmarks.workloads import GPU, WORKLOADS, ZONE, gpu_nodes, mixed_nodes, mixed_pod
+from ascheduler.model.storage import parse_claim, parse_csi_node, parse_volume
+from ascheduler.plugins.volumebinding import bound_to, fully_bound
+from benchmarks.workloads import (
+    CSI_DRIVER,
+    CSI_LIMIT,
+    GPU,
+    WORKLOADS,
+    ZONE,
+    bound_claim,
+    bound_volume,
+    gpu_nodes,
+    mixed_nodes,
+    mixed_pod,
+)
 from tests.unit.test_scheduler import Env
 
 
@@ -88,3 +102,28 @@ async def test_gpu_pods_fill_gpu_nodes_to_their_count() -> None:
         result, _ = await env.attempt(parse_pod(body))
         outcomes.append(result is not None)
     assert outcomes == [True] * 16 + [False]  # 2 nodes x 8 GPUs
+
+
+def test_claimed_pods_get_a_bound_pair_and_nodes_a_csinode() -> None:
+    w = WORKLOADS["SchedulingCSIPVs_5000Nodes_5000Pods"]
+    assert w.claims
+    body = w.pod("m-3", "s", 3)
+    (volume,) = body["spec"]["volumes"]
+    claim_body = bound_claim("ns", "m-3")
+    assert volume["persistentVolumeClaim"]["claimName"] == claim_body["metadata"]["name"]
+    claim = parse_claim({**claim_body, "metadata": {**claim_body["metadata"], "namespace": "ns"}})
+    claim = dataclasses.replace(claim, uid="claim-uid")
+    pv = parse_volume(bound_volume("ns", "m-3", "claim-uid"))
+    assert fully_bound(claim)
+    assert bound_to(pv, claim)
+    assert pv.name == claim.volume_name
+    assert pv.csi_driver == CSI_DRIVER
+    # Another run's volume of the same pod name is a different object.
+    assert parse_volume(bound_volume("other", "m-3", "x")).name != pv.name
+
+    (group,) = w.nodes("n")
+    node = {"metadata": {"name": "n-0", "uid": "node-uid"}}
+    csinode = parse_csi_node(csinode_body(node, group.csi_drivers))
+    assert csinode.name == "n-0"
+    assert [(d.name, d.count) for d in csinode.drivers.values()] == [(CSI_DRIVER, CSI_LIMIT)]
+    assert csinode.errors == ()
