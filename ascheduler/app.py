@@ -69,6 +69,11 @@ STORAGE_KINDS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
         "/apis/storage.k8s.io/v1/csistoragecapacities",
         storage.parse_capacity,
     ),
+    (
+        "VolumeAttachment",
+        "/apis/storage.k8s.io/v1/volumeattachments",
+        storage.parse_volume_attachment,
+    ),
 )
 
 #: kube-scheduler's pod informer leaves out pods that have finished.

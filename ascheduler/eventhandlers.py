@@ -169,26 +169,28 @@ class NamespaceEvents:
         self.r.queue.move_all(ClusterEvent.NAMESPACE_CHANGE, ns, None)
 
 
-#: Storage kinds -> (their add event, their update event); None: no move for that action.
-_STORAGE_EVENTS: dict[str, tuple[ClusterEvent | None, ClusterEvent | None]] = {
-    "PersistentVolumeClaim": (ClusterEvent.CLAIM_ADD, ClusterEvent.CLAIM_UPDATE),
-    "PersistentVolume": (ClusterEvent.VOLUME_ADD, ClusterEvent.VOLUME_UPDATE),
-    "StorageClass": (ClusterEvent.STORAGE_CLASS_ADD, ClusterEvent.STORAGE_CLASS_UPDATE),
-    "CSINode": (ClusterEvent.CSI_NODE_ADD, ClusterEvent.CSI_NODE_UPDATE),
-    "CSIDriver": (None, ClusterEvent.CSI_DRIVER_UPDATE),
-    "CSIStorageCapacity": (ClusterEvent.CAPACITY_ADD, ClusterEvent.CAPACITY_UPDATE),
+#: Storage kinds -> (their add, update and delete events); None: no move for that action.
+_STORAGE_EVENTS: dict[str, tuple[ClusterEvent | None, ClusterEvent | None, ClusterEvent | None]] = {
+    "PersistentVolumeClaim": (ClusterEvent.CLAIM_ADD, ClusterEvent.CLAIM_UPDATE, None),
+    "PersistentVolume": (ClusterEvent.VOLUME_ADD, ClusterEvent.VOLUME_UPDATE, None),
+    "StorageClass": (ClusterEvent.STORAGE_CLASS_ADD, ClusterEvent.STORAGE_CLASS_UPDATE, None),
+    "CSINode": (ClusterEvent.CSI_NODE_ADD, ClusterEvent.CSI_NODE_UPDATE, None),
+    "CSIDriver": (None, ClusterEvent.CSI_DRIVER_UPDATE, None),
+    "CSIStorageCapacity": (ClusterEvent.CAPACITY_ADD, ClusterEvent.CAPACITY_UPDATE, None),
+    "VolumeAttachment": (None, None, ClusterEvent.VOLUME_ATTACHMENT_DELETE),
 }
 
 
 class StorageEvents:
     """One storage kind into the cache's storage store; adds and updates may help pods the
-    volume plugins rejected (deletions do not: a missing object never makes a pod fit)."""
+    volume plugins rejected, and of deletions only a VolumeAttachment's (a volume detached
+    from a node; otherwise a missing object never makes a pod fit)."""
 
     def __init__(self, router: EventRouter, kind: str) -> None:
         self.r = router
         self.kind = kind
         self.store = router.cache.storage.handlers[kind]
-        self.add_event, self.update_event = _STORAGE_EVENTS[kind]
+        self.add_event, self.update_event, self.delete_event = _STORAGE_EVENTS[kind]
 
     def _check(self, obj: Any) -> None:
         errors = getattr(obj, "errors", ())
@@ -218,3 +220,5 @@ class StorageEvents:
     def on_delete(self, obj: Any) -> None:
         self.store.on_delete(obj)
         self.r.cache.storage_changed(self.kind, obj, None)
+        if self.delete_event is not None:
+            self.r.queue.move_all(self.delete_event, obj, None)

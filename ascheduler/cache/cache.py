@@ -142,8 +142,13 @@ class Cache:
             self._unplace(pod.uid)
 
     def storage_changed(self, kind: str, old: Any, new: Any) -> None:
-        """A claim, volume or class changed: the pods whose CSI volumes it may resolve
-        differently are counted again."""
+        """A claim, volume, class or VolumeAttachment changed: the pods and attachments
+        whose CSI volumes it may resolve differently are counted again."""
+        if kind == "VolumeAttachment":
+            self.attachments.attachment_changed(old, new)
+            return
+        if kind == "PersistentVolume":
+            self.attachments.volume_changed((new or old).name)
         claims: set[tuple[str, str]] = set()
         for obj in (old, new):
             if obj is None:

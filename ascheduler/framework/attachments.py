@@ -17,6 +17,11 @@ Whatever else (no claim, no class, no driver) is not counted. Resolutions depend
 volumes and classes: when one changes, the pods using that claim are resolved again.
 Migration is counted wherever a node has limits (those come from its CSINode, and
 kube-scheduler counts migrated volumes wherever the node has a CSINode).
+
+VolumeAttachments count too, as kube-scheduler counts them: one naming a CSI
+PersistentVolume attaches `attacher/volumeHandle` to its node, once however many pods also
+use that volume there. A new pod's volume is not counted again only where a pod uses it
+(`rows_with`): attached by a VolumeAttachment alone, kube-scheduler counts it twice.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Final
 from ascheduler.framework.nodes import IntArray, NodeTable
 from ascheduler.framework.storage import StorageObjects, not_found
 from ascheduler.model import PodInfo
-from ascheduler.model.storage import Volume, VolumeClaim
+from ascheduler.model.storage import Volume, VolumeAttachment, VolumeClaim
 from ascheduler.model.volumes import AWS_EBS, CLAIM, EPHEMERAL, GCE_PD
 
 #: In-tree plugins whose volumes kube-scheduler counts as their CSI driver's.
@@ -46,13 +51,16 @@ MIGRATED_SOURCES: Final = {
     "azureDisk": "disk.csi.azure.com",
     "cinder": "cinder.csi.openstack.org",
 }
-_INLINE: Final = {GCE_PD: "pd.csi.storage.gke.io", AWS_EBS: "ebs.csi.aws.com"}
+#: Inline in-tree disks kube-scheduler counts, -> the CSI driver each migrated to.
+INLINE_DRIVERS: Final = {GCE_PD: "pd.csi.storage.gke.io", AWS_EBS: "ebs.csi.aws.com"}
 
 
 @dataclass(slots=True)
 class _Use:
     driver: str
-    pods: int
+    #: How many of the node's pods use the volume, how many VolumeAttachments attach it.
+    pods: int = 0
+    attachments: int = 0
 
 
 class ClaimError(Exception):
@@ -74,8 +82,10 @@ class AttachedVolumes:
         self._pods: dict[str, tuple[PodInfo, str, dict[str, str]]] = {}
         #: node -> unique name -> its driver and how many of the node's pods use it
         self._nodes: dict[str, dict[str, _Use]] = {}
-        #: unique name -> the nodes it is attached to
+        #: unique name -> the nodes where pods use it
         self._where: dict[str, set[str]] = {}
+        #: VolumeAttachment name -> (node, unique name, driver)
+        self._attached: dict[str, tuple[str, str, str]] = {}
         #: (namespace, claim) -> uids of placed pods naming it
         self._claim_pods: dict[tuple[str, str], set[str]] = {}
 
@@ -124,14 +134,52 @@ class AttachedVolumes:
                 volume = self.storage.volume(claim.volume_name) if claim.volume_name else None
                 # Unbound, or bound to a volume not (yet) seen: counted by its class.
                 found = self._from_volume(volume) if volume else self._from_class(claim)
-            elif v.kind in _INLINE and v.disk:
-                found = (_INLINE[v.kind], v.disk)
+            elif v.kind in INLINE_DRIVERS and v.disk:
+                found = (INLINE_DRIVERS[v.kind], v.disk)
             if found is not None:
                 driver, handle = found
                 out[f"{driver}/{handle}"] = driver
         return out
 
     # -- placed pods -----------------------------------------------------------------------
+
+    def _take(self, node: str, unique: str, driver: str, *, pod: bool) -> None:
+        on_node = self._nodes.setdefault(node, {})
+        entry = on_node.get(unique)
+        if entry is None:
+            entry = on_node[unique] = _Use(driver)
+            row = self.table.index.get(node)
+            if row is not None:
+                self.table.add_extra(column(driver), row, 1)
+        if pod:
+            entry.pods += 1
+            if entry.pods == 1:
+                self._where.setdefault(unique, set()).add(node)
+        else:
+            entry.attachments += 1
+
+    def _drop(self, node: str, unique: str, *, pod: bool) -> None:
+        on_node = self._nodes.get(node, {})
+        entry = on_node.get(unique)
+        if entry is None:
+            return
+        if pod:
+            entry.pods -= 1
+            if entry.pods == 0:
+                where = self._where.get(unique)
+                if where is not None:
+                    where.discard(node)
+                    if not where:
+                        del self._where[unique]
+        else:
+            entry.attachments -= 1
+        if entry.pods <= 0 and entry.attachments <= 0:
+            del on_node[unique]
+            row = self.table.index.get(node)
+            if row is not None:
+                self.table.add_extra(column(entry.driver), row, -1)
+            if not on_node:
+                self._nodes.pop(node, None)
 
     def add(self, pod: PodInfo, node: str) -> None:
         if not pod.volumes:
@@ -141,17 +189,8 @@ class AttachedVolumes:
                 self._claim_pods.setdefault((pod.namespace, v.claim), set()).add(pod.uid)
         volumes = self.resolve(pod, new=False)
         self._pods[pod.uid] = (pod, node, volumes)
-        on_node = self._nodes.setdefault(node, {})
-        row = self.table.index.get(node)
         for unique, driver in volumes.items():
-            entry = on_node.get(unique)
-            if entry is None:
-                on_node[unique] = _Use(driver, 1)
-                self._where.setdefault(unique, set()).add(node)
-                if row is not None:
-                    self.table.add_extra(column(driver), row, 1)
-            else:
-                entry.pods += 1
+            self._take(node, unique, driver, pod=True)
 
     def remove(self, uid: str) -> None:
         placed = self._pods.pop(uid, None)
@@ -165,24 +204,40 @@ class AttachedVolumes:
                     users.discard(uid)
                     if not users:
                         del self._claim_pods[(pod.namespace, v.claim)]
-        on_node = self._nodes.get(node, {})
-        row = self.table.index.get(node)
-        for unique, driver in volumes.items():
-            entry = on_node.get(unique)
-            if entry is None:
-                continue
-            entry.pods -= 1
-            if entry.pods <= 0:
-                del on_node[unique]
-                where = self._where.get(unique)
-                if where is not None:
-                    where.discard(node)
-                    if not where:
-                        del self._where[unique]
-                if row is not None:
-                    self.table.add_extra(column(driver), row, -1)
-        if not on_node:
-            self._nodes.pop(node, None)
+        for unique in volumes:
+            self._drop(node, unique, pod=True)
+
+    # -- VolumeAttachments -------------------------------------------------------------------
+
+    def _from_attachment(self, va: VolumeAttachment) -> tuple[str, str] | None:
+        """(unique name, driver) of what a VolumeAttachment attaches, as kube-scheduler reads
+        it: the attacher and the named PersistentVolume's CSI handle."""
+        if not va.attacher or not va.volume_name or not va.node_name:
+            return None
+        volume = self.storage.volume(va.volume_name)
+        if volume is None or not volume.csi_driver:
+            return None
+        return f"{va.attacher}/{volume.csi_handle}", va.attacher
+
+    def attachment_changed(
+        self, old: VolumeAttachment | None, new: VolumeAttachment | None
+    ) -> None:
+        for va in (old, new):
+            if va is not None:
+                placed = self._attached.pop(va.name, None)
+                if placed is not None:
+                    self._drop(placed[0], placed[1], pod=False)
+        if new is not None:
+            found = self._from_attachment(new)
+            if found is not None:
+                unique, driver = found
+                self._attached[new.name] = (new.node_name, unique, driver)
+                self._take(new.node_name, unique, driver, pod=False)
+
+    def volume_changed(self, name: str) -> None:
+        """A PersistentVolume changed: the VolumeAttachments naming it are read again."""
+        for va in self.storage.attachments_of_volume(name):
+            self.attachment_changed(None, va)
 
     def claims_changed(self, claims: Iterable[tuple[str, str]]) -> None:
         """Claims (namespace, name) whose object, volume or class changed: their pods are
@@ -214,9 +269,13 @@ class AttachedVolumes:
         """Per row, how many unique volumes of `driver` are attached."""
         return self.table.extra_counts(column(driver))
 
-    def on_node(self, node: str) -> dict[str, tuple[str, int]]:
-        """A copy of what is attached to a node: unique name -> (driver, pods using it)."""
-        return {u: (use.driver, use.pods) for u, use in self._nodes.get(node, {}).items()}
+    def on_node(self, node: str) -> dict[str, tuple[str, int, int]]:
+        """A copy of what is attached to a node: unique name -> (driver, pods using it,
+        VolumeAttachments attaching it)."""
+        return {
+            u: (use.driver, use.pods, use.attachments)
+            for u, use in self._nodes.get(node, {}).items()
+        }
 
     def volumes_of(self, uid: str) -> dict[str, str]:
         """A placed pod's counted volumes: unique name -> driver."""
@@ -224,6 +283,7 @@ class AttachedVolumes:
         return dict(placed[2]) if placed is not None else {}
 
     def rows_with(self, unique: str) -> list[int]:
+        """The rows where a pod uses the volume `unique`."""
         rows = []
         for node in self._where.get(unique, ()):
             row = self.table.index.get(node)

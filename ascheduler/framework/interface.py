@@ -274,6 +274,7 @@ class ClusterEvent(enum.Enum):
     CSI_DRIVER_UPDATE = "CSIDriverUpdate"
     CAPACITY_ADD = "CSIStorageCapacityAdd"
     CAPACITY_UPDATE = "CSIStorageCapacityUpdate"
+    VOLUME_ATTACHMENT_DELETE = "VolumeAttachmentDelete"
     FORCE = "Force"
 
 

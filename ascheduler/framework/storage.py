@@ -26,6 +26,7 @@ from ascheduler.model.storage import (
     StorageCapacity,
     StorageClass,
     Volume,
+    VolumeAttachment,
     VolumeClaim,
 )
 
@@ -192,6 +193,10 @@ class StorageObjects:
         self.csi_nodes: _Plain[CSINode] = _Plain(lambda n: n.name, self._bump)
         self.csi_drivers: _Plain[CSIDriver] = _Plain(lambda d: d.name, self._bump)
         self.capacities: _Plain[StorageCapacity] = _Plain(lambda c: c.key, self._capacity)
+        self.volume_attachments: _Plain[VolumeAttachment] = _Plain(
+            lambda a: a.name, self._attachment
+        )
+        self._attachments_by_volume: dict[str, set[str]] = {}
         #: Informer handlers by kind.
         self.handlers: dict[str, Any] = {
             "PersistentVolumeClaim": _Indexed(self.claims, {}, lambda c: c.class_name),
@@ -202,12 +207,27 @@ class StorageObjects:
             "CSINode": self.csi_nodes,
             "CSIDriver": self.csi_drivers,
             "CSIStorageCapacity": self.capacities,
+            "VolumeAttachment": self.volume_attachments,
         }
         #: Bumped whenever a class, CSINode, CSIDriver or capacity changes.
         self.generation = 0
+        #: Bumped whenever a CSINode changes.
+        self.csi_node_generation = 0
 
     def _bump(self, before: object, after: object) -> None:
         self.generation += 1
+        if isinstance(before, CSINode) or isinstance(after, CSINode):
+            self.csi_node_generation += 1
+
+    def _attachment(self, before: VolumeAttachment | None, after: VolumeAttachment | None) -> None:
+        if before is not None:
+            members = self._attachments_by_volume.get(before.volume_name)
+            if members is not None:
+                members.discard(before.name)
+                if not members:
+                    del self._attachments_by_volume[before.volume_name]
+        if after is not None and after.volume_name:
+            self._attachments_by_volume.setdefault(after.volume_name, set()).add(after.name)
 
     def _capacity(self, before: StorageCapacity | None, after: StorageCapacity | None) -> None:
         self.generation += 1
@@ -236,6 +256,11 @@ class StorageObjects:
 
     def csi_driver(self, name: str) -> CSIDriver | None:
         return self.csi_drivers.items.get(name)
+
+    def attachments_of_volume(self, name: str) -> list[VolumeAttachment]:
+        """The VolumeAttachments naming the PersistentVolume `name`."""
+        items = self.volume_attachments.items
+        return [items[a] for a in self._attachments_by_volume.get(name, ()) if a in items]
 
     def volumes_of_class(self, name: str) -> Iterator[Volume]:
         """The volumes of a storage class as the cache has them (assumed ones included)."""

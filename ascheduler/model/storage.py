@@ -24,6 +24,7 @@ BOUND_BY_CONTROLLER: Final = "pv.kubernetes.io/bound-by-controller"
 STORAGE_PROVISIONER: Final = "volume.kubernetes.io/storage-provisioner"
 BETA_STORAGE_PROVISIONER: Final = "volume.beta.kubernetes.io/storage-provisioner"
 BETA_STORAGE_CLASS: Final = "volume.beta.kubernetes.io/storage-class"
+MIGRATED_PLUGINS: Final = "storage.alpha.kubernetes.io/migrated-plugins"
 #: StorageClass `volumeBindingMode`.
 IMMEDIATE: Final = "Immediate"
 WAIT_FOR_FIRST_CONSUMER: Final = "WaitForFirstConsumer"
@@ -189,6 +190,8 @@ class CSINode:
     resource_version: str
     drivers: Mapping[str, CSINodeDriver] = field(default_factory=dict)
     errors: tuple[str, ...] = ()
+    #: The `storage.alpha.kubernetes.io/migrated-plugins` annotation, as written.
+    migrated_plugins: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +219,20 @@ class StorageCapacity:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeAttachment:
+    """A VolumeAttachment: a CSI volume the attach/detach controller attached to a node."""
+
+    name: str
+    resource_version: str
+    #: `spec.attacher`: the CSI driver that attached it.
+    attacher: str
+    node_name: str
+    #: `spec.source.persistentVolumeName` ("" for an inline volume's attachment).
+    volume_name: str
+    errors: tuple[str, ...] = ()
 
 
 def parse_claim(obj: Any) -> VolumeClaim:
@@ -424,8 +441,14 @@ def parse_csi_node(obj: Any) -> CSINode:
             count,
             _strings(raw.get("topologyKeys"), f"{path}.topologyKeys", errors),
         )
+    annotations = meta.get("annotations")
+    migrated = annotations.get(MIGRATED_PLUGINS) if isinstance(annotations, Mapping) else None
     return CSINode(
-        str(meta.get("name", "")), str(meta.get("resourceVersion", "")), drivers, tuple(errors)
+        str(meta.get("name", "")),
+        str(meta.get("resourceVersion", "")),
+        drivers,
+        tuple(errors),
+        migrated if isinstance(migrated, str) else "",
     )
 
 
@@ -454,5 +477,30 @@ def parse_capacity(obj: Any) -> StorageCapacity:
         node_topology=_selector(raw.get("nodeTopology"), "nodeTopology", errors),
         capacity=_storage(raw.get("capacity"), "capacity", errors),
         maximum_volume_size=_storage(raw.get("maximumVolumeSize"), "maximumVolumeSize", errors),
+        errors=tuple(errors),
+    )
+
+
+def parse_volume_attachment(obj: Any) -> VolumeAttachment:
+    errors: list[str] = []
+    meta = _meta(obj)
+    spec = _section(obj, "spec", errors)
+    source = _section(spec, "source", errors)
+
+    def text(raw: Mapping[str, Any], key: str, path: str) -> str:
+        value = raw.get(key)
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            errors.append(f"{path}: expected a string, got {value!r}")
+            return ""
+        return value
+
+    return VolumeAttachment(
+        name=str(meta.get("name", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        attacher=text(spec, "attacher", "spec.attacher"),
+        node_name=text(spec, "nodeName", "spec.nodeName"),
+        volume_name=text(source, "persistentVolumeName", "spec.source.persistentVolumeName"),
         errors=tuple(errors),
     )

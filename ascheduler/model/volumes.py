@@ -147,3 +147,10 @@ def parse_volumes(raw: Any, pod_name: str, errors: list[str]) -> tuple[PodVolume
         if volume is not None:
             out.append(volume)
     return tuple(out)
+
+
+def names_claim(volumes: Sequence[PodVolume], name: str, *, ephemeral: bool = True) -> bool:
+    """Whether one of the volumes names the claim `name` (`persistentVolumeClaim`, and generic
+    ephemeral volumes' claims unless `ephemeral` is False)."""
+    kinds = (CLAIM, EPHEMERAL) if ephemeral else (CLAIM,)
+    return any(v.kind in kinds and v.claim == name for v in volumes)

@@ -8,19 +8,19 @@ gives the driver no count, are not limited. A new pod's claim that is missing, o
 ephemeral claim the pod does not own, rejects every node with kube-scheduler's message
 (unresolvable). The attached counts are node table columns kept as pods come and go.
 
-Not counted, as in this version of ascheduler there is no informer for them: VolumeAttachment
-objects of volumes attached to a node by no pod the scheduler sees.
+VolumeAttachments count as well: a CSI volume attached to a node counts there even when no
+pod the scheduler sees uses it (a pod deleted before its volume was detached).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
-from ascheduler.framework.attachments import AttachedVolumes, ClaimError
+from ascheduler.framework.attachments import INLINE_DRIVERS, AttachedVolumes, ClaimError
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
     SKIP,
@@ -31,6 +31,7 @@ from ascheduler.framework.interface import (
     FilterResult,
     PreFilterPlugin,
     PreFilterResult,
+    QueueingHintPlugin,
     Rejection,
     Status,
     WhatIfFilterPlugin,
@@ -38,7 +39,8 @@ from ascheduler.framework.interface import (
 from ascheduler.framework.nodes import IntArray, NodeTable
 from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo
-from ascheduler.model.volumes import AWS_EBS, CLAIM, EPHEMERAL, GCE_PD
+from ascheduler.model.storage import CSINode, VolumeAttachment, VolumeClaim
+from ascheduler.model.volumes import AWS_EBS, CLAIM, EPHEMERAL, GCE_PD, names_claim
 
 NAME: Final = "NodeVolumeLimits"
 REASON: Final = "node(s) exceed max volume count"
@@ -52,12 +54,37 @@ class _State:
     error: str = ""
 
 
-class NodeVolumeLimits(PreFilterPlugin, WhatIfFilterPlugin):
+def _counts(csi: CSINode) -> dict[str, int]:
+    return {name: d.count or 0 for name, d in csi.drivers.items()}
+
+
+class NodeVolumeLimits(PreFilterPlugin, WhatIfFilterPlugin, QueueingHintPlugin):
     name = NAME
 
     def __init__(self, handle: Handle, attachments: AttachedVolumes | None) -> None:
         self.handle = handle
         self._attachments = attachments
+
+    def queueing_hint(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        """kube-scheduler's hints: a CSINode raised a driver's count; a placed pod with
+        countable volumes went; a claim the pod names was created; a volume was detached
+        (for a pod with claims, or with inline disks of the detaching driver)."""
+        if event is ClusterEvent.CSI_NODE_UPDATE:
+            before = _counts(old)
+            return any(count > before.get(name, 0) for name, count in _counts(new).items())
+        if event is ClusterEvent.ASSIGNED_POD_DELETE:
+            gone: PodInfo = old
+            return any(v.kind in _COUNTED for v in gone.volumes)
+        if event is ClusterEvent.CLAIM_ADD:
+            claim: VolumeClaim = new
+            return claim.namespace == pod.namespace and names_claim(pod.volumes, claim.name)
+        if event is ClusterEvent.VOLUME_ATTACHMENT_DELETE:
+            detached: VolumeAttachment = old
+            return any(
+                v.kind == CLAIM or INLINE_DRIVERS.get(v.kind) == detached.attacher
+                for v in pod.volumes
+            )
+        return True
 
     @property
     def attachments(self) -> AttachedVolumes:
@@ -68,7 +95,7 @@ class NodeVolumeLimits(PreFilterPlugin, WhatIfFilterPlugin):
     def limits(self, nodes: NodeTable, driver: str) -> IntArray:
         """Per row, the CSINode's count for `driver`; -1 where there is none."""
         storage = self.handle.storage
-        key = (NAME, "limits", driver, storage.generation)
+        key = (NAME, "limits", driver, storage.csi_node_generation)
         hit: IntArray | None = nodes.cached(key)
         if hit is not None:
             return hit
@@ -144,21 +171,27 @@ class NodeVolumeLimits(PreFilterPlugin, WhatIfFilterPlugin):
         for p in removed:
             for unique in self.attachments.volumes_of(p.uid):
                 if unique in on_node:
-                    driver, users = on_node[unique]
-                    if users <= 1:
+                    driver, users, vas = on_node[unique]
+                    if users <= 1 and vas <= 0:
                         del on_node[unique]
                     else:
-                        on_node[unique] = (driver, users - 1)
+                        on_node[unique] = (driver, users - 1, vas)
         for p in added:
             for unique, driver in self.attachments.resolve(p, new=False).items():
-                _, users = on_node.get(unique, (driver, 0))
-                on_node[unique] = (driver, users + 1)
+                _, users, vas = on_node.get(unique, (driver, 0, 0))
+                on_node[unique] = (driver, users + 1, vas)
         for driver in set(s.volumes.values()):
             limit = int(self.limits(nodes, driver)[row])
             if limit < 0:
                 continue
-            new = sum(1 for u, d in s.volumes.items() if d == driver and u not in on_node)
-            attached = sum(1 for d, _ in on_node.values() if d == driver)
+            # Not new where a pod uses it already (attached by a VolumeAttachment alone, it
+            # counts twice, as in kube-scheduler).
+            new = sum(
+                1
+                for u, d in s.volumes.items()
+                if d == driver and (u not in on_node or on_node[u][1] <= 0)
+            )
+            attached = sum(1 for d, _, _ in on_node.values() if d == driver)
             if new and attached + new > limit:
                 return Status.unschedulable(REASON)
         return SUCCESS
@@ -178,6 +211,7 @@ REGISTRATION: Final = Registration(
             ClusterEvent.CSI_NODE_UPDATE,
             ClusterEvent.ASSIGNED_POD_DELETE,
             ClusterEvent.CLAIM_ADD,
+            ClusterEvent.VOLUME_ATTACHMENT_DELETE,
         }
     ),
     default_weight=1,

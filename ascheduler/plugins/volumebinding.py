@@ -49,6 +49,7 @@ from ascheduler.framework.interface import (
     PreBindPlugin,
     PreFilterPlugin,
     PreFilterResult,
+    QueueingHintPlugin,
     Rejection,
     ReservePlugin,
     Status,
@@ -65,12 +66,15 @@ from ascheduler.model.storage import (
     NO_PROVISIONER,
     SELECTED_NODE,
     ClaimRef,
+    CSIDriver,
+    CSINode,
+    StorageCapacity,
     StorageClass,
     Volume,
     VolumeClaim,
 )
 from ascheduler.model.topology import LabelSelector
-from ascheduler.model.volumes import CLAIM, EPHEMERAL
+from ascheduler.model.volumes import CLAIM, CSI, EPHEMERAL, names_claim
 
 NAME: Final = "VolumeBinding"
 REASON_NODE_CONFLICT: Final = "node(s) didn't match PersistentVolume's node affinity"
@@ -186,12 +190,54 @@ class _State:
     all_bound: bool = True
 
 
-class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
+def capacity_limit(capacity: StorageCapacity) -> int | None:
+    """The largest volume a CSIStorageCapacity admits: `maximumVolumeSize`, else `capacity`."""
+    if capacity.maximum_volume_size is not None:
+        return capacity.maximum_volume_size
+    return capacity.capacity
+
+
+class VolumeBinding(
+    PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin, QueueingHintPlugin
+):
     name = NAME
 
     def __init__(self, args: VolumeBindingArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
+
+    # -- queueing hints (kube-scheduler's) ---------------------------------------------------
+
+    def queueing_hint(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        """A claim the pod names (a generic ephemeral one too) was created or changed; a
+        class was created or its allowedTopologies changed; a CSINode was created or its
+        migrated plugins changed; a CSIStorageCapacity was created or admits larger volumes;
+        a CSIDriver of one of the pod's inline volumes stopped publishing capacity. Volumes
+        and nodes: always."""
+        if event in (ClusterEvent.CLAIM_ADD, ClusterEvent.CLAIM_UPDATE):
+            claim: VolumeClaim = new
+            return claim.namespace == pod.namespace and names_claim(pod.volumes, claim.name)
+        if event is ClusterEvent.STORAGE_CLASS_UPDATE:
+            before: StorageClass = old
+            after: StorageClass = new
+            return before.allowed_topologies != after.allowed_topologies
+        if event is ClusterEvent.CSI_NODE_UPDATE:
+            old_node: CSINode = old
+            new_node: CSINode = new
+            return old_node.migrated_plugins != new_node.migrated_plugins
+        if event is ClusterEvent.CAPACITY_UPDATE:
+            was = capacity_limit(old)
+            now = capacity_limit(new)
+            return now is not None and (was is None or now > was)
+        if event is ClusterEvent.CSI_DRIVER_UPDATE:
+            old_driver: CSIDriver = old
+            new_driver: CSIDriver = new
+            return (
+                old_driver.storage_capacity
+                and not new_driver.storage_capacity
+                and any(v.kind == CSI and v.driver == new_driver.name for v in pod.volumes)
+            )
+        return True
 
     # -- PreFilter -----------------------------------------------------------------------------
 

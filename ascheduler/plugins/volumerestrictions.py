@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from ascheduler.framework.interface import (
     FilterResult,
     PreFilterPlugin,
     PreFilterResult,
+    QueueingHintPlugin,
     Rejection,
     Status,
     WhatIfFilterPlugin,
@@ -39,7 +40,8 @@ from ascheduler.framework.nodes import NodeTable
 from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.framework.storage import not_found
 from ascheduler.model import PodInfo
-from ascheduler.model.volumes import CLAIM, DISKS
+from ascheduler.model.storage import VolumeClaim
+from ascheduler.model.volumes import CLAIM, DISKS, names_claim
 
 NAME: Final = "VolumeRestrictions"
 REASON_DISK: Final = "node(s) had no available disk"
@@ -70,11 +72,31 @@ def claim_problem(handle: Handle, pod: PodInfo, claim: str) -> Status | None:
     return None
 
 
-class VolumeRestrictions(PreFilterPlugin, WhatIfFilterPlugin):
+class VolumeRestrictions(PreFilterPlugin, WhatIfFilterPlugin, QueueingHintPlugin):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+
+    def queueing_hint(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        """kube-scheduler's hints: a claim the pod names (directly) was created; a pod of the
+        same namespace went that held one of its disks or shared one of its claims."""
+        if event is ClusterEvent.CLAIM_ADD:
+            claim: VolumeClaim = new
+            return claim.namespace == pod.namespace and names_claim(
+                pod.volumes, claim.name, ephemeral=False
+            )
+        if event is ClusterEvent.ASSIGNED_POD_DELETE:
+            gone: PodInfo = old
+            if gone.namespace != pod.namespace:
+                return False
+            if any(v.conflicts(o) for v in pod.volumes for o in gone.volumes):
+                return True
+            return any(
+                v.kind == CLAIM and names_claim(gone.volumes, v.claim, ephemeral=False)
+                for v in pod.volumes
+            )
+        return True
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable

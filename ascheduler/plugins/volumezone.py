@@ -14,7 +14,7 @@ in PreFilter with kube-scheduler's message.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from ascheduler.framework.interface import (
     FilterResult,
     PreFilterPlugin,
     PreFilterResult,
+    QueueingHintPlugin,
     Rejection,
     Status,
 )
@@ -36,8 +37,8 @@ from ascheduler.framework.nodes import BoolArray, NodeTable
 from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.framework.storage import not_found
 from ascheduler.model import PodInfo
-from ascheduler.model.storage import Volume
-from ascheduler.model.volumes import CLAIM
+from ascheduler.model.storage import StorageClass, Volume, VolumeClaim
+from ascheduler.model.volumes import CLAIM, names_claim
 
 NAME: Final = "VolumeZone"
 REASON: Final = "node(s) had no available volume zone"
@@ -84,11 +85,29 @@ class _State:
     topologies: list[tuple[str, frozenset[str]]]
 
 
-class VolumeZone(PreFilterPlugin, FilterPlugin):
+class VolumeZone(PreFilterPlugin, FilterPlugin, QueueingHintPlugin):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+
+    def queueing_hint(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        """kube-scheduler's hints: a claim the pod names (directly) was created or changed; a
+        WaitForFirstConsumer class was created; a volume was created, or its zone or region
+        labels changed."""
+        if event in (ClusterEvent.CLAIM_ADD, ClusterEvent.CLAIM_UPDATE):
+            claim: VolumeClaim = new
+            return claim.namespace == pod.namespace and names_claim(
+                pod.volumes, claim.name, ephemeral=False
+            )
+        if event is ClusterEvent.STORAGE_CLASS_ADD:
+            klass: StorageClass = new
+            return klass.delayed
+        if event is ClusterEvent.VOLUME_UPDATE:
+            before: Volume = old
+            after: Volume = new
+            return topologies(before) != topologies(after)
+        return True
 
     def _topologies(self, pod: PodInfo) -> list[tuple[str, frozenset[str]]] | Status:
         storage = self.handle.storage

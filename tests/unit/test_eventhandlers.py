@@ -6,7 +6,12 @@ from ascheduler.config import DEFAULT_SCHEDULER_NAME
 from ascheduler.framework import ClusterEvent, QueuedPodInfo
 from ascheduler.framework.nodes import CPU, PODS
 from ascheduler.model import parse_node, parse_pod
-from ascheduler.model.storage import parse_claim, parse_volume
+from ascheduler.model.storage import (
+    parse_claim,
+    parse_csi_node,
+    parse_volume,
+    parse_volume_attachment,
+)
 from ascheduler.scheduler import INVALID_SPEC
 from tests.kit import container, pod, pod_info
 from tests.kit.scheduling import Env, make_node, make_pod
@@ -216,6 +221,69 @@ async def test_a_claim_created_moves_the_pod_waiting_for_it() -> None:
     assert env.queue.where(waiting.uid) == "unschedulable"
     storage.on_add(parse_claim(claim))
     assert env.cache.storage.claim("ns", "data") is not None
+    assert env.queue.where(waiting.uid) in ("backoff", "active")
+    env.clock.advance(1)
+    bind, _ = await env.attempt(waiting)
+    assert bind is not None
+
+
+async def test_a_volume_detached_moves_the_pod_a_full_node_held_back() -> None:
+    env = Env(make_node("n1"))
+    storage = env.router.storage
+    storage["CSINode"].on_add(
+        parse_csi_node(
+            {
+                "metadata": {"name": "n1"},
+                "spec": {
+                    "drivers": [{"name": "d.csi", "nodeID": "n1", "allocatable": {"count": 1}}]
+                },
+            }
+        )
+    )
+    for name in ("a", "b"):
+        storage["PersistentVolume"].on_add(
+            parse_volume(
+                {
+                    "metadata": {"name": f"pv-{name}", "resourceVersion": "1"},
+                    "spec": {"csi": {"driver": "d.csi", "volumeHandle": name}},
+                }
+            )
+        )
+        storage["PersistentVolumeClaim"].on_add(
+            parse_claim(
+                {
+                    "metadata": {
+                        "namespace": "ns",
+                        "name": name,
+                        "resourceVersion": "1",
+                        "annotations": {"pv.kubernetes.io/bind-completed": "yes"},
+                    },
+                    "spec": {"volumeName": f"pv-{name}"},
+                }
+            )
+        )
+    attached = parse_volume_attachment(
+        {
+            "metadata": {"name": "va", "resourceVersion": "1"},
+            "spec": {
+                "attacher": "d.csi",
+                "nodeName": "n1",
+                "source": {"persistentVolumeName": "pv-a"},
+            },
+        }
+    )
+    storage["VolumeAttachment"].on_add(attached)
+    raw = pod("p", namespace="ns", scheduler_name=DEFAULT_SCHEDULER_NAME)
+    raw["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "b"}}]
+    waiting = parse_pod(raw)
+    await env.attempt(waiting)
+    assert env.queue.where(waiting.uid) == "unschedulable"
+    # Another pod's claim appearing is nothing to this one (NodeVolumeLimits' hint).
+    storage["PersistentVolumeClaim"].on_add(
+        parse_claim({"metadata": {"namespace": "ns", "name": "c", "resourceVersion": "1"}})
+    )
+    assert env.queue.where(waiting.uid) == "unschedulable"
+    storage["VolumeAttachment"].on_delete(attached)
     assert env.queue.where(waiting.uid) in ("backoff", "active")
     env.clock.advance(1)
     bind, _ = await env.attempt(waiting)

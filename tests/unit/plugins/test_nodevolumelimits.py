@@ -8,13 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from ascheduler.cache import Cache
-from ascheduler.framework import Code, CycleState
+from ascheduler.framework import ClusterEvent, Code, CycleState
 from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.model.storage import (
     parse_claim,
     parse_csi_node,
     parse_storage_class,
     parse_volume,
+    parse_volume_attachment,
 )
 from ascheduler.plugins.nodevolumelimits import REASON
 from tests.kit import make_cache, make_plugin, node, on, pod, rejected_reasons
@@ -170,3 +171,141 @@ def test_what_if_frees_the_volumes_of_removed_pods() -> None:
     other = parse_pod(using("o", "c-h3", where="a"))
     assert plugin.filter_what_if(state, wanting, cache.table, a, (), ()).ok
     assert not plugin.filter_what_if(state, wanting, cache.table, a, (), (other, victim)).ok
+
+
+# -- VolumeAttachments ---------------------------------------------------------------------------
+
+
+def attachment(name: str, node_name: str, volume: str, attacher: str = DRIVER) -> Any:
+    return parse_volume_attachment(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "attacher": attacher,
+                "nodeName": node_name,
+                "source": {"persistentVolumeName": volume},
+            },
+        }
+    )
+
+
+def delete(cache: Cache, kind: str, obj: Any) -> None:
+    cache.storage.handlers[kind].on_delete(obj)
+    cache.storage_changed(kind, obj, None)
+
+
+def test_volume_attachments_count_on_their_node() -> None:
+    cache = setup()
+    plugin = make_plugin(NAME, cache)
+    # h1 still attached to b, though no pod there uses it (its pod went first).
+    va = attachment("va-1", "b", "pv-h1")
+    add(cache, "VolumeAttachment", va)
+    assert rejected_reasons(run(plugin, using("x", "c-h2"), cache), cache) == {"b": [REASON]}
+    # kube-scheduler does not take a new pod's volume as already there when only an
+    # attachment holds it: b counts h1 twice (1 attached + 1 new > 1).
+    assert rejected_reasons(run(plugin, using("x", "c-h1"), cache), cache) == {"b": [REASON]}
+    # Where a pod uses the volume too, it is one volume, and a pod sharing it adds nothing.
+    cache.add_pod(parse_pod(using("p", "c-h1", where="b")))
+    assert cache.attachments.attached(DRIVER)[cache.table.index["b"]] == 1
+    assert run(plugin, using("x", "c-h1"), cache) is None
+    cache.remove_pod(parse_pod(using("p", "c-h1", where="b")))
+    # Detached: nothing left on b.
+    delete(cache, "VolumeAttachment", va)
+    assert cache.attachments.attached(DRIVER)[cache.table.index["b"]] == 0
+    assert run(plugin, using("x", "c-h2"), cache) is None
+
+
+def test_attachments_resolve_through_their_volume_and_skip_what_kube_skips() -> None:
+    cache = setup()
+    plugin = make_plugin(NAME, cache)
+    b = cache.table.index["b"]
+    # The volume is not known yet: not counted until it is.
+    add(cache, "VolumeAttachment", attachment("va-9", "b", "pv-h9"))
+    assert cache.attachments.attached(DRIVER)[b] == 0
+    csi_claim(cache, "c-h9", "h9")
+    assert cache.attachments.attached(DRIVER)[b] == 1
+    assert rejected_reasons(run(plugin, using("x", "c-h2"), cache), cache) == {"b": [REASON]}
+    delete(cache, "PersistentVolume", cache.storage.volume("pv-h9"))
+    assert cache.attachments.attached(DRIVER)[b] == 0
+    # No attacher, no volume name, or a volume that is not CSI: not counted.
+    add(cache, "VolumeAttachment", attachment("va-x", "b", "pv-h2", attacher=""))
+    add(cache, "VolumeAttachment", attachment("va-y", "b", ""))
+    add(
+        cache,
+        "PersistentVolume",
+        parse_volume({"metadata": {"name": "nfs"}, "spec": {"nfs": {"path": "/"}}}),
+    )
+    add(cache, "VolumeAttachment", attachment("va-z", "b", "nfs"))
+    assert cache.attachments.attached(DRIVER)[b] == 0
+    # Counted under its attacher's name.
+    add(cache, "VolumeAttachment", attachment("va-o", "b", "pv-h3", attacher="other.csi"))
+    assert cache.attachments.attached(DRIVER)[b] == 0
+    assert cache.attachments.attached("other.csi")[b] == 1
+
+
+def test_what_if_counts_attachments_too() -> None:
+    cache = setup()
+    plugin = make_plugin(NAME, cache)
+    victim: PodInfo = parse_pod(using("v", "c-h1", where="b"))
+    cache.add_pod(victim)
+    add(cache, "VolumeAttachment", attachment("va-1", "b", "pv-h1"))
+    state = CycleState()
+    wanting = parse_pod(using("x", "c-h2"))
+    plugin.pre_filter(state, wanting, cache.table)
+    row = cache.table.index["b"]
+    # The victim goes, the attachment stays: b is still full.
+    assert not plugin.filter_what_if(state, wanting, cache.table, row, (victim,), ()).ok
+    state = CycleState()
+    sharing = parse_pod(using("y", "c-h1"))
+    plugin.pre_filter(state, sharing, cache.table)
+    assert plugin.filter_what_if(state, sharing, cache.table, row, (), ()).ok
+    # Without the pod, the attachment alone holds h1: counted twice, as the Filter does.
+    assert not plugin.filter_what_if(state, sharing, cache.table, row, (victim,), ()).ok
+
+
+# -- queueing hints ------------------------------------------------------------------------------
+
+
+def test_hints_wake_a_pod_only_for_what_frees_or_raises_a_count() -> None:
+    cache = setup()
+    plugin = make_plugin(NAME, cache)
+    waiting = parse_pod(using("x", "c-h2"))
+    hint = plugin.queueing_hint
+
+    def csinode(**counts: int | None) -> Any:
+        drivers = [
+            {"name": d, "nodeID": "n", **({"allocatable": {"count": c}} if c is not None else {})}
+            for d, c in counts.items()
+        ]
+        return parse_csi_node({"metadata": {"name": "n"}, "spec": {"drivers": drivers}})
+
+    assert hint(waiting, ClusterEvent.CSI_NODE_ADD, None, csinode(a=1))
+    assert hint(waiting, ClusterEvent.CSI_NODE_UPDATE, csinode(a=1), csinode(a=2))
+    assert hint(waiting, ClusterEvent.CSI_NODE_UPDATE, csinode(a=1), csinode(a=1, b=1))
+    assert hint(waiting, ClusterEvent.CSI_NODE_UPDATE, csinode(a=None), csinode(a=1))
+    assert not hint(waiting, ClusterEvent.CSI_NODE_UPDATE, csinode(a=2), csinode(a=1))
+    assert not hint(waiting, ClusterEvent.CSI_NODE_UPDATE, csinode(a=1), csinode(a=1))
+
+    deleted = parse_pod(using("gone", "c-h1", where="a"))
+    plain = parse_pod(pod("plain", namespace="ns", node_name="a"))
+    assert hint(waiting, ClusterEvent.ASSIGNED_POD_DELETE, deleted, None)
+    assert not hint(waiting, ClusterEvent.ASSIGNED_POD_DELETE, plain, None)
+
+    def claim(namespace: str, name: str) -> Any:
+        return parse_claim({"metadata": {"namespace": namespace, "name": name}, "spec": {}})
+
+    assert hint(waiting, ClusterEvent.CLAIM_ADD, None, claim("ns", "c-h2"))
+    assert not hint(waiting, ClusterEvent.CLAIM_ADD, None, claim("ns", "c-h1"))
+    assert not hint(waiting, ClusterEvent.CLAIM_ADD, None, claim("o", "c-h2"))
+    eph = pod("e", namespace="ns")
+    eph["spec"]["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]
+    assert hint(parse_pod(eph), ClusterEvent.CLAIM_ADD, None, claim("ns", "e-scratch"))
+
+    va = attachment("va", "a", "pv-h1")
+    assert hint(waiting, ClusterEvent.VOLUME_ATTACHMENT_DELETE, va, None)
+    assert not hint(plain, ClusterEvent.VOLUME_ATTACHMENT_DELETE, va, None)
+    inline = pod("i", namespace="ns")
+    inline["spec"]["volumes"] = [{"name": "d", "gcePersistentDisk": {"pdName": "disk"}}]
+    gce = attachment("va-g", "a", "pv-g", attacher="pd.csi.storage.gke.io")
+    assert hint(parse_pod(inline), ClusterEvent.VOLUME_ATTACHMENT_DELETE, gce, None)
+    assert not hint(parse_pod(inline), ClusterEvent.VOLUME_ATTACHMENT_DELETE, va, None)

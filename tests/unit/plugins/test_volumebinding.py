@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ascheduler.cache import Cache
-from ascheduler.framework import Code, CycleState
+from ascheduler.framework import ClusterEvent, Code, CycleState
 from ascheduler.model import parse_pod
 from ascheduler.model.storage import (
     BIND_COMPLETED,
@@ -18,6 +18,7 @@ from ascheduler.model.storage import (
     parse_capacity,
     parse_claim,
     parse_csi_driver,
+    parse_csi_node,
     parse_storage_class,
     parse_volume,
 )
@@ -380,3 +381,81 @@ def test_unreadable_claims_and_volumes_are_named() -> None:
     assert prefilter_message(cache, using("on-bad")) == (
         'persistentvolume "bad": spec.nodeAffinity.required.nodeSelectorTerms: expected a list'
     )
+
+
+# -- queueing hints ------------------------------------------------------------------------------
+
+
+def test_hints_follow_kube_schedulers() -> None:
+    cache = make_cache([node("n")])
+    plugin = make_plugin(NAME, cache)
+    raw = pod("x", namespace="ns")
+    raw["spec"]["volumes"] = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+        {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}},
+        {"name": "inline", "csi": {"driver": "inline.csi"}},
+    ]
+    waiting = parse_pod(raw)
+    hint = plugin.queueing_hint
+
+    def claim(namespace: str, name: str) -> Any:
+        return parse_claim({"metadata": {"namespace": namespace, "name": name}, "spec": {}})
+
+    for event in (ClusterEvent.CLAIM_ADD, ClusterEvent.CLAIM_UPDATE):
+        assert hint(waiting, event, None, claim("ns", "data"))
+        assert hint(waiting, event, None, claim("ns", "x-scratch"))  # the ephemeral one
+        assert not hint(waiting, event, None, claim("ns", "other"))
+        assert not hint(waiting, event, None, claim("elsewhere", "data"))
+
+    def klass(zones: list[str] | None) -> Any:
+        body: dict[str, Any] = {"metadata": {"name": "c"}, "provisioner": "p"}
+        if zones is not None:
+            body["allowedTopologies"] = [
+                {"matchLabelExpressions": [{"key": "zone", "values": zones}]}
+            ]
+        return parse_storage_class(body)
+
+    assert hint(waiting, ClusterEvent.STORAGE_CLASS_ADD, None, klass(None))
+    assert hint(waiting, ClusterEvent.STORAGE_CLASS_UPDATE, klass(["a"]), klass(["a", "b"]))
+    assert hint(waiting, ClusterEvent.STORAGE_CLASS_UPDATE, klass(None), klass(["a"]))
+    assert not hint(waiting, ClusterEvent.STORAGE_CLASS_UPDATE, klass(["a"]), klass(["a"]))
+
+    def csinode(migrated: str | None) -> Any:
+        meta: dict[str, Any] = {"name": "n"}
+        if migrated is not None:
+            meta["annotations"] = {"storage.alpha.kubernetes.io/migrated-plugins": migrated}
+        return parse_csi_node({"metadata": meta, "spec": {"drivers": []}})
+
+    assert hint(waiting, ClusterEvent.CSI_NODE_ADD, None, csinode(None))
+    migrated = csinode("kubernetes.io/gce-pd")
+    assert hint(waiting, ClusterEvent.CSI_NODE_UPDATE, csinode(None), migrated)
+    assert not hint(waiting, ClusterEvent.CSI_NODE_UPDATE, csinode("a"), csinode("a"))
+
+    def capacity(size: str | None, maximum: str | None = None) -> Any:
+        body: dict[str, Any] = {"metadata": {"name": "cap"}, "storageClassName": "c"}
+        if size is not None:
+            body["capacity"] = size
+        if maximum is not None:
+            body["maximumVolumeSize"] = maximum
+        return parse_capacity(body)
+
+    update = ClusterEvent.CAPACITY_UPDATE
+    assert hint(waiting, ClusterEvent.CAPACITY_ADD, None, capacity("1Gi"))
+    assert hint(waiting, update, capacity("1Gi"), capacity("2Gi"))
+    assert hint(waiting, update, capacity(None), capacity("1Gi"))
+    assert not hint(waiting, update, capacity("2Gi"), capacity("1Gi"))
+    assert not hint(waiting, update, capacity("1Gi"), capacity(None))
+    # The maximum volume size, when given, is what counts.
+    assert not hint(waiting, update, capacity("1Gi", "5Gi"), capacity("9Gi", "5Gi"))
+    assert hint(waiting, update, capacity("1Gi", "5Gi"), capacity("1Gi", "6Gi"))
+
+    def driver(name: str, publishes: bool) -> Any:
+        spec = {"storageCapacity": publishes}
+        return parse_csi_driver({"metadata": {"name": name}, "spec": spec})
+
+    csi_update = ClusterEvent.CSI_DRIVER_UPDATE
+    assert hint(waiting, csi_update, driver("inline.csi", True), driver("inline.csi", False))
+    assert not hint(waiting, csi_update, driver("inline.csi", False), driver("inline.csi", True))
+    assert not hint(waiting, csi_update, driver("other.csi", True), driver("other.csi", False))
+
+    assert hint(waiting, ClusterEvent.VOLUME_ADD, None, parse_volume({"metadata": {"name": "v"}}))

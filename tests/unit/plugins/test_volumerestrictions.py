@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ascheduler.cache import Cache
-from ascheduler.framework import Code, CycleState
+from ascheduler.framework import ClusterEvent, Code, CycleState
 from ascheduler.model import parse_pod
 from ascheduler.model.storage import parse_claim
 from ascheduler.plugins.volumerestrictions import REASON_DISK, REASON_RWOP
@@ -116,3 +116,43 @@ def test_what_if_sees_disks_of_pods_removed_and_added() -> None:
     other = parse_pod(with_volumes("z", gce("pd-2"), where="c"))
     assert plugin.filter_what_if(state, info, cache.table, c, (), ()).ok
     assert not plugin.filter_what_if(state, info, cache.table, c, (), (other,)).ok
+
+
+# -- queueing hints ------------------------------------------------------------------------------
+
+
+def test_hints_wake_a_pod_for_its_own_claims_and_disks_only() -> None:
+    cache = three_nodes()
+    plugin = make_plugin(NAME, cache)
+    waiting = parse_pod(with_volumes("x", gce("pd-2"), claim_volume("data")))
+
+    def claim(namespace: str, name: str) -> Any:
+        return parse_claim({"metadata": {"namespace": namespace, "name": name}, "spec": {}})
+
+    hint = plugin.queueing_hint
+    assert hint(waiting, ClusterEvent.CLAIM_ADD, None, claim("ns", "data"))
+    assert not hint(waiting, ClusterEvent.CLAIM_ADD, None, claim("ns", "other"))
+    assert not hint(waiting, ClusterEvent.CLAIM_ADD, None, claim("elsewhere", "data"))
+
+    def gone(*volumes: Any, namespace: str = "ns") -> Any:
+        raw = with_volumes("g", *volumes, where="b")
+        raw["metadata"]["namespace"] = namespace
+        return parse_pod(raw)
+
+    # The pod that held the disk (read-write) went: the conflict may be over.
+    assert hint(waiting, ClusterEvent.ASSIGNED_POD_DELETE, gone(gce("pd-2")), None)
+    # One that shared the claim went (a ReadWriteOncePod claim may be free now).
+    assert hint(waiting, ClusterEvent.ASSIGNED_POD_DELETE, gone(claim_volume("data")), None)
+    # Another disk, another claim, a pod without volumes: nothing changes for this pod.
+    assert not hint(waiting, ClusterEvent.ASSIGNED_POD_DELETE, gone(gce("pd-9")), None)
+    assert not hint(waiting, ClusterEvent.ASSIGNED_POD_DELETE, gone(claim_volume("x")), None)
+    assert not hint(waiting, ClusterEvent.ASSIGNED_POD_DELETE, gone(), None)
+    # kube-scheduler looks only at pods of the pod's own namespace.
+    assert not hint(
+        waiting, ClusterEvent.ASSIGNED_POD_DELETE, gone(gce("pd-2"), namespace="o"), None
+    )
+    # Two read-only mounts never conflicted, so the other one going changes nothing.
+    reader = parse_pod(with_volumes("r", gce("pd-1", read_only=True)))
+    assert not hint(
+        reader, ClusterEvent.ASSIGNED_POD_DELETE, gone(gce("pd-1", read_only=True)), None
+    )

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from ascheduler.cache import Cache
-from ascheduler.framework import Code, CycleState
-from ascheduler.model import parse_pod
+from ascheduler.framework import ClusterEvent, Code, CycleState
+from ascheduler.model import parse_node, parse_pod
 from ascheduler.model.storage import parse_claim, parse_storage_class, parse_volume
 from ascheduler.plugins.volumezone import BETA_ZONE, REASON, REGION, ZONE, zones
 from tests.kit import make_cache, make_plugin, node, pod, rejected_reasons
@@ -121,3 +121,46 @@ def test_what_is_missing_is_unresolvable(setup: str, message: str) -> None:
     _, status = plugin.pre_filter(CycleState(), parse_pod(claiming("data")), cache.table)
     assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert status.message == message
+
+
+# -- queueing hints ------------------------------------------------------------------------------
+
+
+def test_hints_follow_the_pods_claims_classes_and_volume_topology() -> None:
+    cache = nodes()
+    plugin = make_plugin(NAME, cache)
+    waiting = parse_pod(claiming("data"))
+    ns_claim = parse_claim({"metadata": {"namespace": "ns", "name": "data"}, "spec": {}})
+    other_ns = parse_claim({"metadata": {"namespace": "elsewhere", "name": "data"}, "spec": {}})
+    unrelated = parse_claim({"metadata": {"namespace": "ns", "name": "logs"}, "spec": {}})
+    hint = plugin.queueing_hint
+    assert hint(waiting, ClusterEvent.CLAIM_ADD, None, ns_claim)
+    assert hint(waiting, ClusterEvent.CLAIM_UPDATE, ns_claim, ns_claim)
+    assert not hint(waiting, ClusterEvent.CLAIM_ADD, None, other_ns)
+    assert not hint(waiting, ClusterEvent.CLAIM_ADD, None, unrelated)
+    # A generic ephemeral volume's claim does not count for VolumeZone (it reads only
+    # persistentVolumeClaim volumes).
+    eph = pod("x", namespace="ns")
+    eph["spec"]["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]
+    eph_claim = parse_claim({"metadata": {"namespace": "ns", "name": "x-scratch"}, "spec": {}})
+    assert not hint(parse_pod(eph), ClusterEvent.CLAIM_ADD, None, eph_claim)
+
+    def klass(mode: str) -> Any:
+        return parse_storage_class(
+            {"metadata": {"name": "c"}, "provisioner": "p", "volumeBindingMode": mode}
+        )
+
+    assert hint(waiting, ClusterEvent.STORAGE_CLASS_ADD, None, klass("WaitForFirstConsumer"))
+    assert not hint(waiting, ClusterEvent.STORAGE_CLASS_ADD, None, klass("Immediate"))
+
+    def pv(labels: dict[str, str]) -> Any:
+        return parse_volume({"metadata": {"name": "v", "labels": labels}, "spec": {}})
+
+    assert hint(waiting, ClusterEvent.VOLUME_ADD, None, pv({}))
+    assert hint(waiting, ClusterEvent.VOLUME_UPDATE, pv({ZONE: "a"}), pv({ZONE: "b"}))
+    assert hint(waiting, ClusterEvent.VOLUME_UPDATE, pv({}), pv({REGION: "r1"}))
+    assert not hint(waiting, ClusterEvent.VOLUME_UPDATE, pv({ZONE: "a", "x": "1"}), pv({ZONE: "a"}))
+    # The same zones written differently are the same topology.
+    assert not hint(waiting, ClusterEvent.VOLUME_UPDATE, pv({ZONE: "a__b"}), pv({ZONE: "b__ a"}))
+    node_body = parse_node(node("n"))
+    assert hint(waiting, ClusterEvent.NODE_ADD, None, node_body)
