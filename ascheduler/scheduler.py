@@ -42,6 +42,8 @@ from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
 from ascheduler.events import StatusWriter
 from ascheduler.framework import (
+    BINDING_SLOT,
+    BindingSlot,
     ClusterEvent,
     Code,
     CycleState,
@@ -145,11 +147,13 @@ class Scheduler:
         """Schedule until the queue closes; then wait for binding cycles in flight."""
         async with asyncio.TaskGroup() as group:
             while True:
-                await self._bind_slots.acquire()
                 qp = await self.queue.pop()
                 if qp is None:
-                    self._bind_slots.release()
                     break
+                # A slot for the binding cycle, taken only once there is a pod: a cycle back
+                # from a wait outside the scheduler (`slot_released`) must not find the last
+                # slot held by a loop waiting for pods.
+                await self._bind_slots.acquire()
                 job = await self.schedule_pod(qp)
                 if job is None:
                     self._bind_slots.release()
@@ -356,6 +360,8 @@ class Scheduler:
     async def _bind(self, fw: Framework, state: CycleState, qp: QueuedPodInfo, node: str) -> None:
         pod = qp.pod
         bind_started = time.perf_counter()
+        slot = BindingSlot(self._bind_slots)
+        state.write(BINDING_SLOT, slot)
         try:
             status = await fw.wait_on_permit(pod)
             if status.ok:
@@ -372,7 +378,7 @@ class Scheduler:
             log.exception("binding_cycle_failed", pod=pod.key, node=node)
             status = Status.error(f"binding failed: {exc}")
         finally:
-            self._bind_slots.release()
+            slot.release()
         done = time.perf_counter()
         metrics.BIND_DURATION.labels("success" if status.ok else "error").observe(
             done - bind_started

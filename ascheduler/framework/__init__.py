@@ -10,11 +10,13 @@ it is given (`PodInfo`, `Node`) are re-exported from `ascheduler.model`. `RowFil
 from ascheduler.framework.errors import ConfigError, PluginArgsError
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
+    BINDING_SLOT,
     EXTENSION_POINTS,
     INTERFACES,
     MAX_NODE_SCORE,
     SKIP,
     SUCCESS,
+    BindingSlot,
     BindPlugin,
     ClusterEvent,
     Code,
@@ -44,6 +46,7 @@ from ascheduler.framework.interface import (
     Status,
     WhatIfFilterPlugin,
     default_normalize,
+    slot_released,
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import NoArgs, Registration, Registry
@@ -60,12 +63,14 @@ from ascheduler.framework.waiting import WaitingPod, WaitingPods
 from ascheduler.model import Node, PodInfo
 
 __all__ = [
+    "BINDING_SLOT",
     "EXTENSION_POINTS",
     "INTERFACES",
     "MAX_NODE_SCORE",
     "SKIP",
     "SUCCESS",
     "BindPlugin",
+    "BindingSlot",
     "BoolArray",
     "ClusterEvent",
     "Code",
@@ -116,4 +121,5 @@ __all__ = [
     "default_normalize",
     "default_plugins",
     "multipoint",
+    "slot_released",
 ]

@@ -21,8 +21,10 @@ Bind and PostBind run in the pod's binding cycle, concurrently with other pods, 
 from __future__ import annotations
 
 import abc
+import asyncio
+import contextlib
 import enum
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal
 
@@ -99,6 +101,47 @@ class CycleState:
 
     def read(self, key: Hashable) -> Any:
         return self._data.get(key)
+
+
+class BindingSlot:
+    """One of the scheduler's binding-cycle slots (`bindingConcurrency`), held by a binding
+    cycle from its start to its end. A plugin that waits on something outside the scheduler
+    (a controller finishing a volume's bind, a gang's other members) gives it up meanwhile
+    with `released(state)`, so waits never stop the scheduling of other pods."""
+
+    __slots__ = ("_gate", "held")
+
+    def __init__(self, gate: asyncio.Semaphore) -> None:
+        self._gate = gate
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._gate.release()
+
+    async def acquire(self) -> None:
+        if not self.held:
+            await self._gate.acquire()
+            self.held = True
+
+
+BINDING_SLOT: Final = "ascheduler/binding-slot"
+
+
+@contextlib.asynccontextmanager
+async def slot_released(state: CycleState) -> AsyncIterator[None]:
+    """The binding cycle's slot given up for the block (nothing when it has none), and
+    taken back after it."""
+    slot: BindingSlot | None = state.read(BINDING_SLOT)
+    if slot is None or not slot.held:
+        yield
+        return
+    slot.release()
+    try:
+        yield
+    finally:
+        await slot.acquire()
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,7 @@ from ascheduler.framework.interface import (
     Rejection,
     ReservePlugin,
     Status,
+    slot_released,
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import Registration
@@ -528,7 +529,7 @@ class VolumeBinding(
         """The writes kube-scheduler makes (each volume's claimRef, then each claim's
         selected-node), then a wait, polled every second up to `bindTimeoutSeconds`, for
         the volume controller to finish binding; the node lock is not held meanwhile (it is
-        taken by the bind that follows)."""
+        taken by the bind that follows), nor the binding cycle's slot."""
         s: _State | None = state.read(NAME)
         if s is None or s.all_bound:
             return SUCCESS
@@ -569,6 +570,11 @@ class VolumeBinding(
                     written[f"pvc/{claim.key}"] = _answer_version(answer)
             except KubeError as exc:
                 return Status.error(f"binding volumes: {exc}")
+        async with slot_released(state):
+            return await self._wait_bound(s, node, written)
+
+    async def _wait_bound(self, s: _State, node: str, written: dict[str, int]) -> Status:
+        """Polled every second up to `bindTimeoutSeconds`: the volume controller's answer."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.args.bind_timeout_seconds
         while True:

@@ -3,6 +3,7 @@ without a network."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import Any
 
@@ -12,12 +13,15 @@ from aiohttp import web
 
 from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
 from ascheduler.framework import (
+    BindPlugin,
     ClusterEvent,
+    CycleState,
     NoArgs,
     PermitPlugin,
     PluginRef,
     PostFilterPlugin,
     PostFilterResult,
+    PreBindPlugin,
     Registration,
     Registry,
     ReservePlugin,
@@ -25,6 +29,7 @@ from ascheduler.framework import (
     Status,
     default_plugins,
     multipoint,
+    slot_released,
 )
 from ascheduler.framework.args import decode
 from ascheduler.framework.extender import ExtenderConfig
@@ -32,6 +37,7 @@ from ascheduler.framework.nodes import CPU, PODS
 from ascheduler.model import Node, PodInfo, parse_node, parse_pod
 from ascheduler.model.quantity import MAX_QUANTITY
 from ascheduler.plugins import IN_TREE
+from ascheduler.scheduler import Scheduler
 from tests.kit.http import serve
 from tests.kit.objects import on, pod
 from tests.kit.scheduling import Env, make_node, make_pod, pop
@@ -522,3 +528,71 @@ async def test_a_pod_gone_while_the_extender_answers_is_dropped(meanwhile: str) 
     assert p.uid not in env.queue
     if meanwhile == "bound elsewhere":
         assert list(env.cache.table.pods(env.cache.table.index["n2"])) == [p.uid]
+
+
+class WaitsOutside(PreBindPlugin, BindPlugin):
+    """PreBind waits, with its slot given up, until told; Bind records (no API client)."""
+
+    name = "WaitsOutside"
+
+    def __init__(self) -> None:
+        self.go = asyncio.Event()
+        self.waiting = asyncio.Event()
+        self.bound: list[str] = []
+        self.binds = {name: asyncio.Event() for name in ("slow", "fast")}
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        if pod.name == "slow":
+            async with slot_released(state):
+                self.waiting.set()
+                await self.go.wait()
+        return Status()
+
+    async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        self.bound.append(pod.name)
+        self.binds[pod.name].set()
+        return Status()
+
+
+async def test_a_pre_bind_waiting_outside_the_scheduler_does_not_hold_up_others() -> None:
+    """With one binding slot, a binding cycle waiting (as VolumeBinding waits for the volume
+    controller) gives the slot up: the next pod is scheduled and bound meanwhile."""
+    made: list[WaitsOutside] = []
+
+    def factory(args: NoArgs, handle: Any) -> WaitsOutside:
+        made.append(WaitsOutside())
+        return made[-1]
+
+    plugins = [p for p in default_plugins(IN_TREE) if p.name != "DefaultBinder"]
+    options = SchedulerConfig(
+        profiles=(multipoint(DEFAULT_SCHEDULER_NAME, (*plugins, PluginRef("WaitsOutside"))),)
+    )
+    registry = Registry([*IN_TREE.values(), Registration("WaitsOutside", factory, NoArgs)])
+    env = Env(make_node("n1"), options=options, registry=registry)
+    (plugin,) = made
+    scheduler = Scheduler(
+        frameworks=env.frameworks,
+        cache=env.cache,
+        queue=env.queue,
+        writer=env.writer,
+        binding_concurrency=1,
+    )
+    env.queue.add(make_pod("slow"))
+    running = asyncio.create_task(scheduler.run())
+    try:
+        async with asyncio.timeout(10):
+            await plugin.waiting.wait()
+            env.queue.add(make_pod("fast"))
+            await plugin.binds["fast"].wait()
+        assert plugin.bound == ["fast"]
+        # Back from its wait, the slow one gets a slot again (the idle loop holds none).
+        plugin.go.set()
+        async with asyncio.timeout(10):
+            await plugin.binds["slow"].wait()
+        env.queue.close()
+        async with asyncio.timeout(10):
+            await running
+    finally:
+        running.cancel()
+    # Every slot given back: the next cycle would find it free.
+    assert scheduler._bind_slots._value == 1

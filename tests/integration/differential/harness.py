@@ -62,7 +62,9 @@ DECISION_TIMEOUT = 30.0
 _STORAGE_PATHS: Mapping[str, str] = {
     "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
     "PersistentVolume": "/api/v1/persistentvolumes",
+    "VolumeAttachment": "/apis/storage.k8s.io/v1/volumeattachments",
 }
+CSINODES = "/apis/storage.k8s.io/v1/csinodes"
 #: How long a preemptor has to be bound once nominated (its victims deleted and gone).
 PREEMPTION_TIMEOUT = 30.0
 #: The priority classes scenarios name (created once per session; Never does not preempt).
@@ -156,6 +158,8 @@ class Scenario:
     #: run gets its own copies (`cluster_name`), and the names claims and volumes give
     #: each other, their namespaces and the hostnames in node affinities are rewritten.
     storage: Sequence[tuple[str, Json]] = ()
+    #: CSINodes of logical nodes: driver -> `allocatable.count` (None: the driver, no count).
+    csi_nodes: Mapping[str, Mapping[str, int | None]] = field(default_factory=dict)
     #: Claims (logical namespace/name) the volume controller must have bound before the
     #: pods come.
     bound_claims: Sequence[str] = ()
@@ -278,9 +282,21 @@ class Runner:
         if kind == "StorageClass":
             self._hostnames(s, body.get("allowedTopologies") or [])
             return body
+        if kind == "VolumeAttachment":
+            meta["name"] = self.cluster_name(s, run, meta["name"])
+            spec["nodeName"] = self.node_name(s, spec["nodeName"])
+            source = spec.get("source") or {}
+            if source.get("persistentVolumeName"):
+                source["persistentVolumeName"] = self.cluster_name(
+                    s, run, source["persistentVolumeName"]
+                )
+            return body
         if spec.get("storageClassName"):
             spec["storageClassName"] = self.cluster_name(s, run, spec["storageClassName"])
         if kind == "PersistentVolume":
+            if spec.get("csi"):
+                handle = spec["csi"]["volumeHandle"]
+                spec["csi"]["volumeHandle"] = self.cluster_name(s, run, handle)
             ref = spec.get("claimRef")
             if ref:
                 ref["namespace"] = self.namespace(s, run, ref.get("namespace", "default"))
@@ -346,14 +362,24 @@ class Runner:
             body["metadata"]["labels"][HOSTNAME] = real
             await self.kube.post("/api/v1/nodes", body)
             names.append(real)
+        for logical, drivers in s.csi_nodes.items():
+            real = self.node_name(s, logical)
+            entries = []
+            for driver, count in drivers.items():
+                entry: Json = {"name": driver, "nodeID": real}
+                if count is not None:
+                    entry["allocatable"] = {"count": count}
+                entries.append(entry)
+            body = {"metadata": {"name": real}, "spec": {"drivers": entries}}
+            await self.kube.post(CSINODES, body)
         await wait_nodes_ready(self.kube, names)
 
     async def delete_nodes(self, s: Scenario) -> None:
-        for raw in s.nodes:
+        paths = [f"{CSINODES}/{self.node_name(s, logical)}" for logical in s.csi_nodes]
+        paths += [f"/api/v1/nodes/{self.node_name(s, raw['metadata']['name'])}" for raw in s.nodes]
+        for path in paths:
             try:
-                await self.kube.request(
-                    "DELETE", f"/api/v1/nodes/{self.node_name(s, raw['metadata']['name'])}"
-                )
+                await self.kube.request("DELETE", path)
             except ApiError as exc:
                 if not exc.not_found:
                     raise

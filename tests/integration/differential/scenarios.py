@@ -673,6 +673,38 @@ def volume(
     return ("PersistentVolume", body)
 
 
+def csi_volume(name: str, claim: str, driver: str = "example.csi.io") -> tuple[str, Json]:
+    """A CSI PersistentVolume (no topology) pre-bound to `claim` (class `local`)."""
+    body: Json = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "local",
+            "persistentVolumeReclaimPolicy": "Retain",
+            "csi": {"driver": driver, "volumeHandle": name},
+            "claimRef": {"namespace": "default", "name": claim},
+        },
+    }
+    return ("PersistentVolume", body)
+
+
+def attachment(
+    name: str, node: str, volume: str, driver: str = "example.csi.io"
+) -> tuple[str, Json]:
+    """A VolumeAttachment of `volume` to `node` (as the attach/detach controller leaves one
+    whose pod went before the volume was detached)."""
+    body: Json = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "VolumeAttachment",
+        "metadata": {"name": name},
+        "spec": {"attacher": driver, "nodeName": node, "source": {"persistentVolumeName": volume}},
+    }
+    return ("VolumeAttachment", body)
+
+
 def claim(
     name: str,
     *,
@@ -795,6 +827,64 @@ SCENARIOS += [
         pods=[
             with_claims("second", "solo"),
             pause("disk", volumes=[{"name": "d", "gcePersistentDisk": {"pdName": "pd-1"}}]),
+        ],
+        independent=True,
+    ),
+]
+
+SCENARIOS += [
+    Scenario(
+        "volumes: CSI attach limits, VolumeAttachments counted",
+        nodes=THREE[:2],
+        csi_nodes={"a": {"example.csi.io": 1}, "b": {"example.csi.io": 1}},
+        storage=[
+            storage_class("local"),
+            *(csi_volume(f"csi-{i}", f"d{i}") for i in (1, 2, 3)),
+            # csi-1 is still attached to a, though no pod there uses it.
+            attachment("va-1", "a", "csi-1"),
+        ],
+        objects=[claim(f"d{i}", volume_name=f"csi-{i}") for i in (1, 2, 3)],
+        bound_claims=["default/d1", "default/d2", "default/d3"],
+        pods=[
+            # a is full with the attachment: b.
+            with_claims("second", "d2"),
+            # Both full.
+            with_claims("third", "d3"),
+            # The attached volume itself: a counts it twice, b is full.
+            with_claims("first", "d1"),
+        ],
+    ),
+    Scenario(
+        "volumes: CSI limits per driver, shared volumes counted once",
+        nodes=THREE,
+        csi_nodes={
+            "a": {"example.csi.io": 2, "other.csi.io": 0},
+            "b": {"example.csi.io": 1},
+            "c": {"example.csi.io": None},
+        },
+        storage=[
+            storage_class("local"),
+            csi_volume("shared", "shared"),
+            csi_volume("one", "one"),
+            csi_volume("two", "two"),
+            csi_volume("elsewhere", "elsewhere", driver="other.csi.io"),
+        ],
+        objects=[
+            claim("shared", volume_name="shared"),
+            claim("one", volume_name="one"),
+            claim("two", volume_name="two"),
+            claim("elsewhere", volume_name="elsewhere"),
+        ],
+        bound_claims=["default/shared", "default/one", "default/two", "default/elsewhere"],
+        existing=[with_claims("holder", "shared", node="b")],
+        pods=[
+            # b holds `shared` already: another user adds nothing there.
+            with_claims("sharer", "shared", nodeSelector={HOSTNAME: "b"}),
+            with_claims("more-on-b", "one", nodeSelector={HOSTNAME: "b"}),
+            # a takes two example volumes, no other.csi.io one; c has no count: no limit.
+            with_claims("pair-on-a", "one", "two", nodeSelector={HOSTNAME: "a"}),
+            with_claims("other-on-a", "elsewhere", nodeSelector={HOSTNAME: "a"}),
+            with_claims("pair-on-c", "one", "two", nodeSelector={HOSTNAME: "c"}),
         ],
         independent=True,
     ),
