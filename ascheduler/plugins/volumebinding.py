@@ -76,6 +76,7 @@ from ascheduler.model.storage import (
 )
 from ascheduler.model.topology import LabelSelector
 from ascheduler.model.volumes import CLAIM, CSI, EPHEMERAL, names_claim
+from ascheduler.plugins.noderesources import UtilizationShapePoint
 
 NAME: Final = "VolumeBinding"
 REASON_NODE_CONFLICT: Final = "node(s) didn't match PersistentVolume's node affinity"
@@ -92,12 +93,20 @@ POLL_INTERVAL: Final = 1.0
 
 @dataclass(frozen=True, slots=True)
 class VolumeBindingArgs:
-    """kube-scheduler's `VolumeBindingArgs` (`shape` is for StorageCapacityScoring, a gate
-    that is off in v1.35 and not offered here)."""
+    """kube-scheduler's `VolumeBindingArgs`. `shape` belongs to StorageCapacityScoring, an
+    alpha feature gate that is off in v1.35: kube-scheduler then refuses the field, and so
+    does ascheduler, which does not offer the gate."""
 
     bind_timeout_seconds: int = 600
+    shape: tuple[UtilizationShapePoint, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.shape is not None:
+            raise PluginArgsError(
+                "shape: unexpected field `shape`, remove it (it needs the feature gate "
+                "StorageCapacityScoring, alpha and off by default, which ascheduler does not "
+                "offer)"
+            )
         if self.bind_timeout_seconds < 0:
             raise PluginArgsError(
                 "bindTimeoutSeconds: invalid BindTimeoutSeconds, should not be a negative value"

@@ -11,6 +11,7 @@ import pytest
 
 from ascheduler.cache import Cache
 from ascheduler.framework import ClusterEvent, Code, CycleState
+from ascheduler.framework.errors import ConfigError
 from ascheduler.model import parse_pod
 from ascheduler.model.storage import (
     BIND_COMPLETED,
@@ -22,6 +23,7 @@ from ascheduler.model.storage import (
     parse_storage_class,
     parse_volume,
 )
+from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.volumebinding import (
     REASON_BIND_CONFLICT,
     REASON_NO_SPACE,
@@ -459,3 +461,12 @@ def test_hints_follow_kube_schedulers() -> None:
     assert not hint(waiting, csi_update, driver("other.csi", True), driver("other.csi", False))
 
     assert hint(waiting, ClusterEvent.VOLUME_ADD, None, parse_volume({"metadata": {"name": "v"}}))
+
+
+def test_args_refuse_a_shape_and_a_negative_timeout_as_kube_scheduler_does() -> None:
+    registration = IN_TREE[NAME]
+    assert registration.decode_args({"bindTimeoutSeconds": 5}, "args").bind_timeout_seconds == 5
+    with pytest.raises(ConfigError, match=r"args\.shape: unexpected field `shape`"):
+        registration.decode_args({"shape": [{"utilization": 0, "score": 10}]}, "args")
+    with pytest.raises(ConfigError, match="bindTimeoutSeconds: invalid BindTimeoutSeconds"):
+        registration.decode_args({"bindTimeoutSeconds": -1}, "args")
