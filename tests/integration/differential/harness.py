@@ -8,11 +8,12 @@ and the scenario's nodes get a prefix, so runs never see each other's pods; node
 pod (nodeName, hostname selectors, matchFields) and namespaces in affinity terms are rewritten.
 
 Each pod is created once the previous one is decided (bound, or `PodScheduled=False`), so
-both schedulers see the same sequence. Where ascheduler breaks a tie (equal best scores, as
-its dry run finds them) differently from kube-scheduler, the pod is moved to kube-scheduler's
-node before the next one, so both runs go on from the same cluster. An `independent` scenario
-deletes each pod after its decision: every pod meets the same base state (the randomised mode
-runs that way).
+both schedulers see the same sequence. Controllers (a StatefulSet) are created with the run's
+scheduler in their pod template, and the pods they make are decided in the order they come.
+Where ascheduler breaks a tie (equal best scores, as its dry run finds them) differently
+from kube-scheduler, the pod is moved to kube-scheduler's node before the next one, so both
+runs go on from the same cluster. An `independent` scenario deletes each pod after its
+decision: every pod meets the same base state (the randomised mode runs that way).
 
 Compared per pod: bound or pending; the node, unless the scenario says a tie may place the
 pod anywhere among equals (`ties`) or the dry run finds a tie; for pending pods the
@@ -160,6 +161,13 @@ class Scenario:
     storage: Sequence[tuple[str, Json]] = ()
     #: CSINodes of logical nodes: driver -> `allocatable.count` (None: the driver, no count).
     csi_nodes: Mapping[str, Mapping[str, int | None]] = field(default_factory=dict)
+    #: Controllers (collection as in `objects`, body) whose pods the scheduler under test
+    #: places: their pod template gets its name, their claim templates the run's classes.
+    controllers: Sequence[tuple[str, Json]] = ()
+    #: The pods the controllers create (logical namespace "default"), decided in this order
+    #: after the existing pods and before `pods`; no dry run for them (they are not ours to
+    #: show it before they exist).
+    controlled: Sequence[str] = ()
     #: Claims (logical namespace/name) the volume controller must have bound before the
     #: pods come.
     bound_claims: Sequence[str] = ()
@@ -183,6 +191,10 @@ class Scenario:
     @property
     def id(self) -> str:
         return hashlib.sha1(self.name.encode()).hexdigest()[:6]
+
+    def decided(self) -> list[str]:
+        """Every pod whose outcome the runs compare, in the order they are decided."""
+        return [*self.controlled, *(raw["metadata"]["name"] for raw in self.pods)]
 
 
 @dataclass(frozen=True)
@@ -306,6 +318,20 @@ class Runner:
             spec["volumeName"] = self.cluster_name(s, run, spec["volumeName"])
         return body
 
+    def _rewrite_controller(self, s: Scenario, run: str, obj: Json, scheduler: str) -> Json:
+        body = copy.deepcopy(obj)
+        body["metadata"].pop("namespace", None)
+        spec = body["spec"]
+        template = spec["template"]
+        template["spec"] = self._rewrite(s, run, {"spec": template["spec"]}, scheduler)["spec"]
+        for claim_template in spec.get("volumeClaimTemplates") or []:
+            claim_spec = claim_template.get("spec") or {}
+            if claim_spec.get("storageClassName"):
+                claim_spec["storageClassName"] = self.cluster_name(
+                    s, run, claim_spec["storageClassName"]
+                )
+        return body
+
     def _rewrite(self, s: Scenario, run: str, obj: Json, scheduler: str | None) -> Json:
         if obj.get("kind") == "PersistentVolumeClaim":
             body = self._rewrite_storage(s, run, "PersistentVolumeClaim", obj)
@@ -402,6 +428,15 @@ class Runner:
 
     async def cleanup(self, s: Scenario, run: str) -> None:
         """Every pod of the run deleted (and gone), its namespaces and storage deleted."""
+        for path, obj in s.controllers:
+            ns = self.namespace(s, run, obj["metadata"].get("namespace", "default"))
+            try:
+                await self.kube.request(
+                    "DELETE", f"{self._collection(path, ns)}/{obj['metadata']['name']}"
+                )
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
         for kind, obj in s.storage:
             path = _STORAGE_PATHS[kind]
             try:
@@ -422,12 +457,22 @@ class Runner:
                 if not exc.not_found and exc.status != 409:  # gone, or already going
                     raise
 
-    async def _decision(self, namespace: str, name: str) -> Outcome:
+    async def _decision(self, namespace: str, name: str, *, appears: bool = False) -> Outcome:
+        """The pod's placement or PodScheduled=False; with `appears`, the pod may not exist
+        yet (a controller creates it)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + DECISION_TIMEOUT
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         while True:
-            pod = await self.kube.get(path)
+            try:
+                pod = await self.kube.get(path)
+            except ApiError as exc:
+                if not (appears and exc.not_found):
+                    raise
+                if loop.time() > deadline:
+                    return Outcome("", "(never created)", f"after {DECISION_TIMEOUT:.0f}s")
+                await asyncio.sleep(0.05)
+                continue
             if pod["spec"].get("nodeName"):
                 return Outcome(str(pod["spec"]["nodeName"]))
             status = pod.get("status", {})
@@ -580,6 +625,14 @@ class Runner:
             await self.kube.post(f"/api/v1/namespaces/{ns}/pods", self._rewrite(s, run, raw, None))
         await self._settle_budgets(s, run)
         outcomes: dict[str, Outcome] = {}
+        for path, obj in s.controllers:
+            ns = self.namespace(s, run, obj["metadata"].get("namespace", "default"))
+            body = self._rewrite_controller(s, run, obj, scheduler)
+            await self.kube.post(self._collection(path, ns), body)
+        for name in s.controlled:
+            got = await self._decision(self.namespace(s, run, "default"), name, appears=True)
+            node = self.logical_node(s, got.node) if got.node else ""
+            outcomes[name] = Outcome(node, got.reason, got.message)
         for raw in s.pods:
             name = raw["metadata"]["name"]
             ns = self.namespace(s, run, raw["metadata"].get("namespace", "default"))
@@ -644,8 +697,7 @@ class Comparison:
 
 def compare(s: Scenario, kube: Mapping[str, Outcome], ours: Mapping[str, Outcome]) -> Comparison:
     out = Comparison()
-    for raw in s.pods:
-        name = raw["metadata"]["name"]
+    for name in s.decided():
         k, a = kube[name], ours[name]
         # The nominated node and the first failure are compared where both runs saw one.
         seen = bool(k.reason and a.reason)

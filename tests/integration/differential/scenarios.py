@@ -889,3 +889,67 @@ SCENARIOS += [
         independent=True,
     ),
 ]
+
+
+def stateful_set(name: str, replicas: int, klass: str, size: str = "1Gi") -> tuple[str, Json]:
+    """A StatefulSet of pause pods, one claim of `klass` each (`data-<name>-<i>`)."""
+    labels = {"app": name}
+    template = pause(name, labels=labels)
+    body: Json = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    **template["spec"],
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {
+                            **template["spec"]["containers"][0],
+                            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                        }
+                    ],
+                },
+            },
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "data"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": klass,
+                        "resources": {"requests": {"storage": size}},
+                    },
+                }
+            ],
+        },
+    }
+    return ("apps/v1/statefulsets", body)
+
+
+SCENARIOS += [
+    Scenario(
+        "volumes: a StatefulSet with WaitForFirstConsumer local volumes on several nodes",
+        nodes=[
+            # Less room: the resource scores prefer b while both have a volume.
+            fake_node("a", zone="z1", cpu="1", memory="2Gi"),
+            fake_node("b", zone="z1"),
+            fake_node("c", zone="z2"),
+        ],
+        storage=[
+            storage_class("local"),
+            volume("a-1g", node="a", size="1Gi"),
+            volume("b-5g", node="b", size="5Gi"),
+            volume("c-small", node="c", size="100Mi"),
+        ],
+        controllers=[stateful_set("web", 3, "local")],
+        # web-0 on b (its volume bound there by the controller), web-1 on a, the only node
+        # with a volume left; web-2 finds none.
+        controlled=["web-0", "web-1", "web-2"],
+        pods=[],
+    ),
+]
