@@ -124,6 +124,7 @@ def build_frameworks(
             storage=cache.storage,
             attachments=cache.attachments,
             nominator=nominator,
+            features=config.features,
         )
         fw = Framework(
             spec,

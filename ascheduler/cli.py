@@ -114,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve this schedulerName with the default plugins (repeatable; default: ascheduler)",
     )
     run.add_argument(
+        "--feature-gates",
+        default=None,
+        metavar="GATES",
+        help="kube-scheduler's feature gates ascheduler knows, e.g. StorageCapacityScoring=true",
+    )
+    run.add_argument(
         "--binding-concurrency",
         type=int,
         default=None,
@@ -309,6 +315,7 @@ def _run(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig,
         scheduler_names=tuple(args.scheduler_names) if args.scheduler_names else None,
         binding_concurrency=args.binding_concurrency,
+        feature_gates=args.feature_gates,
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
         http_address=args.http_address,
         leader_elect=args.leader_elect,

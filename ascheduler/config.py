@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import yaml
 
+from ascheduler import features
 from ascheduler.binding.binder import (
     DEFAULT_DEVICE_RESOURCES,
     POLICIES,
@@ -112,6 +113,8 @@ class SchedulerConfig:
     shutdown_grace: float = 30.0
     #: kube-scheduler's HTTP extenders, consulted after the plugins.
     extenders: tuple[ExtenderConfig, ...] = ()
+    #: The feature gates on (`--feature-gates`).
+    features: frozenset[str] = field(default_factory=features.defaults)
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,7 @@ class Overrides:
     node_lock_key: str | None = None
     node_lock_timeout: str | None = None
     annotation_prefix: str | None = None
+    feature_gates: str | None = None
 
 
 #: What `ascheduler run` without a file starts from: kube-scheduler's defaults, but leader
@@ -175,6 +179,11 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
                 f"--binding-concurrency: must be at least 1, got {o.binding_concurrency}"
             )
         changes["binding_concurrency"] = o.binding_concurrency
+    if o.feature_gates is not None:
+        try:
+            changes["features"] = features.parse_gates(o.feature_gates)
+        except ValueError as exc:
+            problems.append(f"--feature-gates: {exc}")
     if o.percentage_of_nodes_to_score is not None:
         if not 0 <= o.percentage_of_nodes_to_score <= 100:
             problems.append(

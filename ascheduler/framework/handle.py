@@ -53,5 +53,7 @@ class Handle:
     attachments: AttachedVolumes | None = None
     #: Pods nominated to nodes (shared by every profile).
     nominator: Nominator = field(default_factory=Nominator)
+    #: The feature gates on (`--feature-gates`).
+    features: frozenset[str] = frozenset()
     #: The profile's Filters (set by the Framework this handle is built into).
     filters: FilterRunner | None = None

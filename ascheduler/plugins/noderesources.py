@@ -78,6 +78,22 @@ def _trunc_div(num: IntArray, den: IntArray | int) -> IntArray:
     return np.where((num < 0) != (np.asarray(den) < 0), -q, q)
 
 
+def broken_linear(shape: Sequence[tuple[int, int]], util: IntArray) -> IntArray:
+    """kube-scheduler's BuildBrokenLinearFunction over `shape` ((utilization, score) points,
+    utilization increasing), elementwise, with Go's integer arithmetic."""
+    out = np.full(util.shape, shape[-1][1], dtype=np.int64)
+    done = np.zeros(util.shape, dtype=np.bool_)
+    for i, (u, s) in enumerate(shape):
+        hit = ~done & (util <= u)
+        if i == 0:
+            out[hit] = s
+        else:
+            pu, ps = shape[i - 1]
+            out[hit] = ps + _trunc_div((s - ps) * (util[hit] - pu), u - pu)
+        done |= hit
+    return out
+
+
 _DEFAULT_RESOURCES: Final = (ResourceSpec("cpu", 1), ResourceSpec("memory", 1))
 
 
@@ -413,18 +429,7 @@ class NodeResourcesFit(WhatIfFilterPlugin, RowLocalScorePlugin):
         return shape[-1][1]
 
     def _broken_linear(self, util: IntArray) -> IntArray:
-        shape = self.shape
-        out = np.full(util.shape, shape[-1][1], dtype=np.int64)
-        done = np.zeros(util.shape, dtype=np.bool_)
-        for i, (u, s) in enumerate(shape):
-            hit = ~done & (util <= u)
-            if i == 0:
-                out[hit] = s
-            else:
-                pu, ps = shape[i - 1]
-                out[hit] = ps + _trunc_div((s - ps) * (util[hit] - pu), u - pu)
-            done |= hit
-        return out
+        return broken_linear(self.shape, util)
 
 
 class NodeResourcesBalancedAllocation(PreScorePlugin, RowLocalScorePlugin):

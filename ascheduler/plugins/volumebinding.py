@@ -36,9 +36,11 @@ from typing import Any, Final
 
 import numpy as np
 
-from ascheduler.framework.errors import PluginArgsError
+from ascheduler.features import STORAGE_CAPACITY_SCORING
+from ascheduler.framework.errors import ConfigError, PluginArgsError
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
+    MAX_NODE_SCORE,
     SKIP,
     SUCCESS,
     ClusterEvent,
@@ -49,9 +51,11 @@ from ascheduler.framework.interface import (
     PreBindPlugin,
     PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
     QueueingHintPlugin,
     Rejection,
     ReservePlugin,
+    ScorePlugin,
     Status,
     slot_released,
 )
@@ -76,7 +80,11 @@ from ascheduler.model.storage import (
 )
 from ascheduler.model.topology import LabelSelector
 from ascheduler.model.volumes import CLAIM, CSI, EPHEMERAL, names_claim
-from ascheduler.plugins.noderesources import UtilizationShapePoint
+from ascheduler.plugins.noderesources import (
+    MAX_CUSTOM_SCORE,
+    UtilizationShapePoint,
+    broken_linear,
+)
 
 NAME: Final = "VolumeBinding"
 REASON_NODE_CONFLICT: Final = "node(s) didn't match PersistentVolume's node affinity"
@@ -93,24 +101,32 @@ POLL_INTERVAL: Final = 1.0
 
 @dataclass(frozen=True, slots=True)
 class VolumeBindingArgs:
-    """kube-scheduler's `VolumeBindingArgs`. `shape` belongs to StorageCapacityScoring, an
-    alpha feature gate that is off in v1.35: kube-scheduler then refuses the field, and so
-    does ascheduler, which does not offer the gate."""
+    """kube-scheduler's `VolumeBindingArgs`. `shape` (utilization -> score points) is for
+    the StorageCapacityScoring feature gate (alpha, off in v1.35): without the gate it is
+    refused when the plugin is built, as kube-scheduler refuses it; with it, it defaults to
+    0% -> 10, 100% -> 0."""
 
     bind_timeout_seconds: int = 600
     shape: tuple[UtilizationShapePoint, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.shape is not None:
-            raise PluginArgsError(
-                "shape: unexpected field `shape`, remove it (it needs the feature gate "
-                "StorageCapacityScoring, alpha and off by default, which ascheduler does not "
-                "offer)"
-            )
         if self.bind_timeout_seconds < 0:
             raise PluginArgsError(
                 "bindTimeoutSeconds: invalid BindTimeoutSeconds, should not be a negative value"
             )
+        shape = self.shape or ()
+        for i in range(1, len(shape)):
+            if shape[i - 1].utilization >= shape[i].utilization:
+                raise PluginArgsError(
+                    f"shape[{i}].utilization: values must be sorted in increasing order"
+                )
+
+
+#: StorageCapacityScoring's default shape: emptier volumes score higher.
+DEFAULT_SHAPE: Final = ((0, MAX_CUSTOM_SCORE), (100, 0))
+SHAPE_REFUSED: Final = (
+    "shape: unexpected field `shape`, remove it or turn on the feature gate StorageCapacityScoring"
+)
 
 
 def _version(obj: Any) -> int:
@@ -208,13 +224,31 @@ def capacity_limit(capacity: StorageCapacity) -> int | None:
 
 
 class VolumeBinding(
-    PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin, QueueingHintPlugin
+    PreFilterPlugin,
+    FilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    QueueingHintPlugin,
 ):
     name = NAME
 
-    def __init__(self, args: VolumeBindingArgs, handle: Handle) -> None:
+    def __init__(
+        self,
+        args: VolumeBindingArgs,
+        handle: Handle,
+        *,
+        shape: tuple[tuple[int, int], ...] | None = None,
+    ) -> None:
         self.args = args
         self.handle = handle
+        #: StorageCapacityScoring's points, scores scaled to 0..100; None: no Score.
+        self.shape = (
+            None
+            if shape is None
+            else tuple((u, v * (MAX_NODE_SCORE // MAX_CUSTOM_SCORE)) for u, v in shape)
+        )
 
     # -- queueing hints (kube-scheduler's) ---------------------------------------------------
 
@@ -437,6 +471,97 @@ class VolumeBinding(
                 choice[free] = i
                 taken[volume.name] = free if already is None else already | free
         return _Match(claim, ordered, choice)
+
+    # -- Score (StorageCapacityScoring) ------------------------------------------------------
+
+    def pre_score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> Status:
+        """Skipped without the gate, and for a pod with no claim left to bind (its scores
+        would all be 0)."""
+        s: _State | None = state.read(NAME)
+        if self.shape is None or s is None or not (s.matches or s.selected):
+            return SKIP
+        return SUCCESS
+
+    def score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> IntArray:
+        """kube-scheduler's: on a node where some claim gets a static volume, per class the
+        claims' requests against those volumes' capacities; elsewhere, per class, the
+        requests of the claims to provision against the node's CSIStorageCapacity. Each
+        class scores the shape at its utilization (100% when over or without capacity); the
+        node, the rounded mean over its classes."""
+        s: _State = state.read(NAME)
+        assert self.shape is not None
+        k = len(feasible)
+        static = np.zeros(k, dtype=np.bool_)
+        by_class: dict[str, list[IntArray]] = {}
+
+        def entry(table: dict[str, list[IntArray]], name: str) -> list[IntArray]:
+            if name not in table:
+                zero = np.zeros(k, dtype=np.int64)
+                table[name] = [zero, zero.copy(), zero.copy()]
+            return table[name]
+
+        for match in s.matches:
+            choice = match.choice[feasible]
+            hit = choice >= 0
+            if not hit.any():
+                continue
+            sizes = np.array([v.capacity for v in match.volumes], dtype=np.int64)
+            e = entry(by_class, match.claim.class_name)
+            e[0] += np.where(hit, match.claim.request, 0)
+            e[1] += np.where(hit, sizes[np.maximum(choice, 0)], 0)
+            e[2] |= hit
+            static |= hit
+        dynamic: dict[str, list[IntArray]] = {}
+        needs = [(c, np.ones(k, dtype=np.bool_)) for c in s.selected]
+        needs += [(m.claim, m.choice[feasible] < 0) for m in s.matches]
+        for claim, where in needs:
+            has, size = self._node_capacity(claim, nodes)
+            here = where & ~static & has[feasible]
+            if not here.any():
+                continue
+            e = entry(dynamic, claim.class_name)
+            e[0] += np.where(here, claim.request, 0)
+            e[1] = np.where(here, size[feasible], e[1])
+            e[2] |= here
+        total = np.zeros(k, dtype=np.int64)
+        classes = np.zeros(k, dtype=np.int64)
+        for table, rows in ((by_class, static), (dynamic, ~static)):
+            for requested, capacity, present in table.values():
+                counted = (present > 0) & rows
+                over = (capacity == 0) | (requested > capacity)
+                util = np.where(over, 100, requested * 100 // np.maximum(capacity, 1))
+                total += np.where(counted, broken_linear(self.shape, util), 0)
+                classes += counted
+        # Go's math.Round of the mean: half away from zero (everything here is >= 0).
+        mean = (2 * total + classes) // np.maximum(2 * classes, 1)
+        return np.where(classes > 0, mean, 0)
+
+    def _node_capacity(self, claim: VolumeClaim, nodes: NodeTable) -> tuple[BoolArray, IntArray]:
+        """Per row, whether a CSIStorageCapacity admits the claim there and that capacity's
+        `capacity` (0 when it gives none): the first such object by namespace/name, where
+        kube-scheduler takes the first its lister returns."""
+        n = nodes.n
+        has = np.zeros(n, dtype=np.bool_)
+        size = np.zeros(n, dtype=np.int64)
+        storage = self.handle.storage
+        klass = storage.storage_class(claim.class_name)
+        if klass is None or not claim.request:
+            return has, size
+        driver = storage.csi_driver(klass.provisioner)
+        if driver is None or not driver.storage_capacity:
+            return has, size
+        for capacity in sorted(storage.capacities_of_class(klass.name), key=lambda c: c.key):
+            limit = capacity_limit(capacity)
+            if limit is None or limit < claim.request or capacity.node_topology is None:
+                continue
+            new = self._selected(nodes, capacity.node_topology) & ~has
+            size[new] = capacity.capacity or 0
+            has |= new
+        return has, size
 
     def _provisionable(self, claim: VolumeClaim, nodes: NodeTable) -> tuple[BoolArray, BoolArray]:
         """(rows where the claim's class can provision it, rows with room for it)."""
@@ -669,7 +794,12 @@ def _check_affinity(pv: Volume, node: str, labels: Any) -> None:
 
 
 def new(args: VolumeBindingArgs, handle: Handle) -> VolumeBinding:
-    return VolumeBinding(args, handle)
+    if STORAGE_CAPACITY_SCORING not in handle.features:
+        if args.shape is not None:
+            raise ConfigError([SHAPE_REFUSED])
+        return VolumeBinding(args, handle)
+    points = tuple((p.utilization, p.score) for p in args.shape or ()) or DEFAULT_SHAPE
+    return VolumeBinding(args, handle, shape=points)
 
 
 REGISTRATION: Final = Registration(

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
@@ -41,6 +42,7 @@ from ascheduler.config import parse as parse_config
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes, fake_node_body, wait_nodes_ready
 from ascheduler.devcluster.plane import FAKE_NODE_ANNOTATION
+from ascheduler.features import parse_gates
 from ascheduler.framework.objects import parse_namespace, parse_selecting
 from ascheduler.kube import ApiError, KubeClient
 from ascheduler.model import parse_node, parse_pod
@@ -180,6 +182,9 @@ class Scenario:
     #: A profile's `pluginConfig` (and other fields) both schedulers run this scenario with;
     #: None: the default profile.
     profile: Mapping[str, Any] | None = None
+    #: `--feature-gates` both schedulers run this scenario with (a pair of its own, as for
+    #: `profile`).
+    feature_gates: str = ""
     #: Pods may preempt: a pod nominated to a node is waited for until it is bound there, and
     #: the nominated node and the existing pods evicted for it are compared too.
     preemption: bool = False
@@ -229,14 +234,16 @@ class Runner:
         """(kube-scheduler's, ascheduler's) schedulerName for the scenario: the shared pair,
         or, for a scenario with `profile`, a pair started with it (the same profile for
         both: kube-scheduler's file, ascheduler's `--config`) and stopped after."""
-        if s.profile is None:
+        if s.profile is None and not s.feature_gates:
             yield KUBE, ASCHEDULER
             return
         assert self.plane is not None, "a scenario with a profile needs the plane"
         kube_name, ours_name = f"{KUBE}-{s.id}", f"{ASCHEDULER}-{s.id}"
-        profile = {**s.profile, "plugins": KUBE_PROFILE["plugins"]}
+        own = dict(s.profile or {})
+        profile = {**own, "plugins": KUBE_PROFILE["plugins"]}
+        gates = [f"--feature-gates={s.feature_gates}"] if s.feature_gates else []
         kube = self.plane.start_kube_scheduler(
-            name=kube_name, scheduler_name=kube_name, profile=profile
+            name=kube_name, scheduler_name=kube_name, profile=profile, extra_args=gates
         )
         config = self.plane.state_dir / f"{ours_name}.yaml"
         config.write_text(
@@ -244,11 +251,13 @@ class Runner:
                 {
                     "apiVersion": "kubescheduler.config.k8s.io/v1",
                     "kind": "KubeSchedulerConfiguration",
-                    "profiles": [{"schedulerName": ours_name, **s.profile}],
+                    "profiles": [{"schedulerName": ours_name, **own}],
                 }
             )
         )
-        ours = self.plane.start_ascheduler(ours_name, "--config", str(config), "--no-leader-elect")
+        ours = self.plane.start_ascheduler(
+            ours_name, "--config", str(config), "--no-leader-elect", *gates
+        )
         try:
             yield kube_name, ours_name
         finally:
@@ -592,6 +601,8 @@ class Runner:
                 "profiles": [{"schedulerName": "dry-run", **s.profile}],
             }
             config = parse_config(document, IN_TREE)
+        if s.feature_gates:
+            config = dataclasses.replace(config, features=parse_gates(s.feature_gates))
         framework = next(iter(build_frameworks(config, IN_TREE, cache, None).values()))
         probe = copy.deepcopy(pod_body)
         probe["metadata"]["uid"] = "dry-run"

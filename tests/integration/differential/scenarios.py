@@ -953,3 +953,28 @@ SCENARIOS += [
         pods=[],
     ),
 ]
+
+
+SCENARIOS += [
+    Scenario(
+        "volumes: StorageCapacityScoring prefers the emptiest volume",
+        nodes=THREE,
+        feature_gates="StorageCapacityScoring=true",
+        storage=[
+            storage_class("local"),
+            volume("a-2g", node="a", size="2Gi"),
+            volume("b-10g", node="b", size="10Gi"),
+            volume("c-4g", node="c", size="4Gi"),
+            volume("c-1g", node="c", size="1Gi"),
+        ],
+        objects=[claim("first"), claim("second"), claim("third")],
+        pods=[
+            # 1Gi: 50% of a's, 10% of b's, 100% of c's smallest (smallest fit): b.
+            with_claims("first", "first"),
+            # b's is taken: a at 50%, c at 100%: a.
+            with_claims("second", "second"),
+            # Only c has volumes left.
+            with_claims("third", "third"),
+        ],
+    ),
+]

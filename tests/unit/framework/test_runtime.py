@@ -111,6 +111,8 @@ def test_default_profile_order_and_weights() -> None:
         "InterPodAffinity": 2,
         "NodeResourcesBalancedAllocation": 1,
         "ImageLocality": 1,
+        # (its PreScore skips it unless the StorageCapacityScoring gate is on)
+        "VolumeBinding": 1,
     }
 
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from ascheduler.cache import Cache
+from ascheduler.features import STORAGE_CAPACITY_SCORING
 from ascheduler.framework import ClusterEvent, Code, CycleState
 from ascheduler.framework.errors import ConfigError
+from ascheduler.framework.handle import Handle
 from ascheduler.model import parse_pod
 from ascheduler.model.storage import (
     BIND_COMPLETED,
@@ -466,7 +469,107 @@ def test_hints_follow_kube_schedulers() -> None:
 def test_args_refuse_a_shape_and_a_negative_timeout_as_kube_scheduler_does() -> None:
     registration = IN_TREE[NAME]
     assert registration.decode_args({"bindTimeoutSeconds": 5}, "args").bind_timeout_seconds == 5
-    with pytest.raises(ConfigError, match=r"args\.shape: unexpected field `shape`"):
-        registration.decode_args({"shape": [{"utilization": 0, "score": 10}]}, "args")
     with pytest.raises(ConfigError, match="bindTimeoutSeconds: invalid BindTimeoutSeconds"):
         registration.decode_args({"bindTimeoutSeconds": -1}, "args")
+    shape = [{"utilization": 0, "score": 10}, {"utilization": 0, "score": 5}]
+    with pytest.raises(ConfigError, match=r"shape\[1\]\.utilization: values must be sorted"):
+        registration.decode_args({"shape": shape}, "args")
+    with pytest.raises(ConfigError, match=r"score: must be an integer in 0\.\.10"):
+        registration.decode_args({"shape": [{"utilization": 0, "score": 11}]}, "args")
+    # A shape without the gate: refused when the plugin is built, kube-scheduler's words.
+    with pytest.raises(ConfigError, match="unexpected field `shape`, remove it or turn on"):
+        scoring(cluster(), {"shape": [{"utilization": 0, "score": 10}]}, gate=False)
+
+
+# -- Score (StorageCapacityScoring) -------------------------------------------------------------
+
+
+def scoring(cache: Cache, args: dict[str, Any] | None = None, *, gate: bool = True) -> Any:
+    registration = IN_TREE[NAME]
+    handle = Handle(
+        nodes=cache.table,
+        objects=cache.objects,
+        storage=cache.storage,
+        attachments=cache.attachments,
+        features=frozenset({STORAGE_CAPACITY_SCORING}) if gate else frozenset(),
+    )
+    return registration.build(registration.decode_args(args, "args"), handle)
+
+
+def scores(plugin: Any, raw: dict[str, Any], cache: Cache) -> dict[str, int] | None:
+    """PreFilter, Filter, PreScore and Score on one cycle state, over the nodes the Filter
+    keeps; None when PreScore skips."""
+    state = CycleState()
+    info = parse_pod(raw)
+    _, status = plugin.pre_filter(state, info, cache.table)
+    if status.code is Code.SKIP:
+        return None
+    result = plugin.filter(state, info, cache.table)
+    rejected = np.zeros(cache.table.n, dtype=np.bool_) if result is None else result.rejected
+    rows = np.flatnonzero(~rejected)
+    if plugin.pre_score(state, info, cache.table, rows).code is Code.SKIP:
+        return None
+    got = plugin.score(state, info, cache.table, rows)
+    return {cache.table.names[r]: int(v) for r, v in zip(rows, got, strict=True)}
+
+
+def test_without_the_gate_or_a_claim_to_bind_there_is_no_score() -> None:
+    cache = cluster()
+    local_pv(cache, "pv-a", "a", "2Gi")
+    claim(cache, "data")
+    assert scores(make_plugin(NAME, cache), using("data"), cache) is None
+    assert scores(scoring(cache), pod("plain", namespace="ns"), cache) is None
+
+
+def test_static_bindings_score_the_volume_s_emptiness_per_class() -> None:
+    cache = cluster()
+    local_pv(cache, "pv-a", "a", "2Gi")
+    local_pv(cache, "pv-b", "b", "10Gi")
+    local_pv(cache, "pv-c", "c", "1Gi")
+    claim(cache, "data")
+    # Default shape 0% -> 100, 100% -> 0: a 1Gi claim fills half of a's, a tenth of b's.
+    assert scores(scoring(cache), using("data"), cache) == {"a": 50, "b": 90, "c": 0}
+    # A shape of its own (scores 0..10, scaled to 0..100), integer arithmetic as Go's.
+    shape = [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]
+    assert scores(scoring(cache, {"shape": shape}), using("data"), cache) == {
+        "a": 50,
+        "b": 10,
+        "c": 100,
+    }
+    # Two claims of one class on a node: their requests against their volumes' sum.
+    local_pv(cache, "pv-b2", "b", "3Gi")
+    claim(cache, "more", size="3Gi")
+    # b: (1 + 3) / (10 + 3) = 30%; a, c: no volume for the 3Gi claim (filtered out).
+    assert scores(scoring(cache), using("data", "more"), cache) == {"b": 70}
+
+
+def test_provisioned_claims_score_the_node_s_storage_capacity() -> None:
+    cache = cluster()
+    claim(cache, "dyn", klass="fast", size="5Gi")
+    add(
+        cache,
+        "CSIDriver",
+        parse_csi_driver(
+            {"metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": True}}
+        ),
+    )
+    for name, host, size, maximum in (
+        ("cap-a", "a", "10Gi", None),
+        ("cap-b", "b", "8Gi", "6Gi"),
+    ):
+        body: dict[str, Any] = {
+            "metadata": {"namespace": "kube-system", "name": name},
+            "storageClassName": "fast",
+            "capacity": size,
+            "nodeTopology": {"matchLabels": {HOST: host}},
+        }
+        if maximum:
+            body["maximumVolumeSize"] = maximum
+        add(cache, "CSIStorageCapacity", parse_capacity(body))
+    # 5Gi of a's 10Gi: 50%; of b's 8Gi (the capacity, not the maximum size): 62% -> 38.
+    assert scores(scoring(cache), using("dyn"), cache) == {"a": 50, "b": 38}
+    # A static volume on a node wins over provisioning there: only it is scored (full: 0;
+    # with the provisioned class too it would be the mean, 25). b has no volume: filtered.
+    local_pv(cache, "pv-a", "a", "1Gi")
+    claim(cache, "data")
+    assert scores(scoring(cache), using("dyn", "data"), cache) == {"a": 0}
