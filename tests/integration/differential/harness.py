@@ -61,6 +61,8 @@ KUBE_PROFILE: Mapping[str, Any] = {
     "plugins": {"postFilter": {"disabled": [{"name": "DynamicResources"}]}}
 }
 DECISION_TIMEOUT = 30.0
+#: Reasons the harness gives a pod nobody decided.
+UNDECIDED = ("(no decision)", "(never created)")
 #: Cluster-scoped storage kinds a scenario may have, and where they are created.
 _STORAGE_PATHS: Mapping[str, str] = {
     "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
@@ -710,6 +712,13 @@ def compare(s: Scenario, kube: Mapping[str, Outcome], ours: Mapping[str, Outcome
     out = Comparison()
     for name in s.decided():
         k, a = kube[name], ours[name]
+        if k.reason in UNDECIDED or a.reason in UNDECIDED:
+            # Neither run decided it (a controller never made it, or no condition came): that
+            # both "agree" says nothing.
+            out.disagreements.append(
+                f"{name}: kube-scheduler {k.describe()}; ascheduler {a.describe()}"
+            )
+            continue
         # The nominated node and the first failure are compared where both runs saw one.
         seen = bool(k.reason and a.reason)
         if s.preemption and (
