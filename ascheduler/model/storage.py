@@ -16,6 +16,7 @@ from typing import Any, Final
 from ascheduler.model.affinity import NodeSelectorTerm, SpecError, parse_term
 from ascheduler.model.quantity import QuantityError, parse_value
 from ascheduler.model.topology import NOTHING, LabelSelector, parse_selector
+from ascheduler.model.volumes import string_field
 
 #: The annotations kube-scheduler and the persistentvolume controller read and write.
 SELECTED_NODE: Final = "volume.kubernetes.io/selected-node"
@@ -486,21 +487,11 @@ def parse_volume_attachment(obj: Any) -> VolumeAttachment:
     meta = _meta(obj)
     spec = _section(obj, "spec", errors)
     source = _section(spec, "source", errors)
-
-    def text(raw: Mapping[str, Any], key: str, path: str) -> str:
-        value = raw.get(key)
-        if value is None:
-            return ""
-        if not isinstance(value, str):
-            errors.append(f"{path}: expected a string, got {value!r}")
-            return ""
-        return value
-
     return VolumeAttachment(
         name=str(meta.get("name", "")),
         resource_version=str(meta.get("resourceVersion", "")),
-        attacher=text(spec, "attacher", "spec.attacher"),
-        node_name=text(spec, "nodeName", "spec.nodeName"),
-        volume_name=text(source, "persistentVolumeName", "spec.source.persistentVolumeName"),
+        attacher=string_field(spec, "attacher", "spec", errors),
+        node_name=string_field(spec, "nodeName", "spec", errors),
+        volume_name=string_field(source, "persistentVolumeName", "spec.source", errors),
         errors=tuple(errors),
     )

@@ -69,7 +69,7 @@ class PodVolume:
         )
 
 
-def _text(raw: Mapping[str, Any], key: str, path: str, errors: list[str]) -> str:
+def string_field(raw: Mapping[str, Any], key: str, path: str, errors: list[str]) -> str:
     value = raw.get(key)
     if value is None:
         return ""
@@ -93,7 +93,7 @@ def parse_volume(raw: Any, pod_name: str, path: str, errors: list[str]) -> PodVo
     if not isinstance(raw, Mapping):
         errors.append(f"{path}: expected an object")
         return None
-    name = _text(raw, "name", path, errors)
+    name = string_field(raw, "name", path, errors)
     if not name:
         errors.append(f"{path}.name: required")
         return None
@@ -107,7 +107,7 @@ def parse_volume(raw: Any, pod_name: str, path: str, errors: list[str]) -> PodVo
             return None
         read_only = _flag(source, "readOnly", where, errors)
         if kind == CLAIM:
-            claim = _text(source, "claimName", where, errors)
+            claim = string_field(source, "claimName", where, errors)
             if not claim:
                 errors.append(f"{where}.claimName: required")
                 return None
@@ -115,9 +115,9 @@ def parse_volume(raw: Any, pod_name: str, path: str, errors: list[str]) -> PodVo
         if kind == EPHEMERAL:
             return PodVolume(name, kind, claim=f"{pod_name}-{name}", read_only=read_only)
         if kind == CSI:
-            return PodVolume(name, kind, driver=_text(source, "driver", where, errors))
+            return PodVolume(name, kind, driver=string_field(source, "driver", where, errors))
         key = {GCE_PD: "pdName", AWS_EBS: "volumeID", ISCSI: "iqn", RBD: "image"}[kind]
-        disk = _text(source, key, where, errors)
+        disk = string_field(source, key, where, errors)
         if kind != RBD:
             return PodVolume(name, kind, read_only=read_only, disk=disk)
         monitors = source.get("monitors") or []
@@ -129,7 +129,7 @@ def parse_volume(raw: Any, pod_name: str, path: str, errors: list[str]) -> PodVo
             kind,
             read_only=read_only,
             disk=disk,
-            pool=_text(source, "pool", where, errors) or "rbd",
+            pool=string_field(source, "pool", where, errors) or "rbd",
             monitors=tuple(str(m) for m in monitors),
         )
     return PodVolume(name, OTHER)

@@ -165,3 +165,52 @@ def scheduler(
         yield record
     finally:
         plane.stop_process(record)
+
+
+def stateful_set_body(
+    name: str,
+    replicas: int,
+    pod_spec: dict[str, Any],
+    klass: str,
+    size: str,
+    *,
+    parallel: bool = False,
+) -> dict[str, Any]:
+    """A StatefulSet of `pod_spec` pods (label app=<name>), its first container mounting a
+    claim `data` of `klass` per replica (`data-<name>-<i>`)."""
+    labels = {"app": name}
+    spec: dict[str, Any] = {
+        "replicas": replicas,
+        "serviceName": name,
+        "selector": {"matchLabels": labels},
+        "template": {
+            "metadata": {"labels": labels},
+            "spec": {
+                **pod_spec,
+                "containers": [
+                    {
+                        **pod_spec["containers"][0],
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    }
+                ],
+            },
+        },
+        "volumeClaimTemplates": [
+            {
+                "metadata": {"name": "data"},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": klass,
+                    "resources": {"requests": {"storage": size}},
+                },
+            }
+        ],
+    }
+    if parallel:
+        spec["podManagementPolicy"] = "Parallel"
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name},
+        "spec": spec,
+    }

@@ -14,7 +14,13 @@ from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
 from ascheduler.kube import ApiError, KubeClient
 from tests.integration.conftest import NodeFactory
-from tests.integration.helpers import create_pods, eventually, get_pod, pause_pod
+from tests.integration.helpers import (
+    create_pods,
+    eventually,
+    get_pod,
+    pause_pod,
+    stateful_set_body,
+)
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -80,40 +86,8 @@ async def test_a_statefulset_gets_local_volumes_on_its_pods_nodes(
         size = "100Mi" if i == 3 else "1Gi"
         await local_volume(kube, storage, f"{namespace}-pv{i}", node, klass, size)
     template = pause_pod("x", cpu="10m", memory="10Mi")
-    set_body = {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": "db"},
-        "spec": {
-            "replicas": 3,
-            "serviceName": "db",
-            "podManagementPolicy": "Parallel",
-            "selector": {"matchLabels": {"app": "db"}},
-            "template": {
-                "metadata": {"labels": {"app": "db"}},
-                "spec": {
-                    **template["spec"],
-                    "volumes": [],
-                    "containers": [
-                        {
-                            **template["spec"]["containers"][0],
-                            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-                        }
-                    ],
-                },
-            },
-            "volumeClaimTemplates": [
-                {
-                    "metadata": {"name": "data"},
-                    "spec": {
-                        "accessModes": ["ReadWriteOnce"],
-                        "storageClassName": klass,
-                        "resources": {"requests": {"storage": "500Mi"}},
-                    },
-                }
-            ],
-        },
-    }
+    spec = {**template["spec"], "volumes": []}
+    set_body = stateful_set_body("db", 3, spec, klass, "500Mi", parallel=True)
     await kube.post(f"/apis/apps/v1/namespaces/{namespace}/statefulsets", set_body)
 
     async def placed() -> dict[str, str]:

@@ -15,6 +15,7 @@ from tests.integration.differential.harness import (
     fake_node,
     pause,
 )
+from tests.integration.helpers import stateful_set_body
 
 MB = 1024 * 1024
 
@@ -893,42 +894,8 @@ SCENARIOS += [
 
 def stateful_set(name: str, replicas: int, klass: str, size: str = "1Gi") -> tuple[str, Json]:
     """A StatefulSet of pause pods, one claim of `klass` each (`data-<name>-<i>`)."""
-    labels = {"app": name}
-    template = pause(name, labels=labels)
-    body: Json = {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "serviceName": name,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    **template["spec"],
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [
-                        {
-                            **template["spec"]["containers"][0],
-                            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-                        }
-                    ],
-                },
-            },
-            "volumeClaimTemplates": [
-                {
-                    "metadata": {"name": "data"},
-                    "spec": {
-                        "accessModes": ["ReadWriteOnce"],
-                        "storageClassName": klass,
-                        "resources": {"requests": {"storage": size}},
-                    },
-                }
-            ],
-        },
-    }
-    return ("apps/v1/statefulsets", body)
+    spec = {**pause(name)["spec"], "terminationGracePeriodSeconds": 0}
+    return ("apps/v1/statefulsets", stateful_set_body(name, replicas, spec, klass, size))
 
 
 SCENARIOS += [

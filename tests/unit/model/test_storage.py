@@ -18,6 +18,7 @@ from ascheduler.model.storage import (
     parse_csi_node,
     parse_storage_class,
     parse_volume,
+    parse_volume_attachment,
 )
 from ascheduler.model.topology import NOTHING
 
@@ -178,3 +179,45 @@ def test_csi_nodes_drivers_and_capacities() -> None:
     assert (capacity.capacity, capacity.maximum_volume_size) == (100 * 2**30, 20 * 2**30)
     assert capacity.node_topology is not None
     assert capacity.node_topology.matches({"h": "n1"})
+
+
+def test_volume_attachments_and_their_bad_fields() -> None:
+    va = parse_volume_attachment(
+        {
+            "metadata": {"name": "va", "resourceVersion": "4"},
+            "spec": {
+                "attacher": "d.csi",
+                "nodeName": "n1",
+                "source": {"persistentVolumeName": "pv-1"},
+            },
+        }
+    )
+    assert (va.name, va.attacher, va.node_name, va.volume_name, va.errors) == (
+        "va",
+        "d.csi",
+        "n1",
+        "pv-1",
+        (),
+    )
+    inline = parse_volume_attachment(
+        {"metadata": {"name": "i"}, "spec": {"attacher": "d", "source": {"inlineVolumeSpec": {}}}}
+    )
+    assert inline.volume_name == ""
+    assert inline.errors == ()
+    bad = parse_volume_attachment(
+        {"metadata": {"name": "b"}, "spec": {"attacher": 3, "nodeName": "n", "source": []}}
+    )
+    assert bad.attacher == ""
+    assert bad.errors == (
+        "source: expected an object",
+        "spec.attacher: expected a string, got 3",
+    )
+    csinode = parse_csi_node(
+        {
+            "metadata": {
+                "name": "n",
+                "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": "a,b"},
+            }
+        }
+    )
+    assert csinode.migrated_plugins == "a,b"
