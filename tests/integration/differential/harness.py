@@ -415,11 +415,15 @@ class Runner:
         paths = [f"{CSINODES}/{self.node_name(s, logical)}" for logical in s.csi_nodes]
         paths += [f"/api/v1/nodes/{self.node_name(s, raw['metadata']['name'])}" for raw in s.nodes]
         for path in paths:
-            try:
-                await self.kube.request("DELETE", path)
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
+            await self._delete(path)
+
+    async def _delete(self, path: str) -> None:
+        """DELETE `path`; already gone is fine."""
+        try:
+            await self.kube.request("DELETE", path)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
 
     async def _delete_pod(self, namespace: str, name: str) -> None:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
@@ -441,22 +445,10 @@ class Runner:
         """Every pod of the run deleted (and gone), its namespaces and storage deleted."""
         for path, obj in s.controllers:
             ns = self.namespace(s, run, obj["metadata"].get("namespace", "default"))
-            try:
-                await self.kube.request(
-                    "DELETE", f"{self._collection(path, ns)}/{obj['metadata']['name']}"
-                )
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
+            await self._delete(f"{self._collection(path, ns)}/{obj['metadata']['name']}")
         for kind, obj in s.storage:
-            path = _STORAGE_PATHS[kind]
-            try:
-                await self.kube.request(
-                    "DELETE", f"{path}/{self.cluster_name(s, run, obj['metadata']['name'])}"
-                )
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
+            name = self.cluster_name(s, run, obj["metadata"]["name"])
+            await self._delete(f"{_STORAGE_PATHS[kind]}/{name}")
         for logical in s.namespaces:
             ns = self.namespace(s, run, logical)
             listing = await self.kube.get(f"/api/v1/namespaces/{ns}/pods")
