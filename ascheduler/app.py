@@ -42,7 +42,7 @@ from ascheduler.kube import KubeClient
 from ascheduler.kube.client import RateLimiter
 from ascheduler.kube.informer import Informer
 from ascheduler.leader import LeaderElector, LostLeadership
-from ascheduler.model import Node, PodInfo, parse_node, parse_pod, reparse_pod, storage
+from ascheduler.model import Node, PodInfo, dra, parse_node, parse_pod, reparse_pod, storage
 from ascheduler.plugins import IN_TREE
 from ascheduler.queue import QueueSettings, SchedulingQueue
 from ascheduler.scheduler import INVALID_SPEC, Scheduler
@@ -73,6 +73,17 @@ STORAGE_KINDS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
         "VolumeAttachment",
         "/apis/storage.k8s.io/v1/volumeattachments",
         storage.parse_volume_attachment,
+    ),
+)
+#: The Dynamic Resource Allocation objects DynamicResources reads: (kind, collection, parser).
+DRA_KINDS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
+    ("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses", dra.parse_device_class),
+    ("ResourceSlice", "/apis/resource.k8s.io/v1/resourceslices", dra.parse_resource_slice),
+    ("ResourceClaim", "/apis/resource.k8s.io/v1/resourceclaims", dra.parse_resource_claim),
+    (
+        "ResourceClaimTemplate",
+        "/apis/resource.k8s.io/v1/resourceclaimtemplates",
+        dra.parse_resource_claim_template,
     ),
 )
 
@@ -122,6 +133,7 @@ def build_frameworks(
             profile=spec.scheduler_name,
             objects=cache.objects,
             storage=cache.storage,
+            resources=cache.resources,
             attachments=cache.attachments,
             nominator=nominator,
             features=config.features,
@@ -185,7 +197,7 @@ def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) ->
 
 async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtime:
     # Every informer holds a connection for its watch: one each, and room for relists.
-    watches = 3 + len(OBJECT_KINDS) + 1 + len(STORAGE_KINDS)
+    watches = 3 + len(OBJECT_KINDS) + 1 + len(STORAGE_KINDS) + len(DRA_KINDS)
     watch_client = await KubeClient.connect(
         config.kubeconfig, pool_size=watches + 4, user_agent="ascheduler/watch"
     )
@@ -267,6 +279,18 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
             name="poddisruptionbudgets",
         )
     )
+    for kind, path, parse in DRA_KINDS:
+        objects.append(
+            Informer(
+                watch_client,
+                path,
+                parse=parse,
+                key=lambda o: f"{o.namespace}/{o.name}" if getattr(o, "namespace", "") else o.name,
+                version=lambda o: o.resource_version,
+                handler=router.resources[kind],
+                name=path.rsplit("/", 1)[-1],
+            )
+        )
     for kind, path, parse in STORAGE_KINDS:
         objects.append(
             Informer(

@@ -32,6 +32,7 @@ class EventRouter:
         self.nodes = _NodeEvents(self)
         self.namespaces = NamespaceEvents(self)
         self.storage = {kind: StorageEvents(self, kind) for kind in _STORAGE_EVENTS}
+        self.resources = {kind: ResourceEvents(self, kind) for kind in _RESOURCE_EVENTS}
 
     def ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.scheduler.frameworks
@@ -222,3 +223,49 @@ class StorageEvents:
         self.r.cache.storage_changed(self.kind, obj, None)
         if self.delete_event is not None:
             self.r.queue.move_all(self.delete_event, obj, None)
+
+
+#: DRA kinds -> (their add and update events); None: no move for that action.
+_RESOURCE_EVENTS: dict[str, tuple[ClusterEvent | None, ClusterEvent | None]] = {
+    "DeviceClass": (ClusterEvent.DEVICE_CLASS_ADD, ClusterEvent.DEVICE_CLASS_UPDATE),
+    "ResourceSlice": (ClusterEvent.RESOURCE_SLICE_ADD, ClusterEvent.RESOURCE_SLICE_UPDATE),
+    "ResourceClaim": (ClusterEvent.RESOURCE_CLAIM_ADD, ClusterEvent.RESOURCE_CLAIM_UPDATE),
+    "ResourceClaimTemplate": (None, None),
+}
+
+
+class ResourceEvents:
+    """One DRA kind into the cache's resource store; adds and updates may help pods
+    DynamicResources rejected or holds (a claim created for a pod waiting on it)."""
+
+    def __init__(self, router: EventRouter, kind: str) -> None:
+        self.r = router
+        self.kind = kind
+        self.store = router.cache.resources.handlers[kind]
+        self.add_event, self.update_event = _RESOURCE_EVENTS[kind]
+
+    def _check(self, obj: Any) -> None:
+        errors = getattr(obj, "errors", ())
+        if errors:
+            log.warning(
+                "resource_object_invalid",
+                kind=self.kind,
+                name=getattr(obj, "key", None) or getattr(obj, "name", ""),
+                errors=list(errors),
+            )
+
+    def on_add(self, obj: Any) -> None:
+        self._check(obj)
+        self.store.on_add(obj)
+        if self.add_event is not None:
+            self.r.queue.move_all(self.add_event, None, obj)
+
+    def on_update(self, old: Any, new: Any) -> None:
+        if getattr(new, "errors", ()) != getattr(old, "errors", ()):
+            self._check(new)
+        self.store.on_update(old, new)
+        if self.update_event is not None:
+            self.r.queue.move_all(self.update_event, old, new)
+
+    def on_delete(self, obj: Any) -> None:
+        self.store.on_delete(obj)

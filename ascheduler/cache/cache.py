@@ -31,6 +31,7 @@ from typing import Any
 
 import structlog
 
+from ascheduler.dra.store import ResourceObjects
 from ascheduler.framework.attachments import AttachedVolumes
 from ascheduler.framework.nodes import NodeTable
 from ascheduler.framework.objects import ClusterObjects
@@ -58,6 +59,8 @@ class Cache:
         self.objects = ClusterObjects()
         #: PersistentVolumes, claims, storage classes and CSI objects (their informers).
         self.storage = StorageObjects()
+        #: DeviceClasses, ResourceSlices, ResourceClaims and templates (their informers).
+        self.resources = ResourceObjects()
         #: CSI volumes attached per node and driver (NodeVolumeLimits).
         self.attachments = AttachedVolumes(self.storage, self.table)
         self._pods: dict[str, _PodState] = {}

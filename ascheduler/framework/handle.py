@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from ascheduler.dra.store import ResourceObjects
 from ascheduler.framework.interface import CycleState, FilterResult, Status
 from ascheduler.framework.nodes import NodeTable
 from ascheduler.framework.nominated import Nominator
@@ -49,6 +50,9 @@ class Handle:
     #: PersistentVolumes, claims, storage classes and CSI objects, as the informers have
     #: them (with VolumeBinding's assumptions).
     storage: StorageObjects = field(default_factory=StorageObjects)
+    #: DeviceClasses, ResourceSlices, ResourceClaims and their templates, as the informers
+    #: have them (with DynamicResources' allocations in flight).
+    resources: ResourceObjects = field(default_factory=ResourceObjects)
     #: CSI volumes attached per node (the cache keeps them; None: the plugin keeps its own).
     attachments: AttachedVolumes | None = None
     #: Pods nominated to nodes (shared by every profile).

@@ -318,6 +318,13 @@ class ClusterEvent(enum.Enum):
     CAPACITY_ADD = "CSIStorageCapacityAdd"
     CAPACITY_UPDATE = "CSIStorageCapacityUpdate"
     VOLUME_ATTACHMENT_DELETE = "VolumeAttachmentDelete"
+    #: Dynamic Resource Allocation objects (DynamicResources).
+    RESOURCE_CLAIM_ADD = "ResourceClaimAdd"
+    RESOURCE_CLAIM_UPDATE = "ResourceClaimUpdate"
+    DEVICE_CLASS_ADD = "DeviceClassAdd"
+    DEVICE_CLASS_UPDATE = "DeviceClassUpdate"
+    RESOURCE_SLICE_ADD = "ResourceSliceAdd"
+    RESOURCE_SLICE_UPDATE = "ResourceSliceUpdate"
     FORCE = "Force"
 
 

@@ -420,6 +420,11 @@ class Framework:
                 continue
             outcome = plugin.filter(state, pod, nodes)
             if outcome is not None:
+                for rejection in outcome.rejections:
+                    if rejection.code is Code.ERROR:
+                        # A plugin that cannot decide fails the attempt (kube-scheduler's
+                        # error status from Filter), whatever the other nodes say.
+                        return ScheduleResult(None, Status.error(rejection.reason, plugin.name))
                 applied.append((plugin.name, outcome))
                 rejected |= outcome.rejected
         if len(self.handle.nominator):

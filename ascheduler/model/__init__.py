@@ -1,5 +1,6 @@
 """Compact, immutable records parsed once from the API's JSON."""
 
+from ascheduler.model import dra
 from ascheduler.model.affinity import NodeSelectorTerm, PreferredTerm, Taint, Toleration
 from ascheduler.model.node import Node, parse_node
 from ascheduler.model.pod import PodInfo, parse_pod, reparse_pod
@@ -11,6 +12,7 @@ __all__ = [
     "PreferredTerm",
     "Taint",
     "Toleration",
+    "dra",
     "parse_node",
     "parse_pod",
     "reparse_pod",

@@ -22,6 +22,7 @@ from ascheduler.model.affinity import (
     parse_term,
     parse_toleration,
 )
+from ascheduler.model.dra import PodClaim, parse_pod_claims
 from ascheduler.model.quantity import QuantityError, parse_resource, saturating_add
 from ascheduler.model.topology import (
     NO_POD_AFFINITY,
@@ -88,6 +89,10 @@ class PodInfo:
     images: tuple[str, ...] = ()
     #: `spec.volumes`, as the volume plugins read them.
     volumes: tuple[PodVolume, ...] = ()
+    #: `spec.resourceClaims` (Dynamic Resource Allocation).
+    resource_claims: tuple[PodClaim, ...] = ()
+    #: `status.resourceClaimStatuses`: (pod claim name, generated claim's name or None).
+    claim_statuses: tuple[tuple[str, str | None], ...] = ()
     #: The object as the API server sent it, kept only where something needs all of it
     #: (HTTP extenders are sent the pod); never compared.
     raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -124,6 +129,8 @@ class PodInfo:
             and self.spread_constraints == other.spread_constraints
             and self.pod_affinity == other.pod_affinity
             and self.preemption_policy == other.preemption_policy
+            and self.resource_claims == other.resource_claims
+            and self.claim_statuses == other.claim_statuses
         )
 
 
@@ -384,6 +391,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
     spread = _spread(spec, errors)
     images = _images(spec, errors)
     volumes = parse_volumes(spec.get("volumes"), str(meta.get("name", "")), errors)
+    resource_claims, claim_statuses = parse_pod_claims(spec, status, errors)
     priority = spec.get("priority") or 0
     if not isinstance(priority, int) or isinstance(priority, bool):
         errors.append(f"spec.priority: expected an integer, got {priority!r}")
@@ -432,6 +440,8 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
         pod_affinity=pod_affinity,
         images=images,
         volumes=volumes,
+        resource_claims=resource_claims,
+        claim_statuses=claim_statuses,
         raw=obj if keep_raw and not spec.get("nodeName") and isinstance(obj, Mapping) else None,
         fingerprint=_fingerprint(spec, meta),
     )
@@ -488,6 +498,9 @@ def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
         return parse_pod(obj, keep_raw=keep_raw)
     errors: list[str] = []
     condition, preempted = _conditions(status, errors)
+    claim_statuses = old.claim_statuses
+    if old.resource_claims or status.get("resourceClaimStatuses"):
+        _, claim_statuses = parse_pod_claims({}, status, errors)
     if errors:
         return parse_pod(obj, keep_raw=keep_raw)
     return dataclasses.replace(
@@ -499,5 +512,6 @@ def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         start_time=str(status.get("startTime") or ""),
         preempted=preempted,
+        claim_statuses=claim_statuses,
         raw=obj if keep_raw and not spec.get("nodeName") else None,
     )

@@ -6,6 +6,7 @@ from ascheduler.framework.registry import Registry
 from ascheduler.plugins import (
     defaultbinder,
     defaultpreemption,
+    dynamicresources,
     imagelocality,
     interpodaffinity,
     nodeaffinity,
@@ -39,6 +40,7 @@ IN_TREE = Registry(
         volumezone.REGISTRATION,
         podtopologyspread.REGISTRATION,
         interpodaffinity.REGISTRATION,
+        dynamicresources.REGISTRATION,
         defaultpreemption.REGISTRATION,
         noderesources.BALANCED_REGISTRATION,
         imagelocality.REGISTRATION,

@@ -11,7 +11,8 @@ A pod is in exactly one place:
 * **unschedulable**: pods no node fits. They leave when a cluster event one of their rejecting
   plugins registered for happens (`move_all`), when they are updated, or after
   `unschedulable_timeout` (5 min) regardless.
-* **gated**: pods a PreEnqueue plugin holds back (scheduling gates); re-checked on update.
+* **gated**: pods a PreEnqueue plugin holds back (scheduling gates, claims not created yet);
+  re-checked on update, and on the events the gating plugin registered (a claim created).
 * **in flight**: popped and being scheduled or bound. Events that arrive meanwhile are recorded,
   so a pod rejected on an outdated view is retried instead of parked (the race kube-scheduler's
   in-flight events close). The log keeps only events newer than the oldest pod in flight (the
@@ -151,6 +152,8 @@ class SchedulingQueue:
         self._unschedulable: dict[str, QueuedPodInfo] = {}
         self._unschedulable_since: dict[str, float] = {}
         self._gated: dict[str, QueuedPodInfo] = {}
+        #: Gated pods by the events that may let them in (their gating plugin's).
+        self._gated_waiting: dict[ClusterEvent, dict[str, None]] = {}
         self._error_backoff = _Heap()
         self._in_flight: dict[str, _InFlight] = {}
         #: (sequence number, event, old, new); those before `_events_head` are dropped (see
@@ -195,7 +198,9 @@ class SchedulingQueue:
     def _to_active(self, qp: QueuedPodInfo, event: str) -> None:
         status = self.pre_enqueue(qp.pod)
         if not status.ok:
-            self._gated[qp.pod.uid] = qp
+            if status.plugin:
+                qp = replace(qp, unschedulable_plugins=frozenset({status.plugin}))
+            self._gate(qp)
             self.on_incoming("gated", event)
             return
         self._active.push(self.sort_key(qp), qp)
@@ -247,7 +252,7 @@ class SchedulingQueue:
                     self._push_backoff(replace(qp, pod=pod), error=heap is self._error_backoff)
                 return
         if uid in self._gated:
-            qp = self._gated.pop(uid)
+            qp = self._ungate(uid)
             self._to_active(replace(qp, pod=pod), "PodUpdate")
             return
         if uid in self._unschedulable:
@@ -272,7 +277,8 @@ class SchedulingQueue:
         self._active.remove(uid)
         self._backoff.remove(uid)
         self._error_backoff.remove(uid)
-        self._gated.pop(uid, None)
+        if uid in self._gated:
+            self._ungate(uid)
         self._unpark(uid)
 
     def activate(self, uid: str) -> None:
@@ -280,7 +286,7 @@ class SchedulingQueue:
         `Activate`): gated pods go through PreEnqueue again, backoff is cut short; a pod in
         flight is moved as soon as its attempt puts it back."""
         if uid in self._gated:
-            self._to_active(self._gated.pop(uid), "ForceActivate")
+            self._to_active(self._ungate(uid), "ForceActivate")
             return
         parked = self._unpark(uid)
         if parked is not None:
@@ -294,6 +300,24 @@ class SchedulingQueue:
         flight = self._in_flight.get(uid)
         if flight is not None:
             flight.activate = True
+
+    def _gate(self, qp: QueuedPodInfo) -> None:
+        uid = qp.pod.uid
+        self._gated[uid] = qp
+        if self.events_of is not None and qp.unschedulable_plugins:
+            for event in self.events_of(qp):
+                self._gated_waiting.setdefault(event, {})[uid] = None
+
+    def _ungate(self, uid: str) -> QueuedPodInfo:
+        qp = self._gated.pop(uid)
+        if self.events_of is not None and qp.unschedulable_plugins:
+            for event in self.events_of(qp):
+                waiting = self._gated_waiting.get(event)
+                if waiting is not None:
+                    waiting.pop(uid, None)
+                    if not waiting:
+                        del self._gated_waiting[event]
+        return qp
 
     def _park(self, qp: QueuedPodInfo, now: float) -> None:
         uid = qp.pod.uid
@@ -451,6 +475,11 @@ class SchedulingQueue:
             if self._may_help(qp, event, old, new):
                 self._unpark(uid)
                 self._to_active_or_backoff(qp, event.value)
+                moved += 1
+        for uid in list(self._gated_waiting.get(event, ())):
+            qp = self._gated[uid]
+            if self._may_help(qp, event, old, new):
+                self._to_active(self._ungate(uid), event.value)
                 moved += 1
         return moved
 

@@ -216,6 +216,7 @@ def make_plugin(name: str, cache: Cache, args: Mapping[str, Any] | None = None) 
             nodes=cache.table,
             objects=cache.objects,
             storage=cache.storage,
+            resources=cache.resources,
             attachments=cache.attachments,
         ),
     )

@@ -97,10 +97,15 @@ def test_default_profile_order_and_weights() -> None:
         "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",
     ]
     assert fw.queue_sort.name == "PrioritySort"
-    assert [p.name for p in fw.pre_enqueue_plugins] == ["SchedulingGates", "DefaultPreemption"]
-    assert [p.name for p in fw.post_filter_plugins] == ["DefaultPreemption"]
+    assert [p.name for p in fw.pre_enqueue_plugins] == [
+        "SchedulingGates",
+        "DynamicResources",
+        "DefaultPreemption",
+    ]
+    assert [p.name for p in fw.post_filter_plugins] == ["DynamicResources", "DefaultPreemption"]
     assert [p.name for p in fw.bind_plugins] == ["DefaultBinder"]
     weights = {p.name: fw.weights[p.name] for p in fw.score_plugins}
     assert weights == {
@@ -113,6 +118,8 @@ def test_default_profile_order_and_weights() -> None:
         "ImageLocality": 1,
         # (its PreScore skips it unless the StorageCapacityScoring gate is on)
         "VolumeBinding": 1,
+        # (its PreScore skips it unless a claim has firstAvailable subrequests)
+        "DynamicResources": 2,
     }
 
 

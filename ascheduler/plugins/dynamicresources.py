@@ -1,0 +1,846 @@
+"""DynamicResources: a pod's ResourceClaims must be allocated devices its node can reach
+(kube-scheduler v1.35's plugin, structured parameters, its default feature gates).
+
+PreEnqueue holds a pod until every claim it names exists: `resourceClaimName` directly, a
+`resourceClaimTemplateName` once the resourceclaim controller has created the claim and
+written its name into `status.resourceClaimStatuses` (the claim must be owned by the pod).
+PreFilter rejects a pod whose claims are being deleted, reserved for 256 consumers already,
+being allocated by an earlier cycle, or name a DeviceClass that does not exist.
+
+Filter, as columns over the nodes: an allocated claim admits the nodes its allocation's node
+selector admits (`resourceclaim not available on the node`); claims to allocate are counted
+per node from the device table (`dra.store`): for each request, the devices its class and
+request selectors select that are free and reachable from the node. Where requests cannot
+compete for a device (one request, or candidate sets that do not overlap) and no constraint
+ties them, a node fits exactly when each request's count is met (its first fitting
+`firstAvailable` subrequest is the one the search would take); otherwise the nodes that pass
+the counts run the exact search (`dra.allocator`) one by one, under the per-node deadline
+`filterTimeout` (`timed out trying to allocate devices`). A node that fails says `cannot
+allocate all claims` (or `invalid resource pools were encountered`), unresolvable as in
+kube-scheduler, so preemption never evicts pods for devices.
+
+Score: kube-scheduler's preference for earlier `firstAvailable` subrequests (8 - index per
+request), normalized. Reserve runs the exact search for the chosen node and holds its
+allocation in memory (in flight: no other pod gets those devices); Unreserve drops it.
+PreBind writes each claim: the finalizer (an update), then `status.allocation` and the pod in
+`status.reservedFor` (an update of the status with the claim's resourceVersion, so a
+concurrent writer conflicts instead of being overwritten; on a conflict the claim is read
+again and the write retried unless someone allocated it meanwhile). PostFilter deallocates
+one allocated claim that kept the pod off every node and that no other pod uses, as
+kube-scheduler does, so the next attempt can allocate it afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+import structlog
+
+from ascheduler.dra.allocator import (
+    INVALID_POOLS,
+    AllocationError,
+    Allocator,
+    InvalidPools,
+    Timeout,
+)
+from ascheduler.dra.store import DeviceTable, ResourceObjects
+from ascheduler.framework.args import Seconds
+from ascheduler.framework.errors import PluginArgsError
+from ascheduler.framework.handle import Handle
+from ascheduler.framework.interface import (
+    SKIP,
+    SUCCESS,
+    ClusterEvent,
+    Code,
+    CycleState,
+    Diagnosis,
+    FilterPlugin,
+    FilterResult,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueueingHintPlugin,
+    Rejection,
+    ReservePlugin,
+    ScorePlugin,
+    Status,
+    default_normalize,
+)
+from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
+from ascheduler.framework.registry import Registration
+from ascheduler.kube import KubeError
+from ascheduler.model import PodInfo
+from ascheduler.model.dra import (
+    ALL,
+    ALLOCATION_RESULTS_MAX,
+    FINALIZER,
+    FIRST_AVAILABLE_MAX,
+    Allocation,
+    Request,
+    ResourceClaim,
+    parse_resource_claim,
+)
+
+log = structlog.get_logger(__name__)
+
+NAME: Final = "DynamicResources"
+CANNOT_ALLOCATE: Final = "cannot allocate all claims"
+NOT_AVAILABLE: Final = "resourceclaim not available on the node"
+TIMED_OUT: Final = "timed out trying to allocate devices"
+IN_USE: Final = "resourceclaim in use"
+NO_NEW_CLAIMS: Final = "no new claims to deallocate"
+STILL_NOT: Final = "still not schedulable"
+DEALLOCATED: Final = "deallocation of ResourceClaim completed"
+CLAIM_NOT_CREATED: Final = "ResourceClaim not created yet"
+API_UNSUPPORTED: Final = "none of the supported fields are set"
+#: How often PreBind retries a claim write that conflicted (client-go's DefaultRetry).
+WRITE_ATTEMPTS: Final = 5
+
+
+DEFAULT_FILTER_TIMEOUT: Final = Seconds(10.0)
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicResourcesArgs:
+    """kube-scheduler's `DynamicResourcesArgs`: `filterTimeout` (DRASchedulerFilterTimeout,
+    on by default: 10s, 0 turns it off) bounds the search on one node. `bindingTimeout`
+    belongs to device binding conditions, alpha and off: setting it is refused, as
+    kube-scheduler refuses it."""
+
+    filter_timeout: Seconds = DEFAULT_FILTER_TIMEOUT
+    binding_timeout: Seconds | None = None
+
+    def __post_init__(self) -> None:
+        if self.filter_timeout < 0:
+            raise PluginArgsError("filterTimeout: must be zero or positive")
+        if self.binding_timeout is not None:
+            raise PluginArgsError(
+                "bindingTimeout: Forbidden: DRADeviceBindingConditions or "
+                "DRAResourceClaimDeviceStatus feature gate is disabled"
+            )
+
+
+class ClaimsUnavailable(Exception):
+    """A pod's claims cannot be resolved (the message is kube-scheduler's)."""
+
+
+def go_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def pod_claims(pod: PodInfo, objects: ResourceObjects) -> list[ResourceClaim]:
+    """The claims of `pod`, in `spec.resourceClaims` order, skipping those the controller
+    decided need no claim; ClaimsUnavailable with kube-scheduler's message otherwise."""
+    out = []
+    for pc in pod.resource_claims:
+        must_own = False
+        if pc.claim_name is not None:
+            name: str | None = pc.claim_name
+        elif pc.template_name is not None:
+            for claim_of, generated in pod.claim_statuses:
+                if claim_of == pc.name:
+                    name, must_own = generated, True
+                    break
+            else:
+                raise ClaimsUnavailable(f'pod "{pod.namespace}/{pod.name}": {CLAIM_NOT_CREATED}')
+        else:
+            raise ClaimsUnavailable(
+                f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim {go_quote(pc.name)}: '
+                f"{API_UNSUPPORTED}"
+            )
+        if name is None:
+            continue
+        claim = objects.claim(pod.namespace, name)
+        if claim is None:
+            raise ClaimsUnavailable(f"resourceclaim.resource.k8s.io {go_quote(name)} not found")
+        if claim.deleting:
+            raise ClaimsUnavailable(f"resourceclaim {go_quote(claim.name)} is being deleted")
+        if must_own and claim.owner_pod_uid != pod.uid:
+            raise ClaimsUnavailable(
+                f"ResourceClaim {claim.namespace}/{claim.name} was not created for pod "
+                f"{pod.namespace}/{pod.name} (pod is not owner)"
+            )
+        out.append(claim)
+    return out
+
+
+@dataclass(slots=True)
+class _Counted:
+    """A request (or subrequest) counted per node: how many devices it needs, and per row how
+    many it can have."""
+
+    key: tuple[int, int, int]
+    request: Request
+    candidates: BoolArray  # per device row
+    errors: BoolArray  # per device row: a selector failed on it
+    counts: IntArray  # per node row
+    all_selected: IntArray | None = None  # per node row, All requests: every selected device
+
+
+@dataclass(slots=True)
+class _State:
+    claims: list[ResourceClaim]
+    to_allocate: list[int]
+    #: Per claim: the node selector terms of its allocation (None: any node).
+    available_on: list[Any]
+    unavailable: set[int] = field(default_factory=set)
+    #: Per node row: the firstAvailable score (None: nothing to score).
+    scores: IntArray | None = None
+    #: Exact allocations found by Filter's search, by node name.
+    found: dict[str, list[Allocation]] = field(default_factory=dict)
+    #: Set by Reserve, written by PreBind (claim index -> allocation).
+    allocations: dict[int, Allocation] = field(default_factory=dict)
+
+
+class DynamicResources(
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    FilterPlugin,
+    PostFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    QueueingHintPlugin,
+):
+    name = NAME
+
+    def __init__(self, args: DynamicResourcesArgs, handle: Handle) -> None:
+        self.args = args
+        self.handle = handle
+        self.objects: ResourceObjects = handle.resources
+        self.selectors = handle.resources.selectors
+        self._cleanups: set[asyncio.Task[None]] = set()
+
+    # -- queueing ------------------------------------------------------------------------
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        if not pod.resource_claims:
+            return SUCCESS
+        try:
+            pod_claims(pod, self.objects)
+        except ClaimsUnavailable as exc:
+            return Status.unschedulable(str(exc), resolvable=False)
+        return SUCCESS
+
+    def queueing_hint(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        if event in (ClusterEvent.RESOURCE_CLAIM_ADD, ClusterEvent.RESOURCE_CLAIM_UPDATE):
+            return self._claim_hint(pod, old, new)
+        return True
+
+    def _claim_hint(self, pod: PodInfo, old: ResourceClaim | None, new: ResourceClaim) -> bool:
+        """kube-scheduler's isSchedulableAfterClaimChange."""
+        try:
+            claims = pod_claims(pod, self.objects)
+        except ClaimsUnavailable:
+            return False
+        if old is not None and old.allocation is not None and new.allocation is None:
+            return True  # deallocated: its devices may be free now
+        if not any(c.uid == new.uid for c in claims):
+            return False
+        if old is None:
+            return True
+        return bool(_status(old) != _status(new))
+
+    # -- scheduling cycle ----------------------------------------------------------------
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
+        if not pod.resource_claims:
+            return None, SKIP
+        try:
+            claims = pod_claims(pod, self.objects)
+        except ClaimsUnavailable as exc:
+            return None, Status.unschedulable(str(exc), resolvable=False)
+        if not claims:
+            return None, SKIP
+        s = _State(claims, [], [None] * len(claims))
+        for i, claim in enumerate(claims):
+            if claim.errors:
+                return None, Status.unschedulable(
+                    f"resourceclaim {claim.namespace}/{claim.name}: {claim.errors[0]}",
+                    resolvable=False,
+                )
+            if claim.allocation is not None:
+                if not claim.can_be_reserved and not claim.reserved_for_pod(pod.uid):
+                    return None, Status.unschedulable(IN_USE, resolvable=False)
+                s.available_on[i] = claim.allocation.node_terms
+                continue
+            s.to_allocate.append(i)
+            if self.objects.has_pending_allocation(claim.uid):
+                return None, Status.unschedulable(
+                    f"resource claim {claim.namespace}/{claim.name} is in the process of being "
+                    "allocated",
+                    resolvable=False,
+                )
+            status = self._check_requests(claim)
+            if not status.ok:
+                return None, status
+        state.write(NAME, s)
+        return None, SUCCESS
+
+    def _check_requests(self, claim: ResourceClaim) -> Status:
+        minimum = 0
+        for req in claim.requests:
+            if req.exactly is not None:
+                status = self._check_class(req.exactly.class_name, req.name)
+                if req.exactly.mode != ALL:
+                    minimum += req.exactly.count
+            elif req.first_available:
+                status = SUCCESS
+                for sub in req.first_available:
+                    status = self._check_class(sub.class_name, f"{req.name}/{sub.name}")
+                    if not status.ok:
+                        break
+                minimum += (
+                    min(s.count for s in req.first_available if s.mode != ALL)
+                    if all(s.mode != ALL for s in req.first_available)
+                    else 0
+                )
+            else:
+                return Status.unschedulable(
+                    f"resource claim {claim.namespace}/{claim.name}, request {req.name}: "
+                    "unknown request type",
+                    resolvable=False,
+                )
+            if not status.ok:
+                return status
+        if minimum > ALLOCATION_RESULTS_MAX:
+            return Status.error(
+                f"claim {claim.namespace}/{claim.name}: number of requested devices {minimum} "
+                f"exceeds the claim limit of {ALLOCATION_RESULTS_MAX}"
+            )
+        return SUCCESS
+
+    def _check_class(self, name: str, request: str) -> Status:
+        if not name:
+            return Status.error(f"request {request}: unsupported request type")
+        if self.objects.device_class(name) is None:
+            return Status.unschedulable(
+                f"request {request}: device class {name} does not exist", resolvable=False
+            )
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
+        s: _State | None = state.read(NAME)
+        if s is None:
+            return None
+        n = nodes.n
+        not_available = np.zeros(n, dtype=np.bool_)
+        for i, terms in enumerate(s.available_on):
+            if terms is None:
+                continue
+            rows = _terms_rows(nodes, terms)
+            if not rows.all():
+                s.unavailable.add(i)
+                not_available |= ~rows
+        rejections: list[Rejection] = []
+        rejected = not_available.copy()
+        if not_available.any():
+            rejections.append(
+                Rejection(NOT_AVAILABLE, not_available, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+            )
+        if s.to_allocate:
+            try:
+                extra = self._filter_allocations(s, nodes, ~rejected)
+            except AllocationError as exc:
+                return FilterResult.single(str(exc), np.ones(n, dtype=np.bool_), Code.ERROR)
+            for reason, rows in extra:
+                rejections.append(Rejection(reason, rows, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+                rejected |= rows
+        return FilterResult.of(rejected, *rejections)
+
+    def _filter_allocations(
+        self, s: _State, nodes: NodeTable, open_rows: BoolArray
+    ) -> list[tuple[str, BoolArray]]:
+        """The rejections of the claims to allocate, over the rows still open."""
+        n = nodes.n
+        table = self.objects.table()
+        claims = [s.claims[i] for i in s.to_allocate]
+        device_rows = _device_rows(nodes, table)
+        counted: list[list[list[_Counted]]] = []  # per claim, per request, per subrequest
+        for ci, claim in enumerate(claims):
+            per_request = []
+            for ri, req in enumerate(claim.requests):
+                wanted = req.first_available or ((req.exactly,) if req.exactly else ())
+                per_request.append(
+                    [
+                        self._count(table, nodes, device_rows, (ci, ri, si), claim, sub)
+                        for si, sub in enumerate(wanted)
+                    ]
+                )
+            counted.append(per_request)
+        # Necessary per request: some subrequest can have its devices.
+        fits = open_rows.copy()
+        for per_request in counted:
+            for subs in per_request:
+                fits &= np.logical_or.reduce([_enough(c) for c in subs]) if subs else True
+        exact_needed = _needs_search(claims, counted)
+        errors = np.zeros(n, dtype=np.bool_)
+        for per_request in counted:
+            for subs in per_request:
+                for c in subs:
+                    if c.errors.any():
+                        errors |= _rows_with(nodes, table, device_rows, c.errors)
+        has_all = any(c.request.mode == ALL for pr in counted for subs in pr for c in subs)
+        incomplete = (
+            _rows_with_pools(nodes, table, device_rows, incomplete=True) if has_all else None
+        )
+        # The search decides where counting may be wrong, and where a selector failed on a
+        # device (kube-scheduler fails the pod when its search meets that device).
+        search = open_rows & errors
+        if exact_needed:
+            search |= fits
+        if incomplete is not None:
+            search |= open_rows & incomplete
+        if not exact_needed:
+            s.scores = _first_available_scores(claims, counted, n)
+        cannot = open_rows & ~fits & ~search
+        timed_out = np.zeros(n, dtype=np.bool_)
+        invalid_rows = _rows_with_pools(nodes, table, device_rows, incomplete=False)
+        invalid = cannot & invalid_rows
+        cannot &= ~invalid_rows
+        if search.any():
+            if s.scores is None:
+                s.scores = np.zeros(n, dtype=np.int64)
+            deadline = self.args.filter_timeout
+            for row in np.flatnonzero(search).tolist():
+                info = nodes.infos[row]
+                allocator = Allocator(
+                    claims,
+                    self.objects.device_class,
+                    self.selectors,
+                    self.objects.allocated,
+                    table.pools_for(info.name, info.labels),
+                    info.name,
+                    deadline=time.monotonic() + deadline if deadline > 0 else None,
+                )
+                try:
+                    found = allocator.allocate()
+                except InvalidPools:
+                    invalid[row] = True
+                    continue
+                except Timeout:
+                    timed_out[row] = True
+                    continue
+                if found is None:
+                    cannot[row] = True
+                    continue
+                s.found[info.name] = found
+                s.scores[row] = _score_of(claims, found)
+        return [(CANNOT_ALLOCATE, cannot), (INVALID_POOLS, invalid), (TIMED_OUT, timed_out)]
+
+    def _count(
+        self,
+        table: DeviceTable,
+        nodes: NodeTable,
+        device_rows: IntArray,
+        key: tuple[int, int, int],
+        claim: ResourceClaim,
+        request: Request,
+    ) -> _Counted:
+        klass = self.objects.device_class(request.class_name)
+        selected = table.usable.copy()
+        errors = np.zeros(table.n, dtype=np.bool_)
+        if klass is not None:
+            for expression in (*klass.selectors, *request.selectors):
+                if expression is None:
+                    raise AllocationError(
+                        f"claim {claim.namespace}/{claim.name}, request {request.name}: CEL "
+                        "expression empty (unsupported selector type?)"
+                    )
+                match, failed = self.selectors.column(expression, table, selected)
+                errors |= failed
+                selected &= match
+        free = selected if request.admin_access else selected & ~table.allocated
+        counts = _per_node(nodes, table, device_rows, free)
+        all_selected = None
+        if request.mode == ALL:
+            all_selected = _per_node(nodes, table, device_rows, selected)
+        return _Counted(key, request, free, errors & ~table.allocated, counts, all_selected)
+
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, diagnosis: Diagnosis
+    ) -> PostFilterResult:
+        s: _State | None = state.read(NAME)
+        if s is None:
+            # kube-scheduler says NO_NEW_CLAIMS here, even for a pod without claims; that
+            # word joins every pending pod's message once the comparison on the plane has
+            # settled what it says after a PreFilter rejection. Until then: no reason.
+            return PostFilterResult(Status.unschedulable())
+        for i in sorted(s.unavailable):
+            claim = s.claims[i]
+            users = claim.reserved_for
+            if not users or (len(users) == 1 and users[0].uid == pod.uid):
+                self._spawn(self._deallocate(claim))
+                return PostFilterResult(Status.unschedulable(DEALLOCATED))
+        return PostFilterResult(Status.unschedulable(STILL_NOT))
+
+    def pre_score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> Status:
+        s: _State | None = state.read(NAME)
+        if s is None or s.scores is None or not s.scores.any():
+            return SKIP
+        return SUCCESS
+
+    def score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> IntArray:
+        s: _State = state.read(NAME)
+        assert s.scores is not None
+        out: IntArray = s.scores[feasible]
+        return out
+
+    def normalize(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        return default_normalize(scores)
+
+    # -- reserve -------------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        s: _State | None = state.read(NAME)
+        if s is None or not s.to_allocate:
+            return SUCCESS
+        found: list[Allocation] | Status | None = s.found.get(node)
+        if found is None:
+            found = self._allocate_on(s, node)
+        if isinstance(found, Status):
+            return found
+        for i, allocation in zip(s.to_allocate, found, strict=True):
+            s.allocations[i] = allocation
+            claim = s.claims[i]
+            finalizers = (
+                claim.finalizers
+                if FINALIZER in claim.finalizers
+                else (*claim.finalizers, FINALIZER)
+            )
+            self.objects.signal_pending(
+                dataclasses.replace(claim, allocation=allocation, finalizers=finalizers)
+            )
+        return SUCCESS
+
+    def _allocate_on(self, s: _State, node: str) -> list[Allocation] | Status:
+        info = self.handle.nodes.node(node)
+        if info is None:
+            return Status.error(f"node {node} not found")
+        table = self.objects.table()
+        allocator = Allocator(
+            [s.claims[i] for i in s.to_allocate],
+            self.objects.device_class,
+            self.selectors,
+            self.objects.allocated,
+            table.pools_for(info.name, info.labels),
+            info.name,
+        )
+        try:
+            found = allocator.allocate()
+        except (AllocationError, InvalidPools) as exc:
+            return Status.error(str(exc))
+        if found is None:
+            return Status.error("claim allocation not found for node")
+        return found
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        s: _State | None = state.read(NAME)
+        if s is None:
+            return
+        for claim in s.claims:
+            if self.objects.remove_pending(claim.uid):
+                self.objects.restore(claim.namespace, claim.name)
+            latest = self.objects.claim(claim.namespace, claim.name) or claim
+            if latest.allocation is not None and latest.reserved_for_pod(pod.uid):
+                self._spawn(self._unreserve_claim(latest, pod))
+
+    # -- binding cycle -------------------------------------------------------------------
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        s: _State | None = state.read(NAME)
+        if s is None:
+            return SUCCESS
+        for i, claim in enumerate(s.claims):
+            current = self.objects.claim(claim.namespace, claim.name) or claim
+            if current.uid == claim.uid and current.reserved_for_pod(pod.uid):
+                continue
+            try:
+                s.claims[i] = await self._bind_claim(claim, s.allocations.get(i), pod)
+            except _WriteFailed as exc:
+                return Status.error(str(exc))
+            except KubeError as exc:
+                return Status.error(f"claim {claim.namespace}/{claim.name}: {exc}")
+            finally:
+                if i in s.allocations:
+                    self.objects.remove_pending(claim.uid)
+        return SUCCESS
+
+    async def _bind_claim(
+        self, claim: ResourceClaim, allocation: Allocation | None, pod: PodInfo
+    ) -> ResourceClaim:
+        kube = self.handle.kube
+        if kube is None:
+            raise _WriteFailed("no API client to write the claim with")
+        path = f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
+        ref = f"{claim.namespace}/{claim.name}"
+        body = dict(claim.raw or {})
+        refresh = False
+        for attempt in range(WRITE_ATTEMPTS):
+            if refresh:
+                body = await kube.get(path)
+                claim = parse_resource_claim(body)
+            refresh = True
+            if claim.deleting:
+                raise _WriteFailed(f"claim {ref} got deleted in the meantime")
+            try:
+                if allocation is not None:
+                    if claim.allocation is not None:
+                        raise _WriteFailed(f"claim {ref} got allocated elsewhere in the meantime")
+                    if FINALIZER not in claim.finalizers:
+                        meta = dict(body.get("metadata") or {})
+                        meta["finalizers"] = [*claim.finalizers, FINALIZER]
+                        body = (
+                            await kube.request("PUT", path, body={**body, "metadata": meta})
+                        ).json()
+                        claim = parse_resource_claim(body)
+                status = dict(body.get("status") or {})
+                if allocation is not None:
+                    status["allocation"] = allocation.to_api()
+                status["reservedFor"] = [
+                    *(status.get("reservedFor") or []),
+                    {"resource": "pods", "name": pod.name, "uid": pod.uid},
+                ]
+                answer = (
+                    await kube.request("PUT", f"{path}/status", body={**body, "status": status})
+                ).json()
+            except KubeError as exc:
+                if exc.conflict and attempt + 1 < WRITE_ATTEMPTS:
+                    await asyncio.sleep(0.01 * (attempt + 1))
+                    continue
+                what = "allocation and reservation" if allocation is not None else "reservation"
+                raise _WriteFailed(f"add {what} to claim {ref}: {exc}") from exc
+            written = parse_resource_claim(answer)
+            self.objects.assume_written(written)
+            return written
+        raise _WriteFailed(f"claim {ref}: too many conflicts")
+
+    async def _deallocate(self, claim: ResourceClaim) -> None:
+        kube = self.handle.kube
+        if kube is None or claim.raw is None:
+            return
+        body = dict(claim.raw)
+        status = {
+            k: v
+            for k, v in (body.get("status") or {}).items()
+            if k not in ("allocation", "reservedFor", "devices")
+        }
+        path = (
+            f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims/"
+            f"{claim.name}/status"
+        )
+        await kube.request("PUT", path, body={**body, "status": status})
+
+    async def _unreserve_claim(self, claim: ResourceClaim, pod: PodInfo) -> None:
+        kube = self.handle.kube
+        if kube is None:
+            return
+        patch = {
+            "metadata": {"uid": claim.uid},
+            "status": {"reservedFor": [{"$patch": "delete", "uid": pod.uid}]},
+        }
+        await kube.patch(
+            f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims/"
+            f"{claim.name}/status",
+            patch,
+            content_type="application/strategic-merge-patch+json",
+        )
+
+    def _spawn(self, work: Any) -> None:
+        """A best-effort write outside the cycle (Unreserve and PostFilter cannot await): kept
+        until done, its failure logged; the next attempt recovers either way."""
+        try:
+            task = asyncio.get_running_loop().create_task(work)
+        except RuntimeError:
+            work.close()
+            return
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleaned)
+
+    def _cleaned(self, task: asyncio.Task[None]) -> None:
+        self._cleanups.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("resourceclaim_write_failed", error=str(task.exception()))
+
+
+class _WriteFailed(Exception):
+    pass
+
+
+def _status(claim: ResourceClaim) -> Any:
+    raw = claim.raw or {}
+    return raw.get("status") if raw else (claim.allocation, claim.reserved_for)
+
+
+def _terms_rows(nodes: NodeTable, terms: tuple[Any, ...]) -> BoolArray:
+    key = (NAME, "terms", terms)
+    hit: BoolArray | None = nodes.cached(key)
+    if hit is None:
+        hit = np.fromiter(
+            (any(t.matches(info.name, info.labels) for t in terms) for info in nodes.infos),
+            dtype=np.bool_,
+            count=nodes.n,
+        )
+        nodes.remember(key, hit)
+    return hit
+
+
+def _device_rows(nodes: NodeTable, table: DeviceTable) -> IntArray:
+    """Per device: its node's row (-1 for network-attached devices or unknown nodes)."""
+    key = (NAME, "device-rows", id(table))
+    hit: IntArray | None = nodes.cached(key)
+    if hit is None or hit.size != table.n:
+        index = nodes.index
+        hit = np.fromiter(
+            (index.get(name, -1) if name else -1 for name in table.node_of),
+            dtype=np.int64,
+            count=table.n,
+        )
+        nodes.remember(key, hit)
+    return hit
+
+
+def _placement_rows(nodes: NodeTable, table: DeviceTable, p: int) -> BoolArray:
+    placement = table.placements[p]
+    key = (NAME, "placement", placement)
+    hit: BoolArray | None = nodes.cached(key)
+    if hit is None:
+        hit = np.fromiter(
+            (placement.admits(info.name, info.labels) for info in nodes.infos),
+            dtype=np.bool_,
+            count=nodes.n,
+        )
+        nodes.remember(key, hit)
+    return hit
+
+
+def _per_node(
+    nodes: NodeTable, table: DeviceTable, device_rows: IntArray, devices: BoolArray
+) -> IntArray:
+    """Per node row: how many of `devices` it reaches."""
+    local = devices & (device_rows >= 0)
+    counts: IntArray = np.bincount(device_rows[local], minlength=nodes.n).astype(np.int64)
+    network = devices & (table.placement_of >= 0)
+    if network.any():
+        per_placement = np.bincount(table.placement_of[network], minlength=len(table.placements))
+        for p in np.flatnonzero(per_placement).tolist():
+            counts += int(per_placement[p]) * _placement_rows(nodes, table, p)
+    return counts
+
+
+def _rows_with(
+    nodes: NodeTable, table: DeviceTable, device_rows: IntArray, devices: BoolArray
+) -> BoolArray:
+    rows: BoolArray = _per_node(nodes, table, device_rows, devices) > 0
+    return rows
+
+
+def _rows_with_pools(
+    nodes: NodeTable, table: DeviceTable, device_rows: IntArray, *, incomplete: bool
+) -> BoolArray:
+    """Rows that reach a pool that is incomplete (or invalid)."""
+    flags = np.array(
+        [p.incomplete if incomplete else p.invalid for p in table.pool_list], dtype=np.bool_
+    )
+    if not flags.any():
+        return np.zeros(nodes.n, dtype=np.bool_)
+    return _rows_with(nodes, table, device_rows, flags[table.pool_of])
+
+
+def _enough(c: _Counted) -> BoolArray:
+    if c.request.mode == ALL:
+        assert c.all_selected is not None
+        ok: BoolArray = (c.all_selected > 0) & (c.counts == c.all_selected)
+        return ok
+    need: BoolArray = c.counts >= c.request.count
+    return need
+
+
+def _needs_search(claims: Sequence[ResourceClaim], counted: list[list[list[_Counted]]]) -> bool:
+    """Whether counting may be wrong: constraints tie requests, or two requests (of any
+    claims) may want the same device."""
+    if any(c.constraints for c in claims):
+        return True
+    masks = [
+        np.logical_or.reduce([c.candidates for c in subs]) for pr in counted for subs in pr if subs
+    ]
+    if len(masks) < 2:
+        return False
+    total = np.sum(masks, axis=0)
+    return bool((total > 1).any())
+
+
+def _first_available_scores(
+    claims: Sequence[ResourceClaim], counted: list[list[list[_Counted]]], n: int
+) -> IntArray | None:
+    """kube-scheduler's firstAvailable score where counting decides: per request, the first
+    subrequest that fits a node is the one its search takes (8 - its index)."""
+    scores = np.zeros(n, dtype=np.int64)
+    any_first = False
+    for claim, per_request in zip(claims, counted, strict=True):
+        for req, subs in zip(claim.requests, per_request, strict=True):
+            if not req.first_available:
+                continue
+            any_first = True
+            taken = np.zeros(n, dtype=np.bool_)
+            for i, c in enumerate(subs):
+                fits = _enough(c) & ~taken
+                scores[fits] += FIRST_AVAILABLE_MAX - i
+                taken |= fits
+    return scores if any_first else None
+
+
+def _score_of(claims: Sequence[ResourceClaim], found: Sequence[Allocation]) -> int:
+    """kube-scheduler's computeScore: per allocated subrequest, 8 - its index."""
+    score = 0
+    for claim, allocation in zip(claims, found, strict=True):
+        chosen = {d.request for d in allocation.devices if "/" in d.request}
+        for req in claim.requests:
+            for i, sub in enumerate(req.first_available):
+                if f"{req.name}/{sub.name}" in chosen:
+                    score += FIRST_AVAILABLE_MAX - i
+    return score
+
+
+def new(args: DynamicResourcesArgs, handle: Handle) -> DynamicResources:
+    return DynamicResources(args, handle)
+
+
+REGISTRATION: Final = Registration(
+    NAME,
+    new,
+    DynamicResourcesArgs,
+    events=frozenset(
+        {
+            ClusterEvent.NODE_ADD,
+            ClusterEvent.NODE_LABEL,
+            ClusterEvent.NODE_TAINT,
+            ClusterEvent.NODE_ALLOCATABLE,
+            ClusterEvent.RESOURCE_CLAIM_ADD,
+            ClusterEvent.RESOURCE_CLAIM_UPDATE,
+            ClusterEvent.UNSCHEDULED_POD_UPDATE,
+            ClusterEvent.DEVICE_CLASS_ADD,
+            ClusterEvent.DEVICE_CLASS_UPDATE,
+            ClusterEvent.RESOURCE_SLICE_ADD,
+            ClusterEvent.RESOURCE_SLICE_UPDATE,
+        }
+    ),
+    default_weight=2,
+)

@@ -1,0 +1,229 @@
+"""DynamicResources: PreEnqueue and PreFilter messages, the columnar Filter against the exact
+search, Reserve's in-flight allocations, the firstAvailable score, and the claim hint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ascheduler.cache import Cache
+from ascheduler.framework import ClusterEvent, Code, CycleState, Status
+from ascheduler.model import parse_pod
+from ascheduler.model.dra import parse_device_class, parse_resource_claim, parse_resource_slice
+from ascheduler.plugins.dynamicresources import CANNOT_ALLOCATE, NOT_AVAILABLE
+from tests.kit import make_cache, make_plugin, node, pod, rejected_reasons
+from tests.unit.dra.helpers import (
+    DRIVER,
+    allocated,
+    claim,
+    device,
+    device_class,
+    exactly,
+    first_available,
+    slice_,
+)
+
+NAME = "DynamicResources"
+
+
+def cluster(gpus: dict[str, int], *classes: dict[str, Any]) -> Cache:
+    cache = make_cache([node(n) for n in ("n1", "n2", "n3", "n4")])
+    for name, count in gpus.items():
+        cache.resources.handlers["ResourceSlice"].on_add(
+            parse_resource_slice(
+                slice_(
+                    name,
+                    [device(f"g{i}", model="a100" if i % 2 else "t4") for i in range(count)],
+                    node=name,
+                )
+            )
+        )
+    for raw in classes or (device_class("gpu", f'device.driver == "{DRIVER}"'),):
+        cache.resources.handlers["DeviceClass"].on_add(parse_device_class(raw))
+    return cache
+
+
+def add_claim(cache: Cache, raw: dict[str, Any]) -> None:
+    cache.resources.handlers["ResourceClaim"].on_add(parse_resource_claim(raw))
+
+
+def claiming(*names: str, uid: str = "pod-uid") -> dict[str, Any]:
+    raw = pod("x", namespace="ns")
+    raw["metadata"]["uid"] = uid
+    raw["spec"]["resourceClaims"] = [
+        {"name": f"c{i}", "resourceClaimName": n} for i, n in enumerate(names)
+    ]
+    return raw
+
+
+def filtered(cache: Cache, raw_pod: dict[str, Any]) -> tuple[Any, Any, CycleState]:
+    plugin = make_plugin(NAME, cache)
+    state = CycleState()
+    info = parse_pod(raw_pod)
+    _, status = plugin.pre_filter(state, info, cache.table)
+    assert status.ok, status
+    return plugin, plugin.filter(state, info, cache.table), state
+
+
+def test_nodes_without_enough_free_devices_cannot_allocate() -> None:
+    cache = cluster({"n1": 1, "n2": 2, "n3": 4})
+    add_claim(cache, claim("c", exactly("r", count=2)))
+    _, result, _ = filtered(cache, claiming("c"))
+    assert rejected_reasons(result, cache) == {"n1": [CANNOT_ALLOCATE], "n4": [CANNOT_ALLOCATE]}
+    assert all(r.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE for r in result.rejections)
+
+
+def test_selectors_count_only_matching_devices() -> None:
+    cache = cluster({"n1": 1, "n2": 2, "n3": 4})
+    add_claim(
+        cache,
+        claim("c", exactly("r", "gpu", 2, 'device.attributes["gpu.example.com"].model == "a100"')),
+    )
+    _, result, _ = filtered(cache, claiming("c"))
+    assert sorted(rejected_reasons(result, cache)) == ["n1", "n2", "n4"]
+
+
+def test_columnar_verdicts_agree_with_the_exact_search() -> None:
+    """Random device counts and allocations: counting and the search give one verdict."""
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        counts = {f"n{i}": int(rng.integers(0, 4)) for i in range(1, 5)}
+        cache = cluster(counts)
+        for n, count in counts.items():
+            for i in range(count):
+                if rng.random() < 0.4:
+                    add_claim(
+                        cache,
+                        claim(f"busy-{n}-{i}", exactly("r"), allocation=allocated(n, (n, f"g{i}"))),
+                    )
+        need = int(rng.integers(1, 3))
+        add_claim(cache, claim("c", exactly("r", count=need)))
+        plugin, result, state = filtered(cache, claiming("c"))
+        rejected = set(rejected_reasons(result, cache))
+        for name in ("n1", "n2", "n3", "n4"):
+            found = plugin._allocate_on(state.read(NAME), name)
+            fits = not isinstance(found, Status)
+            assert (name not in rejected) == fits, (trial, counts, name)
+
+
+def test_overlapping_requests_run_the_search() -> None:
+    # Two requests of one class on two devices: counting per request says 2 >= 1 twice;
+    # the search gives each its own device, so n1 (one device) fails and n2 fits.
+    cache = cluster({"n1": 1, "n2": 2})
+    add_claim(cache, claim("c", exactly("a"), exactly("b")))
+    _, result, _ = filtered(cache, claiming("c"))
+    assert rejected_reasons(result, cache) == {
+        "n1": [CANNOT_ALLOCATE],
+        "n3": [CANNOT_ALLOCATE],
+        "n4": [CANNOT_ALLOCATE],
+    }
+
+
+def test_allocated_claim_admits_only_its_nodes_and_postfilter_deallocates_it() -> None:
+    cache = cluster({"n1": 1, "n2": 1})
+    add_claim(cache, claim("c", exactly("r"), allocation=allocated("n1", ("n1", "g0"))))
+    _, result, state = filtered(cache, claiming("c"))
+    assert rejected_reasons(result, cache) == {n: [NOT_AVAILABLE] for n in ("n2", "n3", "n4")}
+    assert state.read(NAME).unavailable == {0}
+
+
+def test_reserve_holds_devices_for_the_next_cycle_and_unreserve_frees_them() -> None:
+    cache = cluster({"n1": 1})
+    add_claim(cache, claim("a", exactly("r")))
+    add_claim(cache, claim("b", exactly("r"), uid="uid-b"))
+    plugin, result, state = filtered(cache, claiming("a"))
+    assert "n1" not in rejected_reasons(result, cache)
+    info = parse_pod(claiming("a"))
+    assert plugin.reserve(state, info, "n1").ok
+    assert cache.resources.allocated((DRIVER, "n1", "g0"))
+    _, result_b, _ = filtered(cache, claiming("b", uid="other"))
+    assert rejected_reasons(result_b, cache)["n1"] == [CANNOT_ALLOCATE]
+    plugin.unreserve(state, info, "n1")
+    assert not cache.resources.allocated((DRIVER, "n1", "g0"))
+
+
+def test_claim_in_flight_makes_prefilter_wait() -> None:
+    cache = cluster({"n1": 2})
+    add_claim(cache, claim("a", exactly("r")))
+    plugin, _, state = filtered(cache, claiming("a"))
+    assert plugin.reserve(state, parse_pod(claiming("a")), "n1").ok
+    _, status = plugin.pre_filter(CycleState(), parse_pod(claiming("a", uid="again")), cache.table)
+    assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.reasons == ("resource claim ns/a is in the process of being allocated",)
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ("missing", 'resourceclaim.resource.k8s.io "c" not found'),
+        ("no-class", "request r: device class missing does not exist"),
+        ("in-use", "resourceclaim in use"),
+    ],
+)
+def test_prefilter_messages(setup: str, message: str) -> None:
+    cache = cluster({"n1": 1})
+    plugin = make_plugin(NAME, cache)
+    if setup == "no-class":
+        add_claim(cache, claim("c", exactly("r", "missing")))
+    if setup == "in-use":
+        users = [{"resource": "pods", "name": f"p{i}", "uid": f"u{i}"} for i in range(256)]
+        add_claim(
+            cache,
+            claim("c", exactly("r"), allocation=allocated("n1", ("n1", "g0")), reserved_for=users),
+        )
+    _, status = plugin.pre_filter(CycleState(), parse_pod(claiming("c")), cache.table)
+    assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.reasons == (message,)
+
+
+def test_pre_enqueue_waits_for_a_template_claim_owned_by_the_pod() -> None:
+    cache = cluster({"n1": 1})
+    plugin = make_plugin(NAME, cache)
+    raw = pod("x", namespace="ns")
+    raw["metadata"]["uid"] = "pod-uid"
+    raw["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "t"}]
+    status = plugin.pre_enqueue(parse_pod(raw))
+    assert status.reasons == ('pod "ns/x": ResourceClaim not created yet',)
+    raw["status"] = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "x-gpu-abc"}]}
+    assert plugin.pre_enqueue(parse_pod(raw)).reasons == (
+        'resourceclaim.resource.k8s.io "x-gpu-abc" not found',
+    )
+    add_claim(cache, claim("x-gpu-abc", exactly("r"), owner="someone-else"))
+    assert plugin.pre_enqueue(parse_pod(raw)).reasons == (
+        "ResourceClaim ns/x-gpu-abc was not created for pod ns/x (pod is not owner)",
+    )
+    add_claim(cache, claim("x-gpu-abc", exactly("r"), owner="pod-uid", rv="2"))
+    assert plugin.pre_enqueue(parse_pod(raw)).ok
+    assert plugin.queueing_hint(
+        parse_pod(raw),
+        ClusterEvent.RESOURCE_CLAIM_ADD,
+        None,
+        parse_resource_claim(claim("x-gpu-abc", exactly("r"), owner="pod-uid")),
+    )
+
+
+def test_first_available_scores_prefer_earlier_subrequests() -> None:
+    cache = cluster(
+        {"n1": 1, "n2": 2},
+        device_class("gpu", "true"),
+    )
+    add_claim(cache, claim("c", first_available("r", ("two", "gpu", 2), ("one", "gpu", 1))))
+    plugin, result, state = filtered(cache, claiming("c"))
+    assert sorted(rejected_reasons(result, cache)) == ["n3", "n4"]
+    feasible = np.array([0, 1])
+    info = parse_pod(claiming("c"))
+    assert plugin.pre_score(state, info, cache.table, feasible).ok
+    assert plugin.score(state, info, cache.table, feasible).tolist() == [7, 8]
+
+
+def test_a_failing_selector_fails_the_attempt_with_an_error() -> None:
+    cache = cluster({"n1": 1}, device_class("gpu", 'device.attributes["gpu.example.com"].nosuch'))
+    add_claim(cache, claim("c", exactly("r")))
+    _, result, _ = filtered(cache, claiming("c"))
+    assert [r.code for r in result.rejections] == [Code.ERROR]
+    assert (
+        "class gpu: selector #0: CEL runtime error: no such key: nosuch"
+        in result.rejections[0].reason
+    )
