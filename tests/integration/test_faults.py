@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from ascheduler.app import OBJECT_KINDS, STORAGE_KINDS
+from ascheduler.app import DRA_KINDS, OBJECT_KINDS, STORAGE_KINDS
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.faultproxy import Delay, FaultProxy, WriteFaults
 from ascheduler.devcluster.nodes import FakeNodes
@@ -230,8 +230,9 @@ async def test_a_relist_after_410_reconciles_what_changed_while_away(
 
         async def all_watching() -> bool:
             # pods, nodes, namespaces, the kinds that select pods, PodDisruptionBudgets,
-            # the storage objects
-            return proxy.open_watches == 4 + len(OBJECT_KINDS) + len(STORAGE_KINDS)
+            # the storage objects, the DRA objects
+            kinds = len(OBJECT_KINDS) + len(STORAGE_KINDS) + len(DRA_KINDS)
+            return proxy.open_watches == 4 + kinds
 
         await eventually(all_watching, what="every informer's watch open at the proxy")
         proxy.refuse_watches = True
