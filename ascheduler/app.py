@@ -279,7 +279,8 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
             name="poddisruptionbudgets",
         )
     )
-    for kind, path, parse in DRA_KINDS:
+    handlers = {**router.resources, **router.storage}
+    for kind, path, parse in (*DRA_KINDS, *STORAGE_KINDS):
         objects.append(
             Informer(
                 watch_client,
@@ -287,19 +288,7 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
                 parse=parse,
                 key=lambda o: f"{o.namespace}/{o.name}" if getattr(o, "namespace", "") else o.name,
                 version=lambda o: o.resource_version,
-                handler=router.resources[kind],
-                name=path.rsplit("/", 1)[-1],
-            )
-        )
-    for kind, path, parse in STORAGE_KINDS:
-        objects.append(
-            Informer(
-                watch_client,
-                path,
-                parse=parse,
-                key=lambda o: f"{o.namespace}/{o.name}" if getattr(o, "namespace", "") else o.name,
-                version=lambda o: o.resource_version,
-                handler=router.storage[kind],
+                handler=handlers[kind],
                 name=path.rsplit("/", 1)[-1],
             )
         )

@@ -182,22 +182,33 @@ _STORAGE_EVENTS: dict[str, tuple[ClusterEvent | None, ClusterEvent | None, Clust
 }
 
 
-class StorageEvents:
-    """One storage kind into the cache's storage store; adds and updates may help pods the
-    volume plugins rejected, and of deletions only a VolumeAttachment's (a volume detached
-    from a node; otherwise a missing object never makes a pod fit)."""
+class _KindEvents:
+    """One kind of object into its store in the cache; its add, update and delete events (None:
+    no move for that action) may help pods waiting on it."""
 
-    def __init__(self, router: EventRouter, kind: str) -> None:
+    #: The warning logged for an object with fields that could not be read.
+    invalid = "object_invalid"
+
+    def __init__(
+        self,
+        router: EventRouter,
+        kind: str,
+        store: Any,
+        events: tuple[ClusterEvent | None, ClusterEvent | None, ClusterEvent | None],
+    ) -> None:
         self.r = router
         self.kind = kind
-        self.store = router.cache.storage.handlers[kind]
-        self.add_event, self.update_event, self.delete_event = _STORAGE_EVENTS[kind]
+        self.store = store
+        self.add_event, self.update_event, self.delete_event = events
+
+    def changed(self, old: Any, new: Any) -> None:
+        """What else the cache recounts when an object of this kind changes."""
 
     def _check(self, obj: Any) -> None:
         errors = getattr(obj, "errors", ())
         if errors:
             log.warning(
-                "storage_object_invalid",
+                self.invalid,
                 kind=self.kind,
                 name=getattr(obj, "key", None) or getattr(obj, "name", ""),
                 errors=list(errors),
@@ -206,7 +217,7 @@ class StorageEvents:
     def on_add(self, obj: Any) -> None:
         self._check(obj)
         self.store.on_add(obj)
-        self.r.cache.storage_changed(self.kind, None, obj)
+        self.changed(None, obj)
         if self.add_event is not None:
             self.r.queue.move_all(self.add_event, None, obj)
 
@@ -214,15 +225,29 @@ class StorageEvents:
         if getattr(new, "errors", ()) != getattr(old, "errors", ()):
             self._check(new)
         self.store.on_update(old, new)
-        self.r.cache.storage_changed(self.kind, old, new)
+        self.changed(old, new)
         if self.update_event is not None:
             self.r.queue.move_all(self.update_event, old, new)
 
     def on_delete(self, obj: Any) -> None:
         self.store.on_delete(obj)
-        self.r.cache.storage_changed(self.kind, obj, None)
+        self.changed(obj, None)
         if self.delete_event is not None:
             self.r.queue.move_all(self.delete_event, obj, None)
+
+
+class StorageEvents(_KindEvents):
+    """One storage kind into the cache's storage store; adds and updates may help pods the
+    volume plugins rejected, and of deletions only a VolumeAttachment's (a volume detached
+    from a node; otherwise a missing object never makes a pod fit)."""
+
+    invalid = "storage_object_invalid"
+
+    def __init__(self, router: EventRouter, kind: str) -> None:
+        super().__init__(router, kind, router.cache.storage.handlers[kind], _STORAGE_EVENTS[kind])
+
+    def changed(self, old: Any, new: Any) -> None:
+        self.r.cache.storage_changed(self.kind, old, new)
 
 
 #: DRA kinds -> (their add and update events); None: no move for that action.
@@ -234,38 +259,12 @@ _RESOURCE_EVENTS: dict[str, tuple[ClusterEvent | None, ClusterEvent | None]] = {
 }
 
 
-class ResourceEvents:
+class ResourceEvents(_KindEvents):
     """One DRA kind into the cache's resource store; adds and updates may help pods
     DynamicResources rejected or holds (a claim created for a pod waiting on it)."""
 
+    invalid = "resource_object_invalid"
+
     def __init__(self, router: EventRouter, kind: str) -> None:
-        self.r = router
-        self.kind = kind
-        self.store = router.cache.resources.handlers[kind]
-        self.add_event, self.update_event = _RESOURCE_EVENTS[kind]
-
-    def _check(self, obj: Any) -> None:
-        errors = getattr(obj, "errors", ())
-        if errors:
-            log.warning(
-                "resource_object_invalid",
-                kind=self.kind,
-                name=getattr(obj, "key", None) or getattr(obj, "name", ""),
-                errors=list(errors),
-            )
-
-    def on_add(self, obj: Any) -> None:
-        self._check(obj)
-        self.store.on_add(obj)
-        if self.add_event is not None:
-            self.r.queue.move_all(self.add_event, None, obj)
-
-    def on_update(self, old: Any, new: Any) -> None:
-        if getattr(new, "errors", ()) != getattr(old, "errors", ()):
-            self._check(new)
-        self.store.on_update(old, new)
-        if self.update_event is not None:
-            self.r.queue.move_all(self.update_event, old, new)
-
-    def on_delete(self, obj: Any) -> None:
-        self.store.on_delete(obj)
+        add, update = _RESOURCE_EVENTS[kind]
+        super().__init__(router, kind, router.cache.resources.handlers[kind], (add, update, None))

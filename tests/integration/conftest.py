@@ -23,7 +23,7 @@ from ascheduler.devcluster.nodes import (
 )
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.devcluster.processes import ProcessRecord
-from ascheduler.kube import KubeClient
+from ascheduler.kube import ApiError, KubeClient
 
 NodeFactory = Callable[[FakeNodes], Awaitable[list[str]]]
 
@@ -113,3 +113,16 @@ async def nodes(kube: KubeClient) -> AsyncIterator[NodeFactory]:
 
     yield make
     await delete_fake_nodes(kube, created)
+
+
+@pytest.fixture
+async def cluster_objects(kube: KubeClient) -> AsyncIterator[list[str]]:
+    """Cluster-scoped objects a test creates (their paths appended), deleted after it."""
+    created: list[str] = []
+    yield created
+    for path in reversed(created):
+        try:
+            await kube.request("DELETE", path)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise

@@ -5,32 +5,16 @@ claim no node can meet stays pending with kube-scheduler's reason."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
 
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
-from ascheduler.kube import ApiError, KubeClient
+from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import eventually, get_pod, pause_pod, wait_bound, wait_unschedulable
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 DRIVER = "gpu.example.com"
-
-
-@pytest.fixture
-async def cluster_objects(kube: KubeClient) -> AsyncIterator[list[str]]:
-    """Cluster-scoped objects the test creates, deleted after it (paths appended)."""
-    created: list[str] = []
-    yield created
-    for path in reversed(created):
-        try:
-            await kube.request("DELETE", path)
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
 
 
 async def gpus(kube: KubeClient, created: list[str], node: str, models: list[str]) -> None:

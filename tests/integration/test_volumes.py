@@ -5,10 +5,7 @@ whose class cannot provision anywhere leaves its pod pending with kube-scheduler
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
 
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
@@ -23,19 +20,6 @@ from tests.integration.helpers import (
 )
 
 HOSTNAME = "kubernetes.io/hostname"
-
-
-@pytest.fixture
-async def storage(kube: KubeClient, namespace: str) -> AsyncIterator[list[str]]:
-    """Cluster-scoped objects the test creates, deleted after it (paths appended)."""
-    created: list[str] = []
-    yield created
-    for path in reversed(created):
-        try:
-            await kube.request("DELETE", path)
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
 
 
 async def make_class(kube: KubeClient, created: list[str], name: str, **fields: Any) -> None:
@@ -76,15 +60,15 @@ async def test_a_statefulset_gets_local_volumes_on_its_pods_nodes(
     kube: KubeClient,
     namespace: str,
     nodes: NodeFactory,
-    storage: list[str],
+    cluster_objects: list[str],
 ) -> None:
     names = await nodes(FakeNodes(count=4, prefix=f"{namespace}-n"))
     klass = f"{namespace}-local"
-    await make_class(kube, storage, klass, provisioner="kubernetes.io/no-provisioner")
+    await make_class(kube, cluster_objects, klass, provisioner="kubernetes.io/no-provisioner")
     # A free volume on three of the four nodes; one too small on the fourth.
     for i, node in enumerate(names):
         size = "100Mi" if i == 3 else "1Gi"
-        await local_volume(kube, storage, f"{namespace}-pv{i}", node, klass, size)
+        await local_volume(kube, cluster_objects, f"{namespace}-pv{i}", node, klass, size)
     template = pause_pod("x", cpu="10m", memory="10Mi")
     spec = {**template["spec"], "volumes": []}
     set_body = stateful_set_body("db", 3, spec, klass, "500Mi", parallel=True)
@@ -118,13 +102,13 @@ async def test_a_claim_no_node_can_provision_leaves_its_pod_pending(
     kube: KubeClient,
     namespace: str,
     nodes: NodeFactory,
-    storage: list[str],
+    cluster_objects: list[str],
 ) -> None:
     await nodes(FakeNodes(count=2, prefix=f"{namespace}-n"))
     klass = f"{namespace}-zonal"
     topologies = [{"matchLabelExpressions": [{"key": "zone", "values": ["nowhere"]}]}]
     await make_class(
-        kube, storage, klass, provisioner="example.com/zonal", allowedTopologies=topologies
+        kube, cluster_objects, klass, provisioner="example.com/zonal", allowedTopologies=topologies
     )
     await kube.post(
         f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
