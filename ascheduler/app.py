@@ -213,7 +213,17 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
     frameworks = build_frameworks(config, registry, cache, write_client, extenders)
     queue = build_queue(frameworks, config.queue)
     writer = StatusWriter(write_client)
-    binder = LockedBinder(write_client, config.binding) if config.binding.policy != "none" else None
+    binder = (
+        LockedBinder(
+            write_client,
+            config.binding,
+            lease_namespace=config.leader_election.resource_namespace,
+        )
+        if config.binding.policy != "none"
+        else None
+    )
+    for fw in frameworks.values():
+        fw.handle.device_locks = binder.devices if binder is not None else None
     scheduler = Scheduler(
         frameworks=frameworks,
         cache=cache,
@@ -347,6 +357,7 @@ async def serve(
         ]
         if scheduler.binder is not None:
             background.append(group.create_task(scheduler.binder.locks.run()))
+            background.append(group.create_task(scheduler.binder.devices.run()))
         waits = [
             *(group.create_task(i.synced.wait()) for i in informers),
             stopping := group.create_task(stop.wait()),
@@ -425,6 +436,7 @@ async def main(config: SchedulerConfig, registry: Registry = IN_TREE) -> int:
     finally:
         if runtime.scheduler.binder is not None:
             await runtime.scheduler.binder.locks.release_all()
+            await runtime.scheduler.binder.devices.release_all()
         if elector is not None:
             await elector.release()
             await elector.kube.close()

@@ -33,6 +33,7 @@ from typing import Final, Literal
 import structlog
 
 from ascheduler import metrics
+from ascheduler.binding.devicelocks import DeviceLocks
 from ascheduler.binding.nodelock import Hold, LockContended, LockSettings, NodeLocks
 from ascheduler.framework import Code, CycleState, Framework, Status
 from ascheduler.framework.interface import BINDING_ANNOTATIONS
@@ -113,10 +114,15 @@ def _take(queue: deque[_Bind], most: int) -> list[_Bind]:
 
 
 class LockedBinder:
-    def __init__(self, kube: KubeClient, settings: BindSettings) -> None:
+    def __init__(
+        self, kube: KubeClient, settings: BindSettings, *, lease_namespace: str = "kube-system"
+    ) -> None:
         self.kube = kube
         self.settings = settings
         self.locks = NodeLocks(kube, settings.lock)
+        #: The locks DynamicResources writes new allocations under (network-attached pools'
+        #: Leases live in `lease_namespace`).
+        self.devices = DeviceLocks(kube, self.locks, lease_namespace, settings.lock)
         self.phase_key = f"{settings.annotation_prefix}/bind-phase"
         self.time_key = f"{settings.annotation_prefix}/bind-time"
         #: node -> binds waiting for the binding cycle that leads the node's current hold

@@ -51,7 +51,7 @@ import random
 import re
 import socket
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -246,10 +246,18 @@ class NodeLocks:
         *,
         now: Callable[[], dt.datetime] | None = None,
         clock: Callable[[], float] | None = None,
+        path: Callable[[str], str] | None = None,
+        create: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         """`now` is the wall clock written into values (informational); `clock` the monotonic
-        one staleness and hold budgets are counted on (default: the event loop's)."""
+        one staleness and hold budgets are counted on (default: the event loop's).
+
+        The lock lives on a Node by default. `path` names another kind of object by name (a
+        Lease, for locks that no node stands for), and `create` makes one that is missing the
+        first time a lock is taken on it."""
         self.kube = kube
+        self._path = path or (lambda name: f"/api/v1/nodes/{name}")
+        self._create = create
         self.settings = settings or LockSettings()
         self.now = now or (lambda: dt.datetime.now(dt.UTC))
         self._clock = clock or (lambda: asyncio.get_running_loop().time())
@@ -331,11 +339,17 @@ class NodeLocks:
         patch = {
             "metadata": {"resourceVersion": version, "annotations": {self.settings.key: value}}
         }
-        return await self.kube.patch(f"/api/v1/nodes/{node}", patch, content_type=MERGE_PATCH)
+        return await self.kube.patch(self._path(node), patch, content_type=MERGE_PATCH)
 
     async def _read(self, node: str) -> tuple[str, str, dict[str, Any]]:
         """(resourceVersion, lock value or "", node) as the API server has it now."""
-        obj = await self.kube.get(f"/api/v1/nodes/{node}")
+        try:
+            obj = await self.kube.get(self._path(node))
+        except KubeError as exc:
+            if not exc.not_found or self._create is None:
+                raise
+            await self._create(node)
+            obj = await self.kube.get(self._path(node))
         meta = obj.get("metadata") or {}
         annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
         self.observe(node, annotations)

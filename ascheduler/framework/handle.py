@@ -18,6 +18,7 @@ from ascheduler.framework.waiting import WaitingPods
 from ascheduler.model import PodInfo
 
 if TYPE_CHECKING:
+    from ascheduler.binding.devicelocks import DeviceLocks
     from ascheduler.framework.attachments import AttachedVolumes
     from ascheduler.kube import KubeClient
 
@@ -53,6 +54,9 @@ class Handle:
     #: DeviceClasses, ResourceSlices, ResourceClaims and their templates, as the informers
     #: have them (with DynamicResources' allocations in flight).
     resources: ResourceObjects = field(default_factory=ResourceObjects)
+    #: The locks new device allocations are written under (None: node locks are off, this
+    #: instance is the only allocator).
+    device_locks: DeviceLocks | None = None
     #: CSI volumes attached per node (the cache keeps them; None: the plugin keeps its own).
     attachments: AttachedVolumes | None = None
     #: Pods nominated to nodes (shared by every profile).

@@ -389,21 +389,22 @@ class Framework:
         narrowed_by: list[str] = []
         timings = state.timings
         mark = time.perf_counter()
+        refused: Status | None = None
         for pre in self.pre_filter_plugins:
             result, status = pre.pre_filter(state, pod, nodes)
             if status.code is Code.SKIP:
                 state.skip_filter.add(pre.name)
                 continue
             if not status.ok:
-                if status.rejected:
-                    diag = Diagnosis(
-                        n,
-                        prefilter_status=status.with_plugin(pre.name),
-                        rejecting_plugins={pre.name},
-                        unresolvable=status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                    )
-                    return self._unschedulable(state, pod, nodes, diag, post_filter)
-                return ScheduleResult(None, status.with_plugin(pre.name))
+                if not status.rejected:
+                    return ScheduleResult(None, status.with_plugin(pre.name))
+                refused = status.with_plugin(pre.name)
+                if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    break
+                # A resolvable rejection runs the remaining PreFilters all the same, so that
+                # preemption finds every plugin's state (kubernetes#119770); the last one
+                # stands.
+                continue
             if result is not None and result.node_names is not None:
                 allowed = np.fromiter(
                     (name in result.node_names for name in nodes.names), dtype=np.bool_, count=n
@@ -411,6 +412,14 @@ class Framework:
                 candidates = allowed if candidates is None else candidates & allowed
                 narrowed_by.append(pre.name)
 
+        if refused is not None:
+            diag = Diagnosis(
+                n,
+                prefilter_status=refused,
+                rejecting_plugins={refused.plugin},
+                unresolvable=refused.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            )
+            return self._unschedulable(state, pod, nodes, diag, post_filter)
         now = time.perf_counter()
         timings["PreFilter"], mark = now - mark, now
         applied: list[tuple[str, FilterResult]] = []
@@ -546,7 +555,13 @@ class Framework:
                 reasons = list(status.reasons)
                 break
             if status.code is Code.ERROR:
-                return ScheduleResult(None, status.with_plugin(plugin.name), diag)
+                # kube-scheduler ends PostFilter on an error, and the pod is unschedulable all
+                # the same: the error's text is the message's PostFilter part.
+                log.error(
+                    "post_filter_failed", pod=pod.key, plugin=plugin.name, error=status.message
+                )
+                reasons = list(status.reasons)
+                break
             reasons.extend(status.reasons)
             if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 break

@@ -42,6 +42,8 @@ from typing import Any, Final
 import numpy as np
 import structlog
 
+from ascheduler.binding.devicelocks import LABEL_PREFIX, DeviceTaken, pool_label
+from ascheduler.binding.nodelock import LockContended
 from ascheduler.dra.allocator import (
     INVALID_POOLS,
     AllocationError,
@@ -99,6 +101,8 @@ NOT_AVAILABLE: Final = "resourceclaim not available on the node"
 TIMED_OUT: Final = "timed out trying to allocate devices"
 IN_USE: Final = "resourceclaim in use"
 NO_NEW_CLAIMS: Final = "no new claims to deallocate"
+#: The error kube-scheduler's cycle state gives for a key never written.
+STATE_NOT_FOUND: Final = "not found"
 STILL_NOT: Final = "still not schedulable"
 DEALLOCATED: Final = "deallocation of ResourceClaim completed"
 CLAIM_NOT_CREATED: Final = "ResourceClaim not created yet"
@@ -187,6 +191,19 @@ class _Counted:
     all_selected: IntArray | None = None  # per node row, All requests: every selected device
 
 
+def _pool_labels(labels: Any, allocation: Allocation) -> dict[str, str]:
+    """A claim's labels with one per pool `allocation` draws from (`devicelocks`), and none
+    left from an earlier allocation."""
+    out = {
+        str(k): str(v)
+        for k, v in (labels.items() if isinstance(labels, dict) else ())
+        if not str(k).startswith(LABEL_PREFIX)
+    }
+    for d in allocation.devices:
+        out[pool_label(d.driver, d.pool)] = "true"
+    return out
+
+
 @dataclass(slots=True)
 class _State:
     claims: list[ResourceClaim]
@@ -257,6 +274,9 @@ class DynamicResources(
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
+        # As kube-scheduler's plugin does: an empty state first, recording that PreFilter ran
+        # (PostFilter tells that from not having run); the claims join it if PreFilter passes.
+        state.write(NAME, _State([], [], []))
         if not pod.resource_claims:
             return None, SKIP
         try:
@@ -475,10 +495,12 @@ class DynamicResources(
     ) -> PostFilterResult:
         s: _State | None = state.read(NAME)
         if s is None:
-            # kube-scheduler says NO_NEW_CLAIMS here, even for a pod without claims; that
-            # word joins every pending pod's message once the comparison on the plane has
-            # settled what it says after a PreFilter rejection. Until then: no reason.
-            return PostFilterResult(Status.unschedulable())
+            # PreFilter never ran: an earlier PreFilter rejected the pod outright. kube-
+            # scheduler's plugin fails reading its state, and that error ends PostFilter (no
+            # preemption), its text closing the pod's message.
+            return PostFilterResult(Status.error(STATE_NOT_FOUND))
+        if not s.claims:
+            return PostFilterResult(Status.unschedulable(NO_NEW_CLAIMS))
         for i in sorted(s.unavailable):
             claim = s.claims[i]
             users = claim.reserved_for
@@ -568,6 +590,48 @@ class DynamicResources(
         s: _State | None = state.read(NAME)
         if s is None:
             return SUCCESS
+        locks = self.handle.device_locks
+        if locks is None or not s.allocations:
+            return await self._write_claims(s, pod)
+        local, pools = self._lock_targets(s)
+        busy = [
+            d.device_id for a in s.allocations.values() for d in a.devices if not d.admin_access
+        ]
+        try:
+            async with locks.hold(node if local else None, pools, pod) as held:
+                await locks.check(busy, [s.claims[i].uid for i in s.allocations])
+                if not held.writable():
+                    return Status.error("device locks: the hold ran out of time")
+                async with asyncio.timeout(held.remaining()):
+                    return await self._write_claims(s, pod)
+        except DeviceTaken as exc:
+            log.info("device_taken", pod=pod.key, node=node, error=str(exc))
+            return Status.error(f"{exc} (by another scheduler)")
+        except LockContended as exc:
+            return Status.error(f"device lock: {exc}")
+        except KubeError as exc:
+            return Status.error(f"device lock: {exc}")
+        except TimeoutError:
+            return Status.error("device locks: the claim writes were cut off with the hold")
+
+    def _lock_targets(self, s: _State) -> tuple[bool, list[tuple[str, str]]]:
+        """Whether the new allocations use node-local devices, and the network-attached pools
+        they draw from (a device no longer in the table counts as both)."""
+        table = self.objects.table()
+        local = False
+        pools: set[tuple[str, str]] = set()
+        for allocation in s.allocations.values():
+            for d in allocation.devices:
+                if d.admin_access:
+                    continue
+                row = table.index.get(d.device_id)
+                if row is None or table.node_of[row]:
+                    local = True
+                if row is None or not table.node_of[row]:
+                    pools.add((d.driver, d.pool))
+        return local, sorted(pools)
+
+    async def _write_claims(self, s: _State, pod: PodInfo) -> Status:
         for i, claim in enumerate(s.claims):
             current = self.objects.claim(claim.namespace, claim.name) or claim
             if current.uid == claim.uid and current.reserved_for_pod(pod.uid):
@@ -604,9 +668,12 @@ class DynamicResources(
                 if allocation is not None:
                     if claim.allocation is not None:
                         raise _WriteFailed(f"claim {ref} got allocated elsewhere in the meantime")
-                    if FINALIZER not in claim.finalizers:
-                        meta = dict(body.get("metadata") or {})
-                        meta["finalizers"] = [*claim.finalizers, FINALIZER]
+                    meta = dict(body.get("metadata") or {})
+                    labels = _pool_labels(meta.get("labels"), allocation)
+                    if FINALIZER not in claim.finalizers or labels != meta.get("labels"):
+                        meta["labels"] = labels
+                        if FINALIZER not in claim.finalizers:
+                            meta["finalizers"] = [*claim.finalizers, FINALIZER]
                         body = (
                             await kube.request("PUT", path, body={**body, "metadata": meta})
                         ).json()

@@ -14,7 +14,6 @@ from ascheduler.kube import ApiError, KubeClient
 from tests.integration.differential.harness import (
     ASCHEDULER,
     KUBE,
-    KUBE_PROFILE,
     PRIORITY_CLASSES,
     Runner,
 )
@@ -22,9 +21,7 @@ from tests.integration.differential.harness import (
 
 @pytest.fixture(scope="session")
 def schedulers(plane: ControlPlane) -> Iterator[tuple[ProcessRecord, ProcessRecord]]:
-    kube = plane.start_kube_scheduler(
-        name="diff-kube-scheduler", scheduler_name=KUBE, profile=KUBE_PROFILE
-    )
+    kube = plane.start_kube_scheduler(name="diff-kube-scheduler", scheduler_name=KUBE)
     ours = plane.start_ascheduler(
         "diff-ascheduler", "--scheduler-name", ASCHEDULER, "--log-level", "debug"
     )

@@ -53,13 +53,6 @@ HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 KUBE = "diff-kube"
 ASCHEDULER = "diff-asch"
-#: kube-scheduler's profile in the comparison: the PostFilter plugin ascheduler does not have
-#: yet is off (DynamicResources, whose PostFilter adds `no new claims to deallocate` to every
-#: pending pod's message, even a pod without claims). Everything else is kube-scheduler's
-#: default profile, DefaultPreemption included.
-KUBE_PROFILE: Mapping[str, Any] = {
-    "plugins": {"postFilter": {"disabled": [{"name": "DynamicResources"}]}}
-}
 DECISION_TIMEOUT = 30.0
 #: Reasons the harness gives a pod nobody decided.
 UNDECIDED = ("(no decision)", "(never created)")
@@ -241,8 +234,7 @@ class Runner:
             return
         assert self.plane is not None, "a scenario with a profile needs the plane"
         kube_name, ours_name = f"{KUBE}-{s.id}", f"{ASCHEDULER}-{s.id}"
-        own = dict(s.profile or {})
-        profile = {**own, "plugins": KUBE_PROFILE["plugins"]}
+        profile = dict(s.profile or {})
         gates = [f"--feature-gates={s.feature_gates}"] if s.feature_gates else []
         kube = self.plane.start_kube_scheduler(
             name=kube_name, scheduler_name=kube_name, profile=profile, extra_args=gates
@@ -253,7 +245,7 @@ class Runner:
                 {
                     "apiVersion": "kubescheduler.config.k8s.io/v1",
                     "kind": "KubeSchedulerConfiguration",
-                    "profiles": [{"schedulerName": ours_name, **own}],
+                    "profiles": [{"schedulerName": ours_name, **profile}],
                 }
             )
         )

@@ -945,3 +945,38 @@ SCENARIOS += [
         ],
     ),
 ]
+
+
+def named(*names: str) -> Json:
+    """A required node affinity term on `metadata.name`."""
+    field_term = {"key": "metadata.name", "operator": "In", "values": list(names)}
+    return {"matchFields": [field_term]}
+
+
+def required_terms(*terms: Json) -> Json:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}
+        }
+    }
+
+
+SCENARIOS += [
+    # An outright (unresolvable) PreFilter rejection stops PreFilter before DynamicResources,
+    # whose PostFilter then fails on its missing state and ends PostFilter; a resolvable
+    # one, or a rejection by DynamicResources itself, lets it say `no new claims to
+    # deallocate` before preemption speaks.
+    Scenario(
+        "prefilter: outright rejections before DynamicResources",
+        nodes=THREE,
+        objects=[claim("present")],
+        pods=[
+            pause("no-such-node", affinity=required_terms(named("nowhere"))),
+            with_claims("missing-claim", "absent"),
+            pause("too-big", cpu="64"),
+            pause("fine"),
+        ],
+        ties=frozenset({"fine"}),
+        dry_run=False,
+    ),
+]

@@ -27,6 +27,8 @@ from ascheduler.framework import (
     PluginRef,
     PostFilterPlugin,
     PostFilterResult,
+    PreFilterPlugin,
+    PreFilterResult,
     ProfileSpec,
     Registration,
     Registry,
@@ -61,10 +63,13 @@ def build(
     registry: Sequence[Registration[Any]] = (),
     args: Mapping[str, Mapping[str, Any]] | None = None,
     percentage: int = 0,
-    preemption: bool = True,
+    post_filters: bool = True,
 ) -> Framework:
+    """The default plugins, and `extra`; without `post_filters`, without the default ones
+    that have a PostFilter (DynamicResources, DefaultPreemption)."""
     handle = Handle(nodes=cache.table, storage=cache.storage, attachments=cache.attachments)
-    base = [p for p in DEFAULT_PLUGINS if preemption or p.name != "DefaultPreemption"]
+    own_post_filters = ("DynamicResources", "DefaultPreemption")
+    base = [p for p in DEFAULT_PLUGINS if post_filters or p.name not in own_post_filters]
     spec = multipoint("x", (*base, *extra), args)
     return Framework(
         spec,
@@ -141,7 +146,8 @@ MESSAGE_CASES = [
         [],
         pod(cpu="2"),
         "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu."
-        " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+        " no new claims to deallocate, "
+        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
         id="two-reasons",
     ),
     pytest.param(
@@ -150,7 +156,8 @@ MESSAGE_CASES = [
         [],
         pod(cpu="2"),
         "0/12 nodes are available: 10 node(s) had untolerated taint(s), 2 Insufficient cpu."
-        " preemption: 0/12 nodes are available: 12 Preemption is not helpful for scheduling.",
+        " no new claims to deallocate, "
+        "preemption: 0/12 nodes are available: 12 Preemption is not helpful for scheduling.",
         id="sorted-as-strings-10-before-2",
     ),
     pytest.param(
@@ -158,7 +165,8 @@ MESSAGE_CASES = [
         [],
         pod(cpu="2", memory="2Gi"),
         "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient memory."
-        " preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+        " no new claims to deallocate, "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
         id="several-fit-reasons-per-node",
     ),
     pytest.param(
@@ -171,7 +179,8 @@ MESSAGE_CASES = [
         pod(cpu="2", memory="2Gi", extra={GPU: "1"}),
         "0/3 nodes are available: 1 Insufficient memory, 1 Insufficient nvidia.com/gpu, "
         "2 Insufficient cpu."
-        " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+        " no new claims to deallocate, "
+        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
         id="counts-sum-beyond-n",
     ),
     pytest.param(
@@ -186,7 +195,8 @@ MESSAGE_CASES = [
         "0/4 nodes are available: 1 Insufficient cpu, "
         "1 node(s) didn't match Pod's node affinity/selector, "
         "1 node(s) had untolerated taint(s), 1 node(s) were unschedulable."
-        " preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.",
+        " no new claims to deallocate, "
+        "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.",
         id="first-failing-filter-wins",
     ),
     pytest.param(
@@ -198,7 +208,8 @@ MESSAGE_CASES = [
         pod(ports=[{"containerPort": 80, "hostPort": 80}]),
         "0/2 nodes are available: 1 Too many pods, "
         "1 node(s) didn't have free ports for the requested pod ports."
-        " preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
+        " no new claims to deallocate, "
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
         id="uppercase-sorts-first",
     ),
     pytest.param(
@@ -206,7 +217,8 @@ MESSAGE_CASES = [
         [],
         pod(node_name="n9"),
         "0/2 nodes are available: 2 node(s) didn't match the requested node name."
-        " preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+        " no new claims to deallocate, "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
         id="node-name",
     ),
     pytest.param(
@@ -214,7 +226,8 @@ MESSAGE_CASES = [
         [],
         pod(required=[term(expr("zone", "In", "b"))]),
         "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
-        " preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+        " no new claims to deallocate, "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
         id="affinity",
     ),
 ]
@@ -299,7 +312,8 @@ def test_unresolvable(
             pod(required=[term(fields=[expr("metadata.name", "In", "n1")])]),
             "0/3 nodes are available: 1 node(s) had untolerated taint(s), "
             "2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
-            " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+            " no new claims to deallocate, "
+            "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
             id="narrowed-to-named-node",
         ),
         pytest.param(
@@ -314,15 +328,16 @@ def test_unresolvable(
                     )
                 ]
             ),
-            "0/3 nodes are available: pod affinity terms conflict."
-            " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+            # An outright PreFilter rejection: DynamicResources' PostFilter fails (no state).
+            "0/3 nodes are available: pod affinity terms conflict. not found",
             id="conflicting-names",
         ),
         pytest.param(
             [node("n1"), node("n2")],
             pod(required=[term(fields=[expr("metadata.name", "In", "ghost")])]),
             "0/2 nodes are available: 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
-            " preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+            " no new claims to deallocate, "
+            "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
             id="named-node-missing",
         ),
         pytest.param(
@@ -333,7 +348,8 @@ def test_unresolvable(
             ),
             "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
             "2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
-            " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+            " no new claims to deallocate, "
+            "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
             id="filters-only-the-named-node",
         ),
     ],
@@ -357,8 +373,9 @@ def test_prefilter_rejection_status_is_the_fit_error_message() -> None:
     result = schedule([node("n1"), node("n2"), node("n3")], [], raw)
     assert result.status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert result.status.message == (
-        "0/3 nodes are available: pod affinity terms conflict. preemption: 0/3 nodes are "
-        "available: 3 Preemption is not helpful for scheduling."
+        # DynamicResources' PreFilter never ran: its PostFilter fails on its missing state,
+        # ending PostFilter before preemption (kube-scheduler's words, on the plane).
+        "0/3 nodes are available: pod affinity terms conflict. not found"
     )
 
 
@@ -813,7 +830,7 @@ def post_filter_framework(*plugins: Recording) -> tuple[Framework, Cache]:
             cache,
             extra=[PluginRef(p.name) for p in plugins],
             registry=[registration(p) for p in plugins],
-            preemption=False,  # these PostFilters alone, in the order given
+            post_filters=False,  # these PostFilters alone, in the order given
         ),
         cache,
     )
@@ -867,12 +884,20 @@ def test_an_unresolvable_post_filter_stops_the_others() -> None:
     assert result.nominated_node == ""
 
 
-def test_a_post_filter_error_fails_the_attempt() -> None:
+def test_a_post_filter_error_ends_post_filter_and_closes_the_message() -> None:
+    """kube-scheduler: the pod is unschedulable all the same, the error's text in place of
+    the PostFilter reasons; the PostFilters after it do not run."""
     broken = Recording("Broken", PostFilterResult(Status.error("cannot list victims")))
-    fw, cache = post_filter_framework(broken)
+    after = Recording("After", PostFilterResult(SUCCESS, nominated_node="big"))
+    fw, cache = post_filter_framework(broken, after)
     result = fw.find_nodes(CycleState(), parsed(pod(cpu="8")), cache.table)
-    assert result.status.code is Code.ERROR
-    assert result.status.plugin == "Broken"
+    assert result.status.rejected
+    assert result.status.message == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. "
+        "cannot list victims"
+    )
+    assert after.seen == []
+    assert result.nominated_node == ""
 
 
 def test_post_filter_also_runs_after_a_prefilter_rejection() -> None:
@@ -903,3 +928,51 @@ def test_evaluate_gives_every_feasible_node_its_total_and_the_ties() -> None:
     assert nowhere.status.message == (
         "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
     )
+
+
+class Gate(PreFilterPlugin):
+    """A PreFilter answering `status`, recording that it ran."""
+
+    def __init__(self, name: str, status: Status) -> None:
+        self.name = name
+        self.status = status
+        self.ran = 0
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
+        self.ran += 1
+        return None, self.status
+
+
+def gated_framework(*gates: Gate) -> tuple[Framework, Cache]:
+    cache = make_cache([node("a"), node("b")])
+    fw = build(
+        cache,
+        extra=[PluginRef(g.name) for g in gates],
+        registry=[registration(g) for g in gates],
+        post_filters=False,
+    )
+    return fw, cache
+
+
+def test_a_resolvable_prefilter_rejection_runs_the_rest_and_the_last_one_stands() -> None:
+    """kube-scheduler (kubernetes#119770): preemption needs every PreFilter's state."""
+    first = Gate("First", Status.unschedulable("first says no"))
+    second = Gate("Second", Status.unschedulable("second says no"))
+    fw, cache = gated_framework(first, second)
+    result = fw.find_nodes(CycleState(), parsed(pod()), cache.table)
+    assert (first.ran, second.ran) == (1, 1)
+    assert result.status.rejected
+    assert result.status.message == "0/2 nodes are available: second says no."
+    assert result.diagnosis.rejecting_plugins == {"Second"}
+
+
+def test_an_unresolvable_prefilter_rejection_stops_prefilter() -> None:
+    first = Gate("First", Status.unschedulable("never here", resolvable=False))
+    second = Gate("Second", SUCCESS)
+    fw, cache = gated_framework(first, second)
+    result = fw.find_nodes(CycleState(), parsed(pod()), cache.table)
+    assert (first.ran, second.ran) == (1, 0)
+    assert result.status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert result.status.message == "0/2 nodes are available: never here."

@@ -266,7 +266,7 @@ async def test_never_preempting_pods_say_so() -> None:
     assert (node, victims) == ("", [])
     assert note == (
         "0/1 nodes are available: 1 Insufficient cpu. "
-        "preemption: not eligible due to preemptionPolicy=Never."
+        "no new claims to deallocate, preemption: not eligible due to preemptionPolicy=Never."
     )
 
 
@@ -277,6 +277,7 @@ async def test_no_lower_priority_pod_means_no_victims() -> None:
     assert node == ""
     assert note == (
         "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. "
+        "no new claims to deallocate, "
         "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
         "2 No preemption victims found for incoming pod."
     )
@@ -346,4 +347,6 @@ async def test_a_node_failing_with_its_nominated_pods_reports_that_failure() -> 
     env.router.pods.on_add(parse_pod(raw))
     # `a` is empty: only the pass with `theirs` on it rejects it.
     _, note, _ = await attempt(env, incoming("mine", priority=100, cpu="1"))
-    assert note.startswith("0/2 nodes are available: 2 Insufficient cpu. preemption:")
+    assert note.startswith(
+        "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption:"
+    )

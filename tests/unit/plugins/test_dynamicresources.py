@@ -8,11 +8,25 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ascheduler.binding.devicelocks import LABEL_PREFIX, pool_label
 from ascheduler.cache import Cache
-from ascheduler.framework import ClusterEvent, Code, CycleState, Status
+from ascheduler.framework import ClusterEvent, Code, CycleState, Diagnosis, Status
 from ascheduler.model import parse_pod
-from ascheduler.model.dra import parse_device_class, parse_resource_claim, parse_resource_slice
-from ascheduler.plugins.dynamicresources import CANNOT_ALLOCATE, NOT_AVAILABLE
+from ascheduler.model.dra import (
+    AllocatedDevice,
+    Allocation,
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_slice,
+)
+from ascheduler.plugins.dynamicresources import (
+    CANNOT_ALLOCATE,
+    NO_NEW_CLAIMS,
+    NOT_AVAILABLE,
+    STATE_NOT_FOUND,
+    _pool_labels,
+    _State,
+)
 from tests.kit import make_cache, make_plugin, node, pod, rejected_reasons
 from tests.unit.dra.helpers import (
     DRIVER,
@@ -227,3 +241,62 @@ def test_a_failing_selector_fails_the_attempt_with_an_error() -> None:
         "class gpu: selector #0: CEL runtime error: no such key: nosuch"
         in result.rejections[0].reason
     )
+
+
+def test_post_filter_words_for_each_state() -> None:
+    """kube-scheduler's: no state (PreFilter never ran) is an error reading it, `not
+    found`; a pod without claims, or rejected by PreFilter, has no claims to deallocate."""
+
+    cache = cluster({"n1": 1})
+    plugin = make_plugin(NAME, cache)
+    diagnosis = Diagnosis(cache.table.n)
+    bare = parse_pod(pod("bare", namespace="ns"))
+    never = plugin.post_filter(CycleState(), bare, cache.table, diagnosis).status
+    assert (never.code, never.message) == (Code.ERROR, STATE_NOT_FOUND)
+
+    state = CycleState()
+    _, status = plugin.pre_filter(state, bare, cache.table)
+    assert status.code is Code.SKIP
+    skipped = plugin.post_filter(state, bare, cache.table, diagnosis).status
+    assert (skipped.code, skipped.message) == (Code.UNSCHEDULABLE, NO_NEW_CLAIMS)
+
+    state = CycleState()
+    missing = parse_pod(claiming("nowhere"))
+    _, status = plugin.pre_filter(state, missing, cache.table)
+    assert status.rejected
+    refused = plugin.post_filter(state, missing, cache.table, diagnosis).status
+    assert refused.message == NO_NEW_CLAIMS
+
+
+def test_claims_are_labelled_per_pool_and_lock_the_node_or_the_pool() -> None:
+
+    cache = cluster({"n1": 2})
+    fabric = slice_("fabric", [device("f0"), device("f1")], all_nodes=True)
+    cache.resources.handlers["ResourceSlice"].on_add(parse_resource_slice(fabric))
+    plugin = make_plugin(NAME, cache)
+    local = AllocatedDevice("r", DRIVER, "n1", "g0")
+    wide = AllocatedDevice("r", DRIVER, "fabric", "f1")
+    admin = AllocatedDevice("r", DRIVER, "fabric", "f0", admin_access=True)
+
+    def targets(*devices: AllocatedDevice) -> tuple[bool, list[tuple[str, str]]]:
+        s = _State([], [], [])
+        s.allocations[0] = Allocation(devices=devices)
+        return plugin._lock_targets(s)
+
+    assert targets(local) == (True, [])
+    assert targets(wide) == (False, [(DRIVER, "fabric")])
+    assert targets(local, wide) == (True, [(DRIVER, "fabric")])
+    assert targets(admin) == (False, [])  # admin access takes no device from anyone
+    gone = AllocatedDevice("r", DRIVER, "vanished", "v0")
+    assert targets(gone) == (True, [(DRIVER, "vanished")])  # unknown: both kinds of lock
+
+    stale = {pool_label(DRIVER, "old"): "true", "app": "train"}
+    labels = _pool_labels(stale, Allocation(devices=(local, wide)))
+    assert labels == {
+        "app": "train",
+        pool_label(DRIVER, "n1"): "true",
+        pool_label(DRIVER, "fabric"): "true",
+    }
+    assert all(k.startswith(LABEL_PREFIX) for k in labels if k != "app")
+    assert pool_label(DRIVER, "n1") != pool_label(DRIVER, "n2")
+    assert len(pool_label(DRIVER, "x" * 200).split("/", 1)[1]) <= 63

@@ -1,0 +1,159 @@
+"""Locks around device allocations, so several instances never hand out one device twice.
+
+kube-scheduler assumes it is the only allocator: its cache's view of the claims decides which
+devices are free. Two ascheduler instances sharing nodes each see the other's allocations
+only once their informers bring them, so without more, both could give the same device to
+two different claims. With node locks on (policy `devices` or `all`), DynamicResources writes
+a claim's *new* allocation only inside `DeviceLocks.hold`, which holds
+
+* the node lock of the pod's node (`nodelock`), when any device comes from a node-local
+  slice: such a device can only ever be allocated to a pod on that node, so every instance
+  allocating it holds that node's lock;
+* for each network-attached pool the allocation draws from (slices with a node selector or
+  `allNodes`), the same annotation lock on a Lease named after the pool
+  (`ascheduler-pool-<hash>` in the scheduler's namespace, created on first use).
+
+Locks are taken in one order (the node first, then the pools by name), so instances never wait
+on each other in a cycle; a lock held by another instance fails the bind at once, and the pod
+is tried again.
+
+Under the locks, the allocation is checked against the API server itself: every claim this
+project allocates carries one label per pool it draws devices from (`pool_label`), so one
+consistent LIST per pool returns every claim allocated from it, and a device any of them holds
+(but for admin access) makes the bind fail with `DeviceTaken`. Claims allocated by a scheduler
+that does not take these locks (kube-scheduler beside ascheduler) are outside this guarantee.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+from ascheduler.binding.nodelock import Hold, LockSettings, NodeLocks
+from ascheduler.kube import KubeClient, KubeError
+from ascheduler.model import PodInfo
+from ascheduler.model.dra import parse_resource_claim
+
+#: Claims allocated from a pool carry `<LABEL_PREFIX><hash of driver/pool>: "true"`.
+LABEL_PREFIX: Final = "dra.ascheduler.io/pool-"
+LEASE_PREFIX: Final = "ascheduler-pool-"
+
+DeviceId = tuple[str, str, str]
+
+
+def _digest(driver: str, pool: str) -> str:
+    return hashlib.sha256(f"{driver}/{pool}".encode()).hexdigest()[:20]
+
+
+def pool_label(driver: str, pool: str) -> str:
+    """The label key marking a claim allocated devices of `pool`."""
+    return LABEL_PREFIX + _digest(driver, pool)
+
+
+def lease_name(driver: str, pool: str) -> str:
+    return LEASE_PREFIX + _digest(driver, pool)
+
+
+class DeviceTaken(Exception):
+    """A device about to be allocated is allocated to another claim already."""
+
+    def __init__(self, device: DeviceId, holder: str) -> None:
+        self.device = device
+        self.holder = holder
+        driver, pool, name = device
+        super().__init__(
+            f"device {name} of pool {pool} (driver {driver}) is allocated to claim {holder}"
+        )
+
+
+@dataclass
+class Held:
+    """The locks `DeviceLocks.hold` took: writes may go on while every one of them allows."""
+
+    holds: list[Hold] = field(default_factory=list)
+
+    def writable(self) -> bool:
+        return all(h.writable() for h in self.holds)
+
+    def remaining(self) -> float | None:
+        """Seconds until the first cutoff; None without locks."""
+        return min((h.remaining() for h in self.holds), default=None)
+
+
+class DeviceLocks:
+    def __init__(
+        self, kube: KubeClient, node_locks: NodeLocks, namespace: str, settings: LockSettings
+    ) -> None:
+        self.kube = kube
+        self.node_locks = node_locks
+        self.namespace = namespace
+        self._leases = leases = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        self.pool_locks = NodeLocks(
+            kube,
+            # HAMi's key names a pod; pool locks always use this project's own value format.
+            LockSettings(timeout=settings.timeout, identity=settings.identity),
+            path=lambda name: f"{leases}/{name}",
+            create=self._create_lease,
+        )
+
+    async def _create_lease(self, name: str) -> None:
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": name,
+                "labels": {"app.kubernetes.io/managed-by": "ascheduler"},
+            },
+            "spec": {},
+        }
+        try:
+            await self.kube.post(self._leases, body)
+        except KubeError as exc:
+            if not exc.conflict:  # created by another instance meanwhile
+                raise
+
+    async def run(self) -> None:
+        """The pool locks' background work (the node locks' is the binder's)."""
+        await self.pool_locks.run()
+
+    async def release_all(self) -> None:
+        await self.pool_locks.release_all()
+
+    @contextlib.asynccontextmanager
+    async def hold(
+        self, node: str | None, pools: Iterable[tuple[str, str]], pod: PodInfo
+    ) -> AsyncIterator[Held]:
+        """Hold `node`'s lock (None: no node-local device) and one lock per network-attached
+        pool (driver, pool), in that order; all are released on every path."""
+        held = Held()
+        async with contextlib.AsyncExitStack() as stack:
+            if node is not None:
+                held.holds.append(await stack.enter_async_context(self.node_locks.hold(node, pod)))
+            for name in sorted({lease_name(d, p) for d, p in pools}):
+                held.holds.append(await stack.enter_async_context(self.pool_locks.hold(name, pod)))
+            yield held
+
+    async def check(self, devices: Iterable[DeviceId], claim_uids: Iterable[str]) -> None:
+        """Raise `DeviceTaken` if the API server shows one of `devices` allocated to a claim
+        other than `claim_uids` (the ones being written)."""
+        wanted: dict[tuple[str, str], set[str]] = {}
+        for driver, pool, name in devices:
+            wanted.setdefault((driver, pool), set()).add(name)
+        ours = set(claim_uids)
+        for (driver, pool), names in sorted(wanted.items()):
+            listing = await self.kube.get(
+                "/apis/resource.k8s.io/v1/resourceclaims",
+                params={"labelSelector": pool_label(driver, pool)},
+            )
+            for raw in listing.get("items") or []:
+                claim = parse_resource_claim(raw)
+                if claim.uid in ours or claim.allocation is None:
+                    continue
+                for d in claim.allocation.devices:
+                    if d.admin_access or d.driver != driver or d.pool != pool:
+                        continue
+                    if d.device in names:
+                        raise DeviceTaken(d.device_id, claim.key)
