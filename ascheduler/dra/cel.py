@@ -278,9 +278,7 @@ def evaluate(program: Program, value: Mapping[str, Any]) -> bool:
         if kind == _T.BOOL:
             return bool(result.value())
         if kind != _T.ERROR:
-            raise EvalError(
-                f"CEL result of type {kind.name().lower()} could not be converted to bool"
-            )
+            raise EvalError(_not_bool(kind.name().lower(), result.value()))
         message = str(result.value())
         missing = _MISSING_KEY.search(message)
         if missing is None:
@@ -295,6 +293,32 @@ def evaluate(program: Program, value: Mapping[str, Any]) -> bool:
         if not grown:
             raise EvalError(f"no such key: {key}")
     raise EvalError("no such key")
+
+
+#: cel-go's words for a result that does not convert to a Go bool, by CEL type name.
+_NO_BOOL: Final = {
+    "string": "unsupported native conversion from string to 'bool'",
+    "int": "unsupported type conversion from 'int' to bool",
+    "uint": "unsupported type conversion from 'uint' to bool",
+    "double": "type conversion error from Double to 'bool'",
+    "bytes": "type conversion error from Bytes to 'bool'",
+    "list": "type conversion error from list to 'bool'",
+    "map": "unsupported type conversion: bool to map",
+    "kubernetes.Quantity": "type conversion error from 'Quantity' to 'bool'",
+    "kubernetes.Semver": "type conversion error from 'Semver' to 'bool'",
+}
+
+
+def _not_bool(kind: str, value: Any) -> str:
+    """kube-scheduler's message for a selector whose result is no bool (quantities and
+    versions are tagged bytes here)."""
+    if kind == "bytes" and isinstance(value, bytes | bytearray) and value[:1] in (b"Q", b"V"):
+        kind = "kubernetes.Quantity" if value[:1] == b"Q" else "kubernetes.Semver"
+    elif kind.startswith(("list", "map")):
+        kind = kind.split("(")[0].split("<")[0]
+    detail = _NO_BOOL.get(kind)
+    message = f"CEL result of type {kind} could not be converted to bool"
+    return f"{message}: {detail}" if detail else message
 
 
 def _kubernetes_words(message: str) -> str:

@@ -397,7 +397,9 @@ class Framework:
                 continue
             if not status.ok:
                 if not status.rejected:
-                    return ScheduleResult(None, status.with_plugin(pre.name))
+                    # kube-scheduler's wording of a PreFilter error.
+                    failed = f'running PreFilter plugin "{pre.name}": {status.message}'
+                    return ScheduleResult(None, Status.error(failed, pre.name))
                 refused = status.with_plugin(pre.name)
                 if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                     break
@@ -433,7 +435,8 @@ class Framework:
                     if rejection.code is Code.ERROR:
                         # A plugin that cannot decide fails the attempt (kube-scheduler's
                         # error status from Filter), whatever the other nodes say.
-                        return ScheduleResult(None, Status.error(rejection.reason, plugin.name))
+                        failed = f'running "{plugin.name}" filter plugin: {rejection.reason}'
+                        return ScheduleResult(None, Status.error(failed, plugin.name))
                 applied.append((plugin.name, outcome))
                 rejected |= outcome.rejected
         if len(self.handle.nominator):

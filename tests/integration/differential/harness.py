@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascheduler.app import STORAGE_KINDS, build_frameworks
+from ascheduler.app import DRA_KINDS, STORAGE_KINDS, build_frameworks
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
 from ascheduler.config import parse as parse_config
@@ -63,6 +63,12 @@ _STORAGE_PATHS: Mapping[str, str] = {
     "VolumeAttachment": "/apis/storage.k8s.io/v1/volumeattachments",
 }
 CSINODES = "/apis/storage.k8s.io/v1/csinodes"
+#: Cluster-scoped DRA kinds a scenario may have, and where they are created.
+_DEVICE_PATHS: Mapping[str, str] = {
+    "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
+    "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
+}
+_CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
 #: How long a preemptor has to be bound once nominated (its victims deleted and gone).
 PREEMPTION_TIMEOUT = 30.0
 #: The priority classes scenarios name (created once per session; Never does not preempt).
@@ -156,6 +162,10 @@ class Scenario:
     #: run gets its own copies (`cluster_name`), and the names claims and volumes give
     #: each other, their namespaces and the hostnames in node affinities are rewritten.
     storage: Sequence[tuple[str, Json]] = ()
+    #: DeviceClasses and ResourceSlices, by kind: each run gets its own copies (classes and
+    #: pools named by `cluster_name`, claims' class names rewritten), slices' logical
+    #: `nodeName` and hostnames made real.
+    devices: Sequence[tuple[str, Json]] = ()
     #: CSINodes of logical nodes: driver -> `allocatable.count` (None: the driver, no count).
     csi_nodes: Mapping[str, Mapping[str, int | None]] = field(default_factory=dict)
     #: Controllers (collection as in `objects`, body) whose pods the scheduler under test
@@ -321,6 +331,32 @@ class Runner:
             spec["volumeName"] = self.cluster_name(s, run, spec["volumeName"])
         return body
 
+    def _rewrite_device(self, s: Scenario, run: str, kind: str, obj: Json) -> Json:
+        body = copy.deepcopy(obj)
+        body["metadata"]["name"] = self.cluster_name(s, run, body["metadata"]["name"])
+        if kind == "ResourceSlice":
+            spec = body["spec"]
+            spec["pool"]["name"] = self.cluster_name(s, run, spec["pool"]["name"])
+            if spec.get("nodeName"):
+                spec["nodeName"] = self.node_name(s, spec["nodeName"])
+            self._hostnames(s, (spec.get("nodeSelector") or {}).get("nodeSelectorTerms") or [])
+        return body
+
+    def _rewrite_claim(self, s: Scenario, run: str, obj: Json) -> Json:
+        """A ResourceClaim or ResourceClaimTemplate: its requests' classes made the run's."""
+        body = copy.deepcopy(obj)
+        body["metadata"].pop("namespace", None)
+        spec = body["spec"]
+        if body["kind"] == "ResourceClaimTemplate":
+            spec = spec["spec"]
+        for request in (spec.get("devices") or {}).get("requests") or []:
+            for alternative in [request.get("exactly") or {}, *request.get("firstAvailable", [])]:
+                if alternative.get("deviceClassName"):
+                    alternative["deviceClassName"] = self.cluster_name(
+                        s, run, alternative["deviceClassName"]
+                    )
+        return body
+
     def _rewrite_controller(self, s: Scenario, run: str, obj: Json, scheduler: str) -> Json:
         body = copy.deepcopy(obj)
         body["metadata"].pop("namespace", None)
@@ -336,6 +372,8 @@ class Runner:
         return body
 
     def _rewrite(self, s: Scenario, run: str, obj: Json, scheduler: str | None) -> Json:
+        if obj.get("kind") in _CLAIM_KINDS:
+            return self._rewrite_claim(s, run, obj)
         if obj.get("kind") == "PersistentVolumeClaim":
             body = self._rewrite_storage(s, run, "PersistentVolumeClaim", obj)
             body["metadata"].pop("namespace", None)
@@ -441,6 +479,9 @@ class Runner:
         for kind, obj in s.storage:
             name = self.cluster_name(s, run, obj["metadata"]["name"])
             await self._delete(f"{_STORAGE_PATHS[kind]}/{name}")
+        for kind, obj in s.devices:
+            name = self.cluster_name(s, run, obj["metadata"]["name"])
+            await self._delete(f"{_DEVICE_PATHS[kind]}/{name}")
         for logical in s.namespaces:
             ns = self.namespace(s, run, logical)
             listing = await self.kube.get(f"/api/v1/namespaces/{ns}/pods")
@@ -579,6 +620,9 @@ class Runner:
                 obj = parse(item)
                 cache.storage.handlers[kind].on_add(obj)
                 cache.storage_changed(kind, None, obj)
+        for kind, path, parse in DRA_KINDS:
+            for item in (await self.kube.get(path))["items"]:
+                cache.resources.handlers[kind].on_add(parse(item))
         config = SchedulerConfig()
         if s.profile is not None:
             document = {
@@ -613,6 +657,8 @@ class Runner:
             )
         for kind, obj in s.storage:
             await self.kube.post(_STORAGE_PATHS[kind], self._rewrite_storage(s, run, kind, obj))
+        for kind, obj in s.devices:
+            await self.kube.post(_DEVICE_PATHS[kind], self._rewrite_device(s, run, kind, obj))
         for path, obj in s.objects:
             ns = self.namespace(s, run, obj["metadata"].get("namespace", "default"))
             await self.kube.post(self._collection(path, ns), self._rewrite(s, run, obj, None))
@@ -692,6 +738,11 @@ class Comparison:
         return "\n".join(lines)
 
 
+def logical(s: Scenario, run: str, text: str) -> str:
+    """`text` with the run's own names (namespaces, cluster-scoped objects) made logical."""
+    return text.replace(f"df-{s.id}-{run}-", "").replace(f"df{s.id}-{run}-", "")
+
+
 def compare(s: Scenario, kube: Mapping[str, Outcome], ours: Mapping[str, Outcome]) -> Comparison:
     out = Comparison()
     for name in s.decided():
@@ -721,7 +772,7 @@ def compare(s: Scenario, kube: Mapping[str, Outcome], ours: Mapping[str, Outcome
             )
             continue
         if not k.bound:
-            if (k.reason, k.message) != (a.reason, a.message):
+            if (k.reason, logical(s, "k", k.message)) != (a.reason, logical(s, "a", a.message)):
                 out.disagreements.append(
                     f"{name}: kube-scheduler {k.describe()!r}; ascheduler {a.describe()!r}"
                 )

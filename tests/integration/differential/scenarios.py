@@ -980,3 +980,310 @@ SCENARIOS += [
         dry_run=False,
     ),
 ]
+
+
+# -- Dynamic Resource Allocation ---------------------------------------------------------
+
+DRIVER = "gpu.example.com"
+
+
+def gpu(name: str, model: str, memory: str = "16Gi", numa: int = 0) -> Json:
+    return {
+        "name": name,
+        "attributes": {"model": {"string": model}, "numa": {"int": numa}},
+        "capacity": {"memory": {"value": memory}},
+    }
+
+
+def device_slice(
+    name: str,
+    devices: list[Json],
+    *,
+    node: str | None = None,
+    node_selector: Json | None = None,
+    all_nodes: bool = False,
+) -> tuple[str, Json]:
+    """A ResourceSlice of one pool (named as the slice) on `node`, the nodes of
+    `node_selector`, or all nodes."""
+    spec: Json = {
+        "driver": DRIVER,
+        "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+        "devices": devices,
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    if node_selector is not None:
+        spec["nodeSelector"] = node_selector
+    if all_nodes:
+        spec["allNodes"] = True
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "spec": spec}
+    return "ResourceSlice", {**body, "metadata": {"name": name}}
+
+
+def device_class(name: str, expression: str = f'device.driver == "{DRIVER}"') -> tuple[str, Json]:
+    return "DeviceClass", {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+
+
+def want(
+    name: str, klass: str = "gpu", count: int | None = 1, *selectors: str, all_: bool = False
+) -> Json:
+    """An `exactly` request (`count` devices, or All)."""
+    exact: Json = {"deviceClassName": klass}
+    if all_:
+        exact["allocationMode"] = "All"
+    else:
+        exact["allocationMode"], exact["count"] = "ExactCount", count
+    if selectors:
+        exact["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return {"name": name, "exactly": exact}
+
+
+def either(name: str, *alternatives: tuple[str, str, int, str | None]) -> Json:
+    """A `firstAvailable` request: (subrequest, class, count, selector or None) in order."""
+    subs = []
+    for sub, klass, count, selector in alternatives:
+        entry: Json = {
+            "name": sub,
+            "deviceClassName": klass,
+            "allocationMode": "ExactCount",
+            "count": count,
+        }
+        if selector is not None:
+            entry["selectors"] = [{"cel": {"expression": selector}}]
+        subs.append(entry)
+    return {"name": name, "firstAvailable": subs}
+
+
+def device_claim(
+    name: str, *requests: Json, match: str | None = None, template: bool = False
+) -> tuple[str, Json]:
+    spec: Json = {"devices": {"requests": list(requests)}}
+    if match is not None:
+        spec["devices"]["constraints"] = [{"matchAttribute": match}]
+    if template:
+        return "resource.k8s.io/v1/resourceclaimtemplates", {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name},
+            "spec": {"spec": spec},
+        }
+    return "resource.k8s.io/v1/resourceclaims", {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def claiming(name: str, *claims: str, templates: tuple[str, ...] = (), **kw: Any) -> Json:
+    """A pod using the ResourceClaims `claims` and one claim per template of `templates`."""
+    body = pause(name, **kw)
+    refs = [{"name": f"c{i}", "resourceClaimName": c} for i, c in enumerate(claims)]
+    refs += [{"name": f"t{i}", "resourceClaimTemplateName": t} for i, t in enumerate(templates)]
+    body["spec"]["resourceClaims"] = refs
+    body["spec"]["containers"][0]["resources"]["claims"] = [{"name": r["name"]} for r in refs]
+    return body
+
+
+MODEL = f'device.attributes["{DRIVER}"].model'
+MEMORY = f'device.capacity["{DRIVER}"].memory'
+
+SCENARIOS += [
+    Scenario(
+        "dra: device counts, selectors on attributes and capacity, every message",
+        nodes=THREE,
+        devices=[
+            device_class("gpu"),
+            device_class("a100", f'device.driver == "{DRIVER}" && {MODEL} == "a100"'),
+            device_slice("a-gpus", [gpu("g0", "t4"), gpu("g1", "t4")], node="a"),
+            device_slice(
+                "b-gpus",
+                [gpu(f"g{i}", "a100", "80Gi") for i in range(3)] + [gpu("g3", "t4")],
+                node="b",
+            ),
+        ],
+        objects=[
+            device_claim("two-a100", want("r", "a100", 2)),
+            device_claim(
+                "big-memory", want("r", "gpu", 1, f'{MEMORY}.compareTo(quantity("40Gi")) >= 0')
+            ),
+            device_claim("third-a100", want("r", "a100", 1)),
+            device_claim("three-t4", want("r", "gpu", 3, f'{MODEL} == "t4"')),
+            device_claim("any-two", want("r", "gpu", 2)),
+            device_claim("no-class", want("r", "ghost", 1)),
+            device_claim("every-t4", want("r", "gpu", None, f'{MODEL} == "t4"', all_=True)),
+        ],
+        pods=[
+            claiming("two-a100", "two-a100"),
+            claiming("big-memory", "big-memory"),
+            # b's a100s are all taken now.
+            claiming("third-a100", "third-a100"),
+            # No node has three t4s.
+            claiming("three-t4", "three-t4"),
+            claiming("no-class", "no-class"),
+            # All t4s that reach a node: a's two, or b's one.
+            claiming("every-t4", "every-t4"),
+            claiming("any-two", "any-two"),
+        ],
+    ),
+]
+
+
+NUMA = f'device.attributes["{DRIVER}"].numa'
+
+SCENARIOS += [
+    Scenario(
+        "dra: firstAvailable falls back, and prefers nodes for earlier alternatives",
+        nodes=THREE,
+        devices=[
+            device_class("gpu"),
+            device_slice("a-gpus", [gpu("g0", "t4"), gpu("g1", "t4")], node="a"),
+            device_slice("b-gpus", [gpu("g0", "a100", "80Gi"), gpu("g1", "t4")], node="b"),
+        ],
+        objects=[
+            device_claim(
+                "prefer-a100",
+                either("r", ("big", "gpu", 1, f'{MODEL} == "a100"'), ("small", "gpu", 2, None)),
+            ),
+            device_claim(
+                "fallback",
+                either("r", ("big", "gpu", 1, f'{MODEL} == "a100"'), ("small", "gpu", 2, None)),
+            ),
+            device_claim(
+                "nothing-left",
+                either("r", ("big", "gpu", 1, f'{MODEL} == "a100"'), ("two", "gpu", 2, None)),
+            ),
+        ],
+        pods=[
+            # b has the a100: the first alternative scores it above a's two t4s.
+            claiming("prefer-a100", "prefer-a100"),
+            # The a100 is taken: two of anything, only a has two left.
+            claiming("fallback", "fallback"),
+            claiming("nothing-left", "nothing-left"),
+        ],
+    ),
+    Scenario(
+        "dra: matchAttribute keeps two requests on one NUMA node",
+        nodes=THREE,
+        devices=[
+            device_class("gpu"),
+            device_slice(
+                "a-gpus",
+                [gpu("g0", "t4", numa=0), gpu("g1", "t4", numa=1), gpu("g2", "t4", numa=1)],
+                node="a",
+            ),
+            device_slice("b-gpus", [gpu("g0", "t4", numa=0), gpu("g1", "t4", numa=1)], node="b"),
+        ],
+        objects=[
+            device_claim("pair", want("x"), want("y"), match=f"{DRIVER}/numa"),
+            device_claim("pair2", want("x"), want("y"), match=f"{DRIVER}/numa"),
+            device_claim("any-pair", want("x"), want("y")),
+        ],
+        pods=[
+            claiming("pair", "pair"),  # only a's numa 1 has two
+            claiming("pair2", "pair2"),  # a's numa 1 is taken: none left
+            claiming("any-pair", "any-pair"),  # b's two, or a's last
+        ],
+    ),
+    Scenario(
+        "dra: a shared claim brings its second pod to the first one's node",
+        nodes=THREE,
+        devices=[
+            device_class("gpu"),
+            device_slice("a-gpus", [gpu("g0", "t4")], node="a"),
+            device_slice("b-gpus", [gpu("g0", "t4")], node="b"),
+            device_slice("c-gpus", [gpu("g0", "t4")], node="c"),
+        ],
+        objects=[device_claim("shared", want("r"))],
+        pods=[
+            # (placed on b, so the claim's node is no tie between the runs)
+            claiming("first", "shared", nodeSelector={HOSTNAME: "b"}),
+            claiming("second", "shared"),
+            claiming("third", "shared", cpu="5"),  # the claim's node has no room
+        ],
+    ),
+    Scenario(
+        "dra: network-attached devices, by node selector and for all nodes",
+        nodes=THREE,
+        devices=[
+            device_class("gpu"),
+            device_class("fabric", f'device.driver == "{DRIVER}" && {MODEL} == "fabric"'),
+            device_slice(
+                "z1-fabric",
+                [gpu("f0", "fabric"), gpu("f1", "fabric")],
+                node_selector={
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["z1"]}]}
+                    ]
+                },
+            ),
+            device_slice("everywhere", [gpu("e0", "t4")], all_nodes=True),
+        ],
+        objects=[
+            device_claim("fabric-1", want("r", "fabric")),
+            device_claim("fabric-2", want("r", "fabric")),
+            device_claim("fabric-3", want("r", "fabric")),
+            device_claim("shared-t4", want("r", "gpu", 1, f'{MODEL} == "t4"')),
+            device_claim("t4-again", want("r", "gpu", 1, f'{MODEL} == "t4"')),
+        ],
+        # Pods pinned where the devices would leave a tie: a network-attached device's
+        # claim stays allocated wherever its first pod went.
+        pods=[
+            claiming("fabric-1", "fabric-1", nodeSelector={HOSTNAME: "a"}),
+            claiming("fabric-2", "fabric-2", nodeSelector={HOSTNAME: "b"}),
+            claiming("fabric-3", "fabric-3"),  # both fabric devices are taken
+            claiming("fabric-on-c", "fabric-1", nodeSelector={HOSTNAME: "c"}),  # not in z1
+            claiming("shared-t4", "shared-t4", nodeSelector={HOSTNAME: "c"}),
+            claiming("t4-again", "t4-again"),  # the only t4 is taken
+        ],
+    ),
+    Scenario(
+        "dra: a selector that fails at run time fails the attempt",
+        nodes=THREE,
+        devices=[
+            device_class("gpu"),
+            device_slice("a-gpus", [gpu("g0", "t4")], node="a"),
+            device_slice("b-gpus", [{"name": "bare"}], node="b"),
+        ],
+        objects=[
+            # No `model` attribute on b's device: a runtime error there.
+            device_claim("no-such-key", want("r", "gpu", 1, f'{MODEL} == "t4"')),
+            device_claim("has-check", want("r", "gpu", 1, f'has({MODEL}) && {MODEL} == "t4"')),
+        ],
+        pods=[
+            claiming("no-such-key", "no-such-key"),
+            claiming("has-check", "has-check"),
+        ],
+        dry_run=False,
+    ),
+    Scenario(
+        "dra: a selector that gives no bool fails the attempt",
+        nodes=THREE,
+        devices=[device_class("gpu"), device_slice("a-gpus", [gpu("g0", "t4")], node="a")],
+        # The API server admits it (an attribute's type is only known at run time).
+        objects=[device_claim("not-a-bool", want("r", "gpu", 1, MODEL))],
+        pods=[claiming("not-a-bool", "not-a-bool")],
+        dry_run=False,
+    ),
+    Scenario(
+        "dra: claims from a template, made by the resourceclaim controller",
+        nodes=THREE,
+        devices=[
+            device_class("gpu"),
+            device_slice("b-gpus", [gpu("g0", "t4"), gpu("g1", "t4")], node="b"),
+        ],
+        objects=[device_claim("one-gpu", want("r"), template=True)],
+        pods=[
+            claiming("first", templates=("one-gpu",)),
+            claiming("second", templates=("one-gpu",)),
+            claiming("third", templates=("one-gpu",)),  # b's two are taken
+        ],
+        # (no dry run: a pod's claim only exists once the pod does)
+        dry_run=False,
+    ),
+]
