@@ -311,23 +311,17 @@ class DynamicResources(
         return None, SUCCESS
 
     def _check_requests(self, claim: ResourceClaim) -> Status:
-        minimum = 0
+        """Every request's classes exist (the claim limit is the allocator's, at Filter, as
+        in kube-scheduler)."""
         for req in claim.requests:
             if req.exactly is not None:
                 status = self._check_class(req.exactly.class_name, req.name)
-                if req.exactly.mode != ALL:
-                    minimum += req.exactly.count
             elif req.first_available:
                 status = SUCCESS
                 for sub in req.first_available:
                     status = self._check_class(sub.class_name, f"{req.name}/{sub.name}")
                     if not status.ok:
                         break
-                minimum += (
-                    min(s.count for s in req.first_available if s.mode != ALL)
-                    if all(s.mode != ALL for s in req.first_available)
-                    else 0
-                )
             else:
                 return Status.unschedulable(
                     f"resource claim {claim.namespace}/{claim.name}, request {req.name}: "
@@ -336,11 +330,6 @@ class DynamicResources(
                 )
             if not status.ok:
                 return status
-        if minimum > ALLOCATION_RESULTS_MAX:
-            return Status.error(
-                f"claim {claim.namespace}/{claim.name}: number of requested devices {minimum} "
-                f"exceeds the claim limit of {ALLOCATION_RESULTS_MAX}"
-            )
         return SUCCESS
 
     def _check_class(self, name: str, request: str) -> Status:
@@ -414,21 +403,21 @@ class DynamicResources(
                     if c.errors.any():
                         errors |= _rows_with(nodes, table, device_rows, c.errors)
         has_all = any(c.request.mode == ALL for pr in counted for subs in pr for c in subs)
-        incomplete = (
-            _rows_with_pools(nodes, table, device_rows, incomplete=True) if has_all else None
-        )
-        # The search decides where counting may be wrong, and where a selector failed on a
-        # device (kube-scheduler fails the pod when its search meets that device).
+        invalid_rows = _rows_with_pools(nodes, table, device_rows, incomplete=False)
+        # The search decides where counting may be wrong, and where it fails the pod as
+        # kube-scheduler's does: a selector failed on a device, a claim asks for more devices
+        # than a claim may have, an All request meets a pool being updated or invalid.
         search = open_rows & errors
         if exact_needed:
             search |= fits
-        if incomplete is not None:
-            search |= open_rows & incomplete
+        search |= open_rows & _over_limit(counted, n)
+        if has_all:
+            incomplete = _rows_with_pools(nodes, table, device_rows, incomplete=True)
+            search |= open_rows & (incomplete | invalid_rows)
         if not exact_needed:
             s.scores = _first_available_scores(claims, counted, n)
         cannot = open_rows & ~fits & ~search
         timed_out = np.zeros(n, dtype=np.bool_)
-        invalid_rows = _rows_with_pools(nodes, table, device_rows, incomplete=False)
         invalid = cannot & invalid_rows
         cannot &= ~invalid_rows
         if search.any():
@@ -829,6 +818,25 @@ def _rows_with_pools(
     if not flags.any():
         return np.zeros(nodes.n, dtype=np.bool_)
     return _rows_with(nodes, table, device_rows, flags[table.pool_of])
+
+
+def _over_limit(counted: list[list[list[_Counted]]], n: int) -> BoolArray:
+    """Rows where a claim asks for more devices than a claim may have (an All request
+    counting every device it selects there; of `firstAvailable`, the fewest)."""
+    over = np.zeros(n, dtype=np.bool_)
+    for per_request in counted:
+        total = np.zeros(n, dtype=np.int64)
+        for subs in per_request:
+            wanted = [
+                c.all_selected
+                if c.request.mode == ALL and c.all_selected is not None
+                else np.full(n, c.request.count, dtype=np.int64)
+                for c in subs
+            ]
+            if wanted:
+                total += np.minimum.reduce(wanted)
+        over |= total > ALLOCATION_RESULTS_MAX
+    return over
 
 
 def _enough(c: _Counted) -> BoolArray:

@@ -1002,12 +1002,14 @@ def device_slice(
     node: str | None = None,
     node_selector: Json | None = None,
     all_nodes: bool = False,
+    pool: str | None = None,
+    slices: int = 1,
 ) -> tuple[str, Json]:
-    """A ResourceSlice of one pool (named as the slice) on `node`, the nodes of
-    `node_selector`, or all nodes."""
+    """A ResourceSlice of a pool (one slice, named as the slice, unless `pool` and
+    `slices` say otherwise) on `node`, the nodes of `node_selector`, or all nodes."""
     spec: Json = {
         "driver": DRIVER,
-        "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+        "pool": {"name": pool or name, "generation": 1, "resourceSliceCount": slices},
         "devices": devices,
     }
     if node is not None:
@@ -1284,6 +1286,31 @@ SCENARIOS += [
             claiming("third", templates=("one-gpu",)),  # b's two are taken
         ],
         # (no dry run: a pod's claim only exists once the pod does)
+        dry_run=False,
+    ),
+    Scenario(
+        "dra: bad input: duplicate device names in a pool, absurd counts",
+        nodes=THREE,
+        devices=[
+            device_class("gpu"),
+            device_slice("a-gpus", [gpu("g0", "t4"), gpu("g1", "t4")], node="a"),
+            device_slice("b-twice", [gpu("g0", "t4")], node="b"),
+            # One pool, two slices, one device name in both: the pool is invalid.
+            device_slice("c-one", [gpu("g0", "t4")], node="c", pool="c-pool", slices=2),
+            device_slice("c-two", [gpu("g0", "t4")], node="c", pool="c-pool", slices=2),
+        ],
+        objects=[
+            device_claim("huge", want("r", "gpu", 1000)),
+            device_claim("over-limit", want("r", "gpu", 33)),
+            device_claim("one", want("r")),
+            device_claim("all-of-them", want("r", "gpu", None, all_=True)),
+        ],
+        pods=[
+            claiming("huge", "huge"),
+            claiming("over-limit", "over-limit"),
+            claiming("c-only", "one", nodeSelector={HOSTNAME: "c"}),  # c's pool is invalid
+            claiming("all-of-them", "all-of-them"),
+        ],
         dry_run=False,
     ),
 ]

@@ -300,3 +300,34 @@ def test_claims_are_labelled_per_pool_and_lock_the_node_or_the_pool() -> None:
     assert all(k.startswith(LABEL_PREFIX) for k in labels if k != "app")
     assert pool_label(DRIVER, "n1") != pool_label(DRIVER, "n2")
     assert len(pool_label(DRIVER, "x" * 200).split("/", 1)[1]) <= 63
+
+
+def test_the_claim_limit_fails_the_attempt_at_filter_as_kube_schedulers_allocator_does() -> None:
+    cache = cluster({"n1": 1, "n2": 40})
+    add_claim(cache, claim("over", exactly("r", count=33)))
+    _, result, _ = filtered(cache, claiming("over"))
+    errors = [r.reason for r in result.rejections if r.code is Code.ERROR]
+    assert errors == ["claim ns/over: number of requested devices 33 exceeds the claim limit of 32"]
+
+    # An All request counts what it selects on each node: 40 on n2 is over the limit.
+    add_claim(cache, claim("every", exactly("r", mode="All"), uid="uid-every"))
+    _, result, _ = filtered(cache, claiming("every"))
+    errors = [r.reason for r in result.rejections if r.code is Code.ERROR]
+    assert errors == [
+        "claim ns/every: number of requested devices 40 exceeds the claim limit of 32"
+    ]
+
+
+def test_an_all_request_meeting_an_invalid_pool_fails_the_attempt() -> None:
+    cache = cluster({"n1": 1})
+    for name in ("twice-a", "twice-b"):
+        raw = slice_(name, [device("g0")], node="n2", pool="dup")
+        raw["spec"]["pool"]["resourceSliceCount"] = 2
+        cache.resources.handlers["ResourceSlice"].on_add(parse_resource_slice(raw))
+    add_claim(cache, claim("every", exactly("r", mode="All")))
+    _, result, _ = filtered(cache, claiming("every"))
+    errors = [r.reason for r in result.rejections if r.code is Code.ERROR]
+    assert errors == [
+        f"claim ns/every, request r: asks for all devices, but resource pool {DRIVER}/dup is "
+        "currently invalid"
+    ]
