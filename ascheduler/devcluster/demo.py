@@ -1,5 +1,7 @@
-"""`make demo`: a local plane, fake nodes, a scheduler, a handful of pods and a Deployment
-spread over zones with anti-affinity, and where each pod landed.
+"""`make demo`: a local plane, fake nodes, a scheduler, a handful of pods, a Deployment
+spread over zones with anti-affinity, a pod that gets a GPU through a ResourceClaim (Dynamic
+Resource Allocation: a driver's ResourceSlice on the GPU node, a DeviceClass, a claim
+template), and where each pod landed.
 
 Everything it starts it stops again, by pid, unless `--keep` leaves the plane up for poking at
 (then `ascheduler cluster down --state-dir <dir>` stops it).
@@ -23,6 +25,9 @@ NAMESPACE = "demo"
 SCHEDULER_NAME = "ascheduler"
 ZONE = "topology.kubernetes.io/zone"
 REPLICAS = 4
+DRA = "/apis/resource.k8s.io/v1"
+DRIVER = "gpu.demo.example.com"
+DRA_POD = "inference-0"
 
 
 def _say(message: str) -> None:
@@ -54,6 +59,79 @@ def demo_pods() -> list[dict[str, Any]]:
         pod("zone-b-cache", "250m", "512Mi", nodeSelector={"topology.kubernetes.io/zone": "b"}),
         pod("too-big", "64", "1Gi"),
     ]
+
+
+def dra_objects(node: str) -> list[tuple[str, dict[str, Any]]]:
+    """(collection, body): two A100s a driver publishes on `node`, a DeviceClass selecting
+    them, a claim template asking for one, and a pod using it."""
+    model = f'device.attributes["{DRIVER}"].model'
+    slice_body = {
+        "metadata": {"name": f"{node}-gpus"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {
+                    "name": f"gpu-{i}",
+                    "attributes": {"model": {"string": "a100"}},
+                    "capacity": {"memory": {"value": "80Gi"}},
+                }
+                for i in range(2)
+            ],
+        },
+    }
+    device_class = {
+        "metadata": {"name": "demo-a100"},
+        "spec": {
+            "selectors": [
+                {"cel": {"expression": f'device.driver == "{DRIVER}" && {model} == "a100"'}}
+            ]
+        },
+    }
+    request = {"deviceClassName": "demo-a100", "allocationMode": "ExactCount", "count": 1}
+    template = {
+        "metadata": {"name": "one-a100"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}},
+    }
+    pod = {
+        "metadata": {"name": DRA_POD, "labels": {"app": "demo"}},
+        "spec": {
+            "schedulerName": SCHEDULER_NAME,
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-a100"}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {
+                        "requests": {"cpu": "500m", "memory": "1Gi"},
+                        "claims": [{"name": "gpu"}],
+                    },
+                }
+            ],
+        },
+    }
+    return [
+        (f"{DRA}/resourceslices", slice_body),
+        (f"{DRA}/deviceclasses", device_class),
+        (f"{DRA}/namespaces/{NAMESPACE}/resourceclaimtemplates", template),
+        (f"/api/v1/namespaces/{NAMESPACE}/pods", pod),
+    ]
+
+
+async def _claimed_devices(kube: KubeClient) -> list[str]:
+    """The devices allocated to the DRA pod's claim, as `driver/pool/device`."""
+    pod = await kube.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{DRA_POD}")
+    out = []
+    for status in pod.get("status", {}).get("resourceClaimStatuses") or []:
+        name = status.get("resourceClaimName")
+        if not name:
+            continue
+        claim = await kube.get(f"{DRA}/namespaces/{NAMESPACE}/resourceclaims/{name}")
+        allocation = claim.get("status", {}).get("allocation") or {}
+        for r in allocation.get("devices", {}).get("results") or []:
+            out.append(f"{r['driver']}/{r['pool']}/{r['device']}")
+    return out
 
 
 def spread_deployment(
@@ -139,11 +217,15 @@ async def _run(plane: ControlPlane) -> tuple[list[tuple[str, str]], dict[str, st
         for body in pods:
             await kube.post(f"/api/v1/namespaces/{NAMESPACE}/pods", body)
         await kube.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", spread_deployment())
+        gpu_node = next(n for n in names if n.startswith("gpu"))
+        for collection, body in dra_objects(gpu_node):
+            await kube.post(collection, body)
         _say(
-            f"created {len(pods)} pods and a Deployment of {REPLICAS} (zone spread, one per "
-            f"node) in namespace {NAMESPACE}"
+            f"created {len(pods)} pods, a Deployment of {REPLICAS} (zone spread, one per "
+            f"node) and {DRA_POD}, whose claim asks for one of {gpu_node}'s two A100s, in "
+            f"namespace {NAMESPACE}"
         )
-        expected = len(pods) + REPLICAS
+        expected = len(pods) + REPLICAS + 1
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 120
@@ -152,6 +234,8 @@ async def _run(plane: ControlPlane) -> tuple[list[tuple[str, str]], dict[str, st
             placed = [(p["metadata"]["name"], _where(p)) for p in listing["items"]]
             done = len(placed) >= expected and all(where for _, where in placed)
             if done or loop.time() > deadline:
+                devices = await _claimed_devices(kube)
+                _say(f"{DRA_POD}'s claim is allocated {', '.join(devices) or 'nothing'}")
                 return sorted(placed), zones
             await asyncio.sleep(0.2)
 
