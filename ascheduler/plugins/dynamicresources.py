@@ -25,7 +25,10 @@ allocation in memory (in flight: no other pod gets those devices); Unreserve dro
 PreBind writes each claim: the finalizer (an update), then `status.allocation` and the pod in
 `status.reservedFor` (an update of the status with the claim's resourceVersion, so a
 concurrent writer conflicts instead of being overwritten; on a conflict the claim is read
-again and the write retried unless someone allocated it meanwhile). PostFilter deallocates
+again and the write retried unless someone allocated it meanwhile). With node locks on, new
+allocations are written under the locks of their node and network-attached pools, after the
+API server's claims show none of their devices taken (`binding.devicelocks`), so several
+instances never allocate one device twice. PostFilter deallocates
 one allocated claim that kept the pod off every node and that no other pod uses, as
 kube-scheduler does, so the next attempt can allocate it afresh.
 """
