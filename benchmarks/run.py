@@ -69,13 +69,20 @@ from benchmarks.common import (
     rss_bytes,
 )
 from benchmarks.workloads import (
+    DRA_CLASS,
+    DRA_DRIVER,
     PRIORITY_CLASSES,
     VOLUME_RUN_LABEL,
     WORKLOADS,
     Workload,
     bound_claim,
     bound_volume,
+    device_claim,
+    dra_class,
+    dra_slice,
 )
+
+DRA = "/apis/resource.k8s.io/v1"
 
 SCHEDULERS = ("ascheduler", "kube-scheduler", "ceiling-go", "ceiling-python")
 CEILINGS = ("ceiling-go", "ceiling-python")
@@ -239,6 +246,44 @@ async def delete_storage(kube: KubeClient, namespace: str) -> None:
     await kube.request("DELETE", "/api/v1/persistentvolumes", params=params, timeout=600)
 
 
+async def create_device_claims(kube: KubeClient, namespace: str, pod_names: list[str]) -> None:
+    """Each pod's ResourceClaim, as the resourceclaim controller makes it from the template."""
+    gate = asyncio.Semaphore(64)
+
+    async def create(pod_name: str) -> None:
+        async with gate:
+            await kube.post(f"{DRA}/namespaces/{namespace}/resourceclaims", device_claim(pod_name))
+
+    async with asyncio.TaskGroup() as group:
+        for name in pod_names:
+            group.create_task(create(name))
+
+
+async def delete_device_claims(kube: KubeClient, namespace: str) -> None:
+    """The run's claims, gone before the next run starts, so their devices are free again:
+    the benchmark plane runs no resourceclaim controller to take the schedulers' finalizer
+    off, so the harness does."""
+    claims = f"{DRA}/namespaces/{namespace}/resourceclaims"
+    listing = await kube.get(claims)
+    gate = asyncio.Semaphore(64)
+
+    async def release(name: str) -> None:
+        async with gate:
+            patch = {"metadata": {"finalizers": None}}
+            with contextlib.suppress(ApiError):
+                await kube.patch(f"{claims}/{name}", patch)
+
+    async with asyncio.TaskGroup() as group:
+        for item in listing.get("items") or []:
+            group.create_task(release(item["metadata"]["name"]))
+    await kube.request("DELETE", claims, timeout=600)
+    deadline = time.monotonic() + 600
+    while (await kube.get(claims)).get("items"):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{namespace}: claims still there after 600 s")
+        await asyncio.sleep(0.5)
+
+
 #: Names of the churn pods (created during the measurement, never measured themselves).
 CHURN = "churn-"
 
@@ -369,6 +414,10 @@ class Run:
         if self.workload.claims:
             pods = self.initial + self.measured
             await create_storage(self.kube, self.namespace, [p["metadata"]["name"] for p in pods])
+        if self.workload.devices_per_node:
+            pods = self.initial + self.measured
+            names = [p["metadata"]["name"] for p in pods]
+            await create_device_claims(self.kube, self.namespace, names)
         self.watcher = asyncio.create_task(
             watch_bound(self.kube, self.namespace, self.bound, total, self.done)
         )
@@ -554,6 +603,8 @@ async def one_run(
             )
             if workload.claims:
                 await delete_storage(kube, namespace)
+            if workload.devices_per_node:
+                await delete_device_claims(kube, namespace)
             await kube.request("DELETE", f"/api/v1/namespaces/{namespace}")
 
 
@@ -572,11 +623,36 @@ async def create_nodes(kubeconfig: str, workload: Workload, run_id: str) -> list
             labelled = dataclasses.replace(group, labels={**group.labels, BENCH_LABEL: run_id})
             names += await create_fake_nodes(kube, labelled, concurrency=64)
         await wait_nodes_ready(kube, names, timeout=600)
+        if workload.devices_per_node:
+            await create_devices(kube, names, workload.devices_per_node)
         return names
 
 
-async def delete_nodes(kubeconfig: str, names: list[str]) -> None:
+async def create_devices(kube: KubeClient, names: list[str], per_node: int) -> None:
+    """The DeviceClass, and a ResourceSlice of `per_node` devices on every node."""
+    try:
+        await kube.post(f"{DRA}/deviceclasses", dra_class())
+    except ApiError as exc:
+        if not exc.conflict:
+            raise
+    gate = asyncio.Semaphore(64)
+
+    async def create(node: str) -> None:
+        async with gate:
+            await kube.post(f"{DRA}/resourceslices", dra_slice(node, per_node))
+
+    async with asyncio.TaskGroup() as group:
+        for name in names:
+            group.create_task(create(name))
+
+
+async def delete_nodes(kubeconfig: str, names: list[str], workload: Workload) -> None:
     async with await KubeClient.connect(kubeconfig, user_agent="bench") as kube:
+        if workload.devices_per_node:
+            params = {"fieldSelector": f"spec.driver={DRA_DRIVER}"}
+            await kube.request("DELETE", f"{DRA}/resourceslices", params=params, timeout=600)
+            with contextlib.suppress(ApiError):
+                await kube.request("DELETE", f"{DRA}/deviceclasses/{DRA_CLASS}")
         await delete_fake_nodes(kube, names, concurrency=64)
 
 
@@ -717,7 +793,7 @@ def main(argv: Sequence[str]) -> int:
             print(f"creating {workload.node_count()} nodes", file=sys.stderr)
         if args.kubeconfig:  # registered first: a creation that fails half-way is undone too
             names = [n for g in workload.nodes(f"bench-{run_id}") for n in g.names()]
-            stack.callback(lambda: asyncio.run(delete_nodes(target.kubeconfig, names)))
+            stack.callback(lambda: asyncio.run(delete_nodes(target.kubeconfig, names, workload)))
         asyncio.run(create_nodes(target.kubeconfig, workload, run_id))
         for i in range(args.repeat):
             for mode in modes:

@@ -28,7 +28,7 @@ def pod(
     labels: dict[str, str] | None = None,
     **spec_fields: Any,
 ) -> dict[str, Any]:
-    requests = requests or {"cpu": "100m", "memory": "500Mi"}
+    requests = {"cpu": "100m", "memory": "500Mi"} if requests is None else requests
     resources: dict[str, Any] = {"requests": requests}
     # The API server wants extended resources (not overcommittable) limited to their request.
     extended = {k: v for k, v in requests.items() if "/" in k}
@@ -297,6 +297,69 @@ def bound_volume(namespace: str, pod_name: str, claim_uid: str) -> dict[str, Any
     }
 
 
+# -- scheduler_perf's DRA workloads -----------------------------------------------------------
+
+#: scheduler_perf's test driver; its DeviceClass (`deviceclass.yaml`) selects every device of it.
+DRA_DRIVER = "test-driver.cdi.k8s.io"
+DRA_CLASS = "test-class"
+
+
+def dra_class() -> dict[str, Any]:
+    expression = f'device.driver == "{DRA_DRIVER}"'
+    return {
+        "metadata": {"name": DRA_CLASS},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+
+
+def dra_slice(node: str, devices: int) -> dict[str, Any]:
+    """scheduler_perf's `resourceSlice`: one pool per node, `devices` A100s."""
+    return {
+        "metadata": {"name": node},
+        "spec": {
+            "driver": DRA_DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 0, "resourceSliceCount": 1},
+            "devices": [
+                {
+                    "name": f"instance-{i}",
+                    "attributes": {
+                        "model": {"string": "A100"},
+                        "family": {"string": "GPU"},
+                        "driverVersion": {"version": "1.2.3"},
+                        "dra.example.com/numa": {"int": i},
+                    },
+                    "capacity": {"memory": {"value": "1Gi"}},
+                }
+                for i in range(devices)
+            ],
+        },
+    }
+
+
+def device_claim_name(pod_name: str) -> str:
+    return f"claim-{pod_name}"
+
+
+def device_claim(pod_name: str) -> dict[str, Any]:
+    """What `resourceclaimtemplate.yaml` makes for a pod: one device of the class."""
+    request = {"deviceClassName": DRA_CLASS, "allocationMode": "ExactCount", "count": 1}
+    return {
+        "metadata": {"name": device_claim_name(pod_name)},
+        "spec": {"devices": {"requests": [{"name": "req-0", "exactly": request}]}},
+    }
+
+
+def claiming_pod(name: str, scheduler: str, index: int) -> dict[str, Any]:
+    """`pod-with-claim-template.yaml`'s pod, its claim already made (no requests)."""
+    body = pod(name, scheduler, requests={})
+    body["spec"]["resourceClaims"] = [
+        {"name": "resource", "resourceClaimName": device_claim_name(name)}
+    ]
+    body["spec"]["containers"][0]["resources"]["claims"] = [{"name": "resource"}]
+    return body
+
+
 # -- scheduler_perf's preemption workloads -----------------------------------------------------
 
 #: The priority class of scheduler_perf's `pod-high-priority*` templates (priority 10; the API
@@ -338,6 +401,9 @@ class Workload:
     #: Every pod mounts a claim of its own, bound to a CSI volume of its own, both made
     #: before the pod (`bound_claim`, `bound_volume`).
     claims: bool = False
+    #: Devices per node (a ResourceSlice each, and the DeviceClass): every pod has a
+    #: ResourceClaim of its own for one, made before the pod (`device_claim`).
+    devices_per_node: int = 0
 
     def node_count(self) -> int:
         return sum(g.count for g in self.nodes("n"))
@@ -436,6 +502,27 @@ WORKLOADS: dict[str, Workload] = {
             "initial and 5,000 measured pods, each with a claim bound to a CSI volume of its own",
         ),
         Workload(
+            "SchedulingWithResourceClaimTemplate_5000Nodes_8Devices",
+            5000,
+            5000,
+            basic_nodes(5000),
+            claiming_pod,
+            devices_per_node=8,
+            description="5,000 nodes with 8 devices each (a ResourceSlice per node); 5,000 "
+            "initial and 5,000 measured pods, each with its own claim for one device, made "
+            "from the template's spec before the pod",
+        ),
+        Workload(
+            "SchedulingWithResourceClaimTemplate_500Nodes_8Devices",
+            1000,
+            2000,
+            basic_nodes(500),
+            claiming_pod,
+            devices_per_node=8,
+            description="500 nodes with 8 devices each; 1,000 initial and 2,000 measured pods "
+            "with a claim for one device each",
+        ),
+        Workload(
             "PreemptionAsync_5000Nodes",
             20000,
             5000,
@@ -471,6 +558,15 @@ WORKLOADS: dict[str, Workload] = {
             claimed_pod,
             claims=True,
             description="a tiny size to check the volume workloads work",
+        ),
+        Workload(
+            "Smoke_DRA_10Nodes",
+            10,
+            40,
+            basic_nodes(10),
+            claiming_pod,
+            devices_per_node=8,
+            description="a tiny size to check the DRA workloads work",
         ),
         Workload(
             "Smoke_10Nodes_40Pods",
