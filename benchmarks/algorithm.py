@@ -46,9 +46,11 @@ from ascheduler.framework import (
     multipoint,
 )
 from ascheduler.model import PodInfo, parse_node, parse_pod
+from ascheduler.model.dra import parse_device_class, parse_resource_claim, parse_resource_slice
 from ascheduler.plugins import IN_TREE
 from benchmarks import report
 from benchmarks.common import RESULTS, context, save
+from benchmarks.workloads import device_claim, dra_class, dra_slice
 
 ANNOTATION = "example.com/maintenance"
 
@@ -133,6 +135,44 @@ def topology_pod(i: int) -> PodInfo:
     )
 
 
+#: Devices per node in the DRA shape (scheduler_perf's SchedulingWithResourceClaimTemplate).
+DRA_DEVICES = 8
+
+
+def add_devices(cache: Cache, names: Sequence[str], pods: int) -> None:
+    """The DRA shape's cluster: the DeviceClass, a ResourceSlice of `DRA_DEVICES` per node,
+    and a claim of its own for one device for each of `pods` pods (`claim-<pod name>`)."""
+    handlers = cache.resources.handlers
+    handlers["DeviceClass"].on_add(parse_device_class({**dra_class(), "apiVersion": "v1"}))
+    for name in names:
+        handlers["ResourceSlice"].on_add(parse_resource_slice(dra_slice(name, DRA_DEVICES)))
+    for i in range(pods):
+        raw = device_claim(f"pod-{i}")
+        raw["metadata"].update(namespace="bench", uid=f"claim-uid-{i}", resourceVersion="1")
+        handlers["ResourceClaim"].on_add(parse_resource_claim(raw))
+
+
+def dra_pod(i: int) -> PodInfo:
+    """SchedulingBasic's pod with its own claim for one device (`add_devices`)."""
+    raw = {
+        "metadata": {"name": f"pod-{i}", "namespace": "bench", "uid": f"uid-{i}"},
+        "spec": {
+            "schedulerName": "ascheduler",
+            "resourceClaims": [{"name": "resource", "resourceClaimName": f"claim-pod-{i}"}],
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "500Mi"},
+                        "claims": [{"name": "resource"}],
+                    },
+                }
+            ],
+        },
+    }
+    return parse_pod(raw)
+
+
 def measure(
     nodes: int,
     pods: int,
@@ -156,14 +196,23 @@ def measure(
     fw = Framework(
         profile,
         registry,
-        Handle(nodes=cache.table, storage=cache.storage, attachments=cache.attachments),
+        Handle(
+            nodes=cache.table,
+            storage=cache.storage,
+            resources=cache.resources,
+            attachments=cache.attachments,
+        ),
     )
+    if shape_name == "dra":
+        add_devices(cache, cache.table.names, initial + pods)
 
     def make(i: int, name: str) -> PodInfo:
         if shape_name == "topology":
             # One parse per app (pods of an app differ only in name and uid).
             app = i // REPLICAS
             template = shapes.get(app) or shapes.setdefault(app, topology_pod(i))
+        elif shape_name == "dra":
+            return dataclasses.replace(dra_pod(i), uid=name, name=name)
         else:
             template = basic
         return dataclasses.replace(template, uid=name, name=name)
@@ -174,15 +223,25 @@ def measure(
     for i in range(initial):
         # Round robin: an app's replicas land on consecutive rows, so on distinct nodes
         # spread evenly over the zones.
-        cache.assume(make(i, f"initial-{i}"), names[i % nodes])
+        pod = make(i, f"initial-{i}")
+        if shape_name == "dra":  # its claim allocated there (Reserve holds it in flight)
+            state = CycleState()
+            fw.find_nodes(state, pod, cache.table)
+            assert fw.reserve(state, pod, names[i % nodes]).ok
+        cache.assume(pod, names[i % nodes])
     queue = [make(initial + i, f"m-{i}") for i in range(pods)]
     per_pod: list[float] = []
+    # The DRA shape runs Reserve too: it is where the claim's devices are picked.
+    reserving = shape_name == "dra"
     for start in range(0, pods, batch):
         chunk = queue[start : start + batch]
         t0 = time.perf_counter()
         for pod in chunk:
-            result = fw.find_nodes(CycleState(), pod, cache.table)
+            state = CycleState()
+            result = fw.find_nodes(state, pod, cache.table)
             assert result.node is not None, result.status
+            if reserving:
+                assert fw.reserve(state, pod, result.node).ok
             cache.assume(pod, result.node)
         per_pod.append((time.perf_counter() - t0) / len(chunk))
     return {
@@ -280,12 +339,13 @@ def main(argv: Sequence[str]) -> int:
     )
     parser.add_argument(
         "--shape",
-        choices=("basic", "topology", "preemption", "both", "all"),
+        choices=("basic", "topology", "preemption", "dra", "both", "all"),
         default="all",
         help="basic: SchedulingBasic's pod; topology: apps of 20 replicas, each pod with a "
         "zone spread and per-host anti-affinity over its app; preemption: a high-priority pod "
-        "on nodes full of low-priority ones, per attempt; both: basic and topology (default "
-        "all three)",
+        "on nodes full of low-priority ones, per attempt; dra: SchedulingBasic's pod with a claim "
+        "of its own for one of 8 devices per node (Reserve included); both: basic and topology "
+        "(default all four)",
     )
     parser.add_argument(
         "--preemption-attempts", type=int, default=30, help="attempts per size (preemption)"
@@ -305,7 +365,7 @@ def main(argv: Sequence[str]) -> int:
     rows = []
     shapes = {
         "both": ("basic", "topology"),
-        "all": ("basic", "topology", "preemption"),
+        "all": ("basic", "topology", "preemption", "dra"),
     }.get(args.shape, (args.shape,))
     for shape_name in shapes:
         for n in args.nodes:

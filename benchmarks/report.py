@@ -246,6 +246,7 @@ SHAPE_TITLES = {
     "basic": "SchedulingBasic",
     "topology": "zone spread + per-host anti-affinity",
     "preemption": "preemption attempt (us per attempt)",
+    "dra": "a claim for one of 8 devices per node",
 }
 
 
@@ -255,7 +256,8 @@ def algorithm_section(result: Mapping[str, Any] | None) -> str:
     rows = [
         f"The scheduling cycle alone, no network, SchedulingBasic nodes, and pods of "
         f"SchedulingBasic's shape or with a zone spread and per-host anti-affinity over apps of "
-        f"20 replicas, and a preemption attempt on nodes full of lower-priority pods "
+        f"20 replicas, or with a ResourceClaim of its own for one of 8 devices per node "
+        f"(Reserve included), and a preemption attempt on nodes full of lower-priority pods "
         f"(`python -m benchmarks algorithm --repeat {result['repeat']} --save`, "
         f"{result['date'][:10]}, {result['machine']['cpus']} CPUs; the median of the runs' "
         "medians, and what a plugin written one node at a time adds, see "

@@ -8,11 +8,15 @@ from typing import Any
 
 import pytest
 
+from ascheduler.cache import Cache
 from ascheduler.config import DEFAULT_SCHEDULER_NAME
 from ascheduler.devcluster.nodes import csinode_body, fake_node_body
+from ascheduler.framework import CycleState, Framework, Handle, multipoint
 from ascheduler.model import parse_node, parse_pod
 from ascheduler.model.storage import parse_claim, parse_csi_node, parse_volume
+from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.volumebinding import bound_to, fully_bound
+from benchmarks.algorithm import DRA_DEVICES, add_devices, dra_pod
 from benchmarks.workloads import (
     CSI_DRIVER,
     CSI_LIMIT,
@@ -127,3 +131,28 @@ def test_claimed_pods_get_a_bound_pair_and_nodes_a_csinode() -> None:
     assert csinode.name == "n-0"
     assert [(d.name, d.count) for d in csinode.drivers.values()] == [(CSI_DRIVER, CSI_LIMIT)]
     assert csinode.errors == ()
+
+
+def test_dra_pods_take_one_device_each_until_the_nodes_have_none_left() -> None:
+    """The DRA shape (the plane workload's slices and claims, the algorithm benchmark's
+    cycle): 2 nodes of 8 devices place 16 pods, the 17th cannot allocate its claim."""
+    assert WORKLOADS["SchedulingWithResourceClaimTemplate_5000Nodes_8Devices"].devices_per_node
+    cache = Cache()
+    infos, _ = nodes_of(WORKLOADS["Smoke_DRA_10Nodes"].nodes("n"))
+    for info in infos[:2]:
+        cache.add_node(info)
+    add_devices(cache, cache.table.names, 17)
+    handle = Handle(nodes=cache.table, storage=cache.storage, resources=cache.resources)
+    fw = Framework(multipoint("s"), IN_TREE, handle)
+    placed: list[str] = []
+    for i in range(17):
+        pod, state = dra_pod(i), CycleState()
+        result = fw.find_nodes(state, pod, cache.table)
+        if result.node is None:
+            assert i == 2 * DRA_DEVICES
+            assert "2 cannot allocate all claims" in result.status.message
+            break
+        assert fw.reserve(state, pod, result.node).ok
+        cache.assume(pod, result.node)
+        placed.append(result.node)
+    assert sorted(placed) == sorted(cache.table.names * DRA_DEVICES)
