@@ -26,6 +26,7 @@ import structlog
 
 from ascheduler.dra.allocator import Candidate, DeviceId, Pool
 from ascheduler.dra.cel import SelectorCache
+from ascheduler.model import version_number
 from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.dra import (
     Allocation,
@@ -39,13 +40,6 @@ log = structlog.get_logger(__name__)
 
 BoolArray = np.ndarray[Any, np.dtype[np.bool_]]
 IntArray = np.ndarray[Any, np.dtype[np.int64]]
-
-
-def _version(obj: Any) -> int:
-    try:
-        return int(obj.resource_version)
-    except (TypeError, ValueError):
-        return 0
 
 
 def busy_devices(allocation: Allocation | None) -> tuple[DeviceId, ...]:
@@ -230,7 +224,11 @@ class ResourceObjects:
             return
         self.informed[new.key] = new
         current = self.latest.get(new.key)
-        if current is not None and current.uid == new.uid and _version(new) < _version(current):
+        if (
+            current is not None
+            and current.uid == new.uid
+            and version_number(new) < version_number(current)
+        ):
             return  # an assumed version newer than this one stands
         self._set_latest(new.key, new)
 
@@ -302,7 +300,7 @@ class ResourceObjects:
     def assume_written(self, claim: ResourceClaim) -> None:
         """A claim this scheduler just wrote, ahead of the informer."""
         current = self.latest.get(claim.key)
-        if current is not None and _version(current) >= _version(claim):
+        if current is not None and version_number(current) >= version_number(claim):
             return
         self._set_latest(claim.key, claim)
 

@@ -655,6 +655,15 @@ class NodeTable:
             self._masks.clear()
         self._masks[key] = (self.spec_generation, value)
 
+    def rows_where(self, key: Hashable, admits: Callable[[Node], bool]) -> BoolArray:
+        """The rows whose node `admits` (a question about the node's spec: its name,
+        labels), asked once per node and cached under `key` until a node's spec changes."""
+        hit: BoolArray | None = self.cached(key)
+        if hit is None:
+            hit = np.fromiter((admits(info) for info in self.infos), dtype=np.bool_, count=self.n)
+            self.remember(key, hit)
+        return hit
+
     def row_values(
         self,
         key: Hashable,

@@ -20,6 +20,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
+from ascheduler.model import version_number
 from ascheduler.model.storage import (
     CSIDriver,
     CSINode,
@@ -39,13 +40,6 @@ class _Versioned(Protocol):
 
 
 T = TypeVar("T", bound=_Versioned)
-
-
-def _version(obj: _Versioned) -> int:
-    try:
-        return int(obj.resource_version)
-    except ValueError:
-        return 0
 
 
 def not_found(kind: str, name: str) -> str:
@@ -86,7 +80,7 @@ class AssumeCache(Generic[T]):
         key = self.key(obj)
         self.informed[key] = obj
         current = self.latest.get(key)
-        if current is not None and _version(obj) < _version(current):
+        if current is not None and version_number(obj) < version_number(current):
             return  # an assumed version newer than this one stands
         self.latest[key] = obj
 
@@ -104,7 +98,7 @@ class AssumeCache(Generic[T]):
         current = self.latest.get(key)
         if current is None:
             raise AssumeError(f"{self.kind} {key!r} not found")
-        if _version(obj) != _version(current):
+        if version_number(obj) != version_number(current):
             raise AssumeError(
                 f"{self.kind} {key!r}: version {obj.resource_version} does not match "
                 f"{current.resource_version}"

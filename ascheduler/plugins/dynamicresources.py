@@ -749,16 +749,9 @@ def _status(claim: ResourceClaim) -> Any:
 
 
 def _terms_rows(nodes: NodeTable, terms: tuple[Any, ...]) -> BoolArray:
-    key = (NAME, "terms", terms)
-    hit: BoolArray | None = nodes.cached(key)
-    if hit is None:
-        hit = np.fromiter(
-            (any(t.matches(info.name, info.labels) for t in terms) for info in nodes.infos),
-            dtype=np.bool_,
-            count=nodes.n,
-        )
-        nodes.remember(key, hit)
-    return hit
+    return nodes.rows_where(
+        (NAME, "terms", terms), lambda info: any(t.matches(info.name, info.labels) for t in terms)
+    )
 
 
 def _device_rows(nodes: NodeTable, table: DeviceTable) -> IntArray:
@@ -778,16 +771,9 @@ def _device_rows(nodes: NodeTable, table: DeviceTable) -> IntArray:
 
 def _placement_rows(nodes: NodeTable, table: DeviceTable, p: int) -> BoolArray:
     placement = table.placements[p]
-    key = (NAME, "placement", placement)
-    hit: BoolArray | None = nodes.cached(key)
-    if hit is None:
-        hit = np.fromiter(
-            (placement.admits(info.name, info.labels) for info in nodes.infos),
-            dtype=np.bool_,
-            count=nodes.n,
-        )
-        nodes.remember(key, hit)
-    return hit
+    return nodes.rows_where(
+        (NAME, "placement", placement), lambda info: placement.admits(info.name, info.labels)
+    )
 
 
 def _per_node(

@@ -63,7 +63,7 @@ from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import Registration
 from ascheduler.framework.storage import AssumeError, not_found
 from ascheduler.kube import KubeError
-from ascheduler.model import PodInfo
+from ascheduler.model import PodInfo, version_number
 from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.storage import (
     BIND_COMPLETED,
@@ -129,13 +129,6 @@ SHAPE_REFUSED: Final = (
 )
 
 
-def _version(obj: Any) -> int:
-    try:
-        return int(obj.resource_version)
-    except (TypeError, ValueError):
-        return 0
-
-
 def bound_to(volume: Volume, claim: VolumeClaim) -> bool:
     """kube's IsVolumeBoundToClaim."""
     ref = volume.claim_ref
@@ -156,16 +149,9 @@ def affinity_rows(nodes: NodeTable, terms: tuple[NodeSelectorTerm, ...] | None) 
     CheckNodeAffinity reads it); cached per set of terms until a node's spec changes."""
     if terms is None:
         return np.ones(nodes.n, dtype=np.bool_)
-    key = (NAME, "affinity", terms)
-    hit: BoolArray | None = nodes.cached(key)
-    if hit is None:
-        hit = np.fromiter(
-            (any(t.matches("", info.labels) for t in terms) for info in nodes.infos),
-            dtype=np.bool_,
-            count=nodes.n,
-        )
-        nodes.remember(key, hit)
-    return hit
+    return nodes.rows_where(
+        (NAME, "affinity", terms), lambda info: any(t.matches("", info.labels) for t in terms)
+    )
 
 
 def topology_rows(nodes: NodeTable, klass: StorageClass) -> BoolArray:
@@ -740,7 +726,7 @@ class VolumeBinding(
                 raise _BindingFailed(
                     f'failed to check binding: persistentvolumeclaims "{claim.key}" not found'
                 )
-            if _version(pv) < written.get(f"pv/{volume.name}", 0):
+            if version_number(pv) < written.get(f"pv/{volume.name}", 0):
                 done = False
                 continue
             _check_affinity(pv, info.name, info.labels)
@@ -755,7 +741,7 @@ class VolumeBinding(
                     "failed to check provisioning pvc: persistentvolumeclaims "
                     f'"{claim.key}" not found'
                 )
-            if _version(pvc) < written.get(f"pvc/{claim.key}", 0):
+            if version_number(pvc) < written.get(f"pvc/{claim.key}", 0):
                 done = False
                 continue
             if not pvc.annotations:
