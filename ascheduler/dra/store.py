@@ -17,6 +17,7 @@ allocations). Admin-access results never make a device busy.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,7 @@ from ascheduler.model.dra import (
 )
 
 log = structlog.get_logger(__name__)
+_SERIALS = itertools.count()
 
 BoolArray = np.ndarray[Any, np.dtype[np.bool_]]
 IntArray = np.ndarray[Any, np.dtype[np.int64]]
@@ -75,6 +77,9 @@ class DeviceTable:
     """Every device of the usable slices, as rows (see the module docstring)."""
 
     def __init__(self, slices: Iterable[ResourceSlice]) -> None:
+        #: Unique per table, for caches of what is computed from one (never reused, as an
+        #: `id()` may be once the table is gone).
+        self.serial = next(_SERIALS)
         self.pools: dict[tuple[str, str], PoolState] = {}
         for s in slices:
             if s.per_device_node_selection or s.shared_counters:
@@ -129,6 +134,11 @@ class DeviceTable:
         self.placement_of: IntArray = np.array(placement_of, dtype=np.int64)
         self.pool_of: IntArray = np.array(pool_of, dtype=np.int64)
         self.usable: BoolArray = np.array(usable, dtype=np.bool_)
+        #: Per pool (as `pool_of` numbers them): incomplete, invalid.
+        self.pool_incomplete: BoolArray = np.array(
+            [p.incomplete for p in self.pool_list], dtype=np.bool_
+        )
+        self.pool_invalid: BoolArray = np.array([p.invalid for p in self.pool_list], dtype=np.bool_)
         self.index: dict[DeviceId, int] = {c.id: c.index for c in self.candidates}
         #: Rows per local node name, and rows per placement.
         self.rows_of_node: dict[str, list[int]] = {}

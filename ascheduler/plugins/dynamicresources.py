@@ -756,7 +756,7 @@ def _terms_rows(nodes: NodeTable, terms: tuple[Any, ...]) -> BoolArray:
 
 def _device_rows(nodes: NodeTable, table: DeviceTable) -> IntArray:
     """Per device: its node's row (-1 for network-attached devices or unknown nodes)."""
-    key = (NAME, "device-rows", id(table))
+    key = (NAME, "device-rows", table.serial)
     hit: IntArray | None = nodes.cached(key)
     if hit is None or hit.size != table.n:
         index = nodes.index
@@ -800,13 +800,17 @@ def _rows_with(
 def _rows_with_pools(
     nodes: NodeTable, table: DeviceTable, device_rows: IntArray, *, incomplete: bool
 ) -> BoolArray:
-    """Rows that reach a pool that is incomplete (or invalid)."""
-    flags = np.array(
-        [p.incomplete if incomplete else p.invalid for p in table.pool_list], dtype=np.bool_
-    )
+    """Rows that reach a pool that is incomplete (or invalid); cached per table and node
+    spec, like the device rows."""
+    flags = table.pool_incomplete if incomplete else table.pool_invalid
     if not flags.any():
         return np.zeros(nodes.n, dtype=np.bool_)
-    return _rows_with(nodes, table, device_rows, flags[table.pool_of])
+    key = (NAME, "pool-rows", table.serial, incomplete)
+    hit: BoolArray | None = nodes.cached(key)
+    if hit is None or hit.size != nodes.n:
+        hit = _rows_with(nodes, table, device_rows, flags[table.pool_of])
+        nodes.remember(key, hit)
+    return hit
 
 
 def _over_limit(counted: list[list[list[_Counted]]], n: int) -> BoolArray:
