@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-from ascheduler.binding.nodelock import Hold, LockSettings, NodeLocks
+from ascheduler.binding.nodelock import Hold, Known, LockSettings, NodeLocks
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import parse_resource_claim
@@ -124,14 +124,21 @@ class DeviceLocks:
 
     @contextlib.asynccontextmanager
     async def hold(
-        self, node: str | None, pools: Iterable[tuple[str, str]], pod: PodInfo
+        self,
+        node: str | None,
+        pools: Iterable[tuple[str, str]],
+        pod: PodInfo,
+        *,
+        known: Known | None = None,
     ) -> AsyncIterator[Held]:
-        """Hold `node`'s lock (None: no node-local device) and one lock per network-attached
-        pool (driver, pool), in that order; all are released on every path."""
+        """Hold `node`'s lock (None: no node-local device; `known`: the node as the cache
+        has it, saving a read when it shows no lock) and one lock per network-attached pool
+        (driver, pool), in that order; all are released on every path."""
         held = Held()
         async with contextlib.AsyncExitStack() as stack:
             if node is not None:
-                held.holds.append(await stack.enter_async_context(self.node_locks.hold(node, pod)))
+                taking = self.node_locks.hold(node, pod, known=known)
+                held.holds.append(await stack.enter_async_context(taking))
             for name in sorted({lease_name(d, p) for d, p in pools}):
                 held.holds.append(await stack.enter_async_context(self.pool_locks.hold(name, pod)))
             yield held

@@ -590,7 +590,9 @@ class DynamicResources(
             d.device_id for a in s.allocations.values() for d in a.devices if not d.admin_access
         ]
         try:
-            async with locks.hold(node if local else None, pools, pod) as held:
+            cached = self.handle.nodes.node(node)
+            known = (cached.resource_version, cached.annotations) if cached is not None else None
+            async with locks.hold(node if local else None, pools, pod, known=known) as held:
                 await locks.check(busy, [s.claims[i].uid for i in s.allocations])
                 if not held.writable():
                     return Status.error("device locks: the hold ran out of time")
