@@ -26,6 +26,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ascheduler.cache import Cache
@@ -314,6 +315,26 @@ def measure_preemption(nodes: int, attempts: int) -> dict[str, Any]:
     }
 
 
+SHAPE_ORDER = ("basic", "topology", "preemption", "dra")
+
+
+def merged(rows: list[dict[str, Any]], earlier: Path) -> list[dict[str, Any]]:
+    """`rows` with the rows of the same day's earlier save that they do not replace (another
+    shape or size), so that measuring one shape again keeps the others."""
+    fresh = {(r["shape"], r["nodes"]) for r in rows}
+    kept = []
+    if earlier.exists():
+        kept = [
+            r
+            for r in json.loads(earlier.read_text()).get("rows", [])
+            if (r.get("shape", "basic"), r["nodes"]) not in fresh
+        ]
+    order = {shape: i for i, shape in enumerate(SHAPE_ORDER)}
+    return sorted(
+        [*kept, *rows], key=lambda r: (order.get(r.get("shape", "basic"), 99), r["nodes"])
+    )
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks algorithm",
@@ -405,7 +426,8 @@ def main(argv: Sequence[str]) -> int:
                 )
             sys.stdout.flush()
     if args.save:
-        result = {**context(), "repeat": args.repeat, "rows": rows}
+        result = {**context(), "repeat": args.repeat}
+        result["rows"] = merged(rows, RESULTS / f"{result['date'][:10]}-algorithm.json")
         print(f"wrote {save('algorithm', result)}", file=sys.stderr)
         report.update_readme(RESULTS)
     return 0
