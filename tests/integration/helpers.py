@@ -70,6 +70,26 @@ def pause_pod(
     }
 
 
+def claiming_pod(
+    name: str,
+    *,
+    claim: str | None = None,
+    template: str | None = None,
+    scheduler_name: str = "ascheduler",
+) -> dict[str, Any]:
+    """A small pause pod whose container uses one ResourceClaim: `claim` by name, or one made
+    from `template`."""
+    body = pause_pod(name, scheduler_name=scheduler_name, cpu="10m", memory="10Mi")
+    ref: dict[str, str] = {"name": "dev"}
+    if claim is not None:
+        ref["resourceClaimName"] = claim
+    if template is not None:
+        ref["resourceClaimTemplateName"] = template
+    body["spec"]["resourceClaims"] = [ref]
+    body["spec"]["containers"][0]["resources"]["claims"] = [{"name": "dev"}]
+    return body
+
+
 async def pods_in(kube: KubeClient, namespace: str) -> dict[str, dict[str, Any]]:
     body = await kube.get(f"/api/v1/namespaces/{namespace}/pods")
     return {p["metadata"]["name"]: p for p in body["items"]}

@@ -11,7 +11,13 @@ from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
-from tests.integration.helpers import eventually, get_pod, pause_pod, wait_bound, wait_unschedulable
+from tests.integration.helpers import (
+    claiming_pod,
+    eventually,
+    get_pod,
+    wait_bound,
+    wait_unschedulable,
+)
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 DRIVER = "gpu.example.com"
@@ -58,13 +64,6 @@ def template(name: str, klass: str, count: int) -> dict[str, Any]:
     }
 
 
-def claiming_pod(name: str, template_name: str) -> dict[str, Any]:
-    body = pause_pod(name, cpu="10m", memory="10Mi")
-    body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template_name}]
-    body["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
-    return body
-
-
 async def test_a_template_claim_gets_the_only_nodes_devices(
     ascheduler: ProcessRecord,
     kube: KubeClient,
@@ -80,7 +79,7 @@ async def test_a_template_claim_gets_the_only_nodes_devices(
     # names[2] has no devices at all.
     ns = f"{RESOURCE}/namespaces/{namespace}"
     await kube.post(f"{ns}/resourceclaimtemplates", template("two", klass, 2))
-    await kube.post(f"/api/v1/namespaces/{namespace}/pods", claiming_pod("trainer", "two"))
+    await kube.post(f"/api/v1/namespaces/{namespace}/pods", claiming_pod("trainer", template="two"))
 
     where = await wait_bound(kube, namespace, ["trainer"], timeout=90)
     assert where["trainer"] == names[1]
@@ -98,7 +97,7 @@ async def test_a_template_claim_gets_the_only_nodes_devices(
     # Both a100s are taken now: a second pod asking for one waits with kube-scheduler's
     # reason, and gets it once the first pod (and so its claim's allocation) is gone.
     await kube.post(f"{ns}/resourceclaimtemplates", template("one", klass, 1))
-    await kube.post(f"/api/v1/namespaces/{namespace}/pods", claiming_pod("second", "one"))
+    await kube.post(f"/api/v1/namespaces/{namespace}/pods", claiming_pod("second", template="one"))
     message = await wait_unschedulable(kube, namespace, "second", timeout=60)
     assert message.startswith("0/")
     assert "3 cannot allocate all claims" in message, message
@@ -121,7 +120,7 @@ async def test_a_claim_naming_a_missing_class_leaves_the_pod_pending(
     await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
     ns = f"{RESOURCE}/namespaces/{namespace}"
     await kube.post(f"{ns}/resourceclaimtemplates", template("ghost", f"{namespace}-none", 1))
-    await kube.post(f"/api/v1/namespaces/{namespace}/pods", claiming_pod("lost", "ghost"))
+    await kube.post(f"/api/v1/namespaces/{namespace}/pods", claiming_pod("lost", template="ghost"))
     message = await wait_unschedulable(kube, namespace, "lost", timeout=60)
     assert message.startswith(
         f"0/1 nodes are available: request gpu: device class {namespace}-none does not exist. "

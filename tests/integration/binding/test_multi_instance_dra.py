@@ -14,11 +14,11 @@ from ascheduler.devcluster.plane import PlaneState
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
+    claiming_pod,
     create_pods,
     eventually,
     lock_annotations,
     node_of,
-    pause_pod,
     pods_in,
     scheduler,
 )
@@ -53,13 +53,6 @@ def claim_body(name: str, klass: str) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"devices": {"requests": [{"name": "dev", "exactly": request}]}},
     }
-
-
-def claiming_pod(name: str, claim: str, scheduler_name: str) -> dict[str, Any]:
-    body = pause_pod(name, scheduler_name=scheduler_name, cpu="10m", memory="10Mi")
-    body["spec"]["resourceClaims"] = [{"name": "dev", "resourceClaimName": claim}]
-    body["spec"]["containers"][0]["resources"]["claims"] = [{"name": "dev"}]
-    return body
 
 
 async def _race(
@@ -103,7 +96,10 @@ async def _race(
         await create_pods(
             kube,
             namespace,
-            [claiming_pod(f"p{i}", f"c{i}", first if i % 2 == 0 else second) for i in range(pods)],
+            [
+                claiming_pod(f"p{i}", claim=f"c{i}", scheduler_name=first if i % 2 else second)
+                for i in range(pods)
+            ],
         )
 
         async def all_taken() -> dict[str, str] | None:
