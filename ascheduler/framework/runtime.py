@@ -753,7 +753,11 @@ class Framework:
         for plugin in self.pre_bind_plugins:
             status = await plugin.pre_bind(state, pod, node)
             if not status.ok:
-                return status.with_plugin(plugin.name)
+                if status.rejected:
+                    return status.with_plugin(plugin.name)
+                # kube-scheduler's wording of a PreBind error.
+                failed = f'running PreBind plugin "{plugin.name}": {status.message}'
+                return Status.error(failed, plugin.name)
         return SUCCESS
 
     async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
