@@ -183,12 +183,17 @@ def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) ->
         fw = frameworks.get(qp.pod.scheduler_name, first)
         return fw.hinted(qp.pod, qp.unschedulable_plugins, event, old, new)
 
+    def gate_keys(qp: QueuedPodInfo, event: ClusterEvent) -> frozenset[str] | None:
+        fw = frameworks.get(qp.pod.scheduler_name, first)
+        return fw.gate_keys(qp.pod, qp.unschedulable_plugins, event)
+
     queue = SchedulingQueue(
         sort_key=first.queue_sort.sort_key,
         pre_enqueue=pre_enqueue,
         event_filter=event_filter,
         hint=hint,
         events_of=events_of,
+        gate_keys=gate_keys,
         settings=settings,
     )
     queue.on_incoming = lambda name, event: metrics.QUEUE_INCOMING_PODS.labels(name, event).inc()

@@ -481,6 +481,16 @@ class QueueingHintPlugin(Plugin):
     def queueing_hint(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool: ...
 
 
+class GateKeysPlugin(Plugin):
+    """A PreEnqueue plugin that can say which objects a pod it holds back waits for: for an
+    event kind it registered, the `namespace/name` of each object (a ResourceClaim, say)
+    whose event may let the pod in, or None for any. The queue then looks at the pod only on
+    events about those objects, so that a burst of events about others costs it nothing."""
+
+    @abc.abstractmethod
+    def gate_keys(self, pod: PodInfo, event: ClusterEvent) -> frozenset[str] | None: ...
+
+
 #: An extension point, as `KubeSchedulerConfiguration` names it.
 ExtensionPoint = Literal[
     "preEnqueue",

@@ -38,6 +38,7 @@ from ascheduler.framework.interface import (
     ExtensionPoint,
     FilterPlugin,
     FilterResult,
+    GateKeysPlugin,
     PermitPlugin,
     Plugin,
     PluginSet,
@@ -320,6 +321,28 @@ class Framework:
                 log.exception("queueing_hint_failed", plugin=name, pod=pod.key, event=event.value)
                 return True
         return False
+
+    def gate_keys(
+        self, pod: PodInfo, plugins: frozenset[str], event: ClusterEvent
+    ) -> frozenset[str] | None:
+        """The objects whose `event` may let `pod` in, by the plugins that hold it back (see
+        `GateKeysPlugin`); None when one of them registered `event` and cannot say."""
+        keys: set[str] = set()
+        for name in plugins:
+            if event not in self._events.get(name, frozenset(ClusterEvent)):
+                continue
+            plugin = self.plugins.get(name)
+            if not isinstance(plugin, GateKeysPlugin):
+                return None
+            try:
+                named = plugin.gate_keys(pod, event)
+            except Exception:
+                log.exception("gate_keys_failed", plugin=name, pod=pod.key, event=event.value)
+                return None
+            if named is None:
+                return None
+            keys |= named
+        return frozenset(keys)
 
     def events_for(self, plugins: frozenset[str]) -> frozenset[ClusterEvent]:
         """The cluster events that may help a pod these plugins rejected."""

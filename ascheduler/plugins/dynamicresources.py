@@ -67,6 +67,7 @@ from ascheduler.framework.interface import (
     Diagnosis,
     FilterPlugin,
     FilterResult,
+    GateKeysPlugin,
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
@@ -224,6 +225,7 @@ class _State:
 
 class DynamicResources(
     PreEnqueuePlugin,
+    GateKeysPlugin,
     PreFilterPlugin,
     FilterPlugin,
     PostFilterPlugin,
@@ -252,6 +254,16 @@ class DynamicResources(
         except ClaimsUnavailable as exc:
             return Status.unschedulable(str(exc), resolvable=False)
         return SUCCESS
+
+    def gate_keys(self, pod: PodInfo, event: ClusterEvent) -> frozenset[str] | None:
+        """A pod held back waits for the claims it names to exist (or to stop being
+        deleted): only events about those claims can let it in. (A claim a template will
+        make has no name until the pod's status gives it one: that is a pod update.)"""
+        if event not in (ClusterEvent.RESOURCE_CLAIM_ADD, ClusterEvent.RESOURCE_CLAIM_UPDATE):
+            return None
+        names = [pc.claim_name for pc in pod.resource_claims if pc.claim_name is not None]
+        names += [generated for _, generated in pod.claim_statuses if generated is not None]
+        return frozenset(f"{pod.namespace}/{name}" for name in names)
 
     def queueing_hint(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
         if event in (ClusterEvent.RESOURCE_CLAIM_ADD, ClusterEvent.RESOURCE_CLAIM_UPDATE):

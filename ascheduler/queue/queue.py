@@ -66,6 +66,18 @@ Hint = Callable[[QueuedPodInfo, ClusterEvent, Any, Any], bool]
 #: The events that may help a pod the way it was rejected (what `EventFilter` would say yes
 #: to), so that an event looks only at the pods waiting for it.
 EventsOf = Callable[[QueuedPodInfo], frozenset[ClusterEvent]]
+#: The objects (`object_key`) whose event of a kind may let a gated pod in; None: any.
+GateKeys = Callable[[QueuedPodInfo, ClusterEvent], frozenset[str] | None]
+
+
+def object_key(obj: Any) -> str | None:
+    """`namespace/name` (or `name` for a cluster-scoped object) of an event's object; None
+    when it has no name."""
+    name = getattr(obj, "name", None)
+    if not isinstance(name, str):
+        return None
+    namespace = getattr(obj, "namespace", "")
+    return f"{namespace}/{name}" if namespace else name
 
 
 class _Heap:
@@ -135,6 +147,7 @@ class SchedulingQueue:
         event_filter: EventFilter | None = None,
         hint: Hint | None = None,
         events_of: EventsOf | None = None,
+        gate_keys: GateKeys | None = None,
         clock: Clock | None = None,
         settings: QueueSettings | None = None,
     ) -> None:
@@ -143,6 +156,9 @@ class SchedulingQueue:
         self.event_filter: EventFilter = event_filter or (lambda _qp, _event: True)
         self.hint: Hint = hint or (lambda _qp, _event, _old, _new: True)
         self.events_of = events_of
+        #: For a gated pod and an event: the objects (`namespace/name`) whose event may let it
+        #: in, or None: any event of that kind may (see `_gate`).
+        self.gate_keys = gate_keys
         #: Unschedulable pods by the events that may help them (with `events_of`).
         self._waiting_for: dict[ClusterEvent, dict[str, None]] = {}
         self.clock = clock or MonotonicClock()
@@ -152,8 +168,11 @@ class SchedulingQueue:
         self._unschedulable: dict[str, QueuedPodInfo] = {}
         self._unschedulable_since: dict[str, float] = {}
         self._gated: dict[str, QueuedPodInfo] = {}
-        #: Gated pods by the events that may let them in (their gating plugin's).
+        #: Gated pods by the events that may let them in (their gating plugin's): any event of
+        #: the kind, or only one about an object the pod names (`gate_keys`).
         self._gated_waiting: dict[ClusterEvent, dict[str, None]] = {}
+        self._gated_keyed: dict[tuple[ClusterEvent, str], dict[str, None]] = {}
+        self._gated_entries: dict[str, list[tuple[ClusterEvent, str | None]]] = {}
         self._error_backoff = _Heap()
         self._in_flight: dict[str, _InFlight] = {}
         #: (sequence number, event, old, new); those before `_events_head` are dropped (see
@@ -302,22 +321,49 @@ class SchedulingQueue:
             flight.activate = True
 
     def _gate(self, qp: QueuedPodInfo) -> None:
+        """Index a gated pod by the events that may let it in; where its gating plugins name
+        the objects it waits for, by those objects too, so that an event about another
+        object (thousands of claims appearing at once, say) does not look at it."""
         uid = qp.pod.uid
         self._gated[uid] = qp
-        if self.events_of is not None and qp.unschedulable_plugins:
-            for event in self.events_of(qp):
+        if self.events_of is None or not qp.unschedulable_plugins:
+            return
+        entries: list[tuple[ClusterEvent, str | None]] = []
+        for event in self.events_of(qp):
+            keys = self.gate_keys(qp, event) if self.gate_keys is not None else None
+            if keys is None:
                 self._gated_waiting.setdefault(event, {})[uid] = None
+                entries.append((event, None))
+                continue
+            for key in keys:
+                self._gated_keyed.setdefault((event, key), {})[uid] = None
+                entries.append((event, key))
+        self._gated_entries[uid] = entries
 
     def _ungate(self, uid: str) -> QueuedPodInfo:
         qp = self._gated.pop(uid)
-        if self.events_of is not None and qp.unschedulable_plugins:
-            for event in self.events_of(qp):
-                waiting = self._gated_waiting.get(event)
-                if waiting is not None:
-                    waiting.pop(uid, None)
-                    if not waiting:
-                        del self._gated_waiting[event]
+        for event, key in self._gated_entries.pop(uid, ()):
+            index: dict[Any, dict[str, None]] = (
+                self._gated_waiting if key is None else self._gated_keyed
+            )
+            at = event if key is None else (event, key)
+            waiting = index.get(at)
+            if waiting is not None:
+                waiting.pop(uid, None)
+                if not waiting:
+                    del index[at]
         return qp
+
+    def _gated_candidates(self, event: ClusterEvent, old: Any, new: Any) -> list[str]:
+        uids = list(self._gated_waiting.get(event, ()))
+        if not self._gated_keyed:
+            return uids
+        key = object_key(new if new is not None else old)
+        if key is not None:
+            uids += self._gated_keyed.get((event, key), ())
+        else:  # an event that names no object: every pod waiting for its kind
+            uids += [u for (e, _), w in self._gated_keyed.items() if e is event for u in w]
+        return list(dict.fromkeys(uids))
 
     def _park(self, qp: QueuedPodInfo, now: float) -> None:
         uid = qp.pod.uid
@@ -476,7 +522,7 @@ class SchedulingQueue:
                 self._unpark(uid)
                 self._to_active_or_backoff(qp, event.value)
                 moved += 1
-        for uid in list(self._gated_waiting.get(event, ())):
+        for uid in self._gated_candidates(event, old, new):
             qp = self._gated[uid]
             if self._may_help(qp, event, old, new):
                 self._to_active(self._ungate(uid), event.value)

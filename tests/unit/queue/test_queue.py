@@ -13,6 +13,7 @@ from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
 from ascheduler.framework import ClusterEvent, QueuedPodInfo
 from ascheduler.model import PodInfo, parse_pod
+from ascheduler.model.dra import parse_resource_claim
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.prioritysort import PrioritySort
 from ascheduler.plugins.schedulinggates import SchedulingGates
@@ -874,3 +875,47 @@ async def test_an_event_looks_only_at_the_pods_waiting_for_it(
     assert queue.move_all(ClusterEvent.NODE_ALLOCATABLE) == 50
     assert len(asked) == 50
     assert queue.pending()["unschedulable"] == 0
+
+
+async def test_a_claim_event_looks_only_at_the_gated_pods_that_name_the_claim(
+    clock: FakeClock,
+) -> None:
+    """Thousands of claims appearing at once (an informer's relist) must not each look at
+    every pod DynamicResources holds back: pods are indexed by the claims they name."""
+    cache = Cache()
+    frameworks = build_frameworks(SchedulerConfig(), IN_TREE, cache, None)
+    queue = build_queue(frameworks, QueueSettings())
+    queue.clock = clock
+    plugin = next(iter(frameworks.values())).plugins["DynamicResources"]
+    asked: list[str] = []
+    hint = plugin.queueing_hint
+
+    def counting(pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        asked.append(pod.name)
+        return bool(hint(pod, event, old, new))
+
+    plugin.queueing_hint = counting  # type: ignore[method-assign]
+    for i in range(200):
+        body = parse_pod(
+            {
+                "metadata": {"name": f"p{i}", "namespace": "ns", "uid": f"uid-{i}"},
+                "spec": {
+                    "schedulerName": "ascheduler",
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": f"c{i}"}],
+                    "containers": [{"name": "c", "resources": {"claims": [{"name": "gpu"}]}}],
+                },
+            }
+        )
+        queue.add(body)
+        assert queue.where(body.uid) == "gated"
+    claim = parse_resource_claim(
+        {
+            "metadata": {"name": "c7", "namespace": "ns", "uid": "claim-7", "resourceVersion": "1"},
+            "spec": {"devices": {"requests": []}},
+        }
+    )
+    cache.resources.handlers["ResourceClaim"].on_add(claim)
+    assert queue.move_all(ClusterEvent.RESOURCE_CLAIM_ADD, None, claim) == 1
+    assert asked == ["p7"]
+    assert queue.where("uid-7") == "active"
+    assert queue.pending()["gated"] == 199
