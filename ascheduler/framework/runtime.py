@@ -63,6 +63,8 @@ from ascheduler.framework.waiting import WaitingPod
 from ascheduler.model import PodInfo
 
 log = structlog.get_logger(__name__)
+#: Every cluster event (what a plugin that registers none waits for).
+ALL_EVENTS: Final = frozenset(ClusterEvent)
 
 MAX_PERMIT_TIMEOUT: Final = 15 * 60.0
 MIN_FEASIBLE_NODES_TO_FIND: Final = 100
@@ -309,7 +311,7 @@ class Framework:
         if not plugins or (old is None and new is None):
             return True
         for name in plugins:
-            if event not in self._events.get(name, frozenset(ClusterEvent)):
+            if event not in self._events.get(name, ALL_EVENTS):
                 continue
             plugin = self.plugins.get(name)
             if not isinstance(plugin, QueueingHintPlugin):
@@ -329,7 +331,7 @@ class Framework:
         `GateKeysPlugin`); None when one of them registered `event` and cannot say."""
         keys: set[str] = set()
         for name in plugins:
-            if event not in self._events.get(name, frozenset(ClusterEvent)):
+            if event not in self._events.get(name, ALL_EVENTS):
                 continue
             plugin = self.plugins.get(name)
             if not isinstance(plugin, GateKeysPlugin):
@@ -347,10 +349,10 @@ class Framework:
     def events_for(self, plugins: frozenset[str]) -> frozenset[ClusterEvent]:
         """The cluster events that may help a pod these plugins rejected."""
         if not plugins:
-            return frozenset(ClusterEvent)
+            return ALL_EVENTS
         events: set[ClusterEvent] = set()
         for name in plugins:
-            events |= self._events.get(name, frozenset(ClusterEvent))
+            events |= self._events.get(name, ALL_EVENTS)
         return frozenset(events)
 
     # -- the scheduling cycle ----------------------------------------------------------------

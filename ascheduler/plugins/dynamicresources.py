@@ -257,10 +257,11 @@ class DynamicResources(
 
     def gate_keys(self, pod: PodInfo, event: ClusterEvent) -> frozenset[str] | None:
         """A pod held back waits for the claims it names to exist (or to stop being
-        deleted): only events about those claims can let it in. (A claim a template will
-        make has no name until the pod's status gives it one: that is a pod update.)"""
+        deleted): only events about those claims can let it in, no node, slice or class
+        event can. (A claim a template will make has no name until the pod's status gives it
+        one: that is an update of the pod itself, which always asks PreEnqueue again.)"""
         if event not in (ClusterEvent.RESOURCE_CLAIM_ADD, ClusterEvent.RESOURCE_CLAIM_UPDATE):
-            return None
+            return frozenset()
         names = [pc.claim_name for pc in pod.resource_claims if pc.claim_name is not None]
         names += [generated for _, generated in pod.claim_statuses if generated is not None]
         return frozenset(f"{pod.namespace}/{name}" for name in names)
