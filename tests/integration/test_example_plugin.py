@@ -105,7 +105,8 @@ async def test_it_changes_placements_on_the_plane(
         message = await wait_unschedulable(kube, namespace, "pinned")
         assert message == (
             "0/3 nodes are available: 1 node(s) are in maintenance, "
-            "2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are "
+            "2 node(s) didn't match Pod's node affinity/selector. no new claims to deallocate, "
+            "preemption: 0/3 nodes are "
             "available: 1 No preemption victims found for incoming pod, 2 Preemption is not "
             "helpful for scheduling."
         )

@@ -144,7 +144,8 @@ async def test_an_extender_filters_prioritizes_and_binds_its_pods(
     assert placed["ordinary"] in {*plain, silver, gold}
     assert message == (
         "0/4 nodes are available: 1 node(s) had no accelerator, "
-        "3 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes are "
+        "3 node(s) didn't match Pod's node affinity/selector. no new claims to deallocate, "
+        "preemption: 0/4 nodes are "
         "available: 1 No preemption victims found for incoming pod, 3 Preemption is not "
         "helpful for scheduling."
     )

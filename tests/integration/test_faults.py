@@ -186,6 +186,7 @@ async def test_a_bind_whose_answer_is_lost_keeps_its_room(
     }
     assert message == (
         "0/1 nodes are available: 1 Insufficient cpu. "
+        "no new claims to deallocate, "
         "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     )
     assert [proxy.stats.bindings[f"{namespace}/p{i}"] for i in range(3)] == [1, 1, 0]

@@ -69,6 +69,7 @@ async def test_exact_fit_then_unschedulable_until_room_appears(
     message = await wait_unschedulable(kube, namespace, "extra")
     assert message == (
         "0/2 nodes are available: 2 Insufficient cpu. "
+        "no new claims to deallocate, "
         "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
     )
     failed = await eventually(
@@ -118,6 +119,7 @@ async def test_taints_tolerations_and_cordoned_nodes(
     assert message == (
         "0/2 nodes are available: 1 node(s) had untolerated taint(s), "
         "1 node(s) were unschedulable. "
+        "no new claims to deallocate, "
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
     assert (await wait_bound(kube, namespace, ["tolerant"]))["tolerant"] == tainted[0]
@@ -179,6 +181,7 @@ async def test_node_selector_and_affinity(
     message = await wait_unschedulable(kube, namespace, "nowhere")
     assert (
         message == "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. "
+        "no new claims to deallocate, "
         "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
 
@@ -197,6 +200,7 @@ async def test_host_ports_conflict(
     message = await wait_unschedulable(kube, namespace, "web-1")
     assert message == (
         "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. "
+        "no new claims to deallocate, "
         "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     )
     await kube.request(
@@ -268,6 +272,7 @@ async def test_higher_priority_pod_gets_the_only_room(
             message = await wait_unschedulable(kube, namespace, "low")
         assert message == (
             "0/1 nodes are available: 1 Insufficient cpu. "
+            "no new claims to deallocate, "
             "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
         )
         assert node_of(await get_pod(kube, namespace, "low")) == ""
@@ -296,7 +301,8 @@ async def test_extended_resources(
     message = await wait_unschedulable(kube, namespace, waiting)
     # Full on the GPU node, none at all on the other: one reason, counted on both.
     assert message == (
-        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are "
+        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. no new claims to deallocate, "
+        "preemption: 0/2 nodes are "
         "available: 1 No preemption victims found for incoming pod, 1 Preemption is not "
         "helpful for scheduling."
     )
@@ -371,6 +377,7 @@ async def test_enormous_pod_is_reported_and_others_still_scheduled(
     assert message == (
         "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient "
         "example.com/unobtainium, 2 Insufficient memory. "
+        "no new claims to deallocate, "
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
     assert is_alive(ascheduler)
