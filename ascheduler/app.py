@@ -35,6 +35,7 @@ from ascheduler.framework import (
     WaitingPods,
 )
 from ascheduler.framework.extender import Extenders
+from ascheduler.framework.gangs import POD_GROUP_API, WORKLOAD_API, parse_pod_group, parse_workload
 from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.objects import parse_budget, parse_namespace, parse_selecting
 from ascheduler.http import HealthServer
@@ -44,6 +45,7 @@ from ascheduler.kube.informer import Informer
 from ascheduler.leader import LeaderElector, LostLeadership
 from ascheduler.model import Node, PodInfo, dra, parse_node, parse_pod, reparse_pod, storage
 from ascheduler.plugins import IN_TREE
+from ascheduler.plugins.coscheduling import GANG_GATE
 from ascheduler.queue import QueueSettings, SchedulingQueue
 from ascheduler.scheduler import INVALID_SPEC, Scheduler
 
@@ -137,6 +139,7 @@ def build_frameworks(
             attachments=cache.attachments,
             nominator=nominator,
             features=config.features,
+            gangs=cache.gangs,
         )
         fw = Framework(
             spec,
@@ -202,7 +205,7 @@ def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) ->
 
 async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtime:
     # Every informer holds a connection for its watch: one each, and room for relists.
-    watches = 3 + len(OBJECT_KINDS) + 1 + len(STORAGE_KINDS) + len(DRA_KINDS)
+    watches = 3 + len(OBJECT_KINDS) + 1 + len(STORAGE_KINDS) + len(DRA_KINDS) + 2
     watch_client = await KubeClient.connect(
         config.kubeconfig, pool_size=watches + 4, user_agent="ascheduler/watch"
     )
@@ -305,6 +308,26 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
                 version=lambda o: o.resource_version,
                 handler=handlers[kind],
                 name=path.rsplit("/", 1)[-1],
+            )
+        )
+    # Pod groups: scheduler-plugins' PodGroup CRD when it is installed, the Workload API when
+    # the apiserver serves it and GangScheduling is on (either may appear later).
+    groups: list[tuple[str, Callable[[Any], Any], Any]] = [
+        (POD_GROUP_API, parse_pod_group, router.pod_groups)
+    ]
+    if GANG_GATE in config.features:
+        groups.append((WORKLOAD_API, parse_workload, router.workloads))
+    for path, parse_group, handler in groups:
+        objects.append(
+            Informer(
+                watch_client,
+                path,
+                parse=parse_group,
+                key=lambda o: o.key,
+                version=lambda o: o.resource_version,
+                handler=handler,
+                name=path.rsplit("/", 1)[-1],
+                optional=True,
             )
         )
     # A failed pod is put back as the pod informer has it then (the store is replaced on a

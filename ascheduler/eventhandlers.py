@@ -13,6 +13,7 @@ from typing import Any
 import structlog
 
 from ascheduler.framework import ClusterEvent
+from ascheduler.framework.gangs import Gang
 from ascheduler.framework.objects import Namespace
 from ascheduler.model import Node, PodInfo
 from ascheduler.scheduler import Scheduler
@@ -33,6 +34,20 @@ class EventRouter:
         self.namespaces = NamespaceEvents(self)
         self.storage = {kind: StorageEvents(self, kind) for kind in _STORAGE_EVENTS}
         self.resources = {kind: ResourceEvents(self, kind) for kind in _RESOURCE_EVENTS}
+        gangs = self.cache.gangs
+        gangs.on_member = self._member_added
+        self.pod_groups = _KindEvents(
+            self,
+            "PodGroup",
+            gangs.pod_group_handler,
+            (ClusterEvent.POD_GROUP_ADD, ClusterEvent.POD_GROUP_UPDATE, None),
+        )
+        self.workloads = _KindEvents(
+            self, "Workload", gangs.workload_handler, (ClusterEvent.WORKLOAD_ADD, None, None)
+        )
+
+    def _member_added(self, gang: Gang) -> None:
+        self.queue.move_all(ClusterEvent.GANG_MEMBER_ADD, None, gang)
 
     def ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.scheduler.frameworks
@@ -45,6 +60,7 @@ class _PodEvents:
     def on_add(self, pod: PodInfo) -> None:
         if pod.terminal:
             return
+        self.r.cache.gangs.add_pod(pod)
         if pod.assigned:
             self.r.nominator.forget(pod.uid)
             self.r.cache.add_pod(pod)
@@ -59,6 +75,8 @@ class _PodEvents:
 
     def on_update(self, old: PodInfo, new: PodInfo) -> None:
         cache, queue = self.r.cache, self.r.queue
+        if not new.terminal:
+            cache.gangs.add_pod(new)
         if new.assigned:
             self.r.nominator.forget(new.uid)
             if new.terminal:
@@ -98,6 +116,7 @@ class _PodEvents:
 
     def on_delete(self, pod: PodInfo) -> None:
         cache, queue = self.r.cache, self.r.queue
+        cache.gangs.remove_pod(pod)
         self.r.nominator.forget(pod.uid)
         if cache.has_pod(pod.uid):
             was_assumed = cache.is_assumed(pod.uid)

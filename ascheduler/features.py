@@ -13,8 +13,20 @@ from typing import Final
 #: it would bind (or the storage capacity it would provision from) would be.
 STORAGE_CAPACITY_SCORING: Final = "StorageCapacityScoring"
 
+#: GenericWorkload (alpha, off): the Workload API (`scheduling.k8s.io/v1alpha1`) and pods'
+#: `spec.workloadRef`.
+GENERIC_WORKLOAD: Final = "GenericWorkload"
+
+#: GangScheduling (alpha, off): the GangScheduling plugin places a Workload's gang pod
+#: groups all or nothing.
+GANG_SCHEDULING: Final = "GangScheduling"
+
 #: Every gate ascheduler knows, with its default.
-DEFAULTS: Final[Mapping[str, bool]] = {STORAGE_CAPACITY_SCORING: False}
+DEFAULTS: Final[Mapping[str, bool]] = {
+    STORAGE_CAPACITY_SCORING: False,
+    GENERIC_WORKLOAD: False,
+    GANG_SCHEDULING: False,
+}
 
 
 def defaults() -> frozenset[str]:

@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import structlog
@@ -43,6 +43,7 @@ from ascheduler.cache import Cache
 from ascheduler.events import StatusWriter
 from ascheduler.framework import (
     BINDING_SLOT,
+    SUCCESS,
     BindingSlot,
     ClusterEvent,
     Code,
@@ -51,6 +52,7 @@ from ascheduler.framework import (
     QueuedPodInfo,
     ScheduleResult,
     Status,
+    slot_released,
 )
 from ascheduler.framework.extender import EXTENDER, ExtenderError
 from ascheduler.framework.nominated import Nominator
@@ -132,9 +134,14 @@ class Scheduler:
             gated=lambda uid: queue.where(uid) == "gated",
         )
         for fw in self.frameworks.values():
+            fw.handle.activate = self._activate
             for plugin in fw.post_filter_plugins:
                 if isinstance(plugin, DefaultPreemption):
                     plugin.evictor = self.evictions
+
+    def _activate(self, uids: Iterable[str]) -> None:
+        for uid in uids:
+            self.queue.activate(uid)
 
     def _pod_going(self, uid: str) -> bool:
         """A pod deleting, or gone from the cache."""
@@ -363,7 +370,13 @@ class Scheduler:
         slot = BindingSlot(self._bind_slots)
         state.write(BINDING_SLOT, slot)
         try:
-            status = await fw.wait_on_permit(pod)
+            if fw.handle.waiting_pods.get(pod.uid) is not None:
+                # A pod waiting on Permit (a gang's other members, say) holds its node but
+                # no binding slot: waits never stop the scheduling of other pods.
+                async with slot_released(state):
+                    status = await fw.wait_on_permit(pod)
+            else:
+                status = SUCCESS
             if status.ok:
                 status = await fw.pre_bind(state, pod, node)
             if status.ok:

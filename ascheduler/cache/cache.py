@@ -33,6 +33,7 @@ import structlog
 
 from ascheduler.dra.store import ResourceObjects
 from ascheduler.framework.attachments import AttachedVolumes
+from ascheduler.framework.gangs import Gangs
 from ascheduler.framework.nodes import NodeTable
 from ascheduler.framework.objects import ClusterObjects
 from ascheduler.framework.storage import StorageObjects
@@ -63,6 +64,8 @@ class Cache:
         self.resources = ResourceObjects()
         #: CSI volumes attached per node and driver (NodeVolumeLimits).
         self.attachments = AttachedVolumes(self.storage, self.table)
+        #: Pod groups (PodGroups, Workloads) and their members (the pod informer's events).
+        self.gangs = Gangs()
         self._pods: dict[str, _PodState] = {}
         self._by_node: dict[str, set[str]] = {}
 

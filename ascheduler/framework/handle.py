@@ -4,11 +4,12 @@ objects plugins read (namespaces, Services, pod controllers)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from ascheduler.dra.store import ResourceObjects
+from ascheduler.framework.gangs import Gangs
 from ascheduler.framework.interface import CycleState, FilterResult, Status
 from ascheduler.framework.nodes import NodeTable
 from ascheduler.framework.nominated import Nominator
@@ -63,5 +64,10 @@ class Handle:
     nominator: Nominator = field(default_factory=Nominator)
     #: The feature gates on (`--feature-gates`).
     features: frozenset[str] = frozenset()
+    #: Pod groups and their members (Coscheduling, GangScheduling).
+    gangs: Gangs = field(default_factory=Gangs)
+    #: Moves pods (by uid) to the active queue now, wherever they wait (kube-scheduler's
+    #: `Activate`); set by the scheduler that owns the queue.
+    activate: Callable[[Iterable[str]], None] = lambda _uids: None
     #: The profile's Filters (set by the Framework this handle is built into).
     filters: FilterRunner | None = None

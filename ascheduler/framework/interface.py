@@ -325,6 +325,12 @@ class ClusterEvent(enum.Enum):
     DEVICE_CLASS_UPDATE = "DeviceClassUpdate"
     RESOURCE_SLICE_ADD = "ResourceSliceAdd"
     RESOURCE_SLICE_UPDATE = "ResourceSliceUpdate"
+    #: Pod groups (Coscheduling, GangScheduling): a member that may be scheduled appeared (a
+    #: pod added, or its scheduling gates removed); the event's object is the group's `Gang`.
+    GANG_MEMBER_ADD = "GangMemberAdd"
+    POD_GROUP_ADD = "PodGroupAdd"
+    POD_GROUP_UPDATE = "PodGroupUpdate"
+    WORKLOAD_ADD = "WorkloadAdd"
     FORCE = "Force"
 
 

@@ -100,6 +100,8 @@ class Informer(Generic[T]):
         name: str = "",
         reparse: Callable[[Mapping[str, Any], T], T] | None = None,
         raw_key: Callable[[Mapping[str, Any]], str] | None = None,
+        optional: bool = False,
+        absent_poll: float = 30.0,
     ) -> None:
         self.kube = kube
         self.path = path
@@ -108,6 +110,13 @@ class Informer(Generic[T]):
         #: the key read off the raw object).
         self.reparse = reparse
         self.raw_key = raw_key
+        #: A kind the API server may not serve (a CRD not installed, an alpha API off): a 404
+        #: counts as an empty, synced list, and the list is tried again every `absent_poll`
+        #: seconds until the kind appears.
+        self.optional = optional
+        self.absent_poll = absent_poll
+        #: Whether the server said the kind does not exist (only with `optional`).
+        self.absent = False
         self.key = key
         self.version = version
         self.handler = handler
@@ -163,6 +172,16 @@ class Informer(Generic[T]):
                 if exc.gone:
                     need_list = True
                     continue
+                if exc.not_found and self.optional:
+                    if not self.absent:
+                        log.info("resource_not_served", informer=self.name, path=self.path)
+                    self.absent = True
+                    self.healthy = True
+                    self._reconcile({})
+                    self.synced.set()
+                    need_list = True
+                    await asyncio.sleep(self.absent_poll)
+                    continue
                 self._failed(exc, delay)
             except (KubeError, aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
                 self._failed(exc, delay)
@@ -197,6 +216,9 @@ class Informer(Generic[T]):
             params["continue"] = cont
         self.relists += 1
         self.healthy = True
+        if self.absent:
+            log.info("resource_served", informer=self.name, path=self.path)
+            self.absent = False
         self._reconcile(items)
 
     def _reconcile(self, fresh: dict[str, T]) -> None:

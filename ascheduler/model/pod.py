@@ -93,6 +93,8 @@ class PodInfo:
     resource_claims: tuple[PodClaim, ...] = ()
     #: `status.resourceClaimStatuses`: (pod claim name, generated claim's name or None).
     claim_statuses: tuple[tuple[str, str | None], ...] = ()
+    #: `spec.workloadRef` (name, podGroup, podGroupReplicaKey): the Workload API's gang.
+    workload_ref: tuple[str, str, str] | None = None
     #: The object as the API server sent it, kept only where something needs all of it
     #: (HTTP extenders are sent the pod); never compared.
     raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -131,6 +133,7 @@ class PodInfo:
             and self.preemption_policy == other.preemption_policy
             and self.resource_claims == other.resource_claims
             and self.claim_statuses == other.claim_statuses
+            and self.workload_ref == other.workload_ref
         )
 
 
@@ -404,6 +407,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
         )
         policy = PREEMPT_LOWER_PRIORITY
     condition, preempted = _conditions(status, errors)
+    workload_ref = _workload_ref(spec, errors)
     gates = []
     for i, raw in enumerate(_seq(spec.get("schedulingGates"), "spec.schedulingGates", errors)):
         gate = _map(raw, f"spec.schedulingGates[{i}]", errors)
@@ -442,9 +446,28 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
         volumes=volumes,
         resource_claims=resource_claims,
         claim_statuses=claim_statuses,
+        workload_ref=workload_ref,
         raw=obj if keep_raw and not spec.get("nodeName") and isinstance(obj, Mapping) else None,
         fingerprint=_fingerprint(spec, meta),
     )
+
+
+def _workload_ref(spec: Mapping[str, Any], errors: list[str]) -> tuple[str, str, str] | None:
+    raw = spec.get("workloadRef")
+    if raw is None:
+        return None
+    ref = _map(raw, "spec.workloadRef", errors)
+    fields = []
+    for name in ("name", "podGroup", "podGroupReplicaKey"):
+        value = ref.get(name) or ""
+        if not isinstance(value, str):
+            errors.append(f"spec.workloadRef.{name}: expected a string, got {value!r}")
+            value = ""
+        fields.append(value)
+    if not fields[0] or not fields[1]:
+        errors.append("spec.workloadRef: name and podGroup are required")
+        return None
+    return fields[0], fields[1], fields[2]
 
 
 def _conditions(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ascheduler.framework.registry import Registry
 from ascheduler.plugins import (
+    coscheduling,
     defaultbinder,
     defaultpreemption,
     dynamicresources,
@@ -45,6 +46,8 @@ IN_TREE = Registry(
         noderesources.BALANCED_REGISTRATION,
         imagelocality.REGISTRATION,
         defaultbinder.REGISTRATION,
+        coscheduling.GANG_REGISTRATION,
+        coscheduling.REGISTRATION,
     ]
 )
 

@@ -72,7 +72,11 @@ GateKeys = Callable[[QueuedPodInfo, ClusterEvent], frozenset[str] | None]
 
 def object_key(obj: Any) -> str | None:
     """`namespace/name` (or `name` for a cluster-scoped object) of an event's object; None
-    when it has no name."""
+    when it has no name. An object may name itself otherwise with a `gate_key` (a pod group's
+    event carries the group's key)."""
+    gate = getattr(obj, "gate_key", None)
+    if isinstance(gate, str):
+        return gate
     name = getattr(obj, "name", None)
     if not isinstance(name, str):
         return None

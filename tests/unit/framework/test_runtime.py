@@ -109,8 +109,15 @@ def test_default_profile_order_and_weights() -> None:
         "SchedulingGates",
         "DynamicResources",
         "DefaultPreemption",
+        "GangScheduling",
+        "Coscheduling",
     ]
-    assert [p.name for p in fw.post_filter_plugins] == ["DynamicResources", "DefaultPreemption"]
+    assert [p.name for p in fw.post_filter_plugins] == [
+        "DynamicResources",
+        "DefaultPreemption",
+        "Coscheduling",
+    ]
+    assert [p.name for p in fw.permit_plugins] == ["GangScheduling", "Coscheduling"]
     assert [p.name for p in fw.bind_plugins] == ["DefaultBinder"]
     weights = {p.name: fw.weights[p.name] for p in fw.score_plugins}
     assert weights == {

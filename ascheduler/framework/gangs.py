@@ -1,0 +1,347 @@
+"""Pod groups scheduled all or nothing, as two conventions define them, and what the scheduler
+knows of each group's pods.
+
+* scheduler-plugins' **PodGroup** (`scheduling.x-k8s.io/v1alpha1`): pods labelled
+  `scheduling.x-k8s.io/pod-group: NAME` belong to the PodGroup NAME of their namespace, which
+  says how many must be placed together (`minMember`), what they need between them
+  (`minResources`) and how long members wait for each other (`scheduleTimeoutSeconds`).
+* Kubernetes' **Workload** (`scheduling.k8s.io/v1alpha1`, alpha in v1.35): a pod's
+  `spec.workloadRef` names a Workload, one of its pod groups and a replica key; a group whose
+  policy is `gang` needs `minCount` pods placed together.
+
+`Gangs` is the store both plugins read: the group objects as the informers have them, and per
+group its pods (every pod the informer has, bound or not, as kube-scheduler's workload manager
+keeps them), which of them are assumed (reserved, not yet bound) and which wait on Permit.
+Everything runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ascheduler.model import PodInfo
+from ascheduler.model.quantity import QuantityError, parse_resource
+
+POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
+POD_GROUP_API: Final = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
+WORKLOAD_API: Final = "/apis/scheduling.k8s.io/v1alpha1/workloads"
+
+#: scheduler-plugins' kind prefix and the Workload API's, in group keys.
+POD_GROUP: Final = "PodGroup"
+WORKLOAD: Final = "Workload"
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupSpec:
+    """A scheduler-plugins PodGroup."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    min_member: int = 1
+    #: minResources in the units the node table keeps (cpu in millicores).
+    min_resources: Mapping[str, int] = field(default_factory=dict)
+    #: scheduleTimeoutSeconds; None: the plugin's default.
+    schedule_timeout: float | None = None
+    creation_timestamp: str = ""
+    errors: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A `scheduling.k8s.io/v1alpha1` Workload: its pod groups' gang minCount (None: the
+    group's policy is `basic`, no gang)."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    groups: Mapping[str, int | None] = field(default_factory=dict)
+    errors: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _int(value: Any, path: str, errors: list[str], default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        errors.append(f"{path}: expected an integer, got {value!r}")
+        return default
+    return value
+
+
+def _meta(obj: Any) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    if not isinstance(obj, Mapping):
+        return {}, {}
+    meta = obj.get("metadata")
+    spec = obj.get("spec")
+    return (
+        meta if isinstance(meta, Mapping) else {},
+        spec if isinstance(spec, Mapping) else {},
+    )
+
+
+def parse_pod_group(obj: Any) -> PodGroupSpec:
+    """A PodGroup; a field that cannot be read is an error kept on the record (its pods are
+    then held with that error, nothing else is affected)."""
+    meta, spec = _meta(obj)
+    errors: list[str] = []
+    min_member = _int(spec.get("minMember"), "spec.minMember", errors, 1)
+    if min_member < 0:
+        errors.append(f"spec.minMember: must be at least 0, got {min_member}")
+        min_member = 1
+    resources: dict[str, int] = {}
+    raw = spec.get("minResources")
+    if isinstance(raw, Mapping):
+        for name, value in raw.items():
+            try:
+                resources[str(name)] = parse_resource(str(name), value)
+            except QuantityError as exc:
+                errors.append(f"spec.minResources.{name}: {exc}")
+    elif raw is not None:
+        errors.append(f"spec.minResources: expected an object, got {type(raw).__name__}")
+    timeout = spec.get("scheduleTimeoutSeconds")
+    seconds: float | None = None
+    if timeout is not None:
+        t = _int(timeout, "spec.scheduleTimeoutSeconds", errors, 0)
+        seconds = float(t) if t > 0 else None
+    return PodGroupSpec(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        min_member=min_member,
+        min_resources=resources,
+        schedule_timeout=seconds,
+        creation_timestamp=str(meta.get("creationTimestamp") or ""),
+        errors=tuple(errors),
+    )
+
+
+def parse_workload(obj: Any) -> Workload:
+    meta, spec = _meta(obj)
+    errors: list[str] = []
+    groups: dict[str, int | None] = {}
+    raw = spec.get("podGroups")
+    for i, g in enumerate(raw if isinstance(raw, list) else ()):
+        if not isinstance(g, Mapping):
+            errors.append(f"spec.podGroups[{i}]: expected an object")
+            continue
+        policy = g.get("policy")
+        gang = policy.get("gang") if isinstance(policy, Mapping) else None
+        count: int | None = None
+        if isinstance(gang, Mapping):
+            count = _int(
+                gang.get("minCount"), f"spec.podGroups[{i}].policy.gang.minCount", errors, 1
+            )
+        groups[str(g.get("name", ""))] = count
+    return Workload(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        groups=groups,
+        errors=tuple(errors),
+    )
+
+
+def group_key(pod: PodInfo) -> str | None:
+    """The group a pod belongs to: `Workload:ns/name/podGroup/replicaKey` for a
+    `spec.workloadRef`, else `PodGroup:ns/name` for the pod-group label; None for neither."""
+    ref = pod.workload_ref
+    if ref is not None:
+        return f"{WORKLOAD}:{pod.namespace}/{ref[0]}/{ref[1]}/{ref[2]}"
+    label = pod.labels.get(POD_GROUP_LABEL) if pod.labels else None
+    if label:
+        return f"{POD_GROUP}:{pod.namespace}/{label}"
+    return None
+
+
+def object_of(key: str) -> str:
+    """The `namespace/name` of the PodGroup or Workload a group key names."""
+    kind, _, rest = key.partition(":")
+    if kind == WORKLOAD:
+        namespace, name, *_ = rest.split("/")
+        return f"{namespace}/{name}"
+    return rest
+
+
+class Gang:
+    """What the scheduler knows of one group's pods. `key` is also what queue events about
+    the group carry (`gate_key`), so that only its own held members look at them."""
+
+    __slots__ = (
+        "admitted",
+        "assigned",
+        "assumed",
+        "deadline",
+        "failed",
+        "failed_until",
+        "key",
+        "pods",
+        "sort_time",
+        "waiting",
+    )
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        #: Every pod of the group the informer has, by uid.
+        self.pods: dict[str, PodInfo] = {}
+        self.assigned: set[str] = set()
+        #: Reserved by this scheduler and not bound yet (waiting on Permit, or binding).
+        self.assumed: set[str] = set()
+        #: Assumed members waiting on Permit for the rest.
+        self.waiting: set[str] = set()
+        #: When the members waiting now time out (monotonic; None: nobody waits).
+        self.deadline: float | None = None
+        #: The group reached its quorum this round: later members bind at once.
+        self.admitted = False
+        #: (member uid, member name, why) of the member whose failure doomed the group's round.
+        self.failed: tuple[str, str, str] | None = None
+        #: A failed group is not tried again before this time (monotonic).
+        self.failed_until = 0.0
+        #: Where the group's members sort in the queue (the first member's queue time).
+        self.sort_time: float | None = None
+
+    @property
+    def gate_key(self) -> str:
+        return self.key
+
+    def ready(self) -> int:
+        """Members that can be scheduled now: not held by scheduling gates."""
+        return sum(1 for p in self.pods.values() if not p.scheduling_gates)
+
+    def placed(self) -> int:
+        """Members bound or assumed."""
+        return len(self.assigned | self.assumed)
+
+    def unscheduled(self) -> list[str]:
+        return [uid for uid in self.pods if uid not in self.assigned and uid not in self.assumed]
+
+
+#: A change that may let held members in: a pod added to the group, or one ungated.
+MemberListener = Callable[[Gang], None]
+
+
+class Gangs:
+    """Pod groups: the PodGroup and Workload objects, and each group's pods."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.pod_groups: dict[str, PodGroupSpec] = {}
+        self.workloads: dict[str, Workload] = {}
+        self._gangs: dict[str, Gang] = {}
+        self._of: dict[str, str] = {}
+        #: Called when a group gains a member that may be scheduled (set by the event router:
+        #: the queue's move for held siblings).
+        self.on_member: MemberListener = lambda _gang: None
+        self.pod_group_handler = _Store(self.pod_groups)
+        self.workload_handler = _Store(self.workloads)
+
+    def __len__(self) -> int:
+        return len(self._gangs)
+
+    def get(self, key: str) -> Gang | None:
+        return self._gangs.get(key)
+
+    def of(self, pod: PodInfo) -> Gang | None:
+        key = group_key(pod)
+        return None if key is None else self._gangs.get(key)
+
+    def all(self) -> Iterable[Gang]:
+        return self._gangs.values()
+
+    # -- pods, from the informer -----------------------------------------------------------
+
+    def add_pod(self, pod: PodInfo) -> None:
+        key = group_key(pod)
+        if key is None:
+            return
+        old_key = self._of.get(pod.uid)
+        if old_key is not None and old_key != key:
+            self.remove_pod(pod)
+        gang = self._gangs.get(key)
+        if gang is None:
+            gang = self._gangs[key] = Gang(key)
+        before = gang.pods.get(pod.uid)
+        gang.pods[pod.uid] = pod
+        self._of[pod.uid] = key
+        if pod.assigned:
+            gang.assigned.add(pod.uid)
+            gang.assumed.discard(pod.uid)
+            gang.waiting.discard(pod.uid)
+        if before is None or (before.scheduling_gates and not pod.scheduling_gates):
+            self.on_member(gang)
+
+    def remove_pod(self, pod: PodInfo) -> None:
+        key = self._of.pop(pod.uid, None)
+        if key is None:
+            return
+        gang = self._gangs.get(key)
+        if gang is None:
+            return
+        gang.pods.pop(pod.uid, None)
+        gang.assigned.discard(pod.uid)
+        gang.assumed.discard(pod.uid)
+        gang.waiting.discard(pod.uid)
+        if gang.failed is not None and gang.failed[0] == pod.uid:
+            gang.failed = None  # the member that doomed the round is gone
+        if not gang.pods:
+            del self._gangs[key]
+
+    # -- the scheduler's own bookkeeping ---------------------------------------------------
+
+    def assume(self, pod: PodInfo) -> Gang | None:
+        gang = self.of(pod)
+        if gang is not None and pod.uid in gang.pods:
+            gang.assumed.add(pod.uid)
+        return gang
+
+    def forget(self, pod: PodInfo) -> Gang | None:
+        gang = self.of(pod)
+        if gang is not None:
+            gang.assumed.discard(pod.uid)
+            gang.waiting.discard(pod.uid)
+            if not gang.waiting and not gang.assumed:
+                gang.deadline = None
+        return gang
+
+    def sort_position(self, pod: PodInfo, timestamp: float) -> tuple[float, str]:
+        """Where a pod sorts among pods of its priority: members of a group together, at the
+        time the group's first member was queued; any other pod at its own time."""
+        if pod.workload_ref is None and POD_GROUP_LABEL not in pod.labels:
+            return timestamp, ""
+        key = group_key(pod)
+        gang = self._gangs.get(key) if key is not None else None
+        if gang is None or key is None:
+            return timestamp, ""
+        if gang.sort_time is None:
+            gang.sort_time = timestamp
+        return gang.sort_time, key
+
+
+class _Store:
+    """An informer handler keeping one kind by `namespace/name`."""
+
+    def __init__(self, store: dict[str, Any]) -> None:
+        self.store = store
+
+    def on_add(self, obj: Any) -> None:
+        self.store[obj.key] = obj
+
+    def on_update(self, old: Any, new: Any) -> None:
+        self.store[new.key] = new
+
+    def on_delete(self, obj: Any) -> None:
+        self.store.pop(obj.key, None)

@@ -1,0 +1,579 @@
+"""Coscheduling and GangScheduling: a group's pods are placed all together or not at all.
+
+Both hold a member until its group has enough pods (PreEnqueue), count members as they are
+reserved, and make each wait on Permit until the group's quorum is reserved or bound; then
+every waiting member is allowed at once. A waiting member holds its node (it is assumed) but no
+binding slot, so waiting groups never stop other pods from being scheduled.
+
+* **Coscheduling** drives scheduler-plugins' PodGroup (`scheduling.x-k8s.io/pod-group` label):
+  quorum `minMember`, wait `scheduleTimeoutSeconds` (else `permitWaitingTimeSeconds`, 60 s).
+  Beyond that plugin, it does not let a doomed group hold capacity: PreFilter rejects a group
+  whose `minResources` exceed what the cluster has free, and, once a member was found
+  unschedulable (PostFilter, after preemption had its chance), the group's waiting members
+  are rejected together and its other members are turned away at PreFilter until that member
+  gets through. The PodGroup's status counts the members scheduled; Events on it say in one
+  line why a group waits or failed.
+* **GangScheduling** drives the Workload API (`spec.workloadRef`, a pod group with a `gang`
+  policy and `minCount`), with kube-scheduler v1.35's plugin semantics and words (gate
+  `GangScheduling`): quorum `minCount`, a shared deadline of 5 minutes. The Workload has no
+  status in v1.35; Events on it report the group.
+
+A member rejected while waiting (timeout, deletion, a sibling's failure) takes its waiting
+siblings with it: they are unreserved together and retried when the group may fit again. Once
+a group reached its quorum, a member whose bind fails is retried on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import structlog
+
+from ascheduler.durations import go_duration
+from ascheduler.framework.errors import PluginArgsError
+from ascheduler.framework.gangs import (
+    POD_GROUP,
+    POD_GROUP_LABEL,
+    WORKLOAD,
+    Gang,
+    Gangs,
+    PodGroupSpec,
+    group_key,
+    object_of,
+)
+from ascheduler.framework.handle import Handle
+from ascheduler.framework.interface import (
+    SUCCESS,
+    ClusterEvent,
+    Code,
+    CycleState,
+    Diagnosis,
+    EnqueueExtensions,
+    GateKeysPlugin,
+    PermitPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    QueueingHintPlugin,
+    ReservePlugin,
+    Status,
+)
+from ascheduler.framework.nodes import NodeTable
+from ascheduler.framework.registry import NoArgs, Registration
+from ascheduler.model import PodInfo
+
+log = structlog.get_logger(__name__)
+
+NAME: Final = "Coscheduling"
+GANG_NAME: Final = "GangScheduling"
+
+#: kube-scheduler's gang timeout (`DefaultSchedulingTimeoutDuration`).
+WORKLOAD_TIMEOUT: Final = 300.0
+#: The feature gate GangScheduling answers to.
+GANG_GATE: Final = "GangScheduling"
+
+#: kube-scheduler v1.35's words.
+WAITING_FOR_WORKLOAD: Final = "waiting for pods's workload {!r} to appear in scheduling queue"
+NO_POD_GROUP: Final = "pod group {!r} doesn't exist for a workload {!r}"
+WAITING_FOR_MIN_COUNT: Final = "waiting for minCount pods from a gang to appear in scheduling queue"
+WAITING_ON_PERMIT: Final = "waiting for minCount pods from a gang to be waiting on permit"
+
+_MEMBER_EVENTS: Final = frozenset({ClusterEvent.GANG_MEMBER_ADD})
+
+
+@dataclass(frozen=True, slots=True)
+class CoschedulingArgs:
+    """scheduler-plugins' `CoschedulingArgs`."""
+
+    #: How long members wait for the rest when the PodGroup sets no scheduleTimeoutSeconds.
+    permit_waiting_time_seconds: int = 60
+    #: How long a group that failed is turned away before it is tried again (0: not at all).
+    pod_group_backoff_seconds: int = 0
+
+    def __post_init__(self) -> None:
+        if self.permit_waiting_time_seconds <= 0:
+            raise PluginArgsError("permitWaitingTimeSeconds: must be greater than 0")
+        if self.pod_group_backoff_seconds < 0:
+            raise PluginArgsError("podGroupBackoffSeconds: must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class _Policy:
+    minimum: int
+    timeout: float
+    #: What the group is called in messages (`PodGroup shop/train`).
+    label: str
+
+
+class _Reporter:
+    """Events (and, for PodGroups, the status) written about groups, each at most once per
+    change of what they say; writes run in the background and a failure is only logged."""
+
+    def __init__(self, handle: Handle, component: str) -> None:
+        self.handle = handle
+        self.component = component
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._said: dict[str, str] = {}
+        self._status: dict[str, tuple[str, int]] = {}
+
+    def _spawn(self, work: Any) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(work)
+        except RuntimeError:  # no loop (a unit test of the cycle alone)
+            work.close()
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def event(self, gang: Gang, kind: str, reason: str, note: str) -> None:
+        if self.handle.kube is None or self._said.get(gang.key) == note:
+            return
+        self._said[gang.key] = note
+        self._spawn(self._event(gang, kind, reason, note))
+
+    def status(self, gang: Gang, spec: PodGroupSpec, phase: str, scheduled: int) -> None:
+        if self.handle.kube is None or self._status.get(gang.key) == (phase, scheduled):
+            return
+        self._status[gang.key] = (phase, scheduled)
+        self._spawn(self._patch_status(spec, phase, scheduled))
+
+    def forget(self, key: str) -> None:
+        self._said.pop(key, None)
+        self._status.pop(key, None)
+
+    async def _event(self, gang: Gang, kind: str, reason: str, note: str) -> None:
+        kube = self.handle.kube
+        assert kube is not None
+        namespace, _, name = object_of(gang.key).partition("/")
+        group, version = (
+            ("scheduling.x-k8s.io", "v1alpha1")
+            if gang.key.startswith(POD_GROUP)
+            else ("scheduling.k8s.io", "v1alpha1")
+        )
+        kind_name = "PodGroup" if gang.key.startswith(POD_GROUP) else "Workload"
+        body = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{name}.", "namespace": namespace},
+            "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime()),
+            "reportingController": self.component,
+            "reportingInstance": self.component,
+            "action": "Scheduling",
+            "reason": reason,
+            "type": kind,
+            "note": note[:1024],
+            "regarding": {
+                "apiVersion": f"{group}/{version}",
+                "kind": kind_name,
+                "namespace": namespace,
+                "name": name,
+            },
+        }
+        try:
+            await kube.request(
+                "POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=body
+            )
+        except Exception as exc:  # reporting never fails scheduling
+            log.warning("group_event_failed", group=gang.key, error=str(exc))
+
+    async def _patch_status(self, spec: PodGroupSpec, phase: str, scheduled: int) -> None:
+        kube = self.handle.kube
+        assert kube is not None
+        path = (
+            f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{spec.namespace}/podgroups/"
+            f"{spec.name}/status"
+        )
+        try:
+            await kube.request(
+                "PATCH",
+                path,
+                body={"status": {"phase": phase, "scheduled": scheduled}},
+                content_type="application/merge-patch+json",
+            )
+        except Exception as exc:
+            log.warning("group_status_failed", group=spec.key, error=str(exc))
+
+
+class _GangPlugin(
+    PreEnqueuePlugin,
+    GateKeysPlugin,
+    QueueingHintPlugin,
+    EnqueueExtensions,
+    ReservePlugin,
+    PermitPlugin,
+):
+    """What both conventions share: membership, reservations, Permit, sibling rejection."""
+
+    #: POD_GROUP or WORKLOAD: the groups this plugin drives.
+    kind: str = ""
+
+    def __init__(self, handle: Handle, clock: Callable[[], float] = time.monotonic) -> None:
+        self.handle = handle
+        self.gangs: Gangs = handle.gangs
+        self.clock = clock
+        self.reporter = _Reporter(handle, handle.profile or "ascheduler")
+
+    # -- what subclasses say about a pod's group -----------------------------------------
+
+    def _key(self, pod: PodInfo) -> str | None:
+        key = group_key(pod)
+        return key if key is not None and key.startswith(self.kind) else None
+
+    def _policy(self, pod: PodInfo) -> _Policy | Status | None:
+        """The group's quorum and wait; a Status holding the pod when its group cannot be
+        read; None when the pod is in no group of ours (or one without a gang policy)."""
+        raise NotImplementedError
+
+    def _object_events(self) -> frozenset[ClusterEvent]:
+        raise NotImplementedError
+
+    # -- queueing ------------------------------------------------------------------------
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        policy = self._policy(pod)
+        if policy is None:
+            return SUCCESS
+        if isinstance(policy, Status):
+            return policy
+        gang = self.gangs.of(pod)
+        ready = gang.ready() if gang is not None else 0
+        if ready < policy.minimum:
+            return self._too_few(pod, policy, ready)
+        return SUCCESS
+
+    def _too_few(self, pod: PodInfo, policy: _Policy, ready: int) -> Status:
+        raise NotImplementedError
+
+    def events_to_register(self) -> frozenset[ClusterEvent]:
+        return _MEMBER_EVENTS | self._object_events()
+
+    def gate_keys(self, pod: PodInfo, event: ClusterEvent) -> frozenset[str] | None:
+        if event is ClusterEvent.GANG_MEMBER_ADD:
+            key = self._key(pod)
+            return frozenset() if key is None else frozenset({key})
+        if event in self._object_events():
+            key = self._key(pod)
+            return frozenset() if key is None else frozenset({object_of(key)})
+        return frozenset()
+
+    def queueing_hint(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        key = self._key(pod)
+        if key is None:
+            return False
+        if event is ClusterEvent.GANG_MEMBER_ADD:
+            return isinstance(new, Gang) and new.key == key
+        if event in self._object_events():
+            obj = new if new is not None else old
+            return getattr(obj, "key", None) == object_of(key)
+        return True
+
+    # -- reservations ----------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        if self._key(pod) is not None:
+            self.gangs.assume(pod)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        if self._key(pod) is None:
+            return
+        gang = self.gangs.of(pod)
+        was_waiting = gang is not None and pod.uid in gang.waiting
+        self.gangs.forget(pod)
+        if gang is None or not was_waiting:
+            return
+        # Rejected while it waited (timed out, deleted, a sibling failed): its siblings cannot
+        # make the quorum without it now; they give their nodes back together.
+        policy = self._policy(pod)
+        minimum = policy.minimum if isinstance(policy, _Policy) else 0
+        timed_out = gang.deadline is not None and self.clock() >= gang.deadline - 0.05
+        if timed_out and isinstance(policy, _Policy):
+            why = (
+                f"rejected due to timeout after waiting {go_duration(policy.timeout)} at "
+                f"plugin {self.name}"
+            )
+        else:
+            why = f"rejected with member {pod.name}: {gang.placed()}/{minimum} members placed"
+        self.reject_waiting(gang, why)
+        if timed_out and isinstance(policy, _Policy):
+            self.reporter.event(
+                gang,
+                "Warning",
+                "GangTimeout",
+                f"{policy.label}: timed out after {go_duration(policy.timeout)} with "
+                f"{len(gang.assigned)}/{minimum} members bound; waiting for "
+                f"{_names(gang, gang.unscheduled())}",
+            )
+
+    def reject_waiting(self, gang: Gang, why: str) -> None:
+        waiting = list(gang.waiting)
+        gang.waiting.clear()
+        gang.deadline = None
+        for uid in waiting:
+            w = self.handle.waiting_pods.get(uid)
+            if w is not None:
+                w.reject(self.name, why)
+
+    # -- Permit ----------------------------------------------------------------------------
+
+    def permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, float]:
+        policy = self._policy(pod)
+        if policy is None:
+            return SUCCESS, 0.0
+        if isinstance(policy, Status):
+            return Status.error(policy.message), 0.0
+        gang = self.gangs.of(pod)
+        if gang is None:
+            return SUCCESS, 0.0
+        if gang.placed() >= policy.minimum:
+            gang.admitted = True
+            gang.failed = None
+            waiting = list(gang.waiting)
+            gang.waiting.clear()
+            gang.deadline = None
+            for uid in waiting:
+                w = self.handle.waiting_pods.get(uid)
+                if w is not None:
+                    w.allow(self.name)
+            if waiting:
+                self._admitted(gang, policy)
+            return SUCCESS, 0.0
+        now = self.clock()
+        first = not gang.waiting
+        if gang.deadline is None or gang.deadline <= now:
+            gang.deadline = now + policy.timeout
+        gang.waiting.add(pod.uid)
+        if first:
+            # The first to wait brings back siblings that were turned away earlier.
+            self.handle.activate(gang.unscheduled())
+        return Status(Code.WAIT, (self._wait_message(gang, policy),)), gang.deadline - now
+
+    def _wait_message(self, gang: Gang, policy: _Policy) -> str:
+        return WAITING_ON_PERMIT
+
+    def _admitted(self, gang: Gang, policy: _Policy) -> None:
+        self.reporter.event(
+            gang,
+            "Normal",
+            "GangScheduled",
+            f"{policy.label}: {gang.placed()}/{policy.minimum} members placed together",
+        )
+
+
+def _names(gang: Gang, uids: Iterable[str], limit: int = 5) -> str:
+    names = sorted(gang.pods[u].name for u in uids if u in gang.pods)
+    if not names:
+        return "no pod"
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
+    name = NAME
+    kind = POD_GROUP
+
+    def __init__(
+        self,
+        args: CoschedulingArgs,
+        handle: Handle,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(handle, clock)
+        self.args = args
+
+    def _spec(self, pod: PodInfo) -> PodGroupSpec | None:
+        label = pod.labels.get(POD_GROUP_LABEL) if pod.labels else None
+        if not label or pod.workload_ref is not None:
+            return None
+        return self.gangs.pod_groups.get(f"{pod.namespace}/{label}")
+
+    def _policy(self, pod: PodInfo) -> _Policy | Status | None:
+        key = self._key(pod)
+        if key is None:
+            return None
+        spec = self._spec(pod)
+        name = object_of(key)
+        if spec is None:
+            return Status.unschedulable(
+                f"waiting for PodGroup {name} to be created", resolvable=False
+            )
+        if spec.errors:
+            return Status.unschedulable(
+                f"PodGroup {name} is invalid: {'; '.join(spec.errors)}", resolvable=False
+            )
+        timeout = spec.schedule_timeout or float(self.args.permit_waiting_time_seconds)
+        return _Policy(spec.min_member, timeout, f"PodGroup {name}")
+
+    def _object_events(self) -> frozenset[ClusterEvent]:
+        return frozenset({ClusterEvent.POD_GROUP_ADD, ClusterEvent.POD_GROUP_UPDATE})
+
+    def events_to_register(self) -> frozenset[ClusterEvent]:
+        # Room appearing may let a group the cluster could not hold fit.
+        return super().events_to_register() | {
+            ClusterEvent.NODE_ADD,
+            ClusterEvent.NODE_ALLOCATABLE,
+            ClusterEvent.ASSIGNED_POD_DELETE,
+        }
+
+    def _too_few(self, pod: PodInfo, policy: _Policy, ready: int) -> Status:
+        return Status.unschedulable(
+            f"{policy.label} has {ready} of the {policy.minimum} pods it needs (minMember)",
+            resolvable=False,
+        )
+
+    # -- PreFilter: turn away a group that cannot fit ------------------------------------
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
+        policy = self._policy(pod)
+        if policy is None:
+            return None, SUCCESS
+        if isinstance(policy, Status):
+            return None, policy
+        gang = self.gangs.of(pod)
+        if gang is None:
+            return None, SUCCESS
+        if gang.admitted and gang.placed() >= policy.minimum:
+            return None, SUCCESS
+        now = self.clock()
+        if gang.failed_until > now:
+            return None, Status.unschedulable(
+                f"{policy.label} failed recently; retrying in "
+                f"{go_duration(round(gang.failed_until - now))}",
+                resolvable=False,
+            )
+        ready = gang.ready()
+        if ready < policy.minimum:
+            return None, self._too_few(pod, policy, ready)
+        if gang.failed is not None:
+            uid, member, why = gang.failed
+            if uid == pod.uid:
+                gang.failed = None  # the member that failed is tried again: so is the group
+            elif uid in gang.pods and uid not in gang.assigned:
+                return None, Status.unschedulable(
+                    f"{gang.placed()}/{policy.minimum} members of {policy.label} fit; "
+                    f"member {member}: {why}",
+                    resolvable=False,
+                )
+            else:
+                gang.failed = None
+        spec = self._spec(pod)
+        if spec is not None and spec.min_resources and gang.placed() == 0:
+            gap = _resource_gap(spec, policy.minimum, nodes)
+            if gap:
+                return None, Status.unschedulable(
+                    f"{policy.label} needs more than the cluster has free (minResources): "
+                    f"short of {gap}",
+                    resolvable=False,
+                )
+        return None, SUCCESS
+
+    # -- PostFilter: a member that fits nowhere dooms its group's round ------------------
+
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, diagnosis: Diagnosis
+    ) -> PostFilterResult:
+        policy = self._policy(pod)
+        gang = self.gangs.of(pod)
+        if not isinstance(policy, _Policy) or gang is None:
+            return PostFilterResult(Status(Code.UNSCHEDULABLE, (), self.name))
+        if gang.placed() >= policy.minimum or diagnosis.prefilter_status is not None:
+            # Admitted already (a straggler), or turned away before any node was looked at.
+            return PostFilterResult(Status(Code.UNSCHEDULABLE, (), self.name))
+        why = diagnosis.message()
+        gang.failed = (pod.uid, pod.name, why)
+        if self.args.pod_group_backoff_seconds:
+            gang.failed_until = self.clock() + self.args.pod_group_backoff_seconds
+        line = f"{gang.placed()}/{policy.minimum} members fit; member {pod.name}: {why}"
+        self.reject_waiting(gang, line)
+        self.reporter.event(gang, "Warning", "GangUnschedulable", f"{policy.label}: {line}")
+        return PostFilterResult(
+            Status(Code.UNSCHEDULABLE, (f"{policy.label} rejected as a whole",), self.name)
+        )
+
+    # -- status ----------------------------------------------------------------------------
+
+    def _admitted(self, gang: Gang, policy: _Policy) -> None:
+        super()._admitted(gang, policy)
+        spec = self.gangs.pod_groups.get(object_of(gang.key))
+        if spec is not None:
+            self.reporter.status(gang, spec, "Scheduled", gang.placed())
+
+
+def _resource_gap(spec: PodGroupSpec, members: int, nodes: NodeTable) -> str:
+    """What the group's minResources (and `members` pods) lack against the free room of all
+    schedulable nodes together, as `cpu 1500m, nvidia.com/gpu 2`; "" when nothing."""
+    if nodes.n == 0:
+        return "every resource (no nodes)"
+    usable = ~nodes.unschedulable
+    want = dict(spec.min_resources)
+    want["pods"] = max(want.get("pods", 0), members)
+    short: list[str] = []
+    for name, amount in sorted(want.items()):
+        row = nodes.resource_row(name)
+        have = 0 if row is None else int(np.clip(nodes.free[row][usable], 0, None).sum())
+        if have < amount:
+            gap = amount - have
+            short.append(f"{name} {gap}m" if name == "cpu" else f"{name} {gap}")
+    return ", ".join(short)
+
+
+class GangScheduling(_GangPlugin):
+    name = GANG_NAME
+    kind = WORKLOAD
+
+    def _policy(self, pod: PodInfo) -> _Policy | Status | None:
+        if GANG_GATE not in self.handle.features:
+            return None
+        ref = pod.workload_ref
+        if ref is None:
+            return None
+        workload = self.gangs.workloads.get(f"{pod.namespace}/{ref[0]}")
+        if workload is None:
+            return Status.unschedulable(WAITING_FOR_WORKLOAD.format(ref[0]), resolvable=False)
+        if ref[1] not in workload.groups:
+            return Status.unschedulable(
+                NO_POD_GROUP.format(ref[1], workload.name), resolvable=False
+            )
+        minimum = workload.groups[ref[1]]
+        if minimum is None:
+            return None  # a basic policy: no gang
+        return _Policy(minimum, WORKLOAD_TIMEOUT, f"Workload {workload.key} pod group {ref[1]}")
+
+    def _object_events(self) -> frozenset[ClusterEvent]:
+        return frozenset({ClusterEvent.WORKLOAD_ADD})
+
+    def _too_few(self, pod: PodInfo, policy: _Policy, ready: int) -> Status:
+        return Status.unschedulable(WAITING_FOR_MIN_COUNT, resolvable=False)
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        # kube-scheduler counts every pod of the group, gated or not.
+        policy = self._policy(pod)
+        if policy is None:
+            return SUCCESS
+        if isinstance(policy, Status):
+            return policy
+        gang = self.gangs.of(pod)
+        if gang is None or len(gang.pods) < policy.minimum:
+            return self._too_few(pod, policy, 0)
+        return SUCCESS
+
+
+def new(args: CoschedulingArgs, handle: Handle) -> Coscheduling:
+    return Coscheduling(args, handle)
+
+
+def new_gang(args: NoArgs, handle: Handle) -> GangScheduling:
+    return GangScheduling(handle)
+
+
+REGISTRATION: Final = Registration(NAME, new, CoschedulingArgs, default_weight=1)
+GANG_REGISTRATION: Final = Registration(GANG_NAME, new_gang, NoArgs, default_weight=1)
