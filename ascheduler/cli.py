@@ -57,6 +57,13 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="kube-apiserver's port on 127.0.0.1 (default: a free one)",
     )
     up.add_argument("--nodes", type=int, default=0, help="also create this many fake nodes")
+    up.add_argument(
+        "--feature-gates",
+        default="",
+        help="feature gates of the plane's apiserver, controller manager and kube-scheduler, "
+        "e.g. GenericWorkload=true,GangScheduling=true (GenericWorkload also serves the "
+        "Workload API)",
+    )
     with_state_dir(verbs.add_parser("down", help="stop every process of the plane and remove it"))
     with_state_dir(verbs.add_parser("status", help="show the plane's processes"))
     with_state_dir(verbs.add_parser("env", help="print `export KUBECONFIG=...` for the plane"))
@@ -258,6 +265,7 @@ def _cluster(args: argparse.Namespace) -> int:
                 benchmark=args.benchmark,
                 apiserver_port=args.apiserver_port,
                 progress=_say,
+                feature_gates=args.feature_gates,
             )
             state = plane.up()
             if args.nodes:

@@ -50,6 +50,8 @@ FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 FAKE_NODE_VALUE = "fake"
 SERVICE_CIDR = "10.0.0.0/24"
 _READY_TIMEOUT = 120.0
+#: The CustomResourceDefinitions the plane installs (from a checkout; absent elsewhere).
+CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 #: kube-controller-manager's controllers the plane runs.
 CONTROLLERS = (
     "deployment-controller",
@@ -152,6 +154,8 @@ class PlaneState:
     admin_key: Path
     benchmark: bool
     processes: list[ProcessRecord] = field(default_factory=list)
+    #: `--feature-gates` of kube-apiserver, kube-controller-manager and kube-scheduler.
+    feature_gates: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -167,6 +171,7 @@ class PlaneState:
             "admin_key": str(self.admin_key),
             "benchmark": self.benchmark,
             "processes": [p.to_json() for p in self.processes],
+            "feature_gates": self.feature_gates,
         }
 
     @classmethod
@@ -184,6 +189,7 @@ class PlaneState:
             admin_key=Path(data["admin_key"]),
             benchmark=bool(data["benchmark"]),
             processes=[ProcessRecord.from_json(p) for p in data["processes"]],
+            feature_gates=str(data.get("feature_gates", "")),
         )
 
 
@@ -219,8 +225,12 @@ class ControlPlane:
         apiserver_port: int = 0,
         die_with_parent: bool = False,
         progress: Progress | None = None,
+        feature_gates: str = "",
     ) -> None:
         self.state_dir = (state_dir or default_state_dir()).absolute()
+        #: `Name=true,...` for the plane's Kubernetes processes; `GenericWorkload=true` also
+        #: serves the Workload API (`scheduling.k8s.io/v1alpha1`).
+        self.feature_gates = feature_gates
         self.bins = bins or binaries()
         self.benchmark = benchmark
         self.apiserver_port = apiserver_port
@@ -281,6 +291,7 @@ class ControlPlane:
             admin_cert=pki.admin.cert,
             admin_key=pki.admin.key,
             benchmark=self.benchmark,
+            feature_gates=self.feature_gates,
         )
         self.state = state
         self._save()
@@ -309,6 +320,8 @@ class ControlPlane:
             key=pki.scheduler.key,
             user="kube-scheduler",
         )
+
+        self._install_crds(state)
 
         if not self.benchmark:
             self.progress("starting kube-controller-manager")
@@ -417,11 +430,17 @@ class ControlPlane:
                 indent=2,
             )
         )
+        gates = (
+            [f"--feature-gates={state.feature_gates}"]
+            if state.feature_gates and not any(a.startswith("--feature-gates") for a in extra_args)
+            else []
+        )
         argv = [
             str(self.bins.kube_scheduler),
             f"--config={config}",
             "--secure-port=0",
             "--v=1",
+            *gates,
             *extra_args,
         ]
         record = self.start_process(name, argv)
@@ -517,6 +536,10 @@ class ControlPlane:
             # claims and volumes a run deletes: don't put them on.
             disabled.append("StorageObjectInUseProtection")
         argv.append(f"--disable-admission-plugins={','.join(disabled)}")
+        if state.feature_gates:
+            argv.append(f"--feature-gates={state.feature_gates}")
+            if "GenericWorkload=true" in state.feature_gates.replace(" ", ""):
+                argv.append("--runtime-config=scheduling.k8s.io/v1alpha1=true")
         return argv
 
     def _kcm_argv(self, state: PlaneState) -> list[str]:
@@ -533,6 +556,7 @@ class ControlPlane:
             "--kube-api-qps=500",
             "--kube-api-burst=1000",
             "--v=1",
+            *([f"--feature-gates={state.feature_gates}"] if state.feature_gates else []),
         ]
 
     def _kwok_argv(self, state: PlaneState) -> list[str]:
@@ -553,6 +577,43 @@ class ControlPlane:
             "--node-lease-duration-seconds=40",
             "--v=WARN",
         ]
+
+    def _install_crds(self, state: PlaneState) -> None:
+        """The CustomResourceDefinitions ascheduler reads (deploy/crds: PodGroup), created
+        and waited for until the apiserver serves them."""
+        if not CRDS.is_dir():
+            return
+        ctx = ssl.create_default_context(cafile=str(state.ca_cert))
+        ctx.load_cert_chain(str(state.admin_cert), str(state.admin_key))
+        base = f"{state.server}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        names = []
+        for path in sorted(CRDS.glob("*.yaml")):
+            for doc in yaml.safe_load_all(path.read_text()):
+                if not doc:
+                    continue
+                name = doc["metadata"]["name"]
+                self.progress(f"installing CustomResourceDefinition {name}")
+                request = urllib.request.Request(
+                    f"{base}/{name}?fieldManager=ascheduler-plane&force=true",
+                    data=json.dumps(doc).encode(),
+                    method="PATCH",
+                    headers={"Content-Type": "application/apply-patch+yaml"},
+                )
+                with urllib.request.urlopen(request, context=ctx, timeout=30):
+                    pass
+                names.append(name)
+        deadline = time.monotonic() + _READY_TIMEOUT
+        for name in names:
+            while True:
+                with urllib.request.urlopen(f"{base}/{name}", context=ctx, timeout=10) as resp:
+                    conditions = json.loads(resp.read()).get("status", {}).get("conditions", [])
+                if any(
+                    c.get("type") == "Established" and c.get("status") == "True" for c in conditions
+                ):
+                    break
+                if time.monotonic() > deadline:
+                    raise PlaneError("crds", f"CustomResourceDefinition {name} not established")
+                time.sleep(0.1)
 
     def _check_alive(self, record: ProcessRecord, step: str) -> None:
         if not processes.is_alive(record):

@@ -223,8 +223,8 @@ class Gang:
         return sum(1 for p in self.pods.values() if not p.scheduling_gates)
 
     def placed(self) -> int:
-        """Members bound or assumed."""
-        return len(self.assigned | self.assumed)
+        """Members bound or assumed (a member deleted meanwhile no longer counts)."""
+        return len(self.assigned | (self.assumed & self.pods.keys()))
 
     def unscheduled(self) -> list[str]:
         return [uid for uid in self.pods if uid not in self.assigned and uid not in self.assumed]
@@ -293,12 +293,15 @@ class Gangs:
             return
         gang.pods.pop(pod.uid, None)
         gang.assigned.discard(pod.uid)
-        gang.assumed.discard(pod.uid)
-        gang.waiting.discard(pod.uid)
+        # A member deleted while it waits on Permit or binds stays assumed until its binding
+        # cycle unreserves it (`forget`): that is where its waiting siblings are let go.
         if gang.failed is not None and gang.failed[0] == pod.uid:
             gang.failed = None  # the member that doomed the round is gone
-        if not gang.pods:
-            del self._gangs[key]
+        self._drop_if_empty(gang)
+
+    def _drop_if_empty(self, gang: Gang) -> None:
+        if not gang.pods and not gang.assumed and self._gangs.get(gang.key) is gang:
+            del self._gangs[gang.key]
 
     # -- the scheduler's own bookkeeping ---------------------------------------------------
 
@@ -315,6 +318,7 @@ class Gangs:
             gang.waiting.discard(pod.uid)
             if not gang.waiting and not gang.assumed:
                 gang.deadline = None
+            self._drop_if_empty(gang)
         return gang
 
     def sort_position(self, pod: PodInfo, timestamp: float) -> tuple[float, str]:

@@ -26,6 +26,7 @@ a group reached its quorum, a member whose bind fails is retried on its own.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -161,7 +162,7 @@ class _Reporter:
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{name}.", "namespace": namespace},
+            "metadata": {"name": f"{name}.{secrets.token_hex(8)}", "namespace": namespace},
             "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime()),
             "reportingController": self.component,
             "reportingInstance": self.component,
@@ -213,6 +214,10 @@ class _GangPlugin(
 
     #: POD_GROUP or WORKLOAD: the groups this plugin drives.
     kind: str = ""
+    #: Every member waits until the group's one deadline (kube-scheduler's), rather than the
+    #: whole timeout from its own Permit (scheduler-plugins'; the first to time out then
+    #: takes its siblings with it).
+    shared_deadline = False
 
     def __init__(self, handle: Handle, clock: Callable[[], float] = time.monotonic) -> None:
         self.handle = handle
@@ -353,7 +358,8 @@ class _GangPlugin(
         if first:
             # The first to wait brings back siblings that were turned away earlier.
             self.handle.activate(gang.unscheduled())
-        return Status(Code.WAIT, (self._wait_message(gang, policy),)), gang.deadline - now
+        wait = gang.deadline - now if self.shared_deadline else policy.timeout
+        return Status(Code.WAIT, (self._wait_message(gang, policy),)), wait
 
     def _wait_message(self, gang: Gang, policy: _Policy) -> str:
         return WAITING_ON_PERMIT
@@ -529,6 +535,7 @@ def _resource_gap(spec: PodGroupSpec, members: int, nodes: NodeTable) -> str:
 class GangScheduling(_GangPlugin):
     name = GANG_NAME
     kind = WORKLOAD
+    shared_deadline = True
 
     def _policy(self, pod: PodInfo) -> _Policy | Status | None:
         if GANG_GATE not in self.handle.features:

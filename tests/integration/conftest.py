@@ -43,7 +43,12 @@ def _progress(message: str) -> None:
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     bins = ensure_built(progress=_progress)
     cp = ControlPlane(
-        tmp_path_factory.mktemp("plane"), bins=bins, die_with_parent=True, progress=_progress
+        tmp_path_factory.mktemp("plane"),
+        bins=bins,
+        die_with_parent=True,
+        progress=_progress,
+        # The Workload API served, for GangScheduling (on per scheduler, by its own gates).
+        feature_gates="GenericWorkload=true",
     )
     cp.up()
     try:
