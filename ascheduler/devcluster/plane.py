@@ -606,7 +606,8 @@ class ControlPlane:
         for name in names:
             while True:
                 with urllib.request.urlopen(f"{base}/{name}", context=ctx, timeout=10) as resp:
-                    conditions = json.loads(resp.read()).get("status", {}).get("conditions", [])
+                    status = json.loads(resp.read()).get("status") or {}
+                conditions = status.get("conditions") or []
                 if any(
                     c.get("type") == "Established" and c.get("status") == "True" for c in conditions
                 ):

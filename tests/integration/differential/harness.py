@@ -54,8 +54,11 @@ ZONE = "topology.kubernetes.io/zone"
 KUBE = "diff-kube"
 ASCHEDULER = "diff-asch"
 DECISION_TIMEOUT = 30.0
+#: How long pods a scenario expects to stay undecided are given after the others decided.
+HELD_SETTLE = 5.0
+NO_DECISION = "(no decision)"
 #: Reasons the harness gives a pod nobody decided.
-UNDECIDED = ("(no decision)", "(never created)")
+UNDECIDED = (NO_DECISION, "(never created)")
 #: Cluster-scoped storage kinds a scenario may have, and where they are created.
 _STORAGE_PATHS: Mapping[str, str] = {
     "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
@@ -197,6 +200,14 @@ class Scenario:
     #: followed until its victims are going, not until bound, and the pods after it meet
     #: its nomination.
     victims_linger: bool = False
+    #: Pods created all at once, then every decision awaited together (gangs: a member's
+    #: decision waits for its siblings); no dry run. A pod still undecided after
+    #: `DECISION_TIMEOUT` is "(no decision)" in both runs alike.
+    together: bool = False
+    #: With `together`: pods neither run should decide (held by PreEnqueue, or waiting on
+    #: Permit for siblings that never come); they are read once the others are decided and
+    #: `HELD_SETTLE` more seconds have passed, and agree when both are still undecided.
+    held: frozenset[str] = frozenset()
 
     @property
     def id(self) -> str:
@@ -493,11 +504,13 @@ class Runner:
                 if not exc.not_found and exc.status != 409:  # gone, or already going
                     raise
 
-    async def _decision(self, namespace: str, name: str, *, appears: bool = False) -> Outcome:
-        """The pod's placement or PodScheduled=False; with `appears`, the pod may not exist
-        yet (a controller creates it)."""
+    async def _decision(
+        self, namespace: str, name: str, *, appears: bool = False, wait: float = DECISION_TIMEOUT
+    ) -> Outcome:
+        """The pod's placement or PodScheduled=False (waiting up to `wait` seconds); with
+        `appears`, the pod may not exist yet (a controller creates it)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + DECISION_TIMEOUT
+        deadline = loop.time() + wait
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         while True:
             try:
@@ -520,8 +533,8 @@ class Runner:
                         str(c.get("message", "")),
                         nominated=str(status.get("nominatedNodeName") or ""),
                     )
-            if loop.time() > deadline:
-                return Outcome("", "(no decision)", f"after {DECISION_TIMEOUT:.0f}s")
+            if loop.time() >= deadline:
+                return Outcome("", NO_DECISION, f"after {wait:.0f}s")
             await asyncio.sleep(0.05)
 
     async def _preempted(
@@ -676,6 +689,24 @@ class Runner:
             got = await self._decision(self.namespace(s, run, "default"), name, appears=True)
             node = self.logical_node(s, got.node) if got.node else ""
             outcomes[name] = Outcome(node, got.reason, got.message)
+        if s.together:
+            where = []
+            for raw in s.pods:
+                ns = self.namespace(s, run, raw["metadata"].get("namespace", "default"))
+                body = self._rewrite(s, run, raw, scheduler)
+                await self.kube.post(f"/api/v1/namespaces/{ns}/pods", body)
+                where.append((ns, raw["metadata"]["name"]))
+            deciding = [(ns, name) for ns, name in where if name not in s.held]
+            decided = await asyncio.gather(*(self._decision(ns, n) for ns, n in deciding))
+            await asyncio.sleep(HELD_SETTLE)
+            decided += await asyncio.gather(
+                *(self._decision(ns, n, wait=0.0) for ns, n in where if n in s.held)
+            )
+            deciding += [(ns, name) for ns, name in where if name in s.held]
+            for (_, name), got in zip(deciding, decided, strict=True):
+                node = self.logical_node(s, got.node) if got.node else ""
+                outcomes[name] = Outcome(node, got.reason, got.message)
+            return outcomes
         for raw in s.pods:
             name = raw["metadata"]["name"]
             ns = self.namespace(s, run, raw["metadata"].get("namespace", "default"))
@@ -747,6 +778,9 @@ def compare(s: Scenario, kube: Mapping[str, Outcome], ours: Mapping[str, Outcome
     out = Comparison()
     for name in s.decided():
         k, a = kube[name], ours[name]
+        if name in s.held and k.reason == a.reason == NO_DECISION:
+            out.same_pending += 1  # held in both, as expected
+            continue
         if k.reason in UNDECIDED or a.reason in UNDECIDED:
             # Neither run decided it (a controller never made it, or no condition came): that
             # both "agree" says nothing.

@@ -1314,3 +1314,79 @@ SCENARIOS += [
         dry_run=False,
     ),
 ]
+
+
+# -- gangs: the Workload API, against kube-scheduler's GangScheduling ------------------------
+
+GANG_GATES = "GenericWorkload=true,GangScheduling=true"
+
+
+def workload(name: str, **groups: int | None) -> tuple[str, Json]:
+    """A Workload with pod groups: a gang of `minCount` (an int), or a basic group (None)."""
+    return (
+        "scheduling.k8s.io/v1alpha1/workloads",
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha1",
+            "kind": "Workload",
+            "metadata": {"name": name},
+            "spec": {
+                "podGroups": [
+                    {
+                        "name": group,
+                        "policy": {"basic": {}} if count is None else {"gang": {"minCount": count}},
+                    }
+                    for group, count in groups.items()
+                ]
+            },
+        },
+    )
+
+
+def member(name: str, workload_name: str, group: str, **kw: Any) -> Json:
+    return pause(name, workloadRef={"name": workload_name, "podGroup": group}, **kw)
+
+
+SCENARIOS += [
+    Scenario(
+        "gangs: a Workload's gang is placed whole, a basic group pod by pod",
+        nodes=[fake_node("a", cpu="2"), fake_node("b", cpu="4"), fake_node("c", cpu="8")],
+        feature_gates=GANG_GATES,
+        objects=[workload("train", workers=3, solo=None)],
+        pods=[
+            member("w-0", "train", "workers", cpu="1"),
+            member("w-1", "train", "workers", cpu="1"),
+            member("w-2", "train", "workers", cpu="1"),
+            member("s-0", "train", "solo", cpu="1"),
+        ],
+        together=True,
+        ties=frozenset({"w-0", "w-1", "w-2", "s-0"}),
+    ),
+    Scenario(
+        "gangs: too few members, a missing Workload, a missing pod group: all held",
+        nodes=THREE,
+        feature_gates=GANG_GATES,
+        objects=[workload("short", workers=4)],
+        pods=[
+            member("short-0", "short", "workers"),
+            member("short-1", "short", "workers"),
+            member("absent-0", "absent", "workers"),
+            member("nogroup-0", "short", "nope"),
+        ],
+        together=True,
+        held=frozenset({"short-0", "short-1", "absent-0", "nogroup-0"}),
+    ),
+    Scenario(
+        "gangs: one member fits nowhere: its own message, its siblings wait",
+        nodes=THREE,
+        feature_gates=GANG_GATES,
+        objects=[workload("job", workers=3)],
+        pods=[
+            member("job-0", "job", "workers"),
+            member("job-1", "job", "workers"),
+            member("job-2", "job", "workers", nodeSelector={"missing": "label"}),
+        ],
+        together=True,
+        # job-0 and job-1 wait on Permit (kube-scheduler's gang timeout is 5 minutes).
+        held=frozenset({"job-0", "job-1"}),
+    ),
+]
