@@ -15,6 +15,7 @@ from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
 from ascheduler.framework import (
     BindPlugin,
     ClusterEvent,
+    Code,
     CycleState,
     NoArgs,
     PermitPlugin,
@@ -532,6 +533,73 @@ async def test_a_pod_gone_while_the_extender_answers_is_dropped(meanwhile: str) 
     assert p.uid not in env.queue
     if meanwhile == "bound elsewhere":
         assert list(env.cache.table.pods(env.cache.table.index["n2"])) == [p.uid]
+
+
+class WaitsOnPermit(PermitPlugin, BindPlugin):
+    """Pods named `w-*` wait on Permit until allowed; Bind records (no API client)."""
+
+    name = "WaitsOnPermit"
+
+    def __init__(self) -> None:
+        self.bound: list[str] = []
+        self.waiting = 0
+        self.fast_bound = asyncio.Event()
+
+    def permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, float]:
+        if pod.name.startswith("w-"):
+            self.waiting += 1
+            return Status(Code.WAIT), 60.0
+        return Status(), 0.0
+
+    async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        self.bound.append(pod.name)
+        if pod.name == "fast":
+            self.fast_bound.set()
+        return Status()
+
+
+async def test_pods_waiting_on_permit_hold_no_binding_slot() -> None:
+    """With one binding slot, two pods waiting on Permit (a gang's members) do not stop the
+    next pod from being scheduled and bound; allowed, they bind after it."""
+    made: list[WaitsOnPermit] = []
+
+    def factory(args: NoArgs, handle: Any) -> WaitsOnPermit:
+        made.append(WaitsOnPermit())
+        return made[-1]
+
+    plugins = [p for p in default_plugins(IN_TREE) if p.name != "DefaultBinder"]
+    options = SchedulerConfig(
+        profiles=(multipoint(DEFAULT_SCHEDULER_NAME, (*plugins, PluginRef("WaitsOnPermit"))),)
+    )
+    registry = Registry([*IN_TREE.values(), Registration("WaitsOnPermit", factory, NoArgs)])
+    env = Env(make_node("n1"), options=options, registry=registry)
+    (plugin,) = made
+    scheduler = Scheduler(
+        frameworks=env.frameworks,
+        cache=env.cache,
+        queue=env.queue,
+        writer=env.writer,
+        binding_concurrency=1,
+    )
+    waiting = env.frameworks[DEFAULT_SCHEDULER_NAME].handle.waiting_pods
+    env.queue.add(make_pod("w-0"))
+    env.queue.add(make_pod("w-1"))
+    env.queue.add(make_pod("fast"))
+    running = asyncio.create_task(scheduler.run())
+    try:
+        async with asyncio.timeout(10):
+            await plugin.fast_bound.wait()
+        assert plugin.bound == ["fast"]
+        assert plugin.waiting == 2
+        for w in waiting:
+            w.allow("WaitsOnPermit")
+        env.queue.close()
+        async with asyncio.timeout(10):
+            await running
+    finally:
+        running.cancel()
+    assert sorted(plugin.bound) == ["fast", "w-0", "w-1"]
+    assert scheduler._bind_slots._value == 1
 
 
 class WaitsOutside(PreBindPlugin, BindPlugin):
