@@ -188,8 +188,10 @@ class Gang:
         "deadline",
         "failed",
         "failed_until",
+        "gated",
         "key",
         "pods",
+        "quorum",
         "sort_time",
         "waiting",
     )
@@ -198,6 +200,11 @@ class Gang:
         self.key = key
         #: Every pod of the group the informer has, by uid.
         self.pods: dict[str, PodInfo] = {}
+        #: How many of them scheduling gates hold.
+        self.gated = 0
+        #: The group's quorum as its plugin last read it (None: not read yet): members added
+        #: before there are that many pods wake nobody.
+        self.quorum: int | None = None
         self.assigned: set[str] = set()
         #: Reserved by this scheduler and not bound yet (waiting on Permit, or binding).
         self.assumed: set[str] = set()
@@ -220,7 +227,7 @@ class Gang:
 
     def ready(self) -> int:
         """Members that can be scheduled now: not held by scheduling gates."""
-        return sum(1 for p in self.pods.values() if not p.scheduling_gates)
+        return len(self.pods) - self.gated
 
     def placed(self) -> int:
         """Members bound or assumed (a member deleted meanwhile no longer counts)."""
@@ -276,12 +283,16 @@ class Gangs:
             gang = self._gangs[key] = Gang(key)
         before = gang.pods.get(pod.uid)
         gang.pods[pod.uid] = pod
+        gang.gated += bool(pod.scheduling_gates) - bool(before and before.scheduling_gates)
         self._of[pod.uid] = key
         if pod.assigned:
             gang.assigned.add(pod.uid)
             gang.assumed.discard(pod.uid)
             gang.waiting.discard(pod.uid)
-        if before is None or (before.scheduling_gates and not pod.scheduling_gates):
+        joined = before is None or (before.scheduling_gates and not pod.scheduling_gates)
+        # A Workload's quorum counts every pod (kube-scheduler's), a PodGroup's the ungated.
+        count = len(gang.pods) if key.startswith(WORKLOAD) else gang.ready()
+        if joined and (gang.quorum is None or count >= gang.quorum):
             self.on_member(gang)
 
     def remove_pod(self, pod: PodInfo) -> None:
@@ -291,7 +302,9 @@ class Gangs:
         gang = self._gangs.get(key)
         if gang is None:
             return
-        gang.pods.pop(pod.uid, None)
+        gone = gang.pods.pop(pod.uid, None)
+        if gone is not None and gone.scheduling_gates:
+            gang.gated -= 1
         gang.assigned.discard(pod.uid)
         # A member deleted while it waits on Permit or binds stays assumed until its binding
         # cycle unreserves it (`forget`): that is where its waiting siblings are let go.

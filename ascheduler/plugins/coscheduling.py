@@ -248,6 +248,8 @@ class _GangPlugin(
         if isinstance(policy, Status):
             return policy
         gang = self.gangs.of(pod)
+        if gang is not None:
+            gang.quorum = policy.minimum
         ready = gang.ready() if gang is not None else 0
         if ready < policy.minimum:
             return self._too_few(pod, policy, ready)
@@ -569,6 +571,8 @@ class GangScheduling(_GangPlugin):
         if isinstance(policy, Status):
             return policy
         gang = self.gangs.of(pod)
+        if gang is not None:
+            gang.quorum = policy.minimum
         if gang is None or len(gang.pods) < policy.minimum:
             return self._too_few(pod, policy, 0)
         return SUCCESS

@@ -248,3 +248,23 @@ async def test_gang_scheduling_speaks_kube_schedulers_words() -> None:
     # Without the gate the plugin leaves every pod alone.
     off = GangScheduling(Handle(gangs=gangs))
     assert off.pre_enqueue(ref("w9")).ok
+
+
+def test_members_wake_their_held_siblings_only_once_the_quorum_exists() -> None:
+    """A group of thousands arriving one pod at a time must not re-check every held sibling
+    at every arrival: before the quorum exists, an arrival wakes nobody."""
+    plugin, gangs, _, _ = setup(member("a"), min_member=3)
+    woken: list[int] = []
+    gangs.on_member = lambda gang: woken.append(gang.ready())
+    assert not plugin.pre_enqueue(member("a")).ok  # reads the quorum: 3
+    gangs.add_pod(member("b"))
+    gangs.add_pod(member("c", gates=["hold"]))
+    assert woken == []
+    gangs.add_pod(member("c"))  # ungated: the quorum is ready
+    assert woken == [3]
+    gangs.add_pod(member("d"))  # more than the quorum: each arrival may complete a retry
+    assert woken == [3, 4]
+    gangs.remove_pod(member("c"))
+    gang = gangs.of(member("a"))
+    assert gang is not None
+    assert (gang.ready(), gang.gated) == (3, 0)
