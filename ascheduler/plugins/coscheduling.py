@@ -250,10 +250,14 @@ class _GangPlugin(
         gang = self.gangs.of(pod)
         if gang is not None:
             gang.quorum = policy.minimum
-        ready = gang.ready() if gang is not None else 0
+        ready = self._members(gang) if gang is not None else 0
         if ready < policy.minimum:
             return self._too_few(pod, policy, ready)
         return SUCCESS
+
+    def _members(self, gang: Gang) -> int:
+        """The members that count toward the quorum before any is scheduled."""
+        return gang.ready()
 
     def _too_few(self, pod: PodInfo, policy: _Policy, ready: int) -> Status:
         raise NotImplementedError
@@ -563,19 +567,8 @@ class GangScheduling(_GangPlugin):
     def _too_few(self, pod: PodInfo, policy: _Policy, ready: int) -> Status:
         return Status.unschedulable(WAITING_FOR_MIN_COUNT, resolvable=False)
 
-    def pre_enqueue(self, pod: PodInfo) -> Status:
-        # kube-scheduler counts every pod of the group, gated or not.
-        policy = self._policy(pod)
-        if policy is None:
-            return SUCCESS
-        if isinstance(policy, Status):
-            return policy
-        gang = self.gangs.of(pod)
-        if gang is not None:
-            gang.quorum = policy.minimum
-        if gang is None or len(gang.pods) < policy.minimum:
-            return self._too_few(pod, policy, 0)
-        return SUCCESS
+    def _members(self, gang: Gang) -> int:
+        return len(gang.pods)  # kube-scheduler counts every pod of the group, gated or not
 
 
 def new(args: CoschedulingArgs, handle: Handle) -> Coscheduling:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -19,6 +19,7 @@ from ascheduler.framework import (
     CycleState,
     NoArgs,
     PermitPlugin,
+    Plugin,
     PluginRef,
     PostFilterPlugin,
     PostFilterResult,
@@ -535,6 +536,34 @@ async def test_a_pod_gone_while_the_extender_answers_is_dropped(meanwhile: str) 
         assert list(env.cache.table.pods(env.cache.table.index["n2"])) == [p.uid]
 
 
+PluginT = TypeVar("PluginT", bound=Plugin)
+
+
+def one_slot(cls: type[PluginT]) -> tuple[Env, PluginT, Scheduler]:
+    """The default profile with `cls` binding instead of DefaultBinder, and one binding slot."""
+    made: list[PluginT] = []
+
+    def factory(args: NoArgs, handle: Any) -> PluginT:
+        made.append(cls())
+        return made[-1]
+
+    plugins = [p for p in default_plugins(IN_TREE) if p.name != "DefaultBinder"]
+    options = SchedulerConfig(
+        profiles=(multipoint(DEFAULT_SCHEDULER_NAME, (*plugins, PluginRef(cls.name))),)
+    )
+    registry = Registry([*IN_TREE.values(), Registration(cls.name, factory, NoArgs)])
+    env = Env(make_node("n1"), options=options, registry=registry)
+    (plugin,) = made
+    scheduler = Scheduler(
+        frameworks=env.frameworks,
+        cache=env.cache,
+        queue=env.queue,
+        writer=env.writer,
+        binding_concurrency=1,
+    )
+    return env, plugin, scheduler
+
+
 class WaitsOnPermit(PermitPlugin, BindPlugin):
     """Pods named `w-*` wait on Permit until allowed; Bind records (no API client)."""
 
@@ -561,26 +590,7 @@ class WaitsOnPermit(PermitPlugin, BindPlugin):
 async def test_pods_waiting_on_permit_hold_no_binding_slot() -> None:
     """With one binding slot, two pods waiting on Permit (a gang's members) do not stop the
     next pod from being scheduled and bound; allowed, they bind after it."""
-    made: list[WaitsOnPermit] = []
-
-    def factory(args: NoArgs, handle: Any) -> WaitsOnPermit:
-        made.append(WaitsOnPermit())
-        return made[-1]
-
-    plugins = [p for p in default_plugins(IN_TREE) if p.name != "DefaultBinder"]
-    options = SchedulerConfig(
-        profiles=(multipoint(DEFAULT_SCHEDULER_NAME, (*plugins, PluginRef("WaitsOnPermit"))),)
-    )
-    registry = Registry([*IN_TREE.values(), Registration("WaitsOnPermit", factory, NoArgs)])
-    env = Env(make_node("n1"), options=options, registry=registry)
-    (plugin,) = made
-    scheduler = Scheduler(
-        frameworks=env.frameworks,
-        cache=env.cache,
-        queue=env.queue,
-        writer=env.writer,
-        binding_concurrency=1,
-    )
+    env, plugin, scheduler = one_slot(WaitsOnPermit)
     waiting = env.frameworks[DEFAULT_SCHEDULER_NAME].handle.waiting_pods
     env.queue.add(make_pod("w-0"))
     env.queue.add(make_pod("w-1"))
@@ -629,26 +639,7 @@ class WaitsOutside(PreBindPlugin, BindPlugin):
 async def test_a_pre_bind_waiting_outside_the_scheduler_does_not_hold_up_others() -> None:
     """With one binding slot, a binding cycle waiting (as VolumeBinding waits for the volume
     controller) gives the slot up: the next pod is scheduled and bound meanwhile."""
-    made: list[WaitsOutside] = []
-
-    def factory(args: NoArgs, handle: Any) -> WaitsOutside:
-        made.append(WaitsOutside())
-        return made[-1]
-
-    plugins = [p for p in default_plugins(IN_TREE) if p.name != "DefaultBinder"]
-    options = SchedulerConfig(
-        profiles=(multipoint(DEFAULT_SCHEDULER_NAME, (*plugins, PluginRef("WaitsOutside"))),)
-    )
-    registry = Registry([*IN_TREE.values(), Registration("WaitsOutside", factory, NoArgs)])
-    env = Env(make_node("n1"), options=options, registry=registry)
-    (plugin,) = made
-    scheduler = Scheduler(
-        frameworks=env.frameworks,
-        cache=env.cache,
-        queue=env.queue,
-        writer=env.writer,
-        binding_concurrency=1,
-    )
+    env, plugin, scheduler = one_slot(WaitsOutside)
     env.queue.add(make_pod("slow"))
     running = asyncio.create_task(scheduler.run())
     try:
