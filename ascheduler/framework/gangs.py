@@ -309,7 +309,10 @@ class Gangs:
         # A member deleted while it waits on Permit or binds stays assumed until its binding
         # cycle unreserves it (`forget`): that is where its waiting siblings are let go.
         if gang.failed is not None and gang.failed[0] == pod.uid:
-            gang.failed = None  # the member that doomed the round is gone
+            # The member that doomed the round is gone: the siblings it turned away may fit.
+            gang.failed = None
+            if gang.pods:
+                self.on_member(gang)
         self._drop_if_empty(gang)
 
     def _drop_if_empty(self, gang: Gang) -> None:

@@ -87,6 +87,10 @@ WAITING_FOR_MIN_COUNT: Final = "waiting for minCount pods from a gang to appear 
 WAITING_ON_PERMIT: Final = "waiting for minCount pods from a gang to be waiting on permit"
 
 _MEMBER_EVENTS: Final = frozenset({ClusterEvent.GANG_MEMBER_ADD})
+#: Events that add room: they may let a group fit that the cluster could not hold.
+_CAPACITY_EVENTS: Final = frozenset(
+    {ClusterEvent.NODE_ADD, ClusterEvent.NODE_ALLOCATABLE, ClusterEvent.ASSIGNED_POD_DELETE}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,11 +432,23 @@ class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
 
     def events_to_register(self) -> frozenset[ClusterEvent]:
         # Room appearing may let a group the cluster could not hold fit.
-        return super().events_to_register() | {
-            ClusterEvent.NODE_ADD,
-            ClusterEvent.NODE_ALLOCATABLE,
-            ClusterEvent.ASSIGNED_POD_DELETE,
-        }
+        return super().events_to_register() | _CAPACITY_EVENTS
+
+    def queueing_hint(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        if event not in _CAPACITY_EVENTS:
+            return super().queueing_hint(pod, event, old, new)
+        if self._key(pod) is None:
+            return False
+        # Room appearing helps only a group the capacity check turned away. A group waiting
+        # for members is woken by the member arriving; one a member doomed this round, by that
+        # member (it is parked under the plugin that rejected it, and wakes its siblings when
+        # it waits on Permit or is deleted).
+        gang = self.gangs.of(pod)
+        if gang is None:
+            return True
+        if gang.failed is not None and gang.failed[0] != pod.uid:
+            return False
+        return gang.quorum is None or gang.ready() >= gang.quorum
 
     def _too_few(self, pod: PodInfo, policy: _Policy, ready: int) -> Status:
         return Status.unschedulable(

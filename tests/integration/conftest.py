@@ -78,12 +78,18 @@ def _namespace_name(nodeid: str) -> str:
 @pytest.fixture
 async def namespace(kube: KubeClient, request: pytest.FixtureRequest) -> AsyncIterator[str]:
     """A fresh namespace; its pods are force-deleted and the namespace finalized afterwards
-    (the plane runs no controller-manager to do it)."""
+    (the plane runs no controller-manager to do it). Pending pods go first, so that freeing
+    the bound pods' room does not retry pods about to be deleted anyway."""
     name = _namespace_name(request.node.nodeid)
     await kube.post("/api/v1/namespaces", {"metadata": {"name": name}})
     try:
         yield name
     finally:
+        await kube.request(
+            "DELETE",
+            f"/api/v1/namespaces/{name}/pods",
+            params={"gracePeriodSeconds": 0, "fieldSelector": "spec.nodeName="},
+        )
         await kube.request(
             "DELETE", f"/api/v1/namespaces/{name}/pods", params={"gracePeriodSeconds": 0}
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ascheduler.framework import Code, CycleState, Handle, WaitingPod, WaitingPods
+from ascheduler.framework import ClusterEvent, Code, CycleState, Handle, WaitingPod, WaitingPods
 from ascheduler.framework.gangs import (
     POD_GROUP_LABEL,
     Gangs,
@@ -268,3 +268,28 @@ def test_members_wake_their_held_siblings_only_once_the_quorum_exists() -> None:
     gang = gangs.of(member("a"))
     assert gang is not None
     assert (gang.ready(), gang.gated) == (3, 0)
+
+
+async def test_room_appearing_wakes_only_groups_the_capacity_check_turned_away() -> None:
+    """A freed node or a deleted pod re-tries a group that minResources turned away; a group
+    one of its members doomed waits for that member instead (hundreds of parked siblings must
+    not be retried at every pod deletion), and a group short of members waits for them."""
+    a, b, c = member("a"), member("b"), member("c")
+    plugin, gangs, _, _ = setup(a, b, c)
+    delete = ClusterEvent.ASSIGNED_POD_DELETE
+    assert plugin.pre_enqueue(a).ok  # reads the quorum: 3, all present
+    assert plugin.queueing_hint(c, delete, None, None)  # nothing failed: capacity may help
+    diag = Diagnosis(num_nodes=2)
+    diag.reason_counts["Insufficient cpu"] = 2
+    plugin.post_filter(CycleState(), b, plugin.handle.nodes, diag)
+    assert not plugin.queueing_hint(c, delete, None, None)
+    assert not plugin.queueing_hint(a, ClusterEvent.NODE_ADD, None, None)
+    assert plugin.queueing_hint(b, delete, None, None)  # the failed member itself
+    woken: list[str] = []
+    gangs.on_member = lambda gang: woken.append(gang.key)
+    gangs.remove_pod(b)  # the member that doomed the round is gone: its siblings are woken
+    assert woken == ["PodGroup:default/pg"]
+    assert plugin.queueing_hint(c, ClusterEvent.GANG_MEMBER_ADD, None, gangs.of(c))
+    # Two members left of three: room does not help until a third arrives.
+    assert not plugin.queueing_hint(c, delete, None, None)
+    assert not plugin.queueing_hint(parsed(pod("plain")), delete, None, None)
