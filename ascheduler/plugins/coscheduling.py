@@ -87,6 +87,10 @@ WAITING_FOR_MIN_COUNT: Final = "waiting for minCount pods from a gang to appear 
 WAITING_ON_PERMIT: Final = "waiting for minCount pods from a gang to be waiting on permit"
 
 _MEMBER_EVENTS: Final = frozenset({ClusterEvent.GANG_MEMBER_ADD})
+#: The condition a PodGroup's status carries (the name and reasons of kube-scheduler's
+#: PodGroup status from v1.36): True once the quorum is placed; False, reason Unschedulable,
+#: with the one line that says why not.
+POD_GROUP_SCHEDULED: Final = "PodGroupScheduled"
 #: Events that add room: they may let a group fit that the cluster could not hold.
 _CAPACITY_EVENTS: Final = frozenset(
     {ClusterEvent.NODE_ADD, ClusterEvent.NODE_ALLOCATABLE, ClusterEvent.ASSIGNED_POD_DELETE}
@@ -126,7 +130,7 @@ class _Reporter:
         self.component = component
         self._tasks: set[asyncio.Task[None]] = set()
         self._said: dict[str, str] = {}
-        self._status: dict[str, tuple[str, int]] = {}
+        self._status: dict[str, tuple[bool, int, str, str]] = {}
 
     def _spawn(self, work: Any) -> None:
         try:
@@ -141,17 +145,30 @@ class _Reporter:
         if self.handle.kube is None or self._said.get(gang.key) == note:
             return
         self._said[gang.key] = note
+        self._prune()
         self._spawn(self._event(gang, kind, reason, note))
 
-    def status(self, gang: Gang, spec: PodGroupSpec, phase: str, scheduled: int) -> None:
-        if self.handle.kube is None or self._status.get(gang.key) == (phase, scheduled):
+    def status(self, gang: Gang, spec: PodGroupSpec, placed: bool, reason: str, line: str) -> None:
+        """The PodGroup's `status`: `phase` (Scheduled once the quorum is placed, else
+        Pending), `scheduled` (members placed) and a `PodGroupScheduled` condition (True, or
+        False with `reason`) whose message is `line`."""
+        scheduled = gang.placed()
+        said = (placed, scheduled, reason, line)
+        if self.handle.kube is None or self._status.get(gang.key) == said:
             return
-        self._status[gang.key] = (phase, scheduled)
-        self._spawn(self._patch_status(spec, phase, scheduled))
+        self._status[gang.key] = said
+        self._prune()
+        self._spawn(self._patch_status(spec, placed, scheduled, reason, line))
 
-    def forget(self, key: str) -> None:
-        self._said.pop(key, None)
-        self._status.pop(key, None)
+    def _prune(self) -> None:
+        """Drop what was said about groups that are gone, once there is more of it than
+        groups (a group made again under the same name is told about afresh)."""
+        gangs = self.handle.gangs
+        if gangs is None or len(self._said) + len(self._status) <= 2 * len(gangs) + 64:
+            return
+        for memory in (self._said, self._status):
+            for key in [k for k in memory if gangs.get(k) is None]:
+                del memory[key]
 
     async def _event(self, gang: Gang, kind: str, reason: str, note: str) -> None:
         kube = self.handle.kube
@@ -188,18 +205,32 @@ class _Reporter:
         except Exception as exc:  # reporting never fails scheduling
             log.warning("group_event_failed", group=gang.key, error=str(exc))
 
-    async def _patch_status(self, spec: PodGroupSpec, phase: str, scheduled: int) -> None:
+    async def _patch_status(
+        self, spec: PodGroupSpec, placed: bool, scheduled: int, reason: str, line: str
+    ) -> None:
         kube = self.handle.kube
         assert kube is not None
         path = (
             f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{spec.namespace}/podgroups/"
             f"{spec.name}/status"
         )
+        condition = {
+            "type": POD_GROUP_SCHEDULED,
+            "status": "True" if placed else "False",
+            "reason": reason,
+            "message": line[:32768],
+            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        status = {
+            "phase": "Scheduled" if placed else "Pending",
+            "scheduled": scheduled,
+            "conditions": [condition],
+        }
         try:
             await kube.request(
                 "PATCH",
                 path,
-                body={"status": {"phase": phase, "scheduled": scheduled}},
+                body={"status": status},
                 content_type="application/merge-patch+json",
             )
         except Exception as exc:
@@ -318,11 +349,11 @@ class _GangPlugin(
             why = f"rejected with member {pod.name}: {gang.placed()}/{minimum} members placed"
         self.reject_waiting(gang, why)
         if timed_out and isinstance(policy, _Policy):
-            self.reporter.event(
+            self._report(
                 gang,
-                "Warning",
+                policy,
                 "GangTimeout",
-                f"{policy.label}: timed out after {go_duration(policy.timeout)} with "
+                f"timed out after {go_duration(policy.timeout)} with "
                 f"{len(gang.assigned)}/{minimum} members bound; waiting for "
                 f"{_names(gang, gang.unscheduled())}",
             )
@@ -375,12 +406,18 @@ class _GangPlugin(
         return WAITING_ON_PERMIT
 
     def _admitted(self, gang: Gang, policy: _Policy) -> None:
-        self.reporter.event(
+        self._report(
             gang,
-            "Normal",
+            policy,
             "GangScheduled",
-            f"{policy.label}: {gang.placed()}/{policy.minimum} members placed together",
+            f"{gang.placed()}/{policy.minimum} members placed together",
         )
+
+    def _report(self, gang: Gang, policy: _Policy, reason: str, line: str) -> None:
+        """Tell the group's object what happened to it: an event (`GangScheduled` is Normal,
+        anything else a Warning) saying `LABEL: line`."""
+        kind = "Normal" if reason == "GangScheduled" else "Warning"
+        self.reporter.event(gang, kind, reason, f"{policy.label}: {line}")
 
 
 def _names(gang: Gang, uids: Iterable[str], limit: int = 5) -> str:
@@ -497,11 +534,9 @@ class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
         if spec is not None and spec.min_resources and gang.placed() == 0:
             gap = _resource_gap(spec, policy.minimum, nodes)
             if gap:
-                return None, Status.unschedulable(
-                    f"{policy.label} needs more than the cluster has free (minResources): "
-                    f"short of {gap}",
-                    resolvable=False,
-                )
+                line = f"needs more than the cluster has free (minResources): short of {gap}"
+                self._report(gang, policy, "GangUnschedulable", line)
+                return None, Status.unschedulable(f"{policy.label} {line}", resolvable=False)
         return None, SUCCESS
 
     # -- PostFilter: a member that fits nowhere dooms its group's round ------------------
@@ -522,18 +557,21 @@ class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
             gang.failed_until = self.clock() + self.args.pod_group_backoff_seconds
         line = f"{gang.placed()}/{policy.minimum} members fit; member {pod.name}: {why}"
         self.reject_waiting(gang, line)
-        self.reporter.event(gang, "Warning", "GangUnschedulable", f"{policy.label}: {line}")
+        self._report(gang, policy, "GangUnschedulable", line)
         return PostFilterResult(
             Status(Code.UNSCHEDULABLE, (f"{policy.label} rejected as a whole",), self.name)
         )
 
     # -- status ----------------------------------------------------------------------------
 
-    def _admitted(self, gang: Gang, policy: _Policy) -> None:
-        super()._admitted(gang, policy)
+    def _report(self, gang: Gang, policy: _Policy, reason: str, line: str) -> None:
+        """The event, and the PodGroup's status with its `PodGroupScheduled` condition."""
+        super()._report(gang, policy, reason, line)
         spec = self.gangs.pod_groups.get(object_of(gang.key))
-        if spec is not None:
-            self.reporter.status(gang, spec, "Scheduled", gang.placed())
+        if spec is None:
+            return
+        placed = reason == "GangScheduled"
+        self.reporter.status(gang, spec, placed, "Scheduled" if placed else "Unschedulable", line)
 
 
 def _resource_gap(spec: PodGroupSpec, members: int, nodes: NodeTable) -> str:

@@ -4,6 +4,7 @@ all or nothing by the Coscheduling plugin of the session's scheduler."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from ascheduler.devcluster.nodes import FakeNodes
@@ -79,6 +80,13 @@ async def test_a_group_waits_for_its_last_member_then_binds_whole(
 
     st = await eventually(status, what="the PodGroup's status counting 4 scheduled")
     assert st["phase"] == "Scheduled"
+    (cond,) = st["conditions"]
+    assert (cond["type"], cond["status"], cond["reason"]) == (
+        "PodGroupScheduled",
+        "True",
+        "Scheduled",
+    )
+    assert cond["message"] == "4/4 members placed together"
     notes = await eventually(
         lambda: group_events(kube, namespace, "GangScheduled"), what="a GangScheduled event"
     )
@@ -107,6 +115,16 @@ async def test_a_group_that_can_never_fit_binds_none_and_holds_nothing(
         what="a GangUnschedulable event on the PodGroup",
     )
     assert any("members fit; member g-" in n and "Insufficient cpu" in n for n in notes), notes
+
+    async def failed() -> dict[str, Any] | None:
+        st = (await kube.get(f"{GROUPS.format(namespace)}/big")).get("status") or {}
+        conditions = st.get("conditions") or [{}]
+        return conditions[0] if conditions[0].get("status") == "False" else None
+
+    cond = await eventually(failed, what="a PodGroupScheduled condition saying False")
+    assert (cond["type"], cond["reason"]) == ("PodGroupScheduled", "Unschedulable")
+    pattern = r"[0-4]/5 members fit; member g-\d: 0/1 nodes are available: 1 Insufficient cpu\."
+    assert re.fullmatch(pattern, cond["message"]), cond
     assert is_alive(ascheduler)
 
 
