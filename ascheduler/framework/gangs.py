@@ -182,6 +182,7 @@ class Gang:
     the group carry (`gate_key`), so that only its own held members look at them."""
 
     __slots__ = (
+        "_placed",
         "admitted",
         "assigned",
         "assumed",
@@ -220,6 +221,9 @@ class Gang:
         self.failed_until = 0.0
         #: Where the group's members sort in the queue (the first member's queue time).
         self.sort_time: float | None = None
+        #: Members (still in `pods`) bound or assumed: kept as they change, so counting them
+        #: costs nothing however large the group.
+        self._placed: set[str] = set()
 
     @property
     def gate_key(self) -> str:
@@ -231,7 +235,13 @@ class Gang:
 
     def placed(self) -> int:
         """Members bound or assumed (a member deleted meanwhile no longer counts)."""
-        return len(self.assigned | (self.assumed & self.pods.keys()))
+        return len(self._placed)
+
+    def _recount(self, uid: str) -> None:
+        if uid in self.pods and (uid in self.assigned or uid in self.assumed):
+            self._placed.add(uid)
+        else:
+            self._placed.discard(uid)
 
     def unscheduled(self) -> list[str]:
         return [uid for uid in self.pods if uid not in self.assigned and uid not in self.assumed]
@@ -289,6 +299,7 @@ class Gangs:
             gang.assigned.add(pod.uid)
             gang.assumed.discard(pod.uid)
             gang.waiting.discard(pod.uid)
+        gang._recount(pod.uid)
         joined = before is None or (before.scheduling_gates and not pod.scheduling_gates)
         # A Workload's quorum counts every pod (kube-scheduler's), a PodGroup's the ungated.
         count = len(gang.pods) if key.startswith(WORKLOAD) else gang.ready()
@@ -306,6 +317,7 @@ class Gangs:
         if gone is not None and gone.scheduling_gates:
             gang.gated -= 1
         gang.assigned.discard(pod.uid)
+        gang._recount(pod.uid)
         # A member deleted while it waits on Permit or binds stays assumed until its binding
         # cycle unreserves it (`forget`): that is where its waiting siblings are let go.
         if gang.failed is not None and gang.failed[0] == pod.uid:
@@ -325,6 +337,7 @@ class Gangs:
         gang = self.of(pod)
         if gang is not None and pod.uid in gang.pods:
             gang.assumed.add(pod.uid)
+            gang._recount(pod.uid)
         return gang
 
     def forget(self, pod: PodInfo) -> Gang | None:
@@ -332,6 +345,7 @@ class Gangs:
         if gang is not None:
             gang.assumed.discard(pod.uid)
             gang.waiting.discard(pod.uid)
+            gang._recount(pod.uid)
             if not gang.waiting and not gang.assumed:
                 gang.deadline = None
             self._drop_if_empty(gang)
