@@ -7,7 +7,12 @@ import asyncio
 import re
 from typing import Any
 
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
+from ascheduler.devcluster.plane import PlaneState, free_port
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
 from ascheduler.framework.gangs import POD_GROUP_LABEL
 from ascheduler.kube import KubeClient
@@ -15,8 +20,10 @@ from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
     create_pods,
     eventually,
+    lock_annotations,
     pause_pod,
     pods_in,
+    scheduler,
     wait_bound,
     wait_unschedulable,
 )
@@ -221,3 +228,80 @@ async def test_fifty_groups_competing_for_room_for_thirty_are_placed_whole_or_no
     await wait_unschedulable(kube, namespace, "late")
     assert len(await bound(kube, namespace)) == 30 * size
     assert is_alive(ascheduler)
+
+
+async def lock_holds(port: int) -> tuple[float, float]:
+    """(holds, binds) so far of the scheduler serving `port`, from its
+    `ascheduler_node_lock_binds_per_hold` histogram."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/metrics") as resp,
+    ):
+        text = await resp.text()
+    values = {
+        s.name: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name.startswith("ascheduler_node_lock_binds_per_hold_")
+    }
+    return (
+        values.get("ascheduler_node_lock_binds_per_hold_count", 0.0),
+        values.get("ascheduler_node_lock_binds_per_hold_sum", 0.0),
+    )
+
+
+async def test_members_bound_to_one_node_share_one_lock_hold_and_a_rejected_group_takes_none(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+) -> None:
+    (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n", cpu="4"))
+    profile = f"{namespace}-locked"
+    port = free_port()
+    with scheduler(
+        plane,
+        plane_state,
+        "ascheduler-gang-locks",
+        profile,
+        "--node-lock-policy",
+        "all",
+        http_address=f"127.0.0.1:{port}",
+    ):
+
+        async def serving() -> bool:
+            try:
+                await lock_holds(port)
+                return True
+            except aiohttp.ClientError:
+                return False
+
+        await eventually(serving, what="the scheduler's metrics endpoint")
+        # A group that can never fit (5 members, room for 4) is rejected before any bind:
+        # it takes no lock and leaves none behind.
+        await pod_group(kube, namespace, "big", 5)
+        await create_pods(
+            kube,
+            namespace,
+            [member(f"g-{i}", "big", scheduler_name=profile) for i in range(5)],
+        )
+        await wait_unschedulable(kube, namespace, "g-0")
+        assert await lock_holds(port) == (0.0, 0.0)
+        assert await lock_annotations(kube, [node]) == {}
+
+        # Room for the group of 4 once the big one is gone: its members, let go together at
+        # Permit, bind to the one node under a single hold.
+        await kube.request(
+            "DELETE", f"/api/v1/namespaces/{namespace}/pods", params={"gracePeriodSeconds": 0}
+        )
+        await pod_group(kube, namespace, "four", 4)
+        await create_pods(
+            kube,
+            namespace,
+            [member(f"f-{i}", "four", scheduler_name=profile) for i in range(4)],
+        )
+        placed = await wait_bound(kube, namespace, [f"f-{i}" for i in range(4)])
+        assert set(placed.values()) == {node}
+        assert await lock_holds(port) == (1.0, 4.0)
+        assert await lock_annotations(kube, [node]) == {}
