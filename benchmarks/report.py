@@ -44,7 +44,7 @@ def ratio(r: Mapping[str, float] | None) -> str:
 Column = tuple[str, Callable[[Mapping[str, Any]], str]]
 
 
-def _columns(mode: str) -> list[Column]:
+def _columns(mode: str, gangs: bool = False) -> list[Column]:
     def num(key: str, fmt: str, scale: float = 1.0) -> Callable[[Mapping[str, Any]], str]:
         return lambda s: format(s[key] / scale, fmt) if key in s else "-"
 
@@ -65,6 +65,11 @@ def _columns(mode: str) -> list[Column]:
             ("p90 s", num("latency_p90", ".2f")),
             ("p99 s", num("latency_p99", ".2f")),
         ]
+        if gangs:  # from a gang's last member created to the gang bound
+            middle += [
+                ("gang bound p50 s", num("gang_latency_p50", ".2f")),
+                ("p99 s", num("gang_latency_p99", ".2f")),
+            ]
     tail: list[Column] = [
         ("CPU s", num("cpu_seconds", ".1f")),
         ("peak RSS MiB", num("peak_rss_bytes", ".0f", 2**20)),
@@ -76,7 +81,7 @@ def _columns(mode: str) -> list[Column]:
 
 def markdown(result: Mapping[str, Any]) -> str:
     mode = mode_of(result)
-    columns = _columns(mode)
+    columns = _columns(mode, any("gang_latency_p50" in s for s in result["summary"].values()))
     rows = [
         f"### {result['workload']}, {mode}",
         "",

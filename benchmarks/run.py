@@ -80,6 +80,8 @@ from benchmarks.workloads import (
     device_claim,
     dra_class,
     dra_slice,
+    gang_name,
+    gang_workload,
 )
 
 DRA = "/apis/resource.k8s.io/v1"
@@ -143,6 +145,7 @@ def start_scheduler(
             f"--secure-port={port}",
             "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
             "--v=1",
+            *([f"--feature-gates={workload.feature_gates}"] if workload.feature_gates else []),
         ]
         return target.start(f"kube-scheduler-{name}", argv)
     if which in CEILINGS:
@@ -163,8 +166,14 @@ def start_scheduler(
             str(port),
         ]
         return target.start(f"{which}-{name}", argv)
+    gates = ("--feature-gates", workload.feature_gates) if workload.feature_gates else ()
     argv = ascheduler_argv(
-        target.kubeconfig, "--scheduler-name", name, *workload.ascheduler_args, http_port=port
+        target.kubeconfig,
+        "--scheduler-name",
+        name,
+        *gates,
+        *workload.ascheduler_args,
+        http_port=port,
     )
     return target.start(f"ascheduler-{name}", argv)
 
@@ -257,6 +266,37 @@ async def create_device_claims(kube: KubeClient, namespace: str, pod_names: list
     async with asyncio.TaskGroup() as group:
         for name in pod_names:
             group.create_task(create(name))
+
+
+async def create_gangs(kube: KubeClient, namespace: str, workload: Workload) -> None:
+    """The Workload object of every gang of the measured pods."""
+    gate = asyncio.Semaphore(64)
+    path = f"/apis/scheduling.k8s.io/v1alpha1/namespaces/{namespace}/workloads"
+
+    async def create(index: int) -> None:
+        async with gate:
+            name = gang_name(index * workload.gang_size, workload.gang_size)
+            await kube.post(path, gang_workload(name, workload.gang_size))
+
+    async with asyncio.TaskGroup() as group:
+        for index in range(workload.gangs()):
+            group.create_task(create(index))
+
+
+def gang_latencies(
+    workload: Workload, created: dict[str, float], bound: dict[str, float]
+) -> list[float]:
+    """Per gang of the measured pods: from its last member created to its last member bound
+    (its members all bound; a gang binds whole, so that is the gang bound)."""
+    last_created: dict[str, float] = {}
+    last_bound: dict[str, float] = {}
+    for name, at in bound.items():
+        if not name.startswith("m-") or name not in created:
+            continue
+        gang = gang_name(int(name[2:]), workload.gang_size)
+        last_created[gang] = max(last_created.get(gang, 0.0), created[name])
+        last_bound[gang] = max(last_bound.get(gang, 0.0), at)
+    return [last_bound[g] - last_created[g] for g in last_bound]
 
 
 async def delete_device_claims(kube: KubeClient, namespace: str) -> None:
@@ -418,6 +458,8 @@ class Run:
             pods = self.initial + self.measured
             names = [p["metadata"]["name"] for p in pods]
             await create_device_claims(self.kube, self.namespace, names)
+        if self.workload.gang_size:
+            await create_gangs(self.kube, self.namespace, self.workload)
         self.watcher = asyncio.create_task(
             watch_bound(self.kube, self.namespace, self.bound, total, self.done)
         )
@@ -481,6 +523,14 @@ class Run:
             if n.startswith("m-") and n in self.created
         ]
         measured_samples = samples[1:] or samples
+        gangs: dict[str, float] = {}
+        if self.workload.gang_size:
+            spans = gang_latencies(self.workload, self.created, self.bound)
+            gangs = {
+                "gang_latency_p50": percentile(spans, 0.5),
+                "gang_latency_p99": percentile(spans, 0.99),
+                "gang_latency_max": max(spans),
+            }
         return {
             "scheduler": self.which,
             "mode": "steady",
@@ -489,6 +539,7 @@ class Run:
             "latency_p50": percentile(latencies, 0.5),
             "latency_p90": percentile(latencies, 0.9),
             "latency_p99": percentile(latencies, 0.99),
+            **gangs,
             "cpu_seconds": cpu,
             "peak_rss_bytes": peak,
             **request_counts(requests, len(self.measured)),
@@ -667,6 +718,7 @@ RATIOS = {
     "steady": (
         "throughput_avg",
         "latency_p99",
+        "gang_latency_p99",
         "cpu_seconds",
         "peak_rss_bytes",
         "requests_per_pod",
@@ -711,7 +763,7 @@ def ratios(runs: dict[str, list[dict[str, Any]]], mode: str = "steady") -> dict[
                 per_run = [
                     a[key] / b[key]
                     for a, b in zip(runs["ascheduler"], theirs, strict=True)
-                    if b.get(key)
+                    if b.get(key) and key in a
                 ]
                 if per_run:
                     out[f"{key} ascheduler/{other}"] = _spread(per_run)
@@ -787,7 +839,7 @@ def main(argv: Sequence[str]) -> int:
             target = Target(args.kubeconfig, workdir)
             stack.callback(target.close)
         else:
-            plane = stack.enter_context(bench_plane("bench"))
+            plane = stack.enter_context(bench_plane("bench", feature_gates=workload.feature_gates))
             target = Target(str(plane.require_state().admin_kubeconfig), workdir, plane)
         if not args.quiet:
             print(f"creating {workload.node_count()} nodes", file=sys.stderr)

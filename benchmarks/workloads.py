@@ -385,6 +385,40 @@ def _high_priority(cpu: str) -> Callable[[str, str, int], dict[str, Any]]:
     return make
 
 
+#: The gates both schedulers (and the apiserver) run gang workloads with: the Workload API
+#: (`scheduling.k8s.io/v1alpha1`) and kube-scheduler's GangScheduling plugin.
+GANG_GATES = "GenericWorkload=true,GangScheduling=true"
+GANG_GROUP = "workers"
+
+
+def gang_name(index: int, size: int) -> str:
+    return f"gang-{index // size}"
+
+
+def gang_workload(name: str, size: int) -> dict[str, Any]:
+    """A Workload with one pod group, a gang of `size`."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name},
+        "spec": {"podGroups": [{"name": GANG_GROUP, "policy": {"gang": {"minCount": size}}}]},
+    }
+
+
+def _gang_member(size: int, initial: int) -> Callable[[str, str, int], dict[str, Any]]:
+    """SchedulingBasic's pod; from index `initial` on (the measured pods), a member of the
+    gang `gang-K` of `size` pods, K counted from there."""
+
+    def make(name: str, scheduler: str, index: int) -> dict[str, Any]:
+        body = basic_pod(name, scheduler, index)
+        if index >= initial:
+            ref = {"name": gang_name(index - initial, size), "podGroup": GANG_GROUP}
+            body["spec"]["workloadRef"] = ref
+        return body
+
+    return make
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -404,6 +438,14 @@ class Workload:
     #: Devices per node (a ResourceSlice each, and the DeviceClass): every pod has a
     #: ResourceClaim of its own for one, made before the pod (`device_claim`).
     devices_per_node: int = 0
+    #: The measured pods come in gangs of this many (a Workload each, made before its pods;
+    #: `_gang_member`), and both schedulers run with `feature_gates`.
+    gang_size: int = 0
+    #: `--feature-gates` of the plane (apiserver, kube-scheduler) and of ascheduler.
+    feature_gates: str = ""
+
+    def gangs(self) -> int:
+        return -(-self.measured_pods // self.gang_size) if self.gang_size else 0
 
     def node_count(self) -> int:
         return sum(g.count for g in self.nodes("n"))
@@ -523,6 +565,28 @@ WORKLOADS: dict[str, Workload] = {
             "with a claim for one device each",
         ),
         Workload(
+            "GangScheduling_5000Nodes_1000Gangs_3000Pods",
+            1000,
+            3000,
+            basic_nodes(5000),
+            _gang_member(3, 1000),
+            gang_size=3,
+            feature_gates=GANG_GATES,
+            description="5,000 nodes, 1,000 initial pods; 3,000 measured pods in 1,000 gangs "
+            "of 3 (Workload API, GangScheduling on in both schedulers)",
+        ),
+        Workload(
+            "GangScheduling_5000Nodes_1Gang_5000Pods",
+            1000,
+            5000,
+            basic_nodes(5000),
+            _gang_member(5000, 1000),
+            gang_size=5000,
+            feature_gates=GANG_GATES,
+            description="5,000 nodes, 1,000 initial pods; one gang of 5,000 measured pods "
+            "(Workload API, GangScheduling on in both schedulers)",
+        ),
+        Workload(
             "PreemptionAsync_5000Nodes",
             20000,
             5000,
@@ -567,6 +631,16 @@ WORKLOADS: dict[str, Workload] = {
             claiming_pod,
             devices_per_node=8,
             description="a tiny size to check the DRA workloads work",
+        ),
+        Workload(
+            "Smoke_Gangs_10Nodes",
+            10,
+            40,
+            basic_nodes(10),
+            _gang_member(4, 10),
+            gang_size=4,
+            feature_gates=GANG_GATES,
+            description="a tiny size to check the gang workloads work",
         ),
         Workload(
             "Smoke_10Nodes_40Pods",

@@ -17,14 +17,17 @@ from ascheduler.model.storage import parse_claim, parse_csi_node, parse_volume
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.volumebinding import bound_to, fully_bound
 from benchmarks.algorithm import DRA_DEVICES, add_devices, dra_pod
+from benchmarks.run import gang_latencies
 from benchmarks.workloads import (
     CSI_DRIVER,
     CSI_LIMIT,
+    GANG_GROUP,
     GPU,
     WORKLOADS,
     ZONE,
     bound_claim,
     bound_volume,
+    gang_workload,
     gpu_nodes,
     mixed_nodes,
     mixed_pod,
@@ -156,3 +159,25 @@ def test_dra_pods_take_one_device_each_until_the_nodes_have_none_left() -> None:
         cache.assume(pod, result.node)
         placed.append(result.node)
     assert sorted(placed) == sorted(cache.table.names * DRA_DEVICES)
+
+
+def test_gang_workloads_group_the_measured_pods_and_name_their_sizes() -> None:
+    w = WORKLOADS["GangScheduling_5000Nodes_1000Gangs_3000Pods"]
+    assert (w.gangs(), w.gang_size) == (1000, 3)
+    assert "GangScheduling=true" in w.feature_gates
+    assert "workloadRef" not in w.pod("init-0", "s", 999)["spec"]  # initial pods: plain
+    refs = [w.pod(f"m-{i}", "s", 1000 + i)["spec"]["workloadRef"] for i in range(7)]
+    assert [r["name"] for r in refs] == ["gang-0"] * 3 + ["gang-1"] * 3 + ["gang-2"]
+    assert {r["podGroup"] for r in refs} == {GANG_GROUP}
+    body = gang_workload("gang-1", 3)
+    assert body["spec"]["podGroups"] == [{"name": GANG_GROUP, "policy": {"gang": {"minCount": 3}}}]
+    one = WORKLOADS["GangScheduling_5000Nodes_1Gang_5000Pods"]
+    assert (one.gangs(), one.gang_size, one.measured_pods) == (1, 5000, 5000)
+
+
+def test_a_gang_is_bound_when_its_last_member_is_from_its_last_member_created() -> None:
+    w = WORKLOADS["Smoke_Gangs_10Nodes"]  # gangs of 4
+    created = {f"m-{i}": float(i) for i in range(8)}
+    bound = {f"m-{i}": 10.0 + i for i in range(4)}  # gang-0: created by 3, bound by 13
+    bound |= {"m-4": 20.0, "m-5": 21.0, "m-6": 21.5, "m-7": 30.0, "init-0": 99.0}
+    assert sorted(gang_latencies(w, created, bound)) == [10.0, 23.0]
