@@ -11,8 +11,9 @@ binding slot, so waiting groups never stop other pods from being scheduled.
   whose `minResources` exceed what the cluster has free, and, once a member was found
   unschedulable (PostFilter, after preemption had its chance), the group's waiting members
   are rejected together and its other members are turned away at PreFilter until that member
-  gets through. The PodGroup's status counts the members scheduled; Events on it say in one
-  line why a group waits or failed.
+  gets through. The PodGroup's status counts the members scheduled and carries a
+  `PodGroupScheduled` condition; it and Events on the PodGroup say in one line why a group
+  failed.
 * **GangScheduling** drives the Workload API (`spec.workloadRef`, a pod group with a `gang`
   policy and `minCount`), with kube-scheduler v1.35's plugin semantics and words (gate
   `GangScheduling`): quorum `minCount`, a shared deadline of 5 minutes. The Workload has no
