@@ -100,6 +100,15 @@ def markdown(result: Mapping[str, Any]) -> str:
             rows.append(f"| {key} | {ratio(r)} |")
     if result.get("ceiling_limit"):
         rows += ["", f"The ceilings show the limit of {result['ceiling_limit']}."]
+    for name, s in result["summary"].items():
+        if s.get("unfinished"):
+            rows += [
+                "",
+                f"{name} did not finish: {s['unfinished']} of {result['repeat']} run(s) were "
+                f"stopped at the time limit ({result.get('timeout_s', 900):.0f} s) with "
+                f"{s.get('bound', 0):.0f} of {s['pods']:.0f} measured pods bound (median); "
+                "its figures are those of that moment, and no ratio uses them.",
+            ]
     return "\n".join(rows) + "\n"
 
 

@@ -386,8 +386,11 @@ class Run:
         which: str,
         namespace: str,
         progress: bool,
+        timeout: float = RUN_TIMEOUT,
     ) -> None:
         self.target = target
+        #: How long the measured pods may take before the run is reported unfinished.
+        self.timeout = timeout
         self.kube = kube
         self.scrape = scrape
         self.workload = workload
@@ -490,6 +493,7 @@ class Run:
         churning = self.start_churn()
         samples: list[int] = []
         last = 0
+        finished = True
         try:
             while not self.done.is_set():
                 await asyncio.sleep(1.0)
@@ -501,12 +505,10 @@ class Run:
                 last = now_bound
                 peak = max(peak, rss_bytes(record.pid))
                 self.show(index, "steady", samples[-1])
-                if time.monotonic() - start > RUN_TIMEOUT:
-                    raise TimeoutError(
-                        f"{self.which}: {now_bound}/{len(self.measured)} bound after "
-                        f"{RUN_TIMEOUT:.0f} s"
-                    )
-            created_at = await creating
+                if time.monotonic() - start > self.timeout and not self.done.is_set():
+                    finished = False  # reported as it stands: how many were bound by now
+                    break
+            created_at = await creating if finished else time.monotonic()
         finally:
             creating.cancel()
             if churning is not None:
@@ -516,30 +518,40 @@ class Run:
         requests1 = await settled_requests(self.scrape, self.which, self.port)
         cpu = cpu_seconds(record.pid) - cpu0
         requests = {k: v - requests0.get(k, 0.0) for k, v in requests1.items()}
-        end = max(self.bound[n] for n in self.bound if n.startswith("m-"))
-        latencies = [
-            self.bound[n] - self.created[n]
-            for n in self.bound
-            if n.startswith("m-") and n in self.created
-        ]
         measured_samples = samples[1:] or samples
-        gangs: dict[str, float] = {}
-        if self.workload.gang_size:
-            spans = gang_latencies(self.workload, self.created, self.bound)
-            gangs = {
-                "gang_latency_p50": percentile(spans, 0.5),
-                "gang_latency_p99": percentile(spans, 0.99),
-                "gang_latency_max": max(spans),
+        bound = self.bound_measured()
+        # Latencies only of a finished run: an unfinished one's pods that were not bound
+        # would be left out, and the figures flattered.
+        paced: dict[str, float] = {}
+        if finished:
+            end = max(self.bound[n] for n in self.bound if n.startswith("m-"))
+            latencies = [
+                self.bound[n] - self.created[n]
+                for n in self.bound
+                if n.startswith("m-") and n in self.created
+            ]
+            paced = {
+                "latency_p50": percentile(latencies, 0.5),
+                "latency_p90": percentile(latencies, 0.9),
+                "latency_p99": percentile(latencies, 0.99),
             }
+            if self.workload.gang_size:
+                spans = gang_latencies(self.workload, self.created, self.bound)
+                paced |= {
+                    "gang_latency_p50": percentile(spans, 0.5),
+                    "gang_latency_p99": percentile(spans, 0.99),
+                    "gang_latency_max": max(spans),
+                }
+        else:
+            end = time.monotonic()
         return {
             "scheduler": self.which,
             "mode": "steady",
             "pods": len(self.measured),
-            **throughput(len(self.measured), end - start, measured_samples),
-            "latency_p50": percentile(latencies, 0.5),
-            "latency_p90": percentile(latencies, 0.9),
-            "latency_p99": percentile(latencies, 0.99),
-            **gangs,
+            "bound": bound,
+            "finished": finished,
+            **throughput(bound, end - start, measured_samples),
+            **paced,
             "cpu_seconds": cpu,
             "peak_rss_bytes": peak,
             **request_counts(requests, len(self.measured)),
@@ -560,6 +572,7 @@ class Run:
         record = self.check()
         peak = rss_bytes(record.pid)
         last = 0
+        finished = True
         try:
             while not self.done.is_set():
                 await asyncio.sleep(1.0)
@@ -568,26 +581,33 @@ class Run:
                 now_bound = self.bound_measured()
                 self.show(index, "backlog", now_bound - last)
                 last = now_bound
-                if time.monotonic() - started > RUN_TIMEOUT:
-                    raise TimeoutError(
-                        f"{self.which}: {now_bound}/{len(self.measured)} bound after "
-                        f"{RUN_TIMEOUT:.0f} s"
-                    )
+                if time.monotonic() - started > self.timeout and not self.done.is_set():
+                    finished = False
+                    break
         finally:
             if churning is not None:
                 churning.cancel()
+        stopped = time.monotonic()
         requests = await settled_requests(self.scrape, self.which, self.port)
         cpu = cpu_seconds(record.pid)  # all of it: the start, the lists, the binds, the events
         times = sorted(self.bound[n] for n in self.bound if n.startswith("m-"))
-        first, end = times[0], times[-1]
-        samples = per_second(times, first)
+        paced: dict[str, float] = {}
+        if times:
+            paced["first_bind_s"] = times[0] - started
+        if finished:
+            first, end = times[0], times[-1]
+            paced["last_bind_s"] = end - started
+        else:  # from the start: the time the pods had
+            first, end = started, stopped
+        samples = per_second(times, first) if times else []
         return {
             "scheduler": self.which,
             "mode": "backlog",
             "pods": len(self.measured),
+            "bound": len(times),
+            "finished": finished,
             **throughput(len(times), end - first, samples[:-1] or samples),
-            "first_bind_s": first - started,
-            "last_bind_s": end - started,
+            **paced,
             "cpu_seconds": cpu,
             "peak_rss_bytes": peak,
             **request_counts(requests, len(self.measured)),
@@ -626,6 +646,7 @@ async def one_run(
     run_id: str,
     index: int,
     progress: bool,
+    timeout: float = RUN_TIMEOUT,
 ) -> dict[str, Any]:
     namespace = f"bench-{which}-{mode[0]}-{run_id}-{index}"
     async with (
@@ -633,7 +654,7 @@ async def one_run(
         aiohttp.ClientSession() as scrape,
     ):
         await kube.post("/api/v1/namespaces", {"metadata": {"name": namespace}})
-        run = Run(target, kube, scrape, workload, which, namespace, progress)
+        run = Run(target, kube, scrape, workload, which, namespace, progress, timeout)
         try:
             await run.bind_initial()
             if mode == "steady":
@@ -708,8 +729,13 @@ async def delete_nodes(kubeconfig: str, names: list[str], workload: Workload) ->
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = [k for k in runs[0] if k not in ("scheduler", "mode", "samples", "requests")]
-    return {k: statistics.median(r[k] for r in runs) for k in keys}
+    """Medians over the runs of each figure they have (an unfinished run has no latencies);
+    `unfinished`: how many runs stopped at the time limit before every pod was bound."""
+    skip = ("scheduler", "mode", "samples", "requests", "finished")
+    keys = list(dict.fromkeys(k for r in runs for k in r if k not in skip))
+    out = {k: statistics.median(r[k] for r in runs if k in r) for k in keys}
+    out["unfinished"] = sum(1 for r in runs if not r.get("finished", True))
+    return out
 
 
 #: What ascheduler is compared with kube-scheduler on, by mode (lower is better for all but
@@ -746,6 +772,10 @@ def faster_ceiling(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]
     return [max(group, key=lambda r: r["throughput_avg"]) for group in zip(*present, strict=True)]
 
 
+def _finished(run: dict[str, Any]) -> bool:
+    return bool(run.get("finished", True))
+
+
 def ratios(runs: dict[str, list[dict[str, Any]]], mode: str = "steady") -> dict[str, Any]:
     """Run by run, as median, min and max: ascheduler / kube-scheduler on each metric of the
     mode; ascheduler's throughput over each ceiling's and over the faster one's ("ceiling");
@@ -763,7 +793,7 @@ def ratios(runs: dict[str, list[dict[str, Any]]], mode: str = "steady") -> dict[
                 per_run = [
                     a[key] / b[key]
                     for a, b in zip(runs["ascheduler"], theirs, strict=True)
-                    if b.get(key) and key in a
+                    if b.get(key) and key in a and _finished(a) and _finished(b)
                 ]
                 if per_run:
                     out[f"{key} ascheduler/{other}"] = _spread(per_run)
@@ -823,6 +853,13 @@ def main(argv: Sequence[str]) -> int:
         "--no-readme", action="store_true", help="do not regenerate README.md's table"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=RUN_TIMEOUT,
+        help="seconds the measured pods may take; a run still going then is reported "
+        "unfinished, with the pods bound by then (default %(default)s)",
+    )
     args = parser.parse_args(argv)
     workload = WORKLOADS[args.workload]
     chosen = args.scheduler or ["all"]
@@ -851,7 +888,11 @@ def main(argv: Sequence[str]) -> int:
             for mode in modes:
                 for w in which:  # alternate, so drift in the machine hits every scheduler
                     runs[mode][w].append(
-                        asyncio.run(one_run(target, workload, w, mode, run_id, i, not args.quiet))
+                        asyncio.run(
+                            one_run(
+                                target, workload, w, mode, run_id, i, not args.quiet, args.timeout
+                            )
+                        )
                     )
 
     where = context()
@@ -867,6 +908,7 @@ def main(argv: Sequence[str]) -> int:
             "measured_pods": workload.measured_pods,
             "date": where["date"],
             "repeat": args.repeat,
+            "timeout_s": args.timeout,
             "plane": "kubeconfig" if args.kubeconfig else "local (benchmark mode)",
             "summary": summary,
             "ratios": ratios(runs[mode], mode),

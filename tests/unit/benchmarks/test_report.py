@@ -246,3 +246,27 @@ def test_saved_algorithm_and_memory_results_make_their_sections(tmp_path: Path) 
     assert "ascheduler 129 MiB, kube-scheduler 200 MiB (0.65x)" in text
     # A saved result is not mistaken for a workload's.
     assert report.latest(tmp_path) == []
+
+
+def test_an_unfinished_run_is_reported_as_it_stood_and_left_out_of_the_ratios() -> None:
+    unfinished = run_result("kube-scheduler", 0.0)
+    for key in ("latency_p50", "latency_p90", "latency_p99"):
+        del unfinished[key]
+    unfinished |= {"bound": 0, "finished": False}
+    runs = {
+        "ascheduler": [run_result("ascheduler", 300) | {"bound": 100, "finished": True}],
+        "kube-scheduler": [unfinished],
+    }
+    s = summarise(runs["kube-scheduler"])
+    assert (s["unfinished"], s["bound"]) == (1, 0)
+    assert "latency_p99" not in s
+    assert summarise(runs["ascheduler"])["unfinished"] == 0
+    # Its throughput is 0 and its CPU real, but no ratio is taken against a run that stopped.
+    assert not [k for k in ratios(runs) if k.endswith("ascheduler/kube-scheduler")]
+    data = result(BASIC, "2026-11-23T00:00:00", runs) | {"timeout_s": 600.0}
+    text = report.markdown(data)
+    assert (
+        "kube-scheduler did not finish: 1 of 1 run(s) were stopped at the time limit (600 s) "
+        "with 0 of 100 measured pods bound" in text
+    )
+    assert "ascheduler did not finish" not in text
