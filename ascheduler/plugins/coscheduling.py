@@ -69,6 +69,7 @@ from ascheduler.framework.interface import (
 )
 from ascheduler.framework.nodes import NodeTable
 from ascheduler.framework.registry import NoArgs, Registration
+from ascheduler.framework.waiting import WaitingPod
 from ascheduler.model import PodInfo
 
 log = structlog.get_logger(__name__)
@@ -360,13 +361,15 @@ class _GangPlugin(
             )
 
     def reject_waiting(self, gang: Gang, why: str) -> None:
-        waiting = list(gang.waiting)
+        for w in self._let_go(gang):
+            w.reject(self.name, why)
+
+    def _let_go(self, gang: Gang) -> list[WaitingPod]:
+        """The group's members waiting on Permit, no longer counted as waiting."""
+        waiting = [w for uid in gang.waiting if (w := self.handle.waiting_pods.get(uid))]
         gang.waiting.clear()
         gang.deadline = None
-        for uid in waiting:
-            w = self.handle.waiting_pods.get(uid)
-            if w is not None:
-                w.reject(self.name, why)
+        return waiting
 
     # -- Permit ----------------------------------------------------------------------------
 
@@ -382,13 +385,9 @@ class _GangPlugin(
         if gang.placed() >= policy.minimum:
             gang.admitted = True
             gang.failed = None
-            waiting = list(gang.waiting)
-            gang.waiting.clear()
-            gang.deadline = None
-            for uid in waiting:
-                w = self.handle.waiting_pods.get(uid)
-                if w is not None:
-                    w.allow(self.name)
+            waiting = self._let_go(gang)
+            for w in waiting:
+                w.allow(self.name)
             if waiting:
                 self._admitted(gang, policy)
             return SUCCESS, 0.0

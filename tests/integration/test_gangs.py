@@ -8,7 +8,6 @@ import re
 from typing import Any
 
 import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
 
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
@@ -16,6 +15,7 @@ from ascheduler.devcluster.plane import PlaneState, free_port
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
 from ascheduler.framework.gangs import POD_GROUP_LABEL
 from ascheduler.kube import KubeClient
+from benchmarks.locks import binds_per_hold
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
     create_pods,
@@ -231,23 +231,9 @@ async def test_fifty_groups_competing_for_room_for_thirty_are_placed_whole_or_no
 
 
 async def lock_holds(port: int) -> tuple[float, float]:
-    """(holds, binds) so far of the scheduler serving `port`, from its
-    `ascheduler_node_lock_binds_per_hold` histogram."""
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(f"http://127.0.0.1:{port}/metrics") as resp,
-    ):
-        text = await resp.text()
-    values = {
-        s.name: s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name.startswith("ascheduler_node_lock_binds_per_hold_")
-    }
-    return (
-        values.get("ascheduler_node_lock_binds_per_hold_count", 0.0),
-        values.get("ascheduler_node_lock_binds_per_hold_sum", 0.0),
-    )
+    """(holds, binds) so far of the scheduler serving `port`."""
+    seen = await binds_per_hold(port)
+    return seen["holds"], seen["binds"]
 
 
 async def test_members_bound_to_one_node_share_one_lock_hold_and_a_rejected_group_takes_none(
