@@ -508,7 +508,10 @@ class Run:
                 if time.monotonic() - start > self.timeout and not self.done.is_set():
                     finished = False  # reported as it stands: how many were bound by now
                     break
-            created_at = await creating if finished else time.monotonic()
+            if finished or (creating.done() and not creating.exception()):
+                created_at = await creating
+            else:  # still creating when the run stopped
+                created_at = time.monotonic()
         finally:
             creating.cancel()
             if churning is not None:
