@@ -220,10 +220,19 @@ def readme_table(results: Sequence[Mapping[str, Any]], mode: str = "steady") -> 
             scale = 2**20 if key == "peak_rss_bytes" else 1
             return format(s[name][key] / scale, fmt)
 
+        def rate(name: str, s: Mapping[str, Any] = s, result: Mapping[str, Any] = result) -> str:
+            """Pods/s, or for runs stopped at the time limit how many were bound by then."""
+            if name in s and s[name].get("unfinished"):
+                limit = result.get("timeout_s", 900)
+                return (
+                    f"unfinished: {s[name]['bound']:.0f} of {s[name]['pods']:.0f} in {limit:.0f} s"
+                )
+            return get(name, "throughput_avg", ".0f")
+
         cells = [
             result["workload"],
-            get("ascheduler", "throughput_avg", ".0f"),
-            get("kube-scheduler", "throughput_avg", ".0f"),
+            rate("ascheduler"),
+            rate("kube-scheduler"),
             _ceilings(s),
             ratio(r.get("throughput_avg ascheduler/kube-scheduler")),
             ratio(r.get("throughput_avg ascheduler/ceiling")),

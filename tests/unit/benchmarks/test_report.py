@@ -270,3 +270,14 @@ def test_an_unfinished_run_is_reported_as_it_stood_and_left_out_of_the_ratios() 
         "with 0 of 100 measured pods bound" in text
     )
     assert "ascheduler did not finish" not in text
+
+
+def test_the_readme_says_a_scheduler_did_not_finish_instead_of_a_rate() -> None:
+    unfinished = run_result("kube-scheduler", 0.0) | {"bound": 0, "finished": False}
+    done = run_result("ascheduler", 300) | {"bound": 100, "finished": True}
+    data = result(
+        BASIC, "2026-11-23T00:00:00", {"ascheduler": [done], "kube-scheduler": [unfinished]}
+    )
+    data["timeout_s"] = 600.0
+    row = report.readme_table([data]).splitlines()[2]
+    assert row.startswith(f"| {BASIC} | 300 | unfinished: 0 of 100 in 600 s |"), row
