@@ -134,14 +134,15 @@ class Scheduler:
             gated=lambda uid: queue.where(uid) == "gated",
         )
         for fw in self.frameworks.values():
-            fw.handle.activate = self._activate
+            fw.handle.wake = self._wake
             for plugin in fw.post_filter_plugins:
                 if isinstance(plugin, DefaultPreemption):
                     plugin.evictor = self.evictions
 
-    def _activate(self, uids: Iterable[str]) -> None:
+    def _wake(self, uids: Iterable[str]) -> None:
+        """A plugin's `handle.wake`: the pods are woken, keeping their backoff."""
         for uid in uids:
-            self.queue.activate(uid)
+            self.queue.wake(uid)
 
     def _pod_going(self, uid: str) -> bool:
         """A pod deleting, or gone from the cache."""

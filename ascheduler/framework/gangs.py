@@ -187,6 +187,7 @@ class Gang:
         "assigned",
         "assumed",
         "deadline",
+        "dooms",
         "failed",
         "failed_until",
         "gated",
@@ -219,6 +220,8 @@ class Gang:
         self.failed: tuple[str, str, str] | None = None
         #: A failed group is not tried again before this time (monotonic).
         self.failed_until = 0.0
+        #: Rounds doomed in a row (since the group was last admitted): they space the retries.
+        self.dooms = 0
         #: Where the group's members sort in the queue (the first member's queue time).
         self.sort_time: float | None = None
         #: Members (still in `pods`) bound or assumed: kept as they change, so counting them

@@ -66,8 +66,9 @@ class Handle:
     features: frozenset[str] = frozenset()
     #: Pod groups and their members (Coscheduling, GangScheduling).
     gangs: Gangs = field(default_factory=Gangs)
-    #: Moves pods (by uid) to the active queue now, wherever they wait (kube-scheduler's
-    #: `Activate`); set by the scheduler that owns the queue.
-    activate: Callable[[Iterable[str]], None] = lambda _uids: None
+    #: Wakes pods (by uid) wherever they wait, as kube-scheduler's `Activate` does but
+    #: keeping each pod's backoff (`SchedulingQueue.wake`); set by the scheduler that owns
+    #: the queue.
+    wake: Callable[[Iterable[str]], None] = lambda _uids: None
     #: The profile's Filters (set by the Framework this handle is built into).
     filters: FilterRunner | None = None

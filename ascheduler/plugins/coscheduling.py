@@ -93,6 +93,11 @@ _MEMBER_EVENTS: Final = frozenset({ClusterEvent.GANG_MEMBER_ADD})
 #: PodGroup status from v1.36): True once the quorum is placed; False, reason Unschedulable,
 #: with the one line that says why not.
 POD_GROUP_SCHEDULED: Final = "PodGroupScheduled"
+#: A group doomed N rounds in a row is tried again after min(1 s * 2^(N-1), 10 s): the pace of
+#: kube-scheduler's pod backoff, for the group as a whole (the members' own backoff does not
+#: hold them back while nothing else waits, and they wake each other).
+DOOM_BACKOFF_INITIAL: Final = 1.0
+DOOM_BACKOFF_MAX: Final = 10.0
 #: Events that add room: they may let a group fit that the cluster could not hold.
 _CAPACITY_EVENTS: Final = frozenset(
     {ClusterEvent.NODE_ADD, ClusterEvent.NODE_ALLOCATABLE, ClusterEvent.ASSIGNED_POD_DELETE}
@@ -385,6 +390,7 @@ class _GangPlugin(
         if gang.placed() >= policy.minimum:
             gang.admitted = True
             gang.failed = None
+            gang.dooms = 0
             waiting = self._let_go(gang)
             for w in waiting:
                 w.allow(self.name)
@@ -398,7 +404,7 @@ class _GangPlugin(
         gang.waiting.add(pod.uid)
         if first:
             # The first to wait brings back siblings that were turned away earlier.
-            self.handle.activate(gang.unscheduled())
+            self.handle.wake(gang.unscheduled())
         wait = gang.deadline - now if self.shared_deadline else policy.timeout
         return Status(Code.WAIT, (self._wait_message(gang, policy),)), wait
 
@@ -437,9 +443,12 @@ class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
         args: CoschedulingArgs,
         handle: Handle,
         clock: Callable[[], float] = time.monotonic,
+        later: Callable[[float, Callable[[], None]], object] | None = None,
     ) -> None:
         super().__init__(handle, clock)
         self.args = args
+        #: Runs a callback after a delay (the event loop's `call_later` by default).
+        self.later = later or _call_later
 
     def _spec(self, pod: PodInfo) -> PodGroupSpec | None:
         label = pod.labels.get(POD_GROUP_LABEL) if pod.labels else None
@@ -553,8 +562,13 @@ class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
             return PostFilterResult(Status(Code.UNSCHEDULABLE, (), self.name))
         why = diagnosis.message()
         gang.failed = (pod.uid, pod.name, why)
-        if self.args.pod_group_backoff_seconds:
-            gang.failed_until = self.clock() + self.args.pod_group_backoff_seconds
+        # The whole group waits before its next round, longer each time a round is doomed;
+        # then its members are woken together.
+        gang.dooms += 1
+        pace = min(DOOM_BACKOFF_INITIAL * 2.0 ** (gang.dooms - 1), DOOM_BACKOFF_MAX)
+        delay = max(pace, float(self.args.pod_group_backoff_seconds))
+        gang.failed_until = self.clock() + delay
+        self.later(delay + 0.05, lambda: self.handle.wake(gang.unscheduled()))
         line = f"{gang.placed()}/{policy.minimum} members fit; member {pod.name}: {why}"
         self.reject_waiting(gang, line)
         self._report(gang, policy, "GangUnschedulable", line)
@@ -572,6 +586,13 @@ class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
             return
         placed = reason == "GangScheduled"
         self.reporter.status(gang, spec, placed, "Scheduled" if placed else "Unschedulable", line)
+
+
+def _call_later(delay: float, callback: Callable[[], None]) -> object:
+    try:
+        return asyncio.get_running_loop().call_later(delay, callback)
+    except RuntimeError:  # no loop (a unit test of the cycle alone)
+        return None
 
 
 def _resource_gap(spec: PodGroupSpec, members: int, nodes: NodeTable) -> str:

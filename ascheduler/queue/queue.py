@@ -140,6 +140,9 @@ class _InFlight:
     deleted: bool = False
     #: `activate` was asked while it was in flight: back to the active queue, not parked.
     activate: bool = False
+    #: `wake` was asked while it was in flight: back to the active queue once its backoff is
+    #: over, not parked.
+    wake: bool = False
 
 
 class SchedulingQueue:
@@ -324,6 +327,23 @@ class SchedulingQueue:
         if flight is not None:
             flight.activate = True
 
+    def wake(self, uid: str) -> None:
+        """Like `activate`, but a pod keeps its backoff: a parked pod goes to the active
+        queue or, if its backoff is not over, to the backoff queue; one backing off stays
+        there; one in flight does the same when its attempt puts it back. (A gang's first
+        waiting member wakes its siblings so: a group doomed again and again is then retried
+        at the pace of its members' backoff, not in a loop.)"""
+        if uid in self._gated:
+            self._to_active(self._ungate(uid), "ForceActivate")
+            return
+        parked = self._unpark(uid)
+        if parked is not None:
+            self._to_active_or_backoff(parked, "ForceActivate")
+            return
+        flight = self._in_flight.get(uid)
+        if flight is not None:
+            flight.wake = True
+
     def _gate(self, qp: QueuedPodInfo) -> None:
         """Index a gated pod by the events that may let it in; where its gating plugins name
         the objects it waits for, by those objects too, so that an event about another
@@ -461,6 +481,8 @@ class SchedulingQueue:
         qp = replace(qp, timestamp=now, unschedulable_plugins=rejected_by)
         if flight is not None and flight.activate:
             self._to_active(qp, "ForceActivate")
+        elif flight is not None and flight.wake and not error:
+            self._to_active_or_backoff(qp, "ForceActivate")
         elif error:
             self._push_backoff(qp, error=True)
             self.on_incoming("backoff", "ScheduleAttemptFailure")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from ascheduler.framework import ClusterEvent, Code, CycleState, Handle, WaitingPod, WaitingPods
 from ascheduler.framework.gangs import (
     POD_GROUP_LABEL,
@@ -56,7 +58,7 @@ def setup(
     gangs.pod_group_handler.on_add(group(min_member=min_member, **spec))
     activated: list[str] = []
     handle = Handle(nodes=cache.table, gangs=gangs, waiting_pods=WaitingPods())
-    handle.activate = lambda uids: activated.extend(uids)
+    handle.wake = lambda uids: activated.extend(uids)
     clock = Clock()
     plugin = Coscheduling(CoschedulingArgs(), handle, clock=clock)
     for p in pods:
@@ -167,7 +169,9 @@ async def test_timeout_rejects_every_waiting_member_with_the_groups_timeout() ->
 
 async def test_a_member_that_fits_nowhere_dooms_the_round() -> None:
     a, b, c = member("a"), member("b"), member("c")
-    plugin, gangs, _, _ = setup(a, b, c)
+    plugin, gangs, activated, clock = setup(a, b, c)
+    timers: list[tuple[float, Any]] = []
+    plugin.later = lambda delay, callback: timers.append((delay, callback))
     _, wa = wait(plugin, a)
     assert wa is not None
     diag = Diagnosis(num_nodes=2)
@@ -180,6 +184,16 @@ async def test_a_member_that_fits_nowhere_dooms_the_round() -> None:
         "1/3 members fit; member b: 0/2 nodes are available: 2 Insufficient cpu."
     )
     plugin.unreserve(CycleState(), a, "n1")
+    # The whole group waits a second (doomed once), then its members are woken together.
+    for p in (a, b, c):
+        _, status = plugin.pre_filter(CycleState(), p, plugin.handle.nodes)
+        assert status.message == "PodGroup default/pg failed recently; retrying in 1s"
+    ((delay, wake),) = timers
+    assert delay == pytest.approx(1.05)
+    activated.clear()
+    wake()
+    assert sorted(activated) == sorted([a.uid, b.uid, c.uid])
+    clock.now += 1.1
     # c is turned away at once while b, the member that failed, is not retried.
     _, status = plugin.pre_filter(CycleState(), c, plugin.handle.nodes)
     assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -188,6 +202,12 @@ async def test_a_member_that_fits_nowhere_dooms_the_round() -> None:
     assert plugin.pre_filter(CycleState(), b, plugin.handle.nodes)[1].ok
     assert plugin.pre_filter(CycleState(), c, plugin.handle.nodes)[1].ok
     assert gangs.of(c) is not None
+    # Doomed again: twice as long; admitted, the count starts over.
+    plugin.post_filter(CycleState(), c, plugin.handle.nodes, diag)
+    assert timers[-1][0] == pytest.approx(2.05)
+    gang = gangs.of(c)
+    assert gang is not None
+    assert gang.dooms == 2
 
 
 def test_min_resources_beyond_the_clusters_free_room_turn_the_group_away() -> None:

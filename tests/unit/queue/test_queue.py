@@ -919,3 +919,35 @@ async def test_a_claim_event_looks_only_at_the_gated_pods_that_name_the_claim(
     assert asked == ["p7"]
     assert queue.where("uid-7") == "active"
     assert queue.pending()["gated"] == 199
+
+
+async def test_wake_keeps_backoff_where_activate_cuts_it_short(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    woken, forced = make_pod("woken"), make_pod("forced")
+    for p in (woken, forced):
+        await make_unschedulable(queue, p, frozenset({"Coscheduling"}))  # backoff 1 s
+    queue.wake(woken.uid)
+    queue.activate(forced.uid)
+    assert queue.where(woken.uid) == "backoff"  # its backoff is not over yet
+    assert queue.where(forced.uid) == "active"
+    clock.advance(1.5)
+    queue.flush_backoff_completed()
+    assert queue.where(woken.uid) == "active"
+
+
+async def test_wake_after_the_backoff_or_in_flight(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    parked = make_pod("parked")
+    await make_unschedulable(queue, parked, frozenset({"Coscheduling"}))
+    clock.advance(5.0)
+    queue.wake(parked.uid)
+    assert queue.where(parked.uid) == "active"  # backoff over: straight in
+    # Woken while in flight: put back by its attempt as if helped, its backoff kept.
+    qp = await pop(queue)
+    assert qp is not None
+    assert qp.pod.uid == parked.uid
+    queue.wake(parked.uid)
+    queue.requeue(qp, rejected_by=frozenset({"Coscheduling"}))
+    assert queue.where(parked.uid) == "backoff"
