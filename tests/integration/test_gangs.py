@@ -108,8 +108,9 @@ async def test_a_group_that_can_never_fit_binds_none_and_holds_nothing(
     await pod_group(kube, namespace, "big", 5)
     await create_pods(kube, namespace, [member(f"g-{i}", "big") for i in range(5)])
     message = await wait_unschedulable(kube, namespace, "g-0")
-    assert "members fit; member g-" in message, message
-    assert "Insufficient cpu" in message, message
+    # The round's verdict, or (tried again while the group waits before its next round) that.
+    doomed = "members fit; member g-" in message and "Insufficient cpu" in message
+    assert doomed or f"PodGroup {namespace}/big failed recently; retrying in" in message, message
 
     # The room the group could not use is free for others at once.
     others = [pause_pod(f"o-{i}", cpu="1", memory="100Mi") for i in range(4)]
