@@ -56,6 +56,10 @@ ASCHEDULER = "diff-asch"
 DECISION_TIMEOUT = 30.0
 #: How long pods a scenario expects to stay undecided are given after the others decided.
 HELD_SETTLE = 5.0
+#: How long a controller's pod found unschedulable is watched for a later decision: its
+#: controller creates what it needs (a claim) just before it, and a scheduler may see the pod
+#: first, find it unschedulable, and place it once the claim arrives.
+CONTROLLED_SETTLE = 5.0
 NO_DECISION = "(no decision)"
 #: Reasons the harness gives a pod nobody decided.
 UNDECIDED = (NO_DECISION, "(never created)")
@@ -505,12 +509,22 @@ class Runner:
                     raise
 
     async def _decision(
-        self, namespace: str, name: str, *, appears: bool = False, wait: float = DECISION_TIMEOUT
+        self,
+        namespace: str,
+        name: str,
+        *,
+        appears: bool = False,
+        wait: float = DECISION_TIMEOUT,
+        settle: float = 0.0,
     ) -> Outcome:
         """The pod's placement or PodScheduled=False (waiting up to `wait` seconds); with
-        `appears`, the pod may not exist yet (a controller creates it)."""
+        `appears`, the pod may not exist yet (a controller creates it). With `settle`, a pod
+        found unschedulable is watched that many seconds more: a placement then wins, else
+        the latest condition."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
+        pending: Outcome | None = None
+        settled = 0.0
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         while True:
             try:
@@ -527,13 +541,18 @@ class Runner:
             status = pod.get("status", {})
             for c in status.get("conditions") or []:
                 if c.get("type") == "PodScheduled" and c.get("status") == "False":
-                    return Outcome(
+                    pending = Outcome(
                         "",
                         str(c.get("reason", "")),
                         str(c.get("message", "")),
                         nominated=str(status.get("nominatedNodeName") or ""),
                     )
-            if loop.time() >= deadline:
+            if pending is not None:
+                if not settled:
+                    settled = loop.time() + settle
+                if loop.time() >= settled:
+                    return pending
+            elif loop.time() >= deadline:
                 return Outcome("", NO_DECISION, f"after {wait:.0f}s")
             await asyncio.sleep(0.05)
 
@@ -686,7 +705,9 @@ class Runner:
             body = self._rewrite_controller(s, run, obj, scheduler)
             await self.kube.post(self._collection(path, ns), body)
         for name in s.controlled:
-            got = await self._decision(self.namespace(s, run, "default"), name, appears=True)
+            got = await self._decision(
+                self.namespace(s, run, "default"), name, appears=True, settle=CONTROLLED_SETTLE
+            )
             node = self.logical_node(s, got.node) if got.node else ""
             outcomes[name] = Outcome(node, got.reason, got.message)
         if s.together:
