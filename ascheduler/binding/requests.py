@@ -16,7 +16,7 @@ garbage collection with their pod).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -135,18 +135,26 @@ def parse_bind_request(obj: Any) -> BindRequest:
     )
 
 
+def claim_names(pod: PodInfo) -> list[str]:
+    """The ResourceClaims `pod` uses: named in its spec, or made from a template for it (as
+    its status names them)."""
+    made = dict(pod.claim_statuses)
+    names = [c.claim_name or made.get(c.name) for c in pod.resource_claims]
+    return [n for n in names if n]
+
+
 def request_body(
     pod: PodInfo,
     node: str,
     *,
     profile: str,
     backoff_limit: int = DEFAULT_BACKOFF_LIMIT,
-    claims: Mapping[str, str] | None = None,
+    claims: Sequence[str] = (),
     devices: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """The request for `pod` on `node`: named after the pod and owned by it (deleted with it);
-    `claims` (name -> uid) are the pod's ResourceClaims allocated for this placement, `devices`
-    the extended resources it takes there."""
+    `claims` names the pod's ResourceClaims allocated for this placement, `devices` the
+    extended resources it takes there."""
     spec: dict[str, Any] = {
         "podName": pod.name,
         "podUID": pod.uid,
@@ -155,7 +163,7 @@ def request_body(
         "backoffLimit": backoff_limit,
     }
     if claims:
-        spec["resourceClaims"] = [{"name": n, "uid": u} for n, u in sorted(claims.items())]
+        spec["resourceClaims"] = [{"name": n} for n in sorted(claims)]
     if devices:
         spec["devices"] = dict(sorted(devices.items()))
     return {

@@ -19,13 +19,13 @@ from tests.kit import parsed, pod
 def test_a_written_request_reads_back_as_pending_for_its_pod() -> None:
     p = parsed(pod("web-0", namespace="shop", uid="u-1"))
     body = request_body(
-        p, "n7", profile="ascheduler", claims={"gpu": "c-1"}, devices={"nvidia.com/gpu": 2}
+        p, "n7", profile="ascheduler", claims=["gpu-claim"], devices={"nvidia.com/gpu": 2}
     )
     assert body["apiVersion"] == API_VERSION
     assert body["metadata"]["name"] == "web-0"
     (owner,) = body["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["uid"]) == ("Pod", "u-1")
-    assert body["spec"]["resourceClaims"] == [{"name": "gpu", "uid": "c-1"}]
+    assert body["spec"]["resourceClaims"] == [{"name": "gpu-claim"}]
     body["metadata"] |= {"namespace": "shop", "uid": "r-1", "resourceVersion": "9"}
     req = parse_bind_request(body)
     assert (req.key, req.pod_key, req.pod_uid, req.node) == (
@@ -68,3 +68,16 @@ def test_status_and_bad_fields_are_read_without_raising() -> None:
     assert not req.pending  # never acted on
     for junk in (None, [], "x", {"spec": []}):
         assert parse_bind_request(junk).errors
+
+
+def test_a_request_names_the_claims_the_pod_uses() -> None:
+    from ascheduler.binding.requests import claim_names
+
+    body = pod("p", uid="u")
+    body["spec"]["resourceClaims"] = [
+        {"name": "direct", "resourceClaimName": "shared-gpu"},
+        {"name": "made", "resourceClaimTemplateName": "tpl"},
+        {"name": "not-made-yet", "resourceClaimTemplateName": "tpl"},
+    ]
+    body["status"] = {"resourceClaimStatuses": [{"name": "made", "resourceClaimName": "p-made-x"}]}
+    assert claim_names(parsed(body)) == ["shared-gpu", "p-made-x"]
