@@ -9,6 +9,7 @@ from ascheduler.binding.requests import (
     DEFAULT_BACKOFF_LIMIT,
     FAILED,
     PENDING,
+    claim_names,
     collection_path,
     parse_bind_request,
     request_body,
@@ -71,8 +72,6 @@ def test_status_and_bad_fields_are_read_without_raising() -> None:
 
 
 def test_a_request_names_the_claims_the_pod_uses() -> None:
-    from ascheduler.binding.requests import claim_names
-
     body = pod("p", uid="u")
     body["spec"]["resourceClaims"] = [
         {"name": "direct", "resourceClaimName": "shared-gpu"},
