@@ -45,6 +45,7 @@ from ascheduler.kube.informer import Informer
 from ascheduler.leader import LeaderElector, LostLeadership
 from ascheduler.model import Node, PodInfo, dra, parse_node, parse_pod, reparse_pod, storage
 from ascheduler.plugins import IN_TREE
+from ascheduler.plugins.bindrequest import with_bind_requests
 from ascheduler.plugins.coscheduling import GANG_GATE
 from ascheduler.queue import QueueSettings, SchedulingQueue
 from ascheduler.scheduler import INVALID_SPEC, Scheduler
@@ -128,6 +129,8 @@ def build_frameworks(
     nominator = Nominator()
     frameworks = {}
     for spec in config.profiles:
+        if config.binding.mode == "bindrequest":
+            spec = with_bind_requests(spec)
         handle = Handle(
             nodes=cache.table,
             waiting_pods=waiting,
@@ -240,6 +243,7 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
         binding_concurrency=config.binding_concurrency,
         binder=binder,
     )
+    scheduler.lock_binds = config.binding.mode == "direct"
     router = EventRouter(scheduler)
     pods: Informer[PodInfo] = Informer(
         watch_client,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascheduler import __version__
-from ascheduler.binding.binder import POLICIES
+from ascheduler.binding.binder import MODES, POLICIES
 
 if TYPE_CHECKING:
     from ascheduler.framework import Registry
@@ -125,6 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="GATES",
         help="kube-scheduler's feature gates ascheduler knows, e.g. StorageCapacityScoring=true",
+    )
+    run.add_argument(
+        "--binding",
+        dest="binding_mode",
+        default=None,
+        choices=MODES,
+        help="direct (default): the scheduler binds each pod; bindrequest: it writes a "
+        "BindRequest and `ascheduler binder` binds the pod (placements survive restarts)",
     )
     run.add_argument(
         "--binding-concurrency",
@@ -331,6 +339,7 @@ def _run(args: argparse.Namespace) -> int:
         leader_elect_resource_name=args.leader_elect_resource_name,
         leader_elect_lease_duration=args.leader_elect_lease_duration,
         node_lock_policy=args.node_lock_policy,
+        binding_mode=args.binding_mode,
         device_resources=tuple(args.device_resources) if args.device_resources else None,
         node_lock_key=args.node_lock_key,
         node_lock_timeout=args.node_lock_timeout,

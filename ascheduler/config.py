@@ -24,7 +24,9 @@ import yaml
 from ascheduler import features
 from ascheduler.binding.binder import (
     DEFAULT_DEVICE_RESOURCES,
+    MODES,
     POLICIES,
+    BindingMode,
     BindSettings,
     LockPolicy,
 )
@@ -77,7 +79,7 @@ _LEADER: Final = {
     "resourceNamespace",
 }
 _PROFILE: Final = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
-_OWN: Final = {"nodeLock", "bindingConcurrency", "httpAddress", "annotationPrefix"}
+_OWN: Final = {"nodeLock", "bindingConcurrency", "httpAddress", "annotationPrefix", "binding"}
 _LOCK: Final = {"policy", "key", "timeout", "deviceResources"}
 
 
@@ -131,6 +133,7 @@ class Overrides:
     leader_elect_resource_name: str | None = None
     leader_elect_lease_duration: float | None = None
     node_lock_policy: LockPolicy | None = None
+    binding_mode: BindingMode | None = None
     device_resources: tuple[str, ...] | None = None
     node_lock_key: str | None = None
     node_lock_timeout: str | None = None
@@ -229,6 +232,8 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
     except ValueError as exc:
         problems.append(f"--node-lock-timeout: {exc}")
     binding_changes: dict[str, Any] = {"lock": lock}
+    if o.binding_mode is not None:
+        binding_changes["mode"] = o.binding_mode
     if o.node_lock_policy is not None:
         binding_changes["policy"] = o.node_lock_policy
     if o.device_resources is not None:
@@ -512,7 +517,12 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
     except ValueError as exc:
         p.add("ascheduler.nodeLock.timeout", f"${EXPIRE_ENV}: {exc}")
         lock_settings = LockSettings(key=key)
+    mode = own.get("binding", "direct")
+    if mode not in MODES:
+        p.add("ascheduler.binding", f"must be one of {', '.join(MODES)}, got {mode!r}")
+        mode = "direct"
     binding = BindSettings(
+        mode=mode,
         policy=policy,
         device_resources=frozenset(devices),
         annotation_prefix=p.str_(
@@ -643,6 +653,7 @@ def to_document(config: SchedulerConfig, registry: Registry) -> dict[str, Any]:
             "httpAddress": config.http_address,
             "bindingConcurrency": config.binding_concurrency,
             "annotationPrefix": config.binding.annotation_prefix,
+            "binding": config.binding.mode,
             "nodeLock": {
                 "policy": config.binding.policy,
                 "key": lock.key,

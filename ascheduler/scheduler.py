@@ -112,6 +112,9 @@ class Scheduler:
         self.pods = pods
         #: Node locks and bind phases around Bind; None binds directly.
         self.binder = binder
+        #: Binds go through the binder's node locks (direct mode). In bindrequest mode the
+        #: Bind point only writes a BindRequest: `ascheduler binder` takes the lock to bind.
+        self.lock_binds = True
         self.cache = cache
         self.queue = queue
         self.writer = writer
@@ -381,7 +384,7 @@ class Scheduler:
             if status.ok:
                 status = await fw.pre_bind(state, pod, node)
             if status.ok:
-                if self.binder is not None:
+                if self.binder is not None and self.lock_binds:
                     status = await self.binder.bind(fw, state, pod, node)
                 else:
                     status = await fw.bind(state, pod, node)

@@ -46,6 +46,10 @@ log = structlog.get_logger(__name__)
 #: Which binds take their node's lock: pods requesting a device resource, all, or none.
 LockPolicy = Literal["devices", "all", "none"]
 POLICIES: Final[tuple[LockPolicy, ...]] = ("devices", "all", "none")
+#: How a placement is bound: a Binding written by the scheduler, or a BindRequest that
+#: `ascheduler binder` turns into one.
+BindingMode = Literal["direct", "bindrequest"]
+MODES: Final[tuple[BindingMode, ...]] = ("direct", "bindrequest")
 DEFAULT_DEVICE_RESOURCES: Final = ("nvidia.com/gpu",)
 NODE_LOCK: Final = "NodeLock"
 #: A hold serves at most this many binds, so one busy node cannot keep its lock for long.
@@ -58,8 +62,11 @@ class BindSettings:
     device_resources: frozenset[str] = frozenset(DEFAULT_DEVICE_RESOURCES)
     annotation_prefix: str = "ascheduler.io"
     lock: LockSettings = field(default_factory=LockSettings)
+    mode: BindingMode = "direct"
 
     def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"binding mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.policy not in POLICIES:
             raise ValueError(
                 f"node lock policy must be one of {', '.join(POLICIES)}, got {self.policy!r}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ascheduler.framework.registry import Registry
 from ascheduler.plugins import (
+    bindrequest,
     coscheduling,
     defaultbinder,
     defaultpreemption,
@@ -48,6 +49,7 @@ IN_TREE = Registry(
         defaultbinder.REGISTRATION,
         coscheduling.GANG_REGISTRATION,
         coscheduling.REGISTRATION,
+        bindrequest.REGISTRATION,
     ]
 )
 

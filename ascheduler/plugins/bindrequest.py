@@ -14,6 +14,7 @@ A request of the same name may exist already:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Final
 
 from ascheduler.binding.requests import (
@@ -28,6 +29,7 @@ from ascheduler.binding.requests import (
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import SUCCESS, BindPlugin, CycleState, Status
 from ascheduler.framework.registry import NoArgs, Registration
+from ascheduler.framework.runtime import PluginRef, ProfileSpec
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.model import PodInfo
 
@@ -111,3 +113,14 @@ def new(args: NoArgs, handle: Handle) -> BindRequestBinder:
 
 #: Not in the default profile: `--binding bindrequest` puts it in DefaultBinder's place.
 REGISTRATION: Final = Registration(NAME, new, NoArgs, events=frozenset())
+
+
+def with_bind_requests(spec: ProfileSpec) -> ProfileSpec:
+    """`spec` binding by BindRequest: BindRequestBinder at the Bind point in place of the
+    plugins the profile binds with through multiPoint (DefaultBinder); a bind plugin the
+    profile names at the Bind point itself stays, after it."""
+    points = dict(spec.points)
+    points["bind"] = (PluginRef(NAME), *(r for r in points.get("bind", ()) if r.name != NAME))
+    disabled = dict(spec.disabled)
+    disabled["bind"] = disabled.get("bind", frozenset()) | {"*"}
+    return dataclasses.replace(spec, points=points, disabled=disabled)
