@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from ascheduler import metrics
+from ascheduler.binding import requests
 from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
@@ -208,7 +209,7 @@ def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) ->
 
 async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtime:
     # Every informer holds a connection for its watch: one each, and room for relists.
-    watches = 3 + len(OBJECT_KINDS) + 1 + len(STORAGE_KINDS) + len(DRA_KINDS) + 2
+    watches = 3 + len(OBJECT_KINDS) + 1 + len(STORAGE_KINDS) + len(DRA_KINDS) + 3
     watch_client = await KubeClient.connect(
         config.kubeconfig, pool_size=watches + 4, user_agent="ascheduler/watch"
     )
@@ -332,6 +333,19 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
                 handler=handler,
                 name=path.rsplit("/", 1)[-1],
                 optional=True,
+            )
+        )
+    if config.binding.mode == "bindrequest":
+        # Placements written down and not bound yet: their pods count as placed.
+        objects.append(
+            Informer(
+                watch_client,
+                requests.collection_path(),
+                parse=requests.parse_bind_request,
+                key=lambda r: r.key,
+                version=lambda r: r.resource_version,
+                handler=router.requests,
+                name=requests.PLURAL,
             )
         )
     # A failed pod is put back as the pod informer has it then (the store is replaced on a

@@ -12,7 +12,8 @@ from typing import Any
 
 import structlog
 
-from ascheduler.framework import ClusterEvent
+from ascheduler.binding.requests import BindRequest
+from ascheduler.framework import ClusterEvent, CycleState
 from ascheduler.framework.gangs import Gang
 from ascheduler.framework.objects import Namespace
 from ascheduler.model import Node, PodInfo
@@ -45,6 +46,7 @@ class EventRouter:
         self.workloads = _KindEvents(
             self, "Workload", gangs.workload_handler, (ClusterEvent.WORKLOAD_ADD, None, None)
         )
+        self.requests = _RequestEvents(self)
 
     def _member_added(self, gang: Gang) -> None:
         self.queue.move_all(ClusterEvent.GANG_MEMBER_ADD, None, gang)
@@ -70,7 +72,7 @@ class _PodEvents:
                 # Nominated by a preemption: ours (or before a restart), or another
                 # scheduler's on nodes we share; either way that room is taken.
                 self.r.nominator.nominate(pod, pod.nominated_node_name)
-            if self.r.ours(pod):
+            if self.r.ours(pod) and not self.r.requests.place(pod):
                 self.r.queue.add(pod)
 
     def on_update(self, old: PodInfo, new: PodInfo) -> None:
@@ -116,6 +118,7 @@ class _PodEvents:
 
     def on_delete(self, pod: PodInfo) -> None:
         cache, queue = self.r.cache, self.r.queue
+        self.r.requests.pending.pop(pod.uid, None)
         cache.gangs.remove_pod(pod)
         self.r.nominator.forget(pod.uid)
         if cache.has_pod(pod.uid):
@@ -128,6 +131,95 @@ class _PodEvents:
             waiting = fw.handle.waiting_pods.get(pod.uid)
             if waiting is not None:
                 waiting.reject("", "pod deleted")
+
+
+class _RequestEvents:
+    """BindRequests (`--binding bindrequest`): a pending request is a placement already made,
+    so its pod is assumed on the request's node, also when this process started after the
+    request was written. A request that failed for good gives its pod's room back: the pod
+    is forgotten, its plugins' reservations undone, the request deleted and the pod queued
+    again. Requests the binder finished need nothing: the pod informer confirms the bind."""
+
+    def __init__(self, router: EventRouter) -> None:
+        self.r = router
+        #: pod uid -> its pending request
+        self.pending: dict[str, BindRequest] = {}
+        self._reported: set[str] = set()
+
+    def place(self, pod: PodInfo) -> bool:
+        """Assume `pod` (unassigned, ours) where its pending request says; False if it has
+        none (the pod is scheduled as usual)."""
+        req = self.pending.get(pod.uid)
+        if req is None or pod.assigned or pod.deleting:
+            return False
+        cache = self.r.cache
+        if not cache.has_pod(pod.uid):
+            cache.assume(pod, req.node)
+            cache.gangs.assume(pod)
+            self.r.nominator.forget(pod.uid)
+        self.r.queue.delete(pod)
+        return True
+
+    def _pod(self, req: BindRequest) -> PodInfo | None:
+        lookup = self.r.scheduler.pods
+        pod = lookup(req.pod_uid) if lookup is not None else None
+        return pod if pod is not None and pod.name == req.pod_name else None
+
+    def on_add(self, req: BindRequest) -> None:
+        self._seen(req)
+
+    def on_update(self, old: BindRequest, new: BindRequest) -> None:
+        self._seen(new)
+
+    def on_delete(self, req: BindRequest) -> None:
+        if self.pending.pop(req.pod_uid, None) is None:
+            return
+        # Deleted before it was finished (by hand, say): the placement is off.
+        pod = self._pod(req)
+        if pod is not None and not pod.assigned:
+            self._release(pod, req, "its BindRequest was deleted before the pod was bound")
+
+    def _seen(self, req: BindRequest) -> None:
+        if req.errors:
+            if req.key not in self._reported:
+                self._reported.add(req.key)
+                log.warning("bind_request_unreadable", request=req.key, errors=list(req.errors))
+            return
+        if req.pending:
+            self.pending[req.pod_uid] = req
+            pod = self._pod(req)
+            if pod is not None and self.r.ours(pod):
+                self.place(pod)
+            return
+        was = self.pending.pop(req.pod_uid, None)
+        if not req.failed:
+            return  # Succeeded: the pod informer confirms the bind
+        pod = self._pod(req)
+        if pod is None or pod.assigned:
+            self.r.scheduler.writer.drop_request(req)
+            return
+        if was is not None or self.r.cache.is_assumed(pod.uid):
+            self._release(pod, req, f"binding failed: {req.reason or 'no reason given'}")
+        else:
+            self.r.scheduler.writer.drop_request(req)
+
+    def _release(self, pod: PodInfo, req: BindRequest, why: str) -> None:
+        """Give back `pod`'s room on the request's node and schedule it again."""
+        scheduler, cache = self.r.scheduler, self.r.cache
+        fw = scheduler.frameworks.get(pod.scheduler_name)
+        if cache.is_assumed(pod.uid):
+            if fw is not None:
+                fw.unreserve(CycleState(), pod, req.node)
+            cache.forget(pod)
+            cache.gangs.forget(pod)
+            self.r.queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE, pod, None)
+        if req.failed:
+            scheduler.writer.drop_request(req)
+        if fw is not None:
+            scheduler.writer.failed(pod, why, fw.profile, reason="SchedulerError")
+            if not pod.deleting:
+                self.r.queue.add(pod)
+        log.info("bind_request_released", pod=pod.key, node=req.node, reason=why)
 
 
 class _NodeEvents:

@@ -23,6 +23,8 @@ from typing import Any, Final
 import structlog
 
 from ascheduler import metrics
+from ascheduler.binding.requests import BindRequest
+from ascheduler.binding.requests import object_path as request_path
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import STRATEGIC_MERGE_PATCH
 from ascheduler.model import PodInfo
@@ -78,7 +80,24 @@ class _ClearNomination:
     pod: PodInfo
 
 
-_Item = _Event | _Condition | _ClearNomination
+@dataclass(frozen=True)
+class _DropRequest:
+    """A BindRequest that failed for good (or whose pod is bound or gone), deleted if it is
+    still the same object."""
+
+    request: BindRequest
+
+    @property
+    def pod(self) -> _Named:
+        return _Named(f"{self.request.namespace}/{self.request.pod_name}")
+
+
+@dataclass(frozen=True)
+class _Named:
+    key: str
+
+
+_Item = _Event | _Condition | _ClearNomination | _DropRequest
 
 
 class StatusWriter:
@@ -155,6 +174,9 @@ class StatusWriter:
             )
         )
 
+    def drop_request(self, request: BindRequest) -> None:
+        self._put(_DropRequest(request))
+
     def clear_nomination(self, pod: PodInfo) -> None:
         if pod.nominated_node_name:
             self._put(_ClearNomination(pod))
@@ -214,6 +236,17 @@ class StatusWriter:
 
     async def _send(self, item: _Item) -> None:
         assert self.kube is not None
+        if isinstance(item, _DropRequest):
+            req = item.request
+            precondition = {"preconditions": {"uid": req.uid}} if req.uid else None
+            try:
+                await self.kube.request(
+                    "DELETE", request_path(req.namespace, req.name), body=precondition
+                )
+            except KubeError as exc:
+                if not exc.conflict:  # a conflict: a newer request of the same name stays
+                    raise
+            return
         pod = item.pod
         if isinstance(item, _Event):
             body: dict[str, Any] = {

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from ascheduler.binding.requests import parse_bind_request, request_body
 from ascheduler.config import DEFAULT_SCHEDULER_NAME
 from ascheduler.framework import ClusterEvent, QueuedPodInfo
 from ascheduler.framework.nodes import CPU, PODS
-from ascheduler.model import parse_node, parse_pod
+from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.model.storage import (
     parse_claim,
     parse_csi_node,
@@ -288,3 +291,100 @@ async def test_a_volume_detached_moves_the_pod_a_full_node_held_back() -> None:
     env.clock.advance(1)
     bind, _ = await env.attempt(waiting)
     assert bind is not None
+
+
+# -- BindRequests: a pending one is a placement already made; a failed one gives the room back
+
+
+def req(p: PodInfo, node: str = "n1", phase: str | None = None, **status: Any) -> Any:
+    body = request_body(p, node, profile="ascheduler")
+    body["metadata"] |= {"uid": f"r-{p.uid}", "resourceVersion": "1"}
+    if phase:
+        body["status"] = {"phase": phase, **status}
+    return parse_bind_request(body)
+
+
+def setup(p: PodInfo) -> Env:
+    return Env(make_node("n1", cpu="4"), make_node("n2", cpu="4"), store={p.uid: p})
+
+
+def used(env: Env, node: str) -> int:
+    return int(env.cache.table.requested[CPU, env.cache.table.index[node]])
+
+
+def test_a_pending_request_places_its_pod_whichever_arrives_first() -> None:
+    p = make_pod("p", cpu="1")
+    env = setup(p)
+    env.router.pods.on_add(p)
+    assert env.queue.where(p.uid) == "active"
+    env.router.requests.on_add(req(p))
+    assert env.cache.is_assumed(p.uid)
+    assert (used(env, "n1"), used(env, "n2")) == (1000, 0)
+    assert p.uid not in env.queue
+
+    # A scheduler started later: the request is listed before the pod.
+    q = make_pod("q", cpu="2")
+    later = setup(q)
+    later.router.requests.on_add(req(q, "n2"))
+    later.router.pods.on_add(q)
+    assert later.cache.is_assumed(q.uid)
+    assert used(later, "n2") == 2000
+    assert q.uid not in later.queue
+
+
+def test_a_request_that_failed_for_good_gives_the_room_back_and_queues_the_pod() -> None:
+    p = make_pod("p", cpu="1")
+    env = setup(p)
+    env.router.pods.on_add(p)
+    pending = req(p)
+    env.router.requests.on_add(pending)
+    failed = req(p, phase="Failed", failedAttempts=3, reason="node n1 does not exist")
+    env.router.requests.on_update(pending, failed)
+    assert not env.cache.has_pod(p.uid)
+    assert used(env, "n1") == 0
+    assert env.queue.where(p.uid) == "active"
+    written = env.written()
+    drops = [w for w in written if type(w).__name__ == "_DropRequest"]
+    assert [d.request.uid for d in drops] == [f"r-{p.uid}"]
+    (event,) = [w for w in written if getattr(w, "reason", "") == "FailedScheduling"]
+    assert event.note == "binding failed: node n1 does not exist"
+
+
+def test_a_succeeded_request_leaves_the_pod_assumed_until_the_informer_shows_it_bound() -> None:
+    p = make_pod("p", cpu="1")
+    env = setup(p)
+    env.router.pods.on_add(p)
+    pending = req(p)
+    env.router.requests.on_add(pending)
+    done = req(p, phase="Succeeded")
+    env.router.requests.on_update(pending, done)
+    env.router.requests.on_delete(done)  # the binder collects it
+    assert env.cache.is_assumed(p.uid)
+    assert p.uid not in env.queue
+    bound = make_pod("p", cpu="1", node="n1")
+    env.router.pods.on_update(p, bound)
+    assert env.cache.has_pod(p.uid)
+    assert not env.cache.is_assumed(p.uid)
+    assert used(env, "n1") == 1000
+
+
+def test_a_pending_request_deleted_by_hand_releases_its_pod() -> None:
+    p = make_pod("p", cpu="1")
+    env = setup(p)
+    env.router.pods.on_add(p)
+    pending = req(p)
+    env.router.requests.on_add(pending)
+    env.router.requests.on_delete(pending)
+    assert not env.cache.has_pod(p.uid)
+    assert env.queue.where(p.uid) == "active"
+
+
+def test_an_unreadable_request_changes_nothing() -> None:
+    p = make_pod("p", cpu="1")
+    env = setup(p)
+    env.router.pods.on_add(p)
+    bad = parse_bind_request({"metadata": {"name": "p", "namespace": p.namespace}, "spec": {}})
+    env.router.requests.on_add(bad)
+    env.router.requests.on_delete(bad)
+    assert not env.cache.has_pod(p.uid)
+    assert env.queue.where(p.uid) == "active"
