@@ -13,6 +13,7 @@ from ascheduler import __version__
 from ascheduler.binding.binder import MODES, POLICIES
 
 if TYPE_CHECKING:
+    from ascheduler.config import SchedulerConfig
     from ascheduler.framework import Registry
 
 
@@ -20,87 +21,8 @@ def _say(message: str) -> None:
     print(f"ascheduler: {message}", file=sys.stderr, flush=True)
 
 
-def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    cluster = sub.add_parser(
-        "cluster",
-        help="build and run a local control plane (etcd, kube-apiserver, kwok) on loopback",
-        description="A real Kubernetes control plane on loopback for development, tests, the "
-        "demo and benchmarks. Binaries are built from their Go modules once and cached.",
-    )
-    verbs = cluster.add_subparsers(dest="verb", required=True, metavar="VERB")
-
-    build = verbs.add_parser(
-        "build",
-        help="build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kwok",
-    )
-    build.add_argument("--force", action="store_true", help="rebuild even if cached")
-
-    def with_state_dir(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument(
-            "--state-dir",
-            type=Path,
-            default=None,
-            help="where the plane keeps its state (default: <cache>/plane)",
-        )
-        return p
-
-    up = with_state_dir(verbs.add_parser("up", help="start a plane and print its KUBECONFIG"))
-    up.add_argument(
-        "--benchmark",
-        action="store_true",
-        help="turn off API priority-and-fairness and inflight limits",
-    )
-    up.add_argument(
-        "--apiserver-port",
-        type=int,
-        default=0,
-        help="kube-apiserver's port on 127.0.0.1 (default: a free one)",
-    )
-    up.add_argument("--nodes", type=int, default=0, help="also create this many fake nodes")
-    up.add_argument(
-        "--feature-gates",
-        default="",
-        help="feature gates of the plane's apiserver, controller manager and kube-scheduler, "
-        "e.g. GenericWorkload=true,GangScheduling=true (GenericWorkload also serves the "
-        "Workload API)",
-    )
-    with_state_dir(verbs.add_parser("down", help="stop every process of the plane and remove it"))
-    with_state_dir(verbs.add_parser("status", help="show the plane's processes"))
-    with_state_dir(verbs.add_parser("env", help="print `export KUBECONFIG=...` for the plane"))
-
-
-def _plugins_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--plugin",
-        action="append",
-        dest="plugins",
-        default=[],
-        metavar="MODULE:ATTRIBUTE",
-        help="also register this plugin Registration from a module on the path (repeatable); "
-        "installed packages' plugins (entry-point group ascheduler.plugins) always are",
-    )
-
-
-def _registry(args: argparse.Namespace) -> Registry:
-    """In-tree plugins, installed packages' plugins, and those named with --plugin."""
-    from ascheduler.plugins import IN_TREE
-
-    return IN_TREE.with_entry_points().with_modules(args.plugins)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ascheduler",
-        description="An asyncio-native Kubernetes scheduler with kube-scheduler's semantics.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("version", help="print the version")
-    run = sub.add_parser(
-        "run",
-        help="run the scheduler",
-        description="Schedule every pod whose spec.schedulerName names one of the profiles "
-        "(default: ascheduler) and leave all other pods alone.",
-    )
+def _run_options(run: argparse.ArgumentParser) -> None:
+    """The options `run` and `binder` share (the binder reads the same file and flags)."""
     run.add_argument(
         "--config",
         default=None,
@@ -215,6 +137,103 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="prefix of the pod's bind-phase and bind-time annotations",
     )
+
+
+def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cluster = sub.add_parser(
+        "cluster",
+        help="build and run a local control plane (etcd, kube-apiserver, kwok) on loopback",
+        description="A real Kubernetes control plane on loopback for development, tests, the "
+        "demo and benchmarks. Binaries are built from their Go modules once and cached.",
+    )
+    verbs = cluster.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    build = verbs.add_parser(
+        "build",
+        help="build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kwok",
+    )
+    build.add_argument("--force", action="store_true", help="rebuild even if cached")
+
+    def with_state_dir(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument(
+            "--state-dir",
+            type=Path,
+            default=None,
+            help="where the plane keeps its state (default: <cache>/plane)",
+        )
+        return p
+
+    up = with_state_dir(verbs.add_parser("up", help="start a plane and print its KUBECONFIG"))
+    up.add_argument(
+        "--benchmark",
+        action="store_true",
+        help="turn off API priority-and-fairness and inflight limits",
+    )
+    up.add_argument(
+        "--apiserver-port",
+        type=int,
+        default=0,
+        help="kube-apiserver's port on 127.0.0.1 (default: a free one)",
+    )
+    up.add_argument("--nodes", type=int, default=0, help="also create this many fake nodes")
+    up.add_argument(
+        "--feature-gates",
+        default="",
+        help="feature gates of the plane's apiserver, controller manager and kube-scheduler, "
+        "e.g. GenericWorkload=true,GangScheduling=true (GenericWorkload also serves the "
+        "Workload API)",
+    )
+    with_state_dir(verbs.add_parser("down", help="stop every process of the plane and remove it"))
+    with_state_dir(verbs.add_parser("status", help="show the plane's processes"))
+    with_state_dir(verbs.add_parser("env", help="print `export KUBECONFIG=...` for the plane"))
+
+
+def _plugins_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--plugin",
+        action="append",
+        dest="plugins",
+        default=[],
+        metavar="MODULE:ATTRIBUTE",
+        help="also register this plugin Registration from a module on the path (repeatable); "
+        "installed packages' plugins (entry-point group ascheduler.plugins) always are",
+    )
+
+
+def _registry(args: argparse.Namespace) -> Registry:
+    """In-tree plugins, installed packages' plugins, and those named with --plugin."""
+    from ascheduler.plugins import IN_TREE
+
+    return IN_TREE.with_entry_points().with_modules(args.plugins)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ascheduler",
+        description="An asyncio-native Kubernetes scheduler with kube-scheduler's semantics.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("version", help="print the version")
+    run = sub.add_parser(
+        "run",
+        help="run the scheduler",
+        description="Schedule every pod whose spec.schedulerName names one of the profiles "
+        "(default: ascheduler) and leave all other pods alone.",
+    )
+    _run_options(run)
+    binder = sub.add_parser(
+        "binder",
+        help="bind the pods BindRequests name (for schedulers run with --binding bindrequest)",
+        description="Watch BindRequests and bind their pods, under the node locks the lock "
+        "policy asks for; retry failed binds with backoff up to each request's backoffLimit. "
+        "Reads the scheduler's configuration file and flags (kubeconfig, client, leader "
+        "election, node locks, HTTP address); its Lease defaults to ascheduler-binder and its "
+        "HTTP address to 0.0.0.0:10252.",
+    )
+    _run_options(binder)
+    binder.add_argument(
+        "--workers", type=int, default=64, help="BindRequests handled at once (default: 64)"
+    )
     config = sub.add_parser("config", help="check or print scheduler configuration files")
     config_verbs = config.add_subparsers(dest="verb", required=True, metavar="VERB")
     validate = config_verbs.add_parser(
@@ -319,10 +338,10 @@ async def _create_nodes(kubeconfig: Path, count: int) -> None:
         await wait_nodes_ready(kube, names)
 
 
-def _run(args: argparse.Namespace) -> int:
-    import uvloop
-
-    from ascheduler import app, logs
+def _config_of(args: argparse.Namespace) -> tuple[SchedulerConfig, Registry] | None:
+    """The configuration `run` and `binder` start from: the file, then the flags; None after
+    printing every problem."""
+    from ascheduler import logs
     from ascheduler.config import Overrides, resolve
     from ascheduler.framework import ConfigError
 
@@ -347,7 +366,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     try:
         registry = _registry(args)
-        config = resolve(args.config, overrides, registry)
+        return resolve(args.config, overrides, registry), registry
     except ConfigError as exc:
         where = f"{args.config}: " if args.config else ""
         for problem in exc.problems:
@@ -355,8 +374,45 @@ def _run(args: argparse.Namespace) -> int:
                 f"ascheduler: {where if not problem.startswith('--') else ''}{problem}",
                 file=sys.stderr,
             )
+        return None
+
+
+def _run(args: argparse.Namespace) -> int:
+    import uvloop
+
+    from ascheduler import app
+
+    resolved = _config_of(args)
+    if resolved is None:
         return 2
+    config, registry = resolved
     return uvloop.run(app.main(config, registry))
+
+
+def _binder(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    import uvloop
+
+    from ascheduler.binding import service
+    from ascheduler.http import DEFAULT_ADDRESS
+
+    if args.workers < 1:
+        print(f"ascheduler: --workers: must be at least 1, got {args.workers}", file=sys.stderr)
+        return 2
+    resolved = _config_of(args)
+    if resolved is None:
+        return 2
+    config, _ = resolved
+    # Its own Lease and port unless told otherwise: it runs beside the scheduler.
+    election = config.leader_election
+    if args.leader_elect_resource_name is None and election.resource_name == "ascheduler":
+        election = dataclasses.replace(election, resource_name=service.BINDER_LEASE)
+    address = config.http_address
+    if args.http_address is None and address == DEFAULT_ADDRESS:
+        address = service.BINDER_ADDRESS
+    config = dataclasses.replace(config, leader_election=election, http_address=address)
+    return uvloop.run(service.main(config, workers=args.workers))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -370,4 +426,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cluster(args)
     if args.command == "run":
         return _run(args)
+    if args.command == "binder":
+        return _binder(args)
     raise AssertionError(f"unhandled command {args.command!r}")

@@ -153,3 +153,15 @@ PREEMPTION_GOROUTINES: Final = Counter(
     "Number of preemption goroutines executed.",
     ["result"],
 )
+BINDER_REQUESTS: Final = Counter(
+    "ascheduler_binder_requests_total",
+    "BindRequests handled by `ascheduler binder`, by outcome: bound, retried (a bind failed "
+    "and is tried again), failed (for good).",
+    ["result"],
+)
+BINDER_BIND_DURATION: Final = Histogram(
+    "ascheduler_binder_bind_duration_seconds",
+    "Time of one bind attempt of `ascheduler binder` (node lock included).",
+    ["result"],
+    buckets=_DURATION_BUCKETS,
+)

@@ -1,0 +1,460 @@
+"""`ascheduler binder`: turns BindRequests into Bindings (`--binding bindrequest` mode).
+
+Informers keep the requests, the pods and the node names. Every request that changes is
+queued by key and handled by one of `workers` tasks, one at a time per request:
+
+* the decision is `reconcile.decide`'s (bind, succeed, fail, delete, leave);
+* a bind goes through `LockedBinder`: under the node's lock when the lock policy asks (the
+  pods on the node listed and the fit checked again, the bind phases written on the pod),
+  as a plain Binding carrying the pod's UID otherwise;
+* a bind that fails counts an attempt in the request's status and is tried again after its
+  backoff (1, 2, 4 .. 60 s); at `backoffLimit` attempts the request is Failed and the scheduler
+  takes the pod back;
+* a request marked Succeeded is deleted at once; a Failed one is left for the scheduler and
+  deleted after `retention` seconds if no scheduler took it.
+
+Writes of the status carry the request's UID, so a request deleted and written again under the
+same name (the pod placed again) is never marked with the old one's outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import structlog
+
+from ascheduler import metrics
+from ascheduler.binding.binder import LockedBinder
+from ascheduler.binding.reconcile import Act, after_failed_bind, backoff, decide
+from ascheduler.binding.requests import (
+    FAILED,
+    PLURAL,
+    SUCCEEDED,
+    BindRequest,
+    collection_path,
+    object_path,
+    parse_bind_request,
+)
+from ascheduler.cache import Cache
+from ascheduler.config import SchedulerConfig
+from ascheduler.framework import CycleState, Framework, Handle
+from ascheduler.framework.runtime import PluginRef, multipoint
+from ascheduler.http import HealthServer
+from ascheduler.kube import KubeClient, KubeError
+from ascheduler.kube.client import MERGE_PATCH, RateLimiter
+from ascheduler.kube.informer import Informer
+from ascheduler.leader import LeaderElector, LostLeadership
+from ascheduler.model import Node, PodInfo, parse_node, parse_pod
+from ascheduler.plugins import IN_TREE
+
+log = structlog.get_logger(__name__)
+
+#: How many requests are handled at once.
+DEFAULT_WORKERS: Final = 64
+#: How long a Failed request no scheduler took is kept.
+DEFAULT_RETENTION: Final = 600.0
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Pods:
+    """The pod informer's handler: pods by `namespace/name`."""
+
+    def __init__(self, changed: Callable[[str], None]) -> None:
+        self.by_name: dict[str, PodInfo] = {}
+        self._changed = changed
+
+    def on_add(self, pod: PodInfo) -> None:
+        self.by_name[pod.key] = pod
+        self._changed(pod.key)
+
+    def on_update(self, old: PodInfo, new: PodInfo) -> None:
+        self.on_add(new)
+
+    def on_delete(self, pod: PodInfo) -> None:
+        if (known := self.by_name.get(pod.key)) is not None and known.uid == pod.uid:
+            del self.by_name[pod.key]
+        self._changed(pod.key)
+
+
+class _Nodes:
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.on_node: Callable[[Node], None] = lambda _n: None
+
+    def on_add(self, node: Node) -> None:
+        self.names.add(node.name)
+        self.on_node(node)
+
+    def on_update(self, old: Node, new: Node) -> None:
+        self.on_add(new)
+
+    def on_delete(self, node: Node) -> None:
+        self.names.discard(node.name)
+
+
+class _Requests:
+    def __init__(self, changed: Callable[[str], None]) -> None:
+        self.by_key: dict[str, BindRequest] = {}
+        #: request key -> when this process first saw it Failed (monotonic)
+        self.failed_since: dict[str, float] = {}
+        self._changed = changed
+
+    def on_add(self, req: BindRequest) -> None:
+        self.by_key[req.key] = req
+        if req.phase == FAILED:
+            self.failed_since.setdefault(req.key, time.monotonic())
+        else:
+            self.failed_since.pop(req.key, None)
+        self._changed(req.key)
+
+    def on_update(self, old: BindRequest, new: BindRequest) -> None:
+        self.on_add(new)
+
+    def on_delete(self, req: BindRequest) -> None:
+        self.by_key.pop(req.key, None)
+        self.failed_since.pop(req.key, None)
+
+
+@dataclass
+class BinderStats:
+    bound: int = 0
+    already_bound: int = 0
+    failed: int = 0
+    retried: int = 0
+    deleted: int = 0
+
+
+class RequestBinder:
+    def __init__(
+        self,
+        watch: KubeClient,
+        write: KubeClient,
+        binder: LockedBinder,
+        fw: Framework,
+        *,
+        workers: int = DEFAULT_WORKERS,
+        retention: float = DEFAULT_RETENTION,
+    ) -> None:
+        self.write = write
+        self.binder = binder
+        self.fw = fw
+        self.workers = workers
+        self.retention = retention
+        self.stats = BinderStats()
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._queued: set[str] = set()
+        self._busy: set[str] = set()
+        self._again: set[str] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        #: request key -> earliest loop time of its next attempt
+        self._not_before: dict[str, float] = {}
+        self.requests = _Requests(self.enqueue)
+        self.pods = _Pods(self.enqueue)  # a request is named after its pod
+        self.nodes = _Nodes()
+        self.nodes.on_node = lambda n: binder.locks.observe(n.name, n.annotations)
+        self.informers: tuple[Informer[Any], ...] = (
+            Informer(
+                watch,
+                collection_path(),
+                parse=parse_bind_request,
+                key=lambda r: r.key,
+                version=lambda r: r.resource_version,
+                handler=self.requests,
+                name=PLURAL,
+            ),
+            Informer(
+                watch,
+                "/api/v1/pods",
+                parse=parse_pod,
+                key=lambda p: p.uid,
+                version=lambda p: p.resource_version,
+                handler=self.pods,
+                name="pods",
+            ),
+            Informer(
+                watch,
+                "/api/v1/nodes",
+                parse=parse_node,
+                key=lambda n: n.name,
+                version=lambda n: n.resource_version,
+                handler=self.nodes,
+                name="nodes",
+            ),
+        )
+        self.stopping = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    # -- the work queue --------------------------------------------------------------------
+
+    def enqueue(self, key: str) -> None:
+        if self.stopping:
+            return
+        if key in self._busy:
+            self._again.add(key)  # handled once more when the worker is done with it
+        elif key not in self._queued:
+            self._queued.add(key)
+            self._queue.put_nowait(key)
+
+    def _later(self, key: str, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._not_before[key] = loop.time() + delay
+        if (old := self._timers.pop(key, None)) is not None:
+            old.cancel()
+        self._timers[key] = loop.call_later(delay, self._due, key)
+
+    def _due(self, key: str) -> None:
+        self._timers.pop(key, None)
+        self.enqueue(key)
+
+    def pending(self) -> int:
+        return sum(1 for r in self.requests.by_key.values() if r.pending)
+
+    def in_flight(self) -> int:
+        return len(self._busy)
+
+    async def work(self) -> None:
+        """One worker, until cancelled."""
+        while True:
+            key = await self._queue.get()
+            self._queued.discard(key)
+            self._busy.add(key)
+            self._idle.clear()
+            try:
+                await self.handle(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("bind_request_crashed", request=key)
+                self._later(key, backoff(3))
+            finally:
+                self._busy.discard(key)
+                if key in self._again:
+                    self._again.discard(key)
+                    self.enqueue(key)
+                if not self._busy:
+                    self._idle.set()
+
+    # -- one request -----------------------------------------------------------------------
+
+    async def handle(self, key: str) -> None:
+        req = self.requests.by_key.get(key)
+        if req is None:
+            return
+        pod = self.pods.by_name.get(req.pod_key)
+        if pod is None and req.pending:
+            pod = await self._read_pod(req)  # the informer may not have it yet
+        failed_age = time.monotonic() - self.requests.failed_since.get(key, time.monotonic())
+        decision = decide(
+            req,
+            pod,
+            node_exists=req.node in self.nodes.names,
+            failed_age=failed_age,
+            retention=self.retention,
+        )
+        if decision.act is Act.LEAVE:
+            if req.errors:
+                log.warning("bind_request_unreadable", request=key, errors=decision.reason)
+            elif req.phase == FAILED:  # collected if no scheduler takes it meanwhile
+                self._later(key, max(self.retention - failed_age, 1.0))
+            return
+        if decision.act is Act.DELETE:
+            await self._delete(req)
+            return
+        if decision.act is Act.SUCCEED:
+            self.stats.already_bound += 1
+            if await self._status(req, {"phase": SUCCEEDED, "boundTime": _now()}):
+                await self._delete(req)
+            return
+        if decision.act is Act.FAIL:
+            self.stats.failed += 1
+            metrics.BINDER_REQUESTS.labels("failed").inc()
+            await self._status(req, {"phase": FAILED, "reason": decision.reason})
+            return
+        assert pod is not None
+        wait = self._not_before.get(key, 0.0) - asyncio.get_running_loop().time()
+        if wait > 0:
+            self._later(key, wait)
+            return
+        await self._bind(req, pod)
+
+    async def _bind(self, req: BindRequest, pod: PodInfo) -> None:
+        started = time.perf_counter()
+        status = await self.binder.bind(self.fw, CycleState(), pod, req.node)
+        metrics.BINDER_BIND_DURATION.labels("success" if status.ok else "error").observe(
+            time.perf_counter() - started
+        )
+        if status.ok:
+            self.stats.bound += 1
+            metrics.BINDER_REQUESTS.labels("bound").inc()
+            self._not_before.pop(req.key, None)
+            if await self._status(req, {"phase": SUCCEEDED, "boundTime": _now()}):
+                await self._delete(req)
+            return
+        update = after_failed_bind(req, status.message)
+        if update["phase"] == FAILED:
+            self.stats.failed += 1
+            metrics.BINDER_REQUESTS.labels("failed").inc()
+        else:
+            self.stats.retried += 1
+            metrics.BINDER_REQUESTS.labels("retried").inc()
+            self._later(req.key, backoff(update["failedAttempts"]))
+        log.info("bind_attempt_failed", request=req.key, node=req.node, **update)
+        await self._status(req, {**update, "lastAttemptTime": _now()})
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def _read_pod(self, req: BindRequest) -> PodInfo | None:
+        try:
+            path = f"/api/v1/namespaces/{req.namespace}/pods/{req.pod_name}"
+            return parse_pod(await self.write.get(path))
+        except KubeError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    async def _status(self, req: BindRequest, status: dict[str, Any]) -> bool:
+        """Patch the request's status, guarded by its UID; False if it is gone or replaced."""
+        body = {"metadata": {"uid": req.uid}, "status": status}
+        try:
+            await self.write.request(
+                "PATCH",
+                f"{object_path(req.namespace, req.name)}/status",
+                body=body,
+                content_type=MERGE_PATCH,
+            )
+        except KubeError as exc:
+            if exc.not_found or exc.conflict:
+                return False
+            raise
+        return True
+
+    async def _delete(self, req: BindRequest) -> None:
+        body = {"preconditions": {"uid": req.uid}} if req.uid else None
+        try:
+            await self.write.request("DELETE", object_path(req.namespace, req.name), body=body)
+        except KubeError as exc:
+            if not (exc.not_found or exc.conflict):
+                raise
+            return
+        self.stats.deleted += 1
+
+    # -- running ---------------------------------------------------------------------------
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers)
+
+    async def run(self, stop: asyncio.Event, *, grace: float = 30.0) -> None:
+        """Informers, then the workers once they synced, until `stop`; then the requests in
+        hand are finished (for `grace` seconds at most) and the node locks released."""
+        async with asyncio.TaskGroup() as group:
+            background = [group.create_task(i.run()) for i in self.informers]
+            background.append(group.create_task(self.binder.locks.run()))
+            stopping = group.create_task(stop.wait())
+            synced = group.create_task(self._all_synced())
+            await asyncio.wait([stopping, synced], return_when=asyncio.FIRST_COMPLETED)
+            workers = []
+            if not stop.is_set():
+                log.info("binder_synced", requests=len(self.requests.by_key))
+                workers = [group.create_task(self.work()) for _ in range(self.workers)]
+                await stopping
+            # Take nothing new; finish the requests in hand (their binds, their status).
+            self.stopping = True
+            while not self._queue.empty():
+                self._queued.discard(self._queue.get_nowait())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), grace)
+            for task in (*workers, *background, synced):
+                task.cancel()
+            for timer in self._timers.values():
+                timer.cancel()
+        with contextlib.suppress(Exception):
+            await self.binder.locks.release_all()
+
+    async def _all_synced(self) -> None:
+        for informer in self.informers:
+            await informer.synced.wait()
+
+
+#: The binder's own defaults where it would otherwise share the scheduler's.
+BINDER_LEASE: Final = "ascheduler-binder"
+BINDER_ADDRESS: Final = "0.0.0.0:10252"
+
+
+async def main(config: SchedulerConfig, *, workers: int = DEFAULT_WORKERS) -> int:
+    """`ascheduler binder`: serve until SIGTERM or SIGINT (one leader among replicas when
+    leader election is on); 1 if leadership was lost."""
+    watch = await KubeClient.connect(
+        config.kubeconfig, pool_size=8, user_agent="ascheduler-binder/watch"
+    )
+    limiter = RateLimiter(config.qps, config.burst) if config.qps else None
+    write = await KubeClient.connect(
+        config.kubeconfig,
+        pool_size=max(workers * 2, 16),
+        user_agent="ascheduler-binder",
+        limiter=limiter,
+    )
+    profile = multipoint(BINDER_LEASE, [PluginRef("PrioritySort"), PluginRef("DefaultBinder")])
+    fw = Framework(profile, IN_TREE, Handle(nodes=Cache().table, kube=write, profile=BINDER_LEASE))
+    locked = LockedBinder(
+        write,
+        config.binding,
+        lease_namespace=config.leader_election.resource_namespace,
+    )
+    service = RequestBinder(watch, write, locked, fw, workers=workers)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    health = None
+    if config.http_address:
+        health = HealthServer(
+            config.http_address,
+            pending=lambda: {"bindrequests": service.pending()},
+            not_ready=lambda: "" if service.synced() else "informers have not synced",
+        )
+        await health.start()
+    elector = None
+    if config.leader_election.leader_elect:
+        lease = await KubeClient.connect(
+            config.kubeconfig, pool_size=2, user_agent="ascheduler-binder/leader-election"
+        )
+        elector = LeaderElector(lease, config.leader_election)
+        if health is not None:
+            health.not_ready = lambda: "standby: not leading"
+    try:
+        if elector is None:
+            await service.run(stop, grace=config.shutdown_grace)
+        elif await elector.acquire(stop):
+            if health is not None:
+                health.not_ready = lambda: "" if service.synced() else "informers have not synced"
+            lost: BaseExceptionGroup[LostLeadership] | None = None
+            try:
+                async with asyncio.TaskGroup() as group:
+                    renewal = group.create_task(elector.hold())
+                    await service.run(stop, grace=config.shutdown_grace)
+                    renewal.cancel()
+            except* LostLeadership as group_error:
+                lost = group_error
+            if lost is not None:
+                log.error("stopped_leading", reason=str(lost.exceptions[0]))
+                return 1
+    finally:
+        if elector is not None:
+            await elector.release()
+            await elector.kube.close()
+        if health is not None:
+            await health.stop()
+        await watch.close()
+        await write.close()
+    return 0
