@@ -60,6 +60,8 @@ log = structlog.get_logger(__name__)
 DEFAULT_WORKERS: Final = 64
 #: How long a Failed request no scheduler took is kept.
 DEFAULT_RETENTION: Final = 600.0
+#: How many finished requests' UIDs are remembered.
+FINISHED_KEPT: Final = 100_000
 
 
 def _now() -> str:
@@ -158,6 +160,9 @@ class RequestBinder:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         #: request key -> earliest loop time of its next attempt
         self._not_before: dict[str, float] = {}
+        #: UIDs of requests this process finished (bound and deleted, or failed): the events
+        #: their own writes cause are not handled again (oldest forgotten past FINISHED_KEPT).
+        self._finished: dict[str, None] = {}
         self.requests = _Requests(self.enqueue)
         self.pods = _Pods(self.enqueue)  # a request is named after its pod
         self.nodes = _Nodes()
@@ -247,10 +252,15 @@ class RequestBinder:
 
     # -- one request -----------------------------------------------------------------------
 
+    def _finish(self, req: BindRequest) -> None:
+        self._finished[req.uid] = None
+        if len(self._finished) > FINISHED_KEPT:
+            del self._finished[next(iter(self._finished))]
+
     async def handle(self, key: str) -> None:
         req = self.requests.by_key.get(key)
-        if req is None:
-            return
+        if req is None or (req.uid in self._finished and req.phase != FAILED):
+            return  # (a Failed one still comes back here to be collected)
         pod = self.pods.by_name.get(req.pod_key)
         if pod is None and req.pending:
             pod = await self._read_pod(req)  # the informer may not have it yet
@@ -273,13 +283,13 @@ class RequestBinder:
             return
         if decision.act is Act.SUCCEED:
             self.stats.already_bound += 1
-            if await self._status(req, {"phase": SUCCEEDED, "boundTime": _now()}):
-                await self._delete(req)
+            await self._succeeded(req)
             return
         if decision.act is Act.FAIL:
             self.stats.failed += 1
             metrics.BINDER_REQUESTS.labels("failed").inc()
             await self._status(req, {"phase": FAILED, "reason": decision.reason})
+            self._finish(req)
             return
         assert pod is not None
         wait = self._not_before.get(key, 0.0) - asyncio.get_running_loop().time()
@@ -298,8 +308,7 @@ class RequestBinder:
             self.stats.bound += 1
             metrics.BINDER_REQUESTS.labels("bound").inc()
             self._not_before.pop(req.key, None)
-            if await self._status(req, {"phase": SUCCEEDED, "boundTime": _now()}):
-                await self._delete(req)
+            await self._succeeded(req)
             return
         update = after_failed_bind(req, status.message)
         if update["phase"] == FAILED:
@@ -311,6 +320,15 @@ class RequestBinder:
             self._later(req.key, backoff(update["failedAttempts"]))
         log.info("bind_attempt_failed", request=req.key, node=req.node, **update)
         await self._status(req, {**update, "lastAttemptTime": _now()})
+        if update["phase"] == FAILED:
+            self._finish(req)
+
+    async def _succeeded(self, req: BindRequest) -> None:
+        """Marked Succeeded (what a scheduler watching sees before the request goes), then
+        collected."""
+        if await self._status(req, {"phase": SUCCEEDED, "boundTime": _now()}):
+            await self._delete(req)
+        self._finish(req)
 
     # -- writes ----------------------------------------------------------------------------
 

@@ -103,11 +103,15 @@ def kube_scheduler_config(
 
 
 def ascheduler_argv(
-    kubeconfig: str, *args: str, http_address: str | None = "127.0.0.1:0"
+    kubeconfig: str,
+    *args: str,
+    http_address: str | None = "127.0.0.1:0",
+    command: str = "run",
 ) -> list[str]:
-    """`ascheduler run` with this interpreter against `kubeconfig`; `args` add to it. HTTP on
-    `http_address` (default: any free loopback port, so several can run; None: the config's)."""
-    argv = [sys.executable, "-m", "ascheduler", "run", "--kubeconfig", kubeconfig]
+    """`ascheduler run` (or `command`: `binder`) with this interpreter against `kubeconfig`;
+    `args` add to it. HTTP on `http_address` (default: any free loopback port, so several can
+    run; None: the config's)."""
+    argv = [sys.executable, "-m", "ascheduler", command, "--kubeconfig", kubeconfig]
     if http_address is not None:
         argv += ["--http-address", http_address]
     return [*argv, *args]
@@ -454,11 +458,12 @@ class ControlPlane:
         kubeconfig: str | None = None,
         http_address: str | None = "127.0.0.1:0",
         env: dict[str, str] | None = None,
+        command: str = "run",
     ) -> ProcessRecord:
-        """`ascheduler run` (see `ascheduler_argv`) as the plane's admin unless `kubeconfig`
-        says otherwise, one of the plane's processes."""
+        """`ascheduler run` (or `command`, see `ascheduler_argv`) as the plane's admin unless
+        `kubeconfig` says otherwise, one of the plane's processes."""
         kubeconfig = kubeconfig or str(self.require_state().admin_kubeconfig)
-        argv = ascheduler_argv(kubeconfig, *args, http_address=http_address)
+        argv = ascheduler_argv(kubeconfig, *args, http_address=http_address, command=command)
         return self.start_process(name, argv, env=env)
 
     # -- internals -------------------------------------------------------------------------

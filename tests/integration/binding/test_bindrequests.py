@@ -1,0 +1,147 @@
+"""`--binding bindrequest` on the real plane: the scheduler writes BindRequests, `ascheduler
+binder` binds them; placements survive either process being killed -9, every pod is bound once
+and no node holds more than it has; a bind that cannot happen fails its request and the pod is
+scheduled again."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ascheduler.binding.requests import collection_path
+from ascheduler.devcluster import ControlPlane
+from ascheduler.devcluster.nodes import FakeNodes
+from ascheduler.devcluster.plane import PlaneState
+from ascheduler.devcluster.processes import ProcessRecord, is_alive
+from ascheduler.kube import KubeClient
+from tests.integration.conftest import NodeFactory
+from tests.integration.helpers import (
+    create_pods,
+    events_for,
+    eventually,
+    node_of,
+    pause_pod,
+    pods_in,
+    scheduler,
+    wait_bound,
+)
+
+
+@contextmanager
+def binder(plane: ControlPlane, name: str, *extra: str) -> Iterator[ProcessRecord]:
+    """An `ascheduler binder` process of the test's own, stopped by pid when the block ends."""
+    record = plane.start_ascheduler(name, "--log-level", "debug", *extra, command="binder")
+    try:
+        yield record
+    finally:
+        plane.stop_process(record)
+
+
+async def requests_in(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
+    body = await kube.get(collection_path(namespace))
+    return list(body["items"])
+
+
+async def no_requests_left(kube: KubeClient, namespace: str) -> None:
+    async def empty() -> bool:
+        return not await requests_in(kube, namespace)
+
+    await eventually(empty, what="every BindRequest collected", timeout=60)
+
+
+def durable(plane: ControlPlane, state: PlaneState, name: str, profile: str) -> Any:
+    return scheduler(plane, state, name, profile, "--binding", "bindrequest")
+
+
+async def test_pods_are_bound_through_bind_requests_once_each(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+) -> None:
+    names = await nodes(FakeNodes(count=5, prefix=f"{namespace}-n", cpu="4", pods=110))
+    profile = f"{namespace}-s"
+    pods = [pause_pod(f"p{i}", scheduler_name=profile, cpu="50m") for i in range(300)]
+    with durable(plane, plane_state, "ascheduler-br", profile):
+        # No binder yet: the placements are written down, nothing is bound.
+        await create_pods(kube, namespace, pods[:20])
+
+        async def twenty_requests() -> list[dict[str, Any]] | None:
+            items = await requests_in(kube, namespace)
+            return items if len(items) == 20 else None
+
+        items = await eventually(twenty_requests, what="20 BindRequests")
+        assert {i["spec"]["selectedNode"] for i in items} <= set(names)
+        assert not any(node_of(p) for p in (await pods_in(kube, namespace)).values())
+        with binder(plane, "ascheduler-binder-a"):
+            await create_pods(kube, namespace, pods[20:])
+            placed = await wait_bound(kube, namespace, [f"p{i}" for i in range(300)], timeout=180)
+            await no_requests_left(kube, namespace)
+    assert set(placed.values()) <= set(names)
+    on_api = await pods_in(kube, namespace)
+    assert {n: node_of(p) for n, p in on_api.items()} == placed
+    assert max(Counter(placed.values()).values()) <= 80  # 4 cpu / 50m
+
+
+async def test_kill_9_of_the_binder_then_the_scheduler_mid_burst(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+) -> None:
+    # Room for exactly 120 pods of 1 cpu on 6 nodes; 120 pods.
+    names = await nodes(FakeNodes(count=6, prefix=f"{namespace}-n", cpu="20", pods=110))
+    profile = f"{namespace}-s"
+    pods = [pause_pod(f"p{i}", scheduler_name=profile, cpu="1") for i in range(120)]
+    with durable(plane, plane_state, "ascheduler-br-1", profile) as first:
+        with binder(plane, "ascheduler-binder-1") as victim:
+            await create_pods(kube, namespace, pods[:40])
+            await asyncio.sleep(0.5)
+            os.kill(victim.pid, signal.SIGKILL)
+        assert not is_alive(victim)
+        await create_pods(kube, namespace, pods[40:80])
+        with binder(plane, "ascheduler-binder-2"):
+            await create_pods(kube, namespace, pods[80:100])
+            os.kill(first.pid, signal.SIGKILL)
+            await create_pods(kube, namespace, pods[100:])
+            # A new scheduler finds the placements written down and takes them as made.
+            with durable(plane, plane_state, "ascheduler-br-2", profile):
+                placed = await wait_bound(
+                    kube, namespace, [f"p{i}" for i in range(120)], timeout=180
+                )
+                await no_requests_left(kube, namespace)
+    assert Counter(placed.values()) == {n: 20 for n in names}  # full, none over
+
+
+async def test_a_bind_that_cannot_happen_fails_its_request_and_the_pod_is_placed_again(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+) -> None:
+    (doomed,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-gone", cpu="4"))
+    profile = f"{namespace}-s"
+    with durable(plane, plane_state, "ascheduler-br-f", profile):
+        await create_pods(kube, namespace, [pause_pod("p", scheduler_name=profile)])
+
+        async def written() -> list[dict[str, Any]] | None:
+            return await requests_in(kube, namespace) or None
+
+        (item,) = await eventually(written, what="the BindRequest")
+        assert item["spec"]["selectedNode"] == doomed
+        await kube.request("DELETE", f"/api/v1/nodes/{doomed}")
+        (other,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-new", cpu="4"))
+        with binder(plane, "ascheduler-binder-f"):
+            placed = await wait_bound(kube, namespace, ["p"], timeout=90)
+            assert placed == {"p": other}
+            await no_requests_left(kube, namespace)
+        notes = [e.get("note", "") for e in await events_for(kube, namespace, "FailedScheduling")]
+        assert f"binding failed: node {doomed} does not exist" in notes, notes
