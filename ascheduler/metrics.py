@@ -165,3 +165,7 @@ BINDER_BIND_DURATION: Final = Histogram(
     ["result"],
     buckets=_DURATION_BUCKETS,
 )
+BINDER_PENDING: Final = Gauge(
+    "ascheduler_binder_pending_requests",
+    "BindRequests `ascheduler binder` knows that are not bound yet.",
+)

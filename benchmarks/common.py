@@ -86,11 +86,18 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def ascheduler_argv(kubeconfig: str, *args: str, http_port: int = 0) -> list[str]:
-    """`ascheduler run` against `kubeconfig`, quiet, serving HTTP on `http_port` (0: any free
-    port); `args` add to it."""
+def ascheduler_argv(
+    kubeconfig: str, *args: str, http_port: int = 0, command: str = "run"
+) -> list[str]:
+    """`ascheduler run` (or `command`) against `kubeconfig`, quiet, serving HTTP on
+    `http_port` (0: any free port); `args` add to it."""
     return plane_argv(
-        kubeconfig, "--log-level", "warning", *args, http_address=f"127.0.0.1:{http_port}"
+        kubeconfig,
+        "--log-level",
+        "warning",
+        *args,
+        http_address=f"127.0.0.1:{http_port}",
+        command=command,
     )
 
 

@@ -86,7 +86,15 @@ from benchmarks.workloads import (
 
 DRA = "/apis/resource.k8s.io/v1"
 
-SCHEDULERS = ("ascheduler", "kube-scheduler", "ceiling-go", "ceiling-python")
+SCHEDULERS = (
+    "ascheduler",
+    "ascheduler-bindrequest",
+    "kube-scheduler",
+    "ceiling-go",
+    "ceiling-python",
+)
+#: ascheduler with `--binding bindrequest`, beside `ascheduler binder` (both measured).
+BINDREQUEST = "ascheduler-bindrequest"
 CEILINGS = ("ceiling-go", "ceiling-python")
 MODES = ("steady", "backlog")
 BENCH_LABEL = "ascheduler.io/benchmark"
@@ -167,15 +175,25 @@ def start_scheduler(
         ]
         return target.start(f"{which}-{name}", argv)
     gates = ("--feature-gates", workload.feature_gates) if workload.feature_gates else ()
+    mode = ("--binding", "bindrequest") if which == BINDREQUEST else ()
     argv = ascheduler_argv(
         target.kubeconfig,
         "--scheduler-name",
         name,
         *gates,
+        *mode,
         *workload.ascheduler_args,
         http_port=port,
     )
     return target.start(f"ascheduler-{name}", argv)
+
+
+def start_binder(target: Target, workload: Workload, name: str, port: int) -> ProcessRecord:
+    """`ascheduler binder` for a bindrequest run, with the run's lock settings."""
+    argv = ascheduler_argv(
+        target.kubeconfig, *workload.ascheduler_args, http_port=port, command="binder"
+    )
+    return target.start(f"ascheduler-binder-{name}", argv)
 
 
 async def requests_total(session: aiohttp.ClientSession, which: str, port: int) -> dict[str, float]:
@@ -411,26 +429,55 @@ class Run:
         self.watcher: asyncio.Task[None] | None = None
         self.record: ProcessRecord | None = None
         self.port = 0
+        #: `ascheduler binder` beside a bindrequest run's scheduler (counted with it).
+        self.binder: ProcessRecord | None = None
+        self.binder_port = 0
 
     def start(self) -> float:
-        """A fresh scheduler process on a fresh metrics port; when it was started."""
+        """A fresh scheduler process on a fresh metrics port (and a fresh binder for a
+        bindrequest run); when it was started."""
         self.port = free_port()
         self.record = start_scheduler(self.target, self.workload, self.which, self.name, self.port)
+        if self.which == BINDREQUEST:
+            self.binder_port = free_port()
+            self.binder = start_binder(self.target, self.workload, self.name, self.binder_port)
         return time.monotonic()
 
     def stop(self) -> None:
-        if self.record is not None:
-            self.target.stop(self.record)
-            self.record = None
+        for record in (self.record, self.binder):
+            if record is not None:
+                self.target.stop(record)
+        self.record = self.binder = None
 
     def check(self) -> ProcessRecord:
-        """The scheduler's process, after checking it and the watch are still going."""
+        """The scheduler's process, after checking it (and its binder) and the watch are
+        still going."""
         if self.watcher is not None and self.watcher.done() and not self.done.is_set():
             self.watcher.result()  # raises what stopped it
-        if self.record is None or not is_alive(self.record):
-            log = self.record.log if self.record else "its log"
-            raise RuntimeError(f"{self.which} exited; see {log}")
+        for record in (self.record, self.binder if self.which == BINDREQUEST else self.record):
+            if record is None or not is_alive(record):
+                log = record.log if record else "its log"
+                raise RuntimeError(f"{self.which} exited; see {log}")
+        assert self.record is not None
         return self.record
+
+    def _processes(self) -> list[ProcessRecord]:
+        return [r for r in (self.record, self.binder) if r is not None]
+
+    def cpu(self) -> float:
+        return sum(cpu_seconds(r.pid) for r in self._processes())
+
+    def rss(self) -> int:
+        return sum(rss_bytes(r.pid) for r in self._processes())
+
+    async def requests(self) -> dict[str, float]:
+        """The settled request counts of the scheduler and its binder, added up."""
+        total = await settled_requests(self.scrape, self.which, self.port)
+        if self.binder is not None:
+            theirs = await settled_requests(self.scrape, self.which, self.binder_port)
+            for key, value in theirs.items():
+                total[key] = total.get(key, 0.0) + value
+        return total
 
     def start_churn(self) -> asyncio.Task[None] | None:
         if self.workload.churn is None:
@@ -478,11 +525,11 @@ class Run:
             await asyncio.sleep(0.1)
 
     async def steady(self, index: int) -> dict[str, Any]:
-        record = self.check()
+        self.check()
         # The initial pods' events may still be queued: let them go out before counting.
-        requests0 = await settled_requests(self.scrape, self.which, self.port)
-        cpu0 = cpu_seconds(record.pid)
-        peak = rss_bytes(record.pid)
+        requests0 = await self.requests()
+        cpu0 = self.cpu()
+        peak = self.rss()
         start = time.monotonic()
 
         async def create_measured() -> float:
@@ -499,11 +546,11 @@ class Run:
                 await asyncio.sleep(1.0)
                 if creating.done() and creating.exception():
                     creating.result()
-                record = self.check()
+                self.check()
                 now_bound = self.bound_measured()
                 samples.append(now_bound - last)
                 last = now_bound
-                peak = max(peak, rss_bytes(record.pid))
+                peak = max(peak, self.rss())
                 self.show(index, "steady", samples[-1])
                 if time.monotonic() - start > self.timeout and not self.done.is_set():
                     finished = False  # reported as it stands: how many were bound by now
@@ -518,8 +565,8 @@ class Run:
                 churning.cancel()
         # Settled first: what the scheduler still writes for these pods (events it held
         # back while binding) is part of their cost.
-        requests1 = await settled_requests(self.scrape, self.which, self.port)
-        cpu = cpu_seconds(record.pid) - cpu0
+        requests1 = await self.requests()
+        cpu = self.cpu() - cpu0
         requests = {k: v - requests0.get(k, 0.0) for k, v in requests1.items()}
         measured_samples = samples[1:] or samples
         bound = self.bound_measured()
@@ -572,15 +619,15 @@ class Run:
             raise RuntimeError(f"{self.which}: {early} pods bound while no scheduler ran")
         started = self.start()
         churning = self.start_churn()
-        record = self.check()
-        peak = rss_bytes(record.pid)
+        self.check()
+        peak = self.rss()
         last = 0
         finished = True
         try:
             while not self.done.is_set():
                 await asyncio.sleep(1.0)
-                record = self.check()
-                peak = max(peak, rss_bytes(record.pid))
+                self.check()
+                peak = max(peak, self.rss())
                 now_bound = self.bound_measured()
                 self.show(index, "backlog", now_bound - last)
                 last = now_bound
@@ -591,8 +638,8 @@ class Run:
             if churning is not None:
                 churning.cancel()
         stopped = time.monotonic()
-        requests = await settled_requests(self.scrape, self.which, self.port)
-        cpu = cpu_seconds(record.pid)  # all of it: the start, the lists, the binds, the events
+        requests = await self.requests()
+        cpu = self.cpu()  # all of it: the start, the lists, the binds, the events
         times = sorted(self.bound[n] for n in self.bound if n.startswith("m-"))
         paced: dict[str, float] = {}
         if times:
@@ -782,6 +829,7 @@ def _finished(run: dict[str, Any]) -> bool:
 def ratios(runs: dict[str, list[dict[str, Any]]], mode: str = "steady") -> dict[str, Any]:
     """Run by run, as median, min and max: ascheduler / kube-scheduler on each metric of the
     mode; ascheduler's throughput over each ceiling's and over the faster one's ("ceiling");
+    bindrequest mode's throughput, requests and CPU over direct mode's and kube-scheduler's;
     and ceiling-python / ceiling-go, which says whether the Python client is a limit."""
     out: dict[str, dict[str, float]] = {}
     others: dict[str, list[dict[str, Any]]] = {
@@ -800,6 +848,19 @@ def ratios(runs: dict[str, list[dict[str, Any]]], mode: str = "steady") -> dict[
                 ]
                 if per_run:
                     out[f"{key} ascheduler/{other}"] = _spread(per_run)
+    # The cost of durable binds: bindrequest mode against direct mode and kube-scheduler.
+    if runs.get(BINDREQUEST):
+        for other in ("ascheduler", "kube-scheduler"):
+            if not runs.get(other):
+                continue
+            for key in ("throughput_avg", "requests_per_pod", "cpu_seconds"):
+                per_run = [
+                    a[key] / b[key]
+                    for a, b in zip(runs[BINDREQUEST], runs[other], strict=True)
+                    if b.get(key) and key in a and _finished(a) and _finished(b)
+                ]
+                if per_run:
+                    out[f"{key} {BINDREQUEST}/{other}"] = _spread(per_run)
     if runs.get("ceiling-go") and runs.get("ceiling-python"):
         per_run = [
             p["throughput_avg"] / g["throughput_avg"]

@@ -430,6 +430,7 @@ async def main(config: SchedulerConfig, *, workers: int = DEFAULT_WORKERS) -> in
         lease_namespace=config.leader_election.resource_namespace,
     )
     service = RequestBinder(watch, write, locked, fw, workers=workers)
+    metrics.BINDER_PENDING.set_function(service.pending)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -438,7 +439,6 @@ async def main(config: SchedulerConfig, *, workers: int = DEFAULT_WORKERS) -> in
     if config.http_address:
         health = HealthServer(
             config.http_address,
-            pending=lambda: {"bindrequests": service.pending()},
             not_ready=lambda: "" if service.synced() else "informers have not synced",
         )
         await health.start()

@@ -281,3 +281,16 @@ def test_the_readme_says_a_scheduler_did_not_finish_instead_of_a_rate() -> None:
     data["timeout_s"] = 600.0
     row = report.readme_table([data]).splitlines()[2]
     assert row.startswith(f"| {BASIC} | 300 | unfinished: 0 of 100 in 600 s |"), row
+
+
+def test_bindrequest_mode_is_compared_with_direct_mode_and_kube_scheduler() -> None:
+    runs = {
+        "ascheduler": [run_result("ascheduler", 400)],
+        "ascheduler-bindrequest": [run_result("ascheduler-bindrequest", 300)],
+        "kube-scheduler": [run_result("kube-scheduler", 100)],
+    }
+    r = ratios(runs)
+    assert r["throughput_avg ascheduler-bindrequest/ascheduler"]["median"] == 0.75
+    assert r["throughput_avg ascheduler-bindrequest/kube-scheduler"]["median"] == 3.0
+    assert r["requests_per_pod ascheduler-bindrequest/ascheduler"]["median"] == 1.0
+    assert r["throughput_avg ascheduler/kube-scheduler"]["median"] == 4.0
