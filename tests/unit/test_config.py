@@ -411,3 +411,15 @@ def test_run_refuses_a_non_positive_lock_timeout(tmp_path: Path) -> None:
     result = cli("run", "--node-lock-timeout", "0s", "--kubeconfig", str(tmp_path / "none"))
     assert result.returncode == 2
     assert "must be positive" in result.stderr
+
+
+def test_the_binding_mode_comes_from_the_file_or_the_flag(tmp_path: Path) -> None:
+    assert resolved({}, tmp_path).binding.mode == "direct"
+    durable = {"ascheduler": {"binding": "bindrequest"}}
+    assert resolved(durable, tmp_path).binding.mode == "bindrequest"
+    assert resolved(durable, tmp_path, binding_mode="direct").binding.mode == "direct"
+    assert resolved({}, tmp_path, binding_mode="bindrequest").binding.mode == "bindrequest"
+    document = to_document(resolved(durable, tmp_path), IN_TREE)
+    assert document["ascheduler"]["binding"] == "bindrequest"
+    (problem,) = problems({"ascheduler": {"binding": "carrier-pigeon"}})
+    assert problem == "ascheduler.binding: must be one of direct, bindrequest, got 'carrier-pigeon'"
