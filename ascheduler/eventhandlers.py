@@ -72,7 +72,8 @@ class _PodEvents:
                 # Nominated by a preemption: ours (or before a restart), or another
                 # scheduler's on nodes we share; either way that room is taken.
                 self.r.nominator.nominate(pod, pod.nominated_node_name)
-            if self.r.ours(pod) and not self.r.requests.place(pod):
+            placed = self.r.requests.place(pod)
+            if self.r.ours(pod) and not placed:
                 self.r.queue.add(pod)
 
     def on_update(self, old: PodInfo, new: PodInfo) -> None:
@@ -136,9 +137,10 @@ class _PodEvents:
 class _RequestEvents:
     """BindRequests (`--binding bindrequest`): a pending request is a placement already made,
     so its pod is assumed on the request's node, also when this process started after the
-    request was written. A request that failed for good gives its pod's room back: the pod
-    is forgotten, its plugins' reservations undone, the request deleted and the pod queued
-    again. Requests the binder finished need nothing: the pod informer confirms the bind."""
+    request was written, and also when another instance (another profile) made it. A request
+    that failed for good gives its pod's room back: the pod is forgotten, its plugins'
+    reservations undone, the request deleted and (if ours) the pod queued again. Requests the
+    binder finished need nothing: the pod informer confirms the bind."""
 
     def __init__(self, router: EventRouter) -> None:
         self.r = router
@@ -147,8 +149,8 @@ class _RequestEvents:
         self._reported: set[str] = set()
 
     def place(self, pod: PodInfo) -> bool:
-        """Assume `pod` (unassigned, ours) where its pending request says; False if it has
-        none (the pod is scheduled as usual)."""
+        """Assume `pod` (unassigned) where its pending request says; False if it has none
+        (a pod of ours is then scheduled as usual)."""
         req = self.pending.get(pod.uid)
         if req is None or pod.assigned or pod.deleting:
             return False
@@ -188,7 +190,8 @@ class _RequestEvents:
         if req.pending:
             self.pending[req.pod_uid] = req
             pod = self._pod(req)
-            if pod is not None and self.r.ours(pod):
+            if pod is not None:
+                # Another instance's placement takes room on the node too.
                 self.place(pod)
             return
         was = self.pending.pop(req.pod_uid, None)

@@ -388,3 +388,16 @@ def test_an_unreadable_request_changes_nothing() -> None:
     env.router.requests.on_delete(bad)
     assert not env.cache.has_pod(p.uid)
     assert env.queue.where(p.uid) == "active"
+
+
+def test_another_instances_pending_request_takes_room_too() -> None:
+    p = make_pod("p", cpu="3", scheduler="other-scheduler")
+    env = setup(p)
+    env.router.pods.on_add(p)
+    env.router.requests.on_add(req(p, "n2"))
+    assert used(env, "n2") == 3000  # not ours to schedule, but counted
+    assert p.uid not in env.queue
+    failed = req(p, "n2", phase="Failed", reason="node n2 does not exist")
+    env.router.requests.on_update(req(p, "n2"), failed)
+    assert used(env, "n2") == 0
+    assert p.uid not in env.queue  # still not ours
