@@ -198,12 +198,16 @@ class _RequestEvents:
         if not req.failed:
             return  # Succeeded: the pod informer confirms the bind
         pod = self._pod(req)
-        if pod is None or pod.assigned:
-            self.r.scheduler.writer.drop_request(req)
-            return
-        if was is not None or self.r.cache.is_assumed(pod.uid):
+        if pod is not None and not pod.assigned and (
+            was is not None or self.r.cache.is_assumed(pod.uid)
+        ):
             self._release(pod, req, f"binding failed: {req.reason or 'no reason given'}")
         else:
+            self._drop(req)
+
+    def _drop(self, req: BindRequest) -> None:
+        """Delete a failed request, if this instance wrote it (its profile's)."""
+        if req.failed and req.scheduler_name in self.r.scheduler.frameworks:
             self.r.scheduler.writer.drop_request(req)
 
     def _release(self, pod: PodInfo, req: BindRequest, why: str) -> None:
@@ -216,8 +220,7 @@ class _RequestEvents:
             cache.forget(pod)
             cache.gangs.forget(pod)
             self.r.queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE, pod, None)
-        if req.failed:
-            scheduler.writer.drop_request(req)
+        self._drop(req)
         if fw is not None:
             scheduler.writer.failed(pod, why, fw.profile, reason="SchedulerError")
             if not pod.deleting:
