@@ -198,8 +198,10 @@ class _RequestEvents:
         if not req.failed:
             return  # Succeeded: the pod informer confirms the bind
         pod = self._pod(req)
-        if pod is not None and not pod.assigned and (
-            was is not None or self.r.cache.is_assumed(pod.uid)
+        if (
+            pod is not None
+            and not pod.assigned
+            and (was is not None or self.r.cache.is_assumed(pod.uid))
         ):
             self._release(pod, req, f"binding failed: {req.reason or 'no reason given'}")
         else:

@@ -158,7 +158,7 @@ class RequestBinder:
         self._busy: set[str] = set()
         self._again: set[str] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        #: request key -> earliest loop time of its next attempt
+        #: request UID -> earliest loop time of its next bind attempt (after a failed one)
         self._not_before: dict[str, float] = {}
         #: UIDs of requests this process finished (bound and deleted, or failed): the events
         #: their own writes cause are not handled again (oldest forgotten past FINISHED_KEPT).
@@ -212,8 +212,8 @@ class RequestBinder:
             self._queue.put_nowait(key)
 
     def _later(self, key: str, delay: float) -> None:
+        """Handle the request named `key` again in `delay` seconds."""
         loop = asyncio.get_running_loop()
-        self._not_before[key] = loop.time() + delay
         if (old := self._timers.pop(key, None)) is not None:
             old.cancel()
         self._timers[key] = loop.call_later(delay, self._due, key)
@@ -253,6 +253,7 @@ class RequestBinder:
     # -- one request -----------------------------------------------------------------------
 
     def _finish(self, req: BindRequest) -> None:
+        self._not_before.pop(req.uid, None)
         self._finished[req.uid] = None
         if len(self._finished) > FINISHED_KEPT:
             del self._finished[next(iter(self._finished))]
@@ -271,6 +272,14 @@ class RequestBinder:
             node_exists=req.node in self.nodes.names,
             failed_age=failed_age,
             retention=self.retention,
+        )
+        log.debug(
+            "bind_request_decided",
+            request=key,
+            uid=req.uid,
+            phase=req.phase,
+            act=decision.act.value,
+            reason=decision.reason,
         )
         if decision.act is Act.LEAVE:
             if req.errors:
@@ -292,7 +301,7 @@ class RequestBinder:
             self._finish(req)
             return
         assert pod is not None
-        wait = self._not_before.get(key, 0.0) - asyncio.get_running_loop().time()
+        wait = self._not_before.get(req.uid, 0.0) - asyncio.get_running_loop().time()
         if wait > 0:
             self._later(key, wait)
             return
@@ -307,7 +316,7 @@ class RequestBinder:
         if status.ok:
             self.stats.bound += 1
             metrics.BINDER_REQUESTS.labels("bound").inc()
-            self._not_before.pop(req.key, None)
+            self._not_before.pop(req.uid, None)
             await self._succeeded(req)
             return
         update = after_failed_bind(req, status.message)
@@ -317,7 +326,9 @@ class RequestBinder:
         else:
             self.stats.retried += 1
             metrics.BINDER_REQUESTS.labels("retried").inc()
-            self._later(req.key, backoff(update["failedAttempts"]))
+            delay = backoff(update["failedAttempts"])
+            self._not_before[req.uid] = asyncio.get_running_loop().time() + delay
+            self._later(req.key, delay)
         log.info("bind_attempt_failed", request=req.key, node=req.node, **update)
         await self._status(req, {**update, "lastAttemptTime": _now()})
         if update["phase"] == FAILED:
