@@ -13,10 +13,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
 from ascheduler.binding.requests import collection_path
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
-from ascheduler.devcluster.plane import PlaneState
+from ascheduler.devcluster.plane import PlaneState, free_port
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
@@ -33,13 +36,34 @@ from tests.integration.helpers import (
 
 
 @contextmanager
-def binder(plane: ControlPlane, name: str, *extra: str) -> Iterator[ProcessRecord]:
-    """An `ascheduler binder` process of the test's own, stopped by pid when the block ends."""
-    record = plane.start_ascheduler(name, "--log-level", "debug", *extra, command="binder")
+def binder(
+    plane: ControlPlane, name: str, *extra: str, port: int | None = None
+) -> Iterator[ProcessRecord]:
+    """An `ascheduler binder` process of the test's own (HTTP on `port`, else any free one),
+    stopped by pid when the block ends."""
+    address = f"127.0.0.1:{port or 0}"
+    record = plane.start_ascheduler(
+        name, "--log-level", "debug", *extra, command="binder", http_address=address
+    )
     try:
         yield record
     finally:
         plane.stop_process(record)
+
+
+async def fetch(url: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as session, session.get(url) as resp:
+        return resp.status, await resp.text()
+
+
+async def scrape(port: int) -> dict[tuple[str, str], float]:
+    """The binder's samples, by (name, result label)."""
+    _, text = await fetch(f"http://127.0.0.1:{port}/metrics")
+    return {
+        (s.name, s.labels.get("result", "")): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 async def requests_in(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
@@ -79,10 +103,15 @@ async def test_pods_are_bound_through_bind_requests_once_each(
         items = await eventually(twenty_requests, what="20 BindRequests")
         assert {i["spec"]["selectedNode"] for i in items} <= set(names)
         assert not any(node_of(p) for p in (await pods_in(kube, namespace)).values())
-        with binder(plane, "ascheduler-binder-a"):
+        port = free_port()
+        with binder(plane, "ascheduler-binder-a", port=port):
             await create_pods(kube, namespace, pods[20:])
             placed = await wait_bound(kube, namespace, [f"p{i}" for i in range(300)], timeout=180)
             await no_requests_left(kube, namespace)
+            assert await fetch(f"http://127.0.0.1:{port}/readyz") == (200, "ok")
+            metrics = await scrape(port)
+            assert metrics[("ascheduler_binder_requests_total", "bound")] == 300
+            assert metrics[("ascheduler_binder_pending_requests", "")] == 0
     assert set(placed.values()) <= set(names)
     on_api = await pods_in(kube, namespace)
     assert {n: node_of(p) for n, p in on_api.items()} == placed
@@ -145,3 +174,39 @@ async def test_a_bind_that_cannot_happen_fails_its_request_and_the_pod_is_placed
             await no_requests_left(kube, namespace)
         notes = [e.get("note", "") for e in await events_for(kube, namespace, "FailedScheduling")]
         assert f"binding failed: node {doomed} does not exist" in notes, notes
+
+
+async def test_one_binder_leads_and_a_standby_takes_over(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+) -> None:
+    await nodes(FakeNodes(count=2, prefix=f"{namespace}-n", cpu="4"))
+    profile = f"{namespace}-s"
+    lease = ("--leader-elect", "--leader-elect-resource-namespace", namespace)
+    lease += ("--leader-elect-lease-duration", "3")
+    first_port, second_port = free_port(), free_port()
+    with durable(plane, plane_state, "ascheduler-br-le", profile):
+        with binder(plane, "ascheduler-binder-le-1", *lease, port=first_port) as first:
+
+            async def leading() -> bool:
+                return (await fetch(f"http://127.0.0.1:{first_port}/readyz"))[0] == 200
+
+            await eventually(leading, what="the first binder leading")
+            with binder(plane, "ascheduler-binder-le-2", *lease, port=second_port):
+                status, text = await fetch(f"http://127.0.0.1:{second_port}/readyz")
+                assert (status, text) == (503, "standby: not leading")
+                await create_pods(kube, namespace, [pause_pod("a", scheduler_name=profile)])
+                await wait_bound(kube, namespace, ["a"])
+                os.kill(first.pid, signal.SIGKILL)
+                await create_pods(kube, namespace, [pause_pod("b", scheduler_name=profile)])
+                await wait_bound(kube, namespace, ["b"], timeout=60)
+                assert (await scrape(second_port))[
+                    ("ascheduler_binder_requests_total", "bound")
+                ] == 1
+        lease_body = await kube.get(
+            f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/ascheduler-binder"
+        )
+        assert lease_body["spec"]["holderIdentity"]
