@@ -63,23 +63,13 @@ async def apply(kube: KubeClient, doc: dict[str, Any]) -> dict[str, Any]:
     return response.json()
 
 
-async def test_deploy_base_applies_and_its_service_account_can_schedule(
-    plane: ControlPlane,
-    plane_state: PlaneState,
-    kube: KubeClient,
-    namespace: str,
-    nodes: NodeFactory,
-    tmp_path: Path,
-) -> None:
-    docs = manifests()
-    assert {d["kind"] for d in docs} == set(KINDS)
-    for doc in docs:
-        applied = await apply(kube, doc)
-        assert applied["metadata"]["name"] == doc["metadata"]["name"]
-
+async def service_account_kubeconfig(
+    kube: KubeClient, plane_state: PlaneState, account: str, where: Path
+) -> Path:
+    """A kubeconfig with a token of the deployed ServiceAccount `account`."""
     token = (
         await kube.post(
-            f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/ascheduler/token",
+            f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{account}/token",
             {
                 "apiVersion": "authentication.k8s.io/v1",
                 "kind": "TokenRequest",
@@ -87,7 +77,7 @@ async def test_deploy_base_applies_and_its_service_account_can_schedule(
             },
         )
     )["status"]["token"]
-    kubeconfig = tmp_path / "sa.kubeconfig"
+    kubeconfig = where / f"{account}.kubeconfig"
     kubeconfig.write_text(
         json.dumps(
             {
@@ -108,6 +98,31 @@ async def test_deploy_base_applies_and_its_service_account_can_schedule(
             }
         )
     )
+    return kubeconfig
+
+
+def assert_authorized(log: str) -> None:
+    # An authorization failure reads `<METHOD> <path>: 403 Forbidden: ...` (not a digit run
+    # that a timestamp may contain).
+    assert ": 403 " not in log
+    assert "forbidden" not in log.lower()
+
+
+async def test_deploy_base_applies_and_its_service_account_can_schedule(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+    tmp_path: Path,
+) -> None:
+    docs = manifests()
+    assert {d["kind"] for d in docs} == set(KINDS)
+    for doc in docs:
+        applied = await apply(kube, doc)
+        assert applied["metadata"]["name"] == doc["metadata"]["name"]
+
+    kubeconfig = await service_account_kubeconfig(kube, plane_state, "ascheduler", tmp_path)
 
     # The deployed configuration, with its own profile name and node locks on every bind
     # (so the node and pod patches are exercised too).
@@ -152,10 +167,66 @@ async def test_deploy_base_applies_and_its_service_account_can_schedule(
             f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/ascheduler"
         )
         assert lease["spec"]["holderIdentity"]
-        log = await asyncio.to_thread(Path(record.log).read_text)
-        # An authorization failure reads `<METHOD> <path>: 403 Forbidden: ...` (not a digit
-        # run that a timestamp may contain).
-        assert ": 403 " not in log
-        assert "forbidden" not in log.lower()
+        assert_authorized(await asyncio.to_thread(Path(record.log).read_text))
     finally:
         plane.stop_process(record)
+
+
+async def test_the_deployed_binder_binds_what_the_deployed_scheduler_requests(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+    tmp_path: Path,
+) -> None:
+    """bindrequest mode under the two deployed ServiceAccounts, node locks on every bind: a
+    verb missing from either role fails it."""
+    docs = manifests()
+    for doc in docs:
+        await apply(kube, doc)
+    scheduler_config = await service_account_kubeconfig(kube, plane_state, "ascheduler", tmp_path)
+    binder_config = await service_account_kubeconfig(
+        kube, plane_state, "ascheduler-binder", tmp_path
+    )
+    configmap = next(d for d in docs if d["kind"] == "ConfigMap")
+    config = yaml.safe_load(configmap["data"]["config.yaml"])
+    profile = f"{namespace}-durable"
+    config["profiles"][0]["schedulerName"] = profile
+    config["ascheduler"]["httpAddress"] = "127.0.0.1:0"
+    config["ascheduler"]["nodeLock"]["policy"] = "all"
+    config["ascheduler"]["binding"] = "bindrequest"
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    await nodes(FakeNodes(count=2, prefix=f"{namespace}-n"))
+    records = [
+        plane.start_ascheduler(
+            "ascheduler-deployed-durable",
+            "--config",
+            str(config_file),
+            kubeconfig=str(scheduler_config),
+            http_address=None,
+        ),
+        plane.start_ascheduler(
+            "ascheduler-deployed-binder",
+            "--config",
+            str(config_file),
+            kubeconfig=str(binder_config),
+            http_address="127.0.0.1:0",
+            command="binder",
+        ),
+    ]
+    try:
+        await create_pods(
+            kube, namespace, [pause_pod(f"p{i}", scheduler_name=profile) for i in range(3)]
+        )
+        await wait_bound(kube, namespace, [f"p{i}" for i in range(3)], timeout=90)
+        lease = await kube.get(
+            f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/ascheduler-binder"
+        )
+        assert lease["spec"]["holderIdentity"]
+        for record in records:
+            assert_authorized(await asyncio.to_thread(Path(record.log).read_text))
+    finally:
+        for record in records:
+            plane.stop_process(record)
