@@ -234,6 +234,13 @@ def build_parser() -> argparse.ArgumentParser:
     binder.add_argument(
         "--workers", type=int, default=64, help="BindRequests handled at once (default: 64)"
     )
+    binder.add_argument(
+        "--finished-ttl",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a request whose pod is bound is kept before it is deleted (default: 30)",
+    )
     config = sub.add_parser("config", help="check or print scheduler configuration files")
     config_verbs = config.add_subparsers(dest="verb", required=True, metavar="VERB")
     validate = config_verbs.add_parser(
@@ -412,7 +419,9 @@ def _binder(args: argparse.Namespace) -> int:
     if args.http_address is None and address == DEFAULT_ADDRESS:
         address = service.BINDER_ADDRESS
     config = dataclasses.replace(config, leader_election=election, http_address=address)
-    return uvloop.run(service.main(config, workers=args.workers))
+    return uvloop.run(
+        service.main(config, workers=args.workers, finished_ttl=max(args.finished_ttl, 0.0))
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

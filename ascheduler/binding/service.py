@@ -20,6 +20,7 @@ same name (the pod placed again) is never marked with the old one's outcome.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import datetime as dt
 import signal
@@ -36,7 +37,6 @@ from ascheduler.binding.reconcile import Act, after_failed_bind, backoff, decide
 from ascheduler.binding.requests import (
     FAILED,
     PLURAL,
-    SUCCEEDED,
     BindRequest,
     collection_path,
     object_path,
@@ -60,6 +60,10 @@ log = structlog.get_logger(__name__)
 DEFAULT_WORKERS: Final = 64
 #: How long a Failed request no scheduler took is kept.
 DEFAULT_RETENTION: Final = 600.0
+#: How long a request whose pod is bound is kept before it is deleted, and how many are
+#: deleted a second at most: collecting them stays off the path of the binds.
+DEFAULT_FINISHED_TTL: Final = 30.0
+DEFAULT_COLLECT_RATE: Final = 100
 #: How many finished requests' UIDs are remembered.
 FINISHED_KEPT: Final = 100_000
 
@@ -146,8 +150,15 @@ class RequestBinder:
         *,
         workers: int = DEFAULT_WORKERS,
         retention: float = DEFAULT_RETENTION,
+        finished_ttl: float = DEFAULT_FINISHED_TTL,
+        collect_rate: int = DEFAULT_COLLECT_RATE,
     ) -> None:
         self.write = write
+        self.finished_ttl = finished_ttl
+        self.collect_rate = collect_rate
+        #: (when, request) bound requests to delete, oldest first
+        self._collect: collections.deque[tuple[float, BindRequest]] = collections.deque()
+        self._collect_added = asyncio.Event()
         self.binder = binder
         self.fw = fw
         self.workers = workers
@@ -335,11 +346,42 @@ class RequestBinder:
             self._finish(req)
 
     async def _succeeded(self, req: BindRequest) -> None:
-        """Marked Succeeded (what a scheduler watching sees before the request goes), then
-        collected."""
-        if await self._status(req, {"phase": SUCCEEDED, "boundTime": _now()}):
-            await self._delete(req)
+        """Its pod is bound where it says: nothing more to write now (the pod itself says
+        so, to the scheduler too); the request is collected `finished_ttl` seconds later,
+        off the path of the binds."""
         self._finish(req)
+        self._collect.append((time.monotonic() + self.finished_ttl, req))
+        self._collect_added.set()
+
+    async def collect(self) -> None:
+        """Delete bound requests once they are `finished_ttl` old, at most `collect_rate` a
+        second, until cancelled."""
+        while True:
+            if not self._collect:
+                self._collect_added.clear()
+                await self._collect_added.wait()
+                continue
+            due, _ = self._collect[0]
+            wait = due - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            batch = []
+            while self._collect and self._collect[0][0] <= time.monotonic():
+                batch.append(self._collect.popleft()[1])
+                if len(batch) >= self.collect_rate:
+                    break
+            started = time.monotonic()
+            async with asyncio.TaskGroup() as group:
+                for req in batch:
+                    group.create_task(self._delete_quietly(req))
+            await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+
+    async def _delete_quietly(self, req: BindRequest) -> None:
+        try:
+            await self._delete(req)
+        except KubeError as exc:
+            log.warning("bind_request_not_collected", request=req.key, error=str(exc))
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -389,6 +431,7 @@ class RequestBinder:
         async with asyncio.TaskGroup() as group:
             background = [group.create_task(i.run()) for i in self.informers]
             background.append(group.create_task(self.binder.locks.run()))
+            background.append(group.create_task(self.collect()))
             stopping = group.create_task(stop.wait())
             synced = group.create_task(self._all_synced())
             await asyncio.wait([stopping, synced], return_when=asyncio.FIRST_COMPLETED)
@@ -420,7 +463,12 @@ BINDER_LEASE: Final = "ascheduler-binder"
 BINDER_ADDRESS: Final = "0.0.0.0:10252"
 
 
-async def main(config: SchedulerConfig, *, workers: int = DEFAULT_WORKERS) -> int:
+async def main(
+    config: SchedulerConfig,
+    *,
+    workers: int = DEFAULT_WORKERS,
+    finished_ttl: float = DEFAULT_FINISHED_TTL,
+) -> int:
     """`ascheduler binder`: serve until SIGTERM or SIGINT (one leader among replicas when
     leader election is on); 1 if leadership was lost."""
     watch = await KubeClient.connect(
@@ -440,7 +488,7 @@ async def main(config: SchedulerConfig, *, workers: int = DEFAULT_WORKERS) -> in
         config.binding,
         lease_namespace=config.leader_election.resource_namespace,
     )
-    service = RequestBinder(watch, write, locked, fw, workers=workers)
+    service = RequestBinder(watch, write, locked, fw, workers=workers, finished_ttl=finished_ttl)
     metrics.BINDER_PENDING.set_function(service.pending)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
