@@ -1,12 +1,13 @@
 """What the binder does with one BindRequest, decided from what it knows: pure logic, no I/O.
 
     request unreadable (errors)          -> leave it (reported once)
-    Succeeded                            -> delete it (finished)
+    Succeeded                            -> delete it (finished; marked so by hand or an
+                                            earlier binder: bound requests are not marked)
     Failed                               -> leave it for the scheduler; delete it once it is
                                             older than the retention (no scheduler took it)
     Pending, and
       the pod is gone, or has another UID  -> Failed: "pod ... no longer exists"
-      the pod is bound to the selected node -> Succeeded (an earlier bind landed)
+      the pod is bound to the selected node -> finished (an earlier bind landed): collected
       the pod is bound to another node      -> Failed: "pod ... is bound to X"
       the selected node does not exist     -> Failed: "node ... does not exist"
       otherwise                            -> bind, once its backoff has passed

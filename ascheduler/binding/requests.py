@@ -4,14 +4,16 @@ In `--binding bindrequest` mode the Bind extension point writes one BindRequest 
 (named after the pod, in its namespace, owned by it) and the binding cycle ends there;
 `ascheduler binder` turns requests into Bindings. A request is
 
-    Pending   --bind lands, or the pod is found bound to the selected node--> Succeeded
     Pending   --a bind fails, attempts < backoffLimit--> Pending (failedAttempts + 1, retried)
-    Pending   --attempts reach backoffLimit, the pod is gone or bound elsewhere--> Failed
+    Pending   --attempts reach backoffLimit, the pod is gone or bound elsewhere, the node
+                is gone--> Failed
+    Pending   --its pod is bound to the selected node--> finished: deleted by the binder a
+                little later (no status written; the pod says it is bound)
 
-A request with no status yet is Pending. The scheduler counts a pod with a Pending request as
-placed on its node (also after a restart: the informer lists the requests); a Failed one it
-deletes, and schedules the pod again. Succeeded requests are deleted by the binder (and by
-garbage collection with their pod).
+A request with no status yet is Pending; `Succeeded` is read (a request so marked is
+finished) but not written. The scheduler counts a pod with a Pending request as placed on its
+node (also after a restart: the informer lists the requests); a Failed one it deletes, and
+schedules the pod again.
 """
 
 from __future__ import annotations

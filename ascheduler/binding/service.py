@@ -10,8 +10,10 @@ queued by key and handled by one of `workers` tasks, one at a time per request:
 * a bind that fails counts an attempt in the request's status and is tried again after its
   backoff (1, 2, 4 .. 60 s); at `backoffLimit` attempts the request is Failed and the scheduler
   takes the pod back;
-* a request marked Succeeded is deleted at once; a Failed one is left for the scheduler and
-  deleted after `retention` seconds if no scheduler took it.
+* a request whose pod is bound is finished: nothing is written then (the pod says it is
+  bound), and the request is deleted `finished_ttl` seconds later, off the path of the binds;
+  a Failed one is left for the scheduler and deleted after `retention` seconds if no
+  scheduler took it.
 
 Writes of the status carry the request's UID, so a request deleted and written again under the
 same name (the pod placed again) is never marked with the old one's outcome.
