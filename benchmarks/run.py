@@ -86,15 +86,12 @@ from benchmarks.workloads import (
 
 DRA = "/apis/resource.k8s.io/v1"
 
-SCHEDULERS = (
-    "ascheduler",
-    "ascheduler-bindrequest",
-    "kube-scheduler",
-    "ceiling-go",
-    "ceiling-python",
-)
-#: ascheduler with `--binding bindrequest`, beside `ascheduler binder` (both measured).
+#: ascheduler with `--binding bindrequest`, beside `ascheduler binder` (both measured); run
+#: when named (`--scheduler ascheduler-bindrequest`), not by `all`.
 BINDREQUEST = "ascheduler-bindrequest"
+#: What `--scheduler all` (the default) runs.
+ALL = ("ascheduler", "kube-scheduler", "ceiling-go", "ceiling-python")
+SCHEDULERS = (*ALL, BINDREQUEST)
 CEILINGS = ("ceiling-go", "ceiling-python")
 MODES = ("steady", "backlog")
 BENCH_LABEL = "ascheduler.io/benchmark"
@@ -908,7 +905,8 @@ def main(argv: Sequence[str]) -> int:
         "--scheduler",
         action="append",
         choices=[*SCHEDULERS, "all"],
-        help="run this one (repeatable; default: all)",
+        help="run this one (repeatable; default: all, which is every one but "
+        "ascheduler-bindrequest)",
     )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -927,7 +925,7 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     workload = WORKLOADS[args.workload]
     chosen = args.scheduler or ["all"]
-    which = SCHEDULERS if "all" in chosen else tuple(dict.fromkeys(chosen))
+    which = ALL if "all" in chosen else tuple(dict.fromkeys(chosen))
     modes = MODES if args.mode == "both" else (args.mode,)
     run_id = uuid.uuid4().hex[:6]
     if any(w == "ceiling-go" for w in which):
