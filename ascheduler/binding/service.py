@@ -236,7 +236,10 @@ class RequestBinder:
         self.enqueue(key)
 
     def pending(self) -> int:
-        return sum(1 for r in self.requests.by_key.values() if r.pending)
+        """Requests not bound yet (a finished one waiting to be collected is not)."""
+        return sum(
+            1 for r in self.requests.by_key.values() if r.pending and r.uid not in self._finished
+        )
 
     def in_flight(self) -> int:
         return len(self._busy)
