@@ -211,11 +211,15 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
     # Every informer holds a connection for its watch: one each, and room for relists.
     watches = 3 + len(OBJECT_KINDS) + 1 + len(STORAGE_KINDS) + len(DRA_KINDS) + 3
     watch_client = await KubeClient.connect(
-        config.kubeconfig, pool_size=watches + 4, user_agent="ascheduler/watch"
+        config.kubeconfig,
+        context=config.context,
+        pool_size=watches + 4,
+        user_agent="ascheduler/watch",
     )
     limiter = RateLimiter(config.qps, config.burst) if config.qps else None
     write_client = await KubeClient.connect(
         config.kubeconfig,
+        context=config.context,
         pool_size=config.write_pool,
         user_agent="ascheduler",
         limiter=limiter,

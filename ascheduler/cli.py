@@ -200,6 +200,64 @@ def _plugins_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _explain_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    explain = sub.add_parser(
+        "explain",
+        help="why a pod is pending, where it would go, how many copies fit",
+        description="List the cluster and run the scheduler's plugins over it in a dry run "
+        "(nothing is written): the message kube-scheduler would give, the nodes each filter "
+        "rejected and why, in numbers, the victims preemption would pick, and each feasible "
+        "node's scores. POD is NAMESPACE/NAME, NAME (with -n) or pod/NAME; or give -f with a "
+        "manifest of a pod not created yet.",
+    )
+    explain.add_argument("pod", nargs="?", help="NAMESPACE/NAME, NAME or pod/NAME")
+    explain.add_argument("-n", "--namespace", default=None, help="the pod's namespace")
+    explain.add_argument(
+        "-f", "--filename", default=None, metavar="FILE", help="a Pod manifest ('-': stdin)"
+    )
+    explain.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="a KubeSchedulerConfiguration to try (default: kube-scheduler's default "
+        "plugins, as a profile named after the pod's schedulerName)",
+    )
+    explain.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, ~/.kube/config")
+    explain.add_argument("--context", default=None, help="the kubeconfig context to use")
+    explain.add_argument(
+        "--profile",
+        default=None,
+        metavar="SCHEDULER_NAME",
+        help="explain under this profile of the configuration (default: the pod's schedulerName)",
+    )
+    explain.add_argument("--feature-gates", default=None, metavar="GATES")
+    explain.add_argument(
+        "--percentage-of-nodes-to-score", type=int, default=None, help="as kube-scheduler's"
+    )
+    explain.add_argument(
+        "-o", "--output", default="table", choices=("table", "json", "yaml"), help="default: table"
+    )
+    explain.add_argument(
+        "--replicas",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also place N copies one after another as the scheduler would: how many fit, where",
+    )
+    explain.add_argument(
+        "--limit",
+        type=int,
+        default=10,
+        metavar="N",
+        help="nodes shown per group of rejected nodes and feasible nodes shown with scores "
+        "(default: 10; 0: all)",
+    )
+    explain.add_argument(
+        "--log-level", default="warning", choices=["debug", "info", "warning", "error"]
+    )
+    _plugins_option(explain)
+
+
 def _registry(args: argparse.Namespace) -> Registry:
     """In-tree plugins, installed packages' plugins, and those named with --plugin."""
     from ascheduler.plugins import IN_TREE
@@ -241,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long a request whose pod is bound is kept before it is deleted (default: 30)",
     )
+    _explain_parser(sub)
     config = sub.add_parser("config", help="check or print scheduler configuration files")
     config_verbs = config.add_subparsers(dest="verb", required=True, metavar="VERB")
     validate = config_verbs.add_parser(
@@ -424,6 +483,102 @@ def _binder(args: argparse.Namespace) -> int:
     )
 
 
+def _pod_name(args: argparse.Namespace) -> tuple[str, str]:
+    """(namespace, name) from POD and -n; ValueError when it says neither or both ways."""
+    text = str(args.pod)
+    if text.startswith(("pod/", "pods/", "po/")):
+        text = text.split("/", 1)[1]
+    namespace, sep, name = text.rpartition("/")
+    if sep:
+        if args.namespace and args.namespace != namespace:
+            raise ValueError(f"{args.pod}: the namespace is given twice ({args.namespace})")
+        if not namespace or not name:
+            raise ValueError(f"{args.pod}: not NAMESPACE/NAME")
+        return namespace, name
+    return args.namespace or "default", name
+
+
+def _explain(args: argparse.Namespace) -> int:
+    import uvloop
+
+    args.manifest = ""
+    if args.filename is not None:
+        try:
+            args.manifest = (
+                sys.stdin.read() if args.filename == "-" else Path(args.filename).read_text()
+            )
+        except OSError as exc:
+            _say(f"explain: {exc}")
+            return 2
+    return uvloop.run(_explain_async(args))
+
+
+async def _explain_async(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    import yaml
+
+    from ascheduler import logs
+    from ascheduler.config import Overrides, resolve
+    from ascheduler.explain.cold import ExplainError, explain_cold, pod_from_document, read_pod
+    from ascheduler.explain.render import render, table
+    from ascheduler.framework import ConfigError
+    from ascheduler.kube import KubeClient
+
+    logs.configure(args.log_level)
+    if (args.pod is None) == (args.filename is None):
+        _say("explain: give a POD or -f FILE (one of them)")
+        return 2
+    if args.replicas < 0:
+        _say(f"explain: --replicas: must be at least 0, got {args.replicas}")
+        return 2
+    try:
+        if args.filename is not None:
+            text = args.manifest
+            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+            if len(docs) != 1:
+                raise ExplainError(
+                    f"{args.filename}: expected one Pod, found {len(docs)} documents"
+                )
+            pod = pod_from_document(docs[0], args.namespace)
+        else:
+            namespace, name = _pod_name(args)
+            async with await KubeClient.connect(args.kubeconfig, context=args.context) as kube:
+                pod = await read_pod(kube, namespace, name)
+        names = None if args.config else (args.profile or pod.scheduler_name,)
+        overrides = Overrides(
+            kubeconfig=args.kubeconfig,
+            scheduler_names=names,
+            feature_gates=args.feature_gates,
+            percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
+        )
+        registry = _registry(args)
+        config = dataclasses.replace(
+            resolve(args.config, overrides, registry), context=args.context, http_address=None
+        )
+        report = await explain_cold(
+            config,
+            registry,
+            pod,
+            profile=args.profile,
+            replicas=args.replicas,
+            limit=args.limit,
+        )
+    except ConfigError as exc:
+        where = f"{args.config}: " if args.config else ""
+        for problem in exc.problems:
+            _say(f"{where}{problem}")
+        return 2
+    except (ExplainError, ValueError, OSError, yaml.YAMLError) as exc:
+        _say(f"explain: {exc}")
+        return 2
+    if args.output == "table":
+        sys.stdout.write(table(report.explanation, report.capacity))
+    else:
+        sys.stdout.write(render(report.to_dict(), args.output))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "version":
@@ -437,4 +592,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args)
     if args.command == "binder":
         return _binder(args)
+    if args.command == "explain":
+        return _explain(args)
     raise AssertionError(f"unhandled command {args.command!r}")
+
+
+def kubectl_main() -> int:
+    """`kubectl ascheduler ...`: kubectl finds `kubectl-ascheduler` on the PATH and runs it
+    with the words after `ascheduler` (the user's kubeconfig and context apply as they do
+    for kubectl: $KUBECONFIG, or --kubeconfig / --context)."""
+    return main(sys.argv[1:])

@@ -101,6 +101,8 @@ class SchedulerConfig:
     percentage_of_nodes_to_score: int = 0
     queue: QueueSettings = field(default_factory=QueueSettings)
     kubeconfig: str | None = None
+    #: The kubeconfig context to use (None: its current context).
+    context: str | None = None
     #: None: no client-side limit (kube-scheduler defaults to 50; set it to get one).
     qps: float | None = None
     burst: int = 100

@@ -23,6 +23,7 @@ from ascheduler.framework.interface import (
     CycleState,
     Diagnosis,
     EnqueueExtensions,
+    ExplainFilterPlugin,
     ExtensionPoint,
     FilterPlugin,
     FilterResult,
@@ -53,6 +54,7 @@ from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import NoArgs, Registration, Registry
 from ascheduler.framework.rows import NodeInfo, RowFilterPlugin, RowScorePlugin
 from ascheduler.framework.runtime import (
+    DryRun,
     Framework,
     PluginRef,
     ProfileSpec,
@@ -78,7 +80,9 @@ __all__ = [
     "ConfigError",
     "CycleState",
     "Diagnosis",
+    "DryRun",
     "EnqueueExtensions",
+    "ExplainFilterPlugin",
     "ExtensionPoint",
     "FilterPlugin",
     "FilterResult",

@@ -85,11 +85,16 @@ SKIP = Status(Code.SKIP)
 
 
 class CycleState:
-    """Per-attempt scratch space that plugins share between their extension points."""
+    """Per-attempt scratch space that plugins share between their extension points.
 
-    __slots__ = ("_data", "skip_filter", "skip_score", "timings")
+    A dry run (`ascheduler explain`, the `/debug/pods` endpoint) sets `dry_run`: a plugin then
+    changes nothing outside the state (no event, no status write, no eviction, no group
+    bookkeeping), it only says what it would do."""
 
-    def __init__(self) -> None:
+    __slots__ = ("_data", "dry_run", "skip_filter", "skip_score", "timings")
+
+    def __init__(self, *, dry_run: bool = False) -> None:
+        self.dry_run = dry_run
         self._data: dict[Hashable, Any] = {}
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
@@ -393,6 +398,18 @@ class WhatIfFilterPlugin(FilterPlugin):
     ) -> Status:
         """The row's verdict with `removed` (pods on this row) gone and `added` on it; the
         state is the one this plugin's PreFilter wrote for the unchanged table."""
+
+
+class ExplainFilterPlugin(FilterPlugin):
+    """A Filter that can say, for one node it rejected, the facts behind the verdict: the
+    numbers (`cpu: requested 3, free 1.2 of 4`), the taint, the pod in the way. What
+    `ascheduler explain` and `/debug/pods` show beside the reason; a Filter without it is
+    explained by its reasons alone. Called off the hot path, one row at a time, with the
+    state its PreFilter wrote."""
+
+    @abc.abstractmethod
+    def explain(self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int) -> list[str]:
+        """Short lines on why `row` is rejected; [] when there is nothing to add."""
 
 
 class PostFilterPlugin(Plugin):

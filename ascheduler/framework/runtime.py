@@ -171,6 +171,28 @@ class ScheduleResult:
     clear_nomination: bool = False
 
 
+@dataclass
+class DryRun:
+    """`Framework.dry_run`: what an attempt would find, each plugin's part kept."""
+
+    #: SUCCESS when some node fits; else the pod's failure, as its condition would say.
+    status: Status
+    #: The attempt's state (after PreFilter; ExplainFilterPlugin reads it).
+    state: CycleState
+    #: Which filter rejected which node (also when some node fits); None when the attempt
+    #: failed before any node was looked at by a filter (a PreFilter error, no nodes).
+    diagnosis: Diagnosis | None
+    #: Every feasible row, ascending.
+    feasible: IntArray
+    #: Score plugin -> its normalized score per feasible row (before its weight).
+    scores: dict[str, IntArray]
+    #: The weighted total per feasible row.
+    total: IntArray
+    #: Where preemption would make room (its victims are in the state, under
+    #: DefaultPreemption's CHOSEN key).
+    nominated_node: str
+
+
 def num_feasible_nodes_to_find(num_nodes: int, percentage: int) -> int:
     """kube-scheduler's `numFeasibleNodesToFind`: how many feasible nodes to score."""
     if num_nodes < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
@@ -401,10 +423,17 @@ class Framework:
         return self._select(state, pod, nodes, rows, scores)
 
     def _filter(
-        self, state: CycleState, pod: PodInfo, nodes: NodeTable, *, post_filter: bool = True
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        *,
+        post_filter: bool = True,
+        sample: bool = True,
     ) -> _Filtered | ScheduleResult:
-        """PreFilter and Filter over every node, then the sample to score; or the result when
-        no node fits (PostFilter has run, unless `post_filter` is false) or a plugin failed."""
+        """PreFilter and Filter over every node, then the sample to score (every feasible row
+        unless `sample`); or the result when no node fits (PostFilter has run, unless
+        `post_filter` is false) or a plugin failed."""
         n = nodes.n
         if n == 0:
             return ScheduleResult(
@@ -471,7 +500,8 @@ class Framework:
         if feasible.size == 0:
             diag = self._diagnose(n, candidates, narrowed_by, applied)
             return self._unschedulable(state, pod, nodes, diag, post_filter)
-        return _Filtered(self._sample(feasible, n), candidates, narrowed_by, applied)
+        chosen = self._sample(feasible, n) if sample else feasible
+        return _Filtered(chosen, candidates, narrowed_by, applied)
 
     def _with_nominated(
         self,
@@ -672,6 +702,43 @@ class Framework:
             {nodes.names[int(r)]: int(t) for r, t in zip(rows, totals, strict=True)}, SUCCESS
         )
 
+    def dry_run(self, pod: PodInfo, nodes: NodeTable, *, post_filter: bool = True) -> DryRun:
+        """An attempt that changes nothing (`CycleState.dry_run`): PreFilter and Filter over
+        every node, PostFilter when none fits (preemption says which victims it would pick,
+        and evicts none), and every feasible node scored (the scheduler scores a sample of
+        `numFeasibleNodesToFind`). Plugins only (no extender is asked). What `ascheduler
+        explain` and `/debug/pods` are made of."""
+        state = CycleState(dry_run=True)
+        empty: IntArray = np.zeros(0, dtype=np.int64)
+        filtered = self._filter(state, pod, nodes, post_filter=post_filter, sample=False)
+        if isinstance(filtered, ScheduleResult):
+            return DryRun(
+                filtered.status,
+                state,
+                filtered.diagnosis,
+                empty,
+                {},
+                empty,
+                filtered.nominated_node,
+            )
+        diag = self._diagnose(nodes.n, filtered.candidates, filtered.narrowed_by, filtered.applied)
+        rows = filtered.feasible
+        parts: dict[str, IntArray] = {}
+        total = self._totals(state, pod, nodes, rows, parts=parts) if rows.size else empty
+        return DryRun(SUCCESS, state, diag, rows, parts, total, "")
+
+    def place(self, pod: PodInfo, nodes: NodeTable) -> tuple[str | None, str]:
+        """The node a scheduling cycle would pick for `pod` (the sampled feasible nodes
+        scored, a tie broken at random), in a dry run without PostFilter; or None and the
+        message saying why none fits. What-if capacity (`ascheduler explain --replicas`)."""
+        state = CycleState(dry_run=True)
+        filtered = self._filter(state, pod, nodes, post_filter=False)
+        if isinstance(filtered, ScheduleResult):
+            return None, filtered.status.message
+        if filtered.feasible.size == 1:
+            return nodes.names[int(filtered.feasible[0])], ""
+        return nodes.names[self._best(state, pod, nodes, filtered.feasible)], ""
+
     def _best(
         self,
         state: CycleState,
@@ -694,8 +761,10 @@ class Framework:
         nodes: NodeTable,
         feasible: IntArray,
         extra: IntArray | None = None,
+        parts: dict[str, IntArray] | None = None,
     ) -> IntArray:
-        """PreScore, Score and NormalizeScore: each feasible row's weighted total."""
+        """PreScore, Score and NormalizeScore: each feasible row's weighted total (and into
+        `parts`, each plugin's normalized score before its weight)."""
         total = np.zeros(feasible.size, dtype=np.int64) if extra is None else extra.copy()
         for pre in self.pre_score_plugins:
             status = pre.pre_score(state, pod, nodes, feasible)
@@ -710,6 +779,8 @@ class Framework:
                 scores = plugin.score(state, pod, nodes, feasible)
             if plugin.name in self._normalizes:
                 scores = plugin.normalize(state, pod, scores)
+            if parts is not None:
+                parts[plugin.name] = scores
             total += scores * self.weights.get(plugin.name, 1)
         return total
 

@@ -105,3 +105,22 @@ def parse_resource(name: str, text: object) -> int:
             _SEEN.clear()  # a pod naming thousands of made-up quantities: start again
         _SEEN[key] = value
     return value
+
+
+def format_quantity(resource: str, value: int) -> str:
+    """A resource amount for people: cpu in cores (`1.2`, `0.25`), memory and storage with
+    the largest binary unit that keeps it readable (`1.5Gi`, `512Mi`), any other as is."""
+    if resource == "cpu":
+        return _trim(f"{value / 1000:.3f}")
+    if resource == "memory" or resource.startswith(("ephemeral-storage", "hugepages-")):
+        for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+            unit = _BINARY[suffix]
+            if abs(value) >= unit:
+                if value % unit == 0:
+                    return f"{value // unit}{suffix}"
+                return f"{_trim(f'{value / unit:.2f}')}{suffix}"
+    return str(value)
+
+
+def _trim(text: str) -> str:
+    return text.rstrip("0").rstrip(".") if "." in text else text

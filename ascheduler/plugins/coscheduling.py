@@ -530,21 +530,23 @@ class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
         if gang.failed is not None:
             uid, member, why = gang.failed
             if uid == pod.uid:
-                gang.failed = None  # the member that failed is tried again: so is the group
+                if not state.dry_run:
+                    gang.failed = None  # the member that failed is tried again: so is the group
             elif uid in gang.pods and uid not in gang.assigned:
                 return None, Status.unschedulable(
                     f"{gang.placed()}/{policy.minimum} members of {policy.label} fit; "
                     f"member {member}: {why}",
                     resolvable=False,
                 )
-            else:
+            elif not state.dry_run:
                 gang.failed = None
         spec = self._spec(pod)
         if spec is not None and spec.min_resources and gang.placed() == 0:
             gap = _resource_gap(spec, policy.minimum, nodes)
             if gap:
                 line = f"needs more than the cluster has free (minResources): short of {gap}"
-                self._report(gang, policy, "GangUnschedulable", line)
+                if not state.dry_run:
+                    self._report(gang, policy, "GangUnschedulable", line)
                 return None, Status.unschedulable(f"{policy.label} {line}", resolvable=False)
         return None, SUCCESS
 
@@ -561,6 +563,10 @@ class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
             # Admitted already (a straggler), or turned away before any node was looked at.
             return PostFilterResult(Status(Code.UNSCHEDULABLE, (), self.name))
         why = diagnosis.message()
+        if state.dry_run:
+            return PostFilterResult(
+                Status(Code.UNSCHEDULABLE, (f"{policy.label} rejected as a whole",), self.name)
+            )
         gang.failed = (pod.uid, pod.name, why)
         # The whole group waits before its next round, longer each time a round is doomed;
         # then its members are woken together.

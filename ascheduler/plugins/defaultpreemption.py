@@ -53,6 +53,8 @@ NOT_ELIGIBLE_TERMINATING: Final = "not eligible due to a terminating pod on the 
 NO_VICTIMS: Final = "No preemption victims found for incoming pod"
 NOT_HELPFUL: Final = "Preemption is not helpful for scheduling"
 WAITING_FOR_PREEMPTION: Final = "waiting for the preemption for this pod to be finished"
+#: Where PostFilter leaves the candidate it chose (its node and victims), in the cycle state.
+CHOSEN: Final = "DefaultPreemption/chosen"
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +224,8 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin):
     def post_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, diagnosis: Diagnosis
     ) -> PostFilterResult:
-        metrics.PREEMPTION_ATTEMPTS.inc()
+        if not state.dry_run:
+            metrics.PREEMPTION_ATTEMPTS.inc()
         now = time.time()
         codes = _codes(nodes, diagnosis)
         terminating = False
@@ -249,7 +252,8 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin):
             )
         best = pick(run.candidates, now)
         assert best is not None
-        if self.evictor is not None:
+        state.write(CHOSEN, best)
+        if self.evictor is not None and not state.dry_run:
             self.evictor.start(pod, best.node, best.victims)
         return PostFilterResult(SUCCESS, nominated_node=best.node)
 

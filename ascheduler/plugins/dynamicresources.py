@@ -510,7 +510,8 @@ class DynamicResources(
             claim = s.claims[i]
             users = claim.reserved_for
             if not users or (len(users) == 1 and users[0].uid == pod.uid):
-                self._spawn(self._deallocate(claim))
+                if not state.dry_run:
+                    self._spawn(self._deallocate(claim))
                 return PostFilterResult(Status.unschedulable(DEALLOCATED))
         return PostFilterResult(Status.unschedulable(STILL_NOT))
 

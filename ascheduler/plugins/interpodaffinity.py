@@ -28,7 +28,7 @@ the incoming pod once per cycle, however many pods share it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -44,6 +44,7 @@ from ascheduler.framework.interface import (
     ClusterEvent,
     Code,
     CycleState,
+    ExplainFilterPlugin,
     FilterResult,
     PreFilterPlugin,
     PreFilterResult,
@@ -146,6 +147,27 @@ class _PairCounts:
     affinity_total: int
 
 
+def _domain_pods(nodes: NodeTable, key: str, row: int) -> Iterator[PodInfo]:
+    """The pods on every row in `row`'s domain of `key`."""
+    codes = nodes.domains(key).codes
+    code = int(codes[row])
+    if code < 0:
+        return
+    for r in np.flatnonzero(codes == code):
+        yield from nodes.pods(int(r)).values()
+
+
+def _first(keys: Iterable[str], most: int = 3) -> list[str]:
+    """Up to `most` of `keys`, sorted, "…" marking that there were more."""
+    out: list[str] = []
+    for key in keys:
+        if len(out) == most:
+            out.append("…")
+            break
+        out.append(key)
+    return sorted(out[:most]) + out[most:]
+
+
 def _match_all(terms: tuple[AffinityTerm, ...], pod: PodInfo | None) -> bool:
     """kube-scheduler's `podMatchesAllAffinityTerms` (false for no terms)."""
     return (
@@ -156,7 +178,12 @@ def _match_all(terms: tuple[AffinityTerm, ...], pod: PodInfo | None) -> bool:
 
 
 class InterPodAffinity(
-    PreFilterPlugin, WhatIfFilterPlugin, PreScorePlugin, ScorePlugin, QueueingHintPlugin
+    PreFilterPlugin,
+    WhatIfFilterPlugin,
+    ExplainFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    QueueingHintPlugin,
 ):
     name = NAME
 
@@ -367,6 +394,58 @@ class InterPodAffinity(
             if key in labels and count(counts.existing, existing, key) > 0:
                 return Status.unschedulable(REASON_EXISTING)
         return SUCCESS
+
+    def explain(self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int) -> list[str]:
+        """The term that fails on the row and, for anti-affinity, the pods in the way (a
+        few, the first found)."""
+        s: _FilterState | None = state.read(NAME)
+        if s is None:
+            return []
+        labels = nodes.infos[row].labels
+        lines: list[str] = []
+        if s.affinity_fail is not None and s.affinity_fail[row]:
+            for t in s.required:
+                key = t.topology_key
+                if key not in labels:
+                    lines.append(f"affinity term: node has no {key} label")
+                elif not any(_match_all(s.required, p) for p in _domain_pods(nodes, key, row)):
+                    lines.append(f"affinity term: no matching pod in {key}={labels[key]}")
+            return lines
+        if s.anti_fail is not None and s.anti_fail[row]:
+            for t in s.required_anti:
+                key = t.topology_key
+                if key not in labels:
+                    continue
+                found = _first(
+                    p.key
+                    for p in _domain_pods(nodes, key, row)
+                    if t.matches(p.namespace, p.labels, None)
+                )
+                if found:
+                    lines.append(
+                        f"anti-affinity with pod {', '.join(found)} in {key}={labels[key]}"
+                    )
+            return lines
+        if s.existing_fail is not None and s.existing_fail[row]:
+            ns_labels = self.objects.namespace_labels(pod.namespace)
+            blockers: dict[str, list[str]] = {}
+            keys = {t.topology_key for shape in nodes.affinity_rows() for t in shape.required_anti}
+            for key in sorted(keys):
+                if key not in labels:
+                    continue
+                found = _first(
+                    p.key
+                    for p in _domain_pods(nodes, key, row)
+                    if any(
+                        t.topology_key == key and t.matches(pod.namespace, pod.labels, ns_labels)
+                        for t in p.pod_affinity.required_anti
+                    )
+                )
+                if found:
+                    blockers[f"{key}={labels[key]}"] = found
+            for where, found in sorted(blockers.items()):
+                lines.append(f"pod {', '.join(found)} in {where} has anti-affinity against it")
+        return lines
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
         s: _FilterState | None = state.read(NAME)

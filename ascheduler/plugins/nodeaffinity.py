@@ -19,7 +19,7 @@ from ascheduler.framework.interface import (
     ClusterEvent,
     Code,
     CycleState,
-    FilterPlugin,
+    ExplainFilterPlugin,
     FilterResult,
     PreFilterPlugin,
     PreFilterResult,
@@ -64,7 +64,7 @@ def mismatched(nodes: NodeTable, pod: PodInfo) -> BoolArray:
     return mask
 
 
-class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+class NodeAffinity(PreFilterPlugin, ExplainFilterPlugin, PreScorePlugin, ScorePlugin):
     name = NAME
 
     def pre_filter(
@@ -96,6 +96,27 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
         if not mask.any():
             return None
         return FilterResult.single(REASON, mask, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    def explain(self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int) -> list[str]:
+        """The nodeSelector labels the node lacks, and the required terms none of which it
+        matches (with the node's own values for the keys they name)."""
+        info = nodes.infos[row]
+        labels = info.labels
+        lines = [
+            f"nodeSelector {key}={value}: node has "
+            + (f"{key}={labels[key]}" if key in labels else f"no {key} label")
+            for key, value in pod.node_selector
+            if labels.get(key) != value
+        ]
+        terms = pod.required_terms
+        if terms is not None and not any(t.matches(info.name, labels) for t in terms):
+            keys = sorted({r.key for t in terms for r in t.expressions})
+            have = ", ".join(f"{k}={labels[k]}" if k in labels else f"no {k}" for k in keys)
+            lines.append(
+                f"none of the {len(terms)} required nodeSelectorTerm(s) matches"
+                + (f" (node has {have})" if have else "")
+            )
+        return lines
 
     def pre_score(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray

@@ -13,6 +13,7 @@ from ascheduler.framework.interface import (
     SUCCESS,
     ClusterEvent,
     CycleState,
+    ExplainFilterPlugin,
     FilterResult,
     Status,
     WhatIfFilterPlugin,
@@ -35,7 +36,7 @@ def conflicts(wanted: HostPort, used: Mapping[HostPort, int]) -> bool:
     return False
 
 
-class NodePorts(WhatIfFilterPlugin):
+class NodePorts(WhatIfFilterPlugin, ExplainFilterPlugin):
     name = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
@@ -48,6 +49,22 @@ class NodePorts(WhatIfFilterPlugin):
         if not mask.any():
             return None
         return FilterResult.single(REASON, mask)
+
+    def explain(self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int) -> list[str]:
+        lines = []
+        for wanted in pod.host_ports:
+            ip, proto, port = wanted
+            holders = sorted(
+                other.key
+                for other in nodes.pods(row).values()
+                if any(conflicts(wanted, {used: 1}) for used in other.host_ports)
+            )
+            if holders or conflicts(wanted, nodes.ports[row]):
+                lines.append(
+                    f"host port {ip}:{port}/{proto} in use"
+                    + (f" by pod {', '.join(holders)}" if holders else "")
+                )
+        return lines
 
     def filter_what_if(
         self,

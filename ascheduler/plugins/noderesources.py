@@ -27,6 +27,7 @@ from ascheduler.framework.interface import (
     ClusterEvent,
     Code,
     CycleState,
+    ExplainFilterPlugin,
     FilterResult,
     PreScorePlugin,
     Rejection,
@@ -37,6 +38,7 @@ from ascheduler.framework.interface import (
 from ascheduler.framework.nodes import CPU, MEMORY, PODS, BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import Registration
 from ascheduler.model import PodInfo
+from ascheduler.model.quantity import format_quantity
 
 FIT: Final = "NodeResourcesFit"
 BALANCED: Final = "NodeResourcesBalancedAllocation"
@@ -217,7 +219,7 @@ class _ResourceScorer:
         return out
 
 
-class NodeResourcesFit(WhatIfFilterPlugin, RowLocalScorePlugin):
+class NodeResourcesFit(WhatIfFilterPlugin, ExplainFilterPlugin, RowLocalScorePlugin):
     name = FIT
 
     def __init__(
@@ -317,6 +319,33 @@ class NodeResourcesFit(WhatIfFilterPlugin, RowLocalScorePlugin):
             if (hopeful := mask & ~never).any():
                 rejections.append(Rejection(reason, hopeful))
         return FilterResult(rejected, rejections)
+
+    def explain(self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int) -> list[str]:
+        """`cpu: requested 3, free 1.2 of 4` for each resource short on the row."""
+        lines = []
+        free_pods = int(nodes.free[PODS, row])
+        if free_pods < 1:
+            used, cap = int(nodes.requested[PODS, row]), int(nodes.alloc[PODS, row])
+            lines.append(f"pods: {used} of {cap} running or assumed, no room for one more")
+        for name, value in pod.requests.items():
+            if value <= 0 or not self._checked(name):
+                continue
+            res = nodes.resource_row(name)
+            want = format_quantity(name, value)
+            if res is None:
+                lines.append(f"{name}: requested {want}, no node has any")
+                continue
+            free, alloc = int(nodes.free[res, row]), int(nodes.alloc[res, row])
+            if free >= value:
+                continue
+            if alloc == 0:
+                lines.append(f"{name}: requested {want}, the node has none")
+            else:
+                lines.append(
+                    f"{name}: requested {want}, free {format_quantity(name, max(free, 0))} "
+                    f"of {format_quantity(name, alloc)}"
+                )
+        return lines
 
     def filter_what_if(
         self,

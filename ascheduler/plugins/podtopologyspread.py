@@ -42,6 +42,7 @@ from ascheduler.framework.interface import (
     ClusterEvent,
     Code,
     CycleState,
+    ExplainFilterPlugin,
     FilterResult,
     PreFilterPlugin,
     PreFilterResult,
@@ -245,7 +246,12 @@ _POD_EVENTS: Final = frozenset(
 
 
 class PodTopologySpread(
-    PreFilterPlugin, WhatIfFilterPlugin, PreScorePlugin, ScorePlugin, QueueingHintPlugin
+    PreFilterPlugin,
+    WhatIfFilterPlugin,
+    ExplainFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    QueueingHintPlugin,
 ):
     name = NAME
 
@@ -441,6 +447,35 @@ class PodTopologySpread(
             if count + s.self_match[i] - minimum > c.spec.max_skew:
                 return Status.unschedulable(REASON)
         return SUCCESS
+
+    def explain(self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int) -> list[str]:
+        """Per constraint the row breaks: its domain's matching pods against the fewest in
+        any domain, and the skew one more would make."""
+        s: _FilterState | None = state.read(NAME)
+        if s is None:
+            return []
+        lines = []
+        for i, c in enumerate(s.constraints):
+            key = c.spec.topology_key
+            code = int(s.domains[i].codes[row])
+            if code < 0:
+                lines.append(f"node has no {key} label")
+                continue
+            if not s.over[i][code]:
+                continue
+            per_domain, present = s.per_domain[i], s.present[i]
+            domains = int(present.sum())
+            minimum = int(per_domain[present].min()) if domains else 0
+            if domains < c.spec.min_domains:
+                minimum = 0
+            count = int(per_domain[code])
+            value = s.domains[i].values[code]
+            lines.append(
+                f"{key}={value}: {count} matching pod(s), the fewest in a domain {minimum}; "
+                f"one more makes skew {count + s.self_match[i] - minimum} > "
+                f"maxSkew {c.spec.max_skew}"
+            )
+        return lines
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
         s: _FilterState | None = state.read(NAME)

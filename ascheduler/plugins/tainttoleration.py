@@ -19,7 +19,7 @@ from ascheduler.framework.interface import (
     ClusterEvent,
     Code,
     CycleState,
-    FilterPlugin,
+    ExplainFilterPlugin,
     FilterResult,
     PreScorePlugin,
     ScorePlugin,
@@ -29,7 +29,7 @@ from ascheduler.framework.interface import (
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo
-from ascheduler.model.affinity import Toleration, tolerated
+from ascheduler.model.affinity import Taint, Toleration, tolerated
 
 NAME: Final = "TaintToleration"
 REASON: Final = "node(s) had untolerated taint(s)"
@@ -60,7 +60,13 @@ def untolerated(nodes: NodeTable, tolerations: tuple[Toleration, ...]) -> BoolAr
     return mask
 
 
-class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin):
+def _taint_text(taint: Taint) -> str:
+    """kubectl's way: `key=value:Effect` (`key:Effect` without a value)."""
+    value = f"={taint.value}" if taint.value else ""
+    return f"{taint.key}{value}:{taint.effect}"
+
+
+class TaintToleration(ExplainFilterPlugin, PreScorePlugin, ScorePlugin):
     name = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
@@ -68,6 +74,13 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin):
         if not mask.any():
             return None
         return FilterResult.single(REASON, mask, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    def explain(self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int) -> list[str]:
+        return [
+            f"taint {_taint_text(t)} not tolerated"
+            for t in nodes.infos[row].taints
+            if t.effect in _FILTER_EFFECTS and not tolerated(pod.tolerations, t)
+        ]
 
     def pre_score(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
