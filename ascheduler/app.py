@@ -25,6 +25,7 @@ from ascheduler.binding import requests
 from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
+from ascheduler.debug import Authorizer, DebugEndpoints, Diagnoses
 from ascheduler.eventhandlers import EventRouter
 from ascheduler.events import StatusWriter
 from ascheduler.framework import (
@@ -441,6 +442,20 @@ async def serve(
             task.cancel()
 
 
+def enable_debug(runtime: Runtime, health: HealthServer, *, authorized: bool) -> None:
+    """`/debug/pods`, `/debug/queue` and `/debug/cache` on the health server; the last
+    failed attempt of each pending pod is kept from now on (see `ascheduler.debug`)."""
+    scheduler = runtime.scheduler
+    diagnoses = scheduler.diagnoses = Diagnoses()
+    scheduler.queue.on_delete = diagnoses.forget
+    DebugEndpoints(
+        scheduler,
+        pods=lambda: runtime.pod_informer.store,
+        kube=runtime.write_client,
+        authorizer=Authorizer(runtime.write_client) if authorized else None,
+    ).attach(health.app)
+
+
 async def main(config: SchedulerConfig, registry: Registry = IN_TREE) -> int:
     runtime = await build(config, registry)
     stop = asyncio.Event()
@@ -451,6 +466,8 @@ async def main(config: SchedulerConfig, registry: Registry = IN_TREE) -> int:
     if config.http_address:
         # Up before the election, so standby replicas answer /livez (and are not ready).
         health = HealthServer(config.http_address, pending=runtime.scheduler.queue.pending)
+        if config.debug_endpoints != "off":
+            enable_debug(runtime, health, authorized=config.debug_endpoints == "authorized")
         await health.start()
     election = config.leader_election
     elector = None

@@ -78,6 +78,14 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         help="serve /metrics, /healthz, /livez, /readyz here (default: the config file's "
         "ascheduler.httpAddress, else 0.0.0.0:10251; empty to disable)",
     )
+    run.add_argument(
+        "--debug-endpoints",
+        default=None,
+        choices=("off", "loopback", "authorized"),
+        help="serve /debug/pods/NS/NAME, /debug/queue and /debug/cache on the HTTP address: "
+        "loopback (only on a loopback address, no token) or authorized (bearer tokens the API "
+        "server authenticates and authorizes for get on the path); default: off",
+    )
     election = run.add_argument_group(
         "leader election",
         "one active replica per Lease; standbys take over within the "
@@ -419,6 +427,7 @@ def _config_of(args: argparse.Namespace) -> tuple[SchedulerConfig, Registry] | N
         feature_gates=args.feature_gates,
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
         http_address=args.http_address,
+        debug_endpoints=args.debug_endpoints,
         leader_elect=args.leader_elect,
         leader_elect_resource_namespace=args.leader_elect_resource_namespace,
         leader_elect_resource_name=args.leader_elect_resource_name,

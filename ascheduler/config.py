@@ -31,6 +31,8 @@ from ascheduler.binding.binder import (
     LockPolicy,
 )
 from ascheduler.binding.nodelock import DEFAULT_KEY, EXPIRE_ENV, LockSettings
+from ascheduler.debug import MODES as DEBUG_MODES
+from ascheduler.debug import is_loopback
 from ascheduler.durations import parse_seconds
 from ascheduler.framework import (
     EXTENSION_POINTS,
@@ -79,7 +81,14 @@ _LEADER: Final = {
     "resourceNamespace",
 }
 _PROFILE: Final = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
-_OWN: Final = {"nodeLock", "bindingConcurrency", "httpAddress", "annotationPrefix", "binding"}
+_OWN: Final = {
+    "nodeLock",
+    "bindingConcurrency",
+    "httpAddress",
+    "annotationPrefix",
+    "binding",
+    "debugEndpoints",
+}
 _LOCK: Final = {"policy", "key", "timeout", "deviceResources"}
 
 
@@ -111,6 +120,9 @@ class SchedulerConfig:
     binding_concurrency: int = 256
     #: None: no HTTP server (`--http-address ""`).
     http_address: str | None = DEFAULT_ADDRESS
+    #: `/debug/...` on the HTTP server: off, loopback (a loopback address only, no token) or
+    #: authorized (bearer tokens the API server authenticates and authorizes).
+    debug_endpoints: str = "off"
     #: Connections of the client for writes (binds, events, locks).
     write_pool: int = 128
     #: How long a graceful stop waits for binding cycles in flight.
@@ -130,6 +142,7 @@ class Overrides:
     binding_concurrency: int | None = None
     percentage_of_nodes_to_score: int | None = None
     http_address: str | None = None
+    debug_endpoints: str | None = None
     leader_elect: bool | None = None
     leader_elect_resource_namespace: str | None = None
     leader_elect_resource_name: str | None = None
@@ -252,9 +265,38 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
                 "--device-resources: must name at least one resource under policy 'devices' "
                 "(or use --node-lock-policy none)"
             )
+    if o.debug_endpoints is not None:
+        if o.debug_endpoints not in DEBUG_MODES:
+            problems.append(
+                f"--debug-endpoints: must be one of {', '.join(DEBUG_MODES)}, "
+                f"got {o.debug_endpoints!r}"
+            )
+        changes["debug_endpoints"] = o.debug_endpoints
     if problems:
         raise ConfigError(problems)
-    return dataclasses.replace(config, **changes)
+    out = dataclasses.replace(config, **changes)
+    problem = debug_problem(out)
+    if problem:
+        raise ConfigError([problem])
+    return out
+
+
+def debug_problem(config: SchedulerConfig) -> str:
+    """Why the debug endpoints cannot be served as configured ("" when they can): they
+    need an HTTP address, and `loopback` a loopback one."""
+    mode = config.debug_endpoints
+    if mode == "off":
+        return ""
+    if not config.http_address:
+        return f"debugEndpoints: {mode} needs an HTTP address (ascheduler.httpAddress)"
+    host, _ = parse_address(config.http_address)
+    if mode == "loopback" and not is_loopback(host):
+        return (
+            f"debugEndpoints: loopback serves them without a token, so only on a loopback "
+            f"address (127.0.0.1:PORT), not {config.http_address}; use authorized to serve "
+            f"them there"
+        )
+    return ""
 
 
 class _Problems:
@@ -540,6 +582,12 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
         p.add("ascheduler.httpAddress", str(exc))
         address = DEFAULT_ADDRESS
     concurrency = p.int_(own.get("bindingConcurrency"), "ascheduler.bindingConcurrency", 256, low=1)
+    debug = own.get("debugEndpoints", "off")
+    if debug not in DEBUG_MODES:
+        p.add(
+            "ascheduler.debugEndpoints", f"must be one of {', '.join(DEBUG_MODES)}, got {debug!r}"
+        )
+        debug = "off"
 
     profiles = []
     raw_profiles = p.seq(top.get("profiles"), "profiles") or [{}]
@@ -584,6 +632,7 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
         binding=binding,
         binding_concurrency=concurrency,
         http_address=address,
+        debug_endpoints=debug,
         extenders=tuple(extenders),
     )
 
@@ -653,6 +702,7 @@ def to_document(config: SchedulerConfig, registry: Registry) -> dict[str, Any]:
         "profiles": profiles,
         "ascheduler": {
             "httpAddress": config.http_address,
+            "debugEndpoints": config.debug_endpoints,
             "bindingConcurrency": config.binding_concurrency,
             "annotationPrefix": config.binding.annotation_prefix,
             "binding": config.binding.mode,

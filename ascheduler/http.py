@@ -41,7 +41,7 @@ class HealthServer:
         self.not_ready = not_ready
         self.live = live
         self.pending = pending
-        app = web.Application()
+        app = self.app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._livez)
         app.router.add_get("/livez", self._livez)

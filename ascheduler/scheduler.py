@@ -40,6 +40,7 @@ import structlog
 from ascheduler import metrics
 from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
+from ascheduler.debug import Diagnoses
 from ascheduler.events import StatusWriter
 from ascheduler.framework import (
     BINDING_SLOT,
@@ -48,6 +49,7 @@ from ascheduler.framework import (
     ClusterEvent,
     Code,
     CycleState,
+    Diagnosis,
     Framework,
     QueuedPodInfo,
     ScheduleResult,
@@ -123,6 +125,8 @@ class Scheduler:
         self._cycle_started = time.perf_counter()
         self._rng = random.Random()
         self._binding: set[asyncio.Task[None]] = set()
+        #: The last failed attempt of each pending pod, when the debug endpoints are on.
+        self.diagnoses: Diagnoses | None = None
         first = next(iter(self.frameworks.values()), None)
         #: Pods nominated to nodes, shared by every profile's frameworks.
         self.nominator = first.handle.nominator if first is not None else Nominator()
@@ -252,6 +256,7 @@ class Scheduler:
                     rejected_by=rejecting,
                     nominated_node=result.nominated_node,
                     clear_nomination=result.clear_nomination,
+                    diagnosis=result.diagnosis,
                 )
             else:
                 self.handle_scheduling_failure(
@@ -310,6 +315,7 @@ class Scheduler:
         started: float | None = None,
         nominated_node: str = "",
         clear_nomination: bool = False,
+        diagnosis: Diagnosis | None = None,
     ) -> None:
         """Put the pod back and report why; `started` is when its attempt began (default:
         the current scheduling cycle's start)."""
@@ -332,6 +338,17 @@ class Scheduler:
             self.queue.done(qp.pod.uid)
         else:
             self.queue.requeue(replace(qp, pod=current), rejected_by=rejected_by, error=error)
+            if self.diagnoses is not None:
+                self.diagnoses.record(
+                    current,
+                    fw.profile,
+                    reason,
+                    message,
+                    attempts=qp.attempts,
+                    rejected_by=rejected_by,
+                    diagnosis=diagnosis,
+                    names=self.cache.table.names,
+                )
             self.writer.failed(
                 current,
                 message,
@@ -404,6 +421,8 @@ class Scheduler:
             self.handle_binding_cycle_error(fw, state, qp, node, status)
             return
         self.queue.done(pod.uid)
+        if self.diagnoses is not None:
+            self.diagnoses.forget(pod.uid)
         self.stats.scheduled += 1
         metrics.SCHEDULE_ATTEMPTS.labels("scheduled", fw.profile).inc()
         metrics.SCHEDULING_ATTEMPT_DURATION.labels("scheduled", fw.profile).observe(

@@ -26,6 +26,7 @@ doubles as the scheduling cycle's snapshot.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,6 +189,11 @@ class Cache:
 
     def pod_count(self) -> int:
         return len(self._pods)
+
+    def placements(self) -> Iterator[tuple[PodInfo, str, bool]]:
+        """Every pod the cache counts: (pod, node, assumed)."""
+        for state in self._pods.values():
+            yield state.pod, state.node, state.assumed
 
     def pods_on(self, node: str) -> list[PodInfo]:
         return [self._pods[uid].pod for uid in self._by_node.get(node, ())]

@@ -192,6 +192,8 @@ class SchedulingQueue:
         self.scheduling_cycle = 0
         #: Counters for `scheduler_queue_incoming_pods_total{queue,event}`.
         self.on_incoming: Callable[[str, str], None] = lambda _queue, _event: None
+        #: Told the uid of each pod deleted from the queue (deleted, or bound elsewhere).
+        self.on_delete: Callable[[str], None] = lambda _uid: None
 
     # -- introspection -------------------------------------------------------------------
 
@@ -202,6 +204,22 @@ class SchedulingQueue:
             "unschedulable": len(self._unschedulable),
             "gated": len(self._gated),
         }
+
+    def entries(self) -> Iterator[tuple[str, QueuedPodInfo, float]]:
+        """Every pod the queue holds: (queue, pod, seconds until its backoff ends), the
+        active queue first (for `/debug/queue`; a walk over all of them)."""
+        now = self.clock.now()
+        for qp in self._active.values():
+            yield "active", qp, 0.0
+        for heap in (self._backoff, self._error_backoff):
+            for qp in heap.values():
+                yield "backoff", qp, max(self._backoff_end(qp) - now, 0.0)
+        for qp in self._unschedulable.values():
+            yield "unschedulable", qp, max(self._backoff_end(qp) - now, 0.0)
+        for qp in self._gated.values():
+            yield "gated", qp, 0.0
+        for flight in self._in_flight.values():
+            yield "in-flight", flight.qp, 0.0
 
     def where(self, uid: str) -> str | None:
         if uid in self._active:
@@ -297,6 +315,7 @@ class SchedulingQueue:
 
     def delete(self, pod: PodInfo) -> None:
         uid = pod.uid
+        self.on_delete(uid)
         flight = self._in_flight.get(uid)
         if flight is not None:
             flight.deleted = True

@@ -1,0 +1,435 @@
+"""The running scheduler's view, on its HTTP server: `/debug/pods/NAMESPACE/NAME`,
+`/debug/queue`, `/debug/cache` (with `?check=true`, a cache/apiserver consistency check).
+
+* `/debug/pods/NS/NAME`: the pod's last failed attempt as this instance saw it (`Diagnoses`:
+  kept compactly per pending pod, dropped once it is bound or deleted), where it waits in the
+  queue, and (unless `?now=false`) an explanation on the live cache right now: a dry run of
+  its profile's plugins (`ascheduler explain`'s document), which changes nothing.
+* `/debug/queue`: the pending pods per queue, with attempts, backoff left, the plugins that
+  rejected them and the cluster events that would move them.
+* `/debug/cache`: per-node usage against allocatable, the assumed pods, the node locks held;
+  `?check=true` also lists nodes and pods from the API server and reports drift (kube-
+  scheduler's cache comparer): nodes or bound pods missing from the cache, pods the cache
+  has that the API server does not, pods on another node than the cache says.
+
+They reveal pods and nodes, so they are off unless enabled (`ascheduler.debugEndpoints`,
+`--debug-endpoints`): `loopback` serves them only on a loopback HTTP address, with no token;
+`authorized` serves them anywhere to bearer tokens the API server authenticates
+(TokenReview) and authorizes for `get` on the path (SubjectAccessReview, non-resource URL),
+as kube-scheduler's secure port does; grant it with a ClusterRole rule
+`nonResourceURLs: ["/debug/*"], verbs: ["get"]`. `/healthz`, `/livez`, `/readyz` and
+`/metrics` are not affected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import ipaddress
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+import structlog
+from aiohttp import web
+
+from ascheduler.framework import Diagnosis
+from ascheduler.model import PodInfo
+from ascheduler.model.quantity import format_quantity
+
+if TYPE_CHECKING:
+    from ascheduler.kube import KubeClient
+    from ascheduler.scheduler import Scheduler
+
+log = structlog.get_logger(__name__)
+
+MODES: Final = ("off", "loopback", "authorized")
+#: Pending pods whose last attempt is kept at most (the oldest records go first).
+MAX_RECORDS: Final = 100_000
+#: Example nodes kept per reason of a failed attempt.
+EXAMPLES: Final = 3
+#: How long an authentication or authorization answer is reused.
+AUTH_TTL: Final = 10.0
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+# -- the last attempt of each pending pod -------------------------------------------------
+
+
+@dataclass
+class _Record:
+    uid: str
+    body: dict[str, Any]
+
+
+class Diagnoses:
+    """The last failed attempt of each pending pod, as this instance saw it: the reason and
+    message, the plugins that rejected it, the count of nodes per reason and a few example
+    nodes for each. Small per pod (no per-node arrays); dropped when the pod is bound or
+    deleted, and at most `limit` pods are kept."""
+
+    def __init__(self, limit: int = MAX_RECORDS) -> None:
+        self.limit = limit
+        self._by_key: OrderedDict[str, _Record] = OrderedDict()
+        self._key_of: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def record(
+        self,
+        pod: PodInfo,
+        profile: str,
+        reason: str,
+        message: str,
+        *,
+        attempts: int,
+        rejected_by: frozenset[str],
+        diagnosis: Diagnosis | None,
+        names: Sequence[str],
+    ) -> None:
+        body: dict[str, Any] = {
+            "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+            "attempts": attempts,
+            "profile": profile,
+            "reason": reason,
+            "message": message,
+            "rejectedBy": sorted(p for p in rejected_by if p),
+        }
+        if diagnosis is not None:
+            body["nodes"] = diagnosis.num_nodes
+            body["reasons"] = dict(sorted(diagnosis.reason_counts.items()))
+            body["examples"] = _examples(diagnosis, diagnosis.node_names or names)
+        key = pod.key
+        self._key_of[pod.uid] = key
+        self._by_key[key] = _Record(pod.uid, body)
+        self._by_key.move_to_end(key)
+        while len(self._by_key) > self.limit:
+            _, dropped = self._by_key.popitem(last=False)
+            self._key_of.pop(dropped.uid, None)
+
+    def forget(self, uid: str) -> None:
+        key = self._key_of.pop(uid, None)
+        if key is not None:
+            record = self._by_key.get(key)
+            if record is not None and record.uid == uid:
+                del self._by_key[key]
+
+    def get(self, key: str, uid: str) -> dict[str, Any] | None:
+        record = self._by_key.get(key)
+        return record.body if record is not None and record.uid == uid else None
+
+
+def _examples(diag: Diagnosis, names: Sequence[str]) -> dict[str, list[str]]:
+    """A few nodes per reason, among those counted under it (their first rejection)."""
+    out: dict[str, list[str]] = {}
+    if diag.codes is None:
+        return out
+    alive = np.ones(len(diag.codes), dtype=np.bool_)
+    if diag.excluded is not None:
+        reason, outside = diag.excluded
+        out[reason] = [names[int(r)] for r in np.flatnonzero(outside)[:EXAMPLES]]
+        alive &= ~outside
+    for _, result in diag.filtered:
+        if result.rejected.size != alive.size:
+            continue
+        for rejection in result.rejections:
+            have = out.setdefault(rejection.reason, [])
+            if len(have) < EXAMPLES:
+                rows = np.flatnonzero(rejection.nodes & alive)[: EXAMPLES - len(have)]
+                have.extend(names[int(r)] for r in rows if int(r) < len(names))
+        alive &= ~result.rejected
+    for name, status in diag.external.items():
+        for reason in status.reasons:
+            have = out.setdefault(reason, [])
+            if len(have) < EXAMPLES:
+                have.append(name)
+    return out
+
+
+# -- authentication and authorization ------------------------------------------------------
+
+
+@dataclass
+class _Decision:
+    until: float
+    status: int
+    text: str
+
+
+@dataclass
+class Authorizer:
+    """Bearer tokens checked with the API server: TokenReview, then SubjectAccessReview for
+    `get` on the request's path; answers reused for `AUTH_TTL` seconds."""
+
+    kube: KubeClient
+    clock: Callable[[], float] = time.monotonic
+    _seen: dict[tuple[str, str], _Decision] = field(default_factory=dict)
+
+    async def check(self, request: web.Request) -> web.Response | None:
+        """None when the request may go on; else the 401 or 403 to answer."""
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return web.Response(status=401, text="Unauthorized: a bearer token is required\n")
+        digest = hashlib.sha256(token.strip().encode()).hexdigest()
+        key = (digest, request.path)
+        now = self.clock()
+        seen = self._seen.get(key)
+        if seen is None or seen.until < now:
+            status, text = await self._review(token.strip(), request.path)
+            if len(self._seen) > 10_000:
+                self._seen = {k: v for k, v in self._seen.items() if v.until >= now}
+            seen = self._seen[key] = _Decision(now + AUTH_TTL, status, text)
+        if seen.status == 200:
+            return None
+        return web.Response(status=seen.status, text=seen.text)
+
+    async def _review(self, token: str, path: str) -> tuple[int, str]:
+        try:
+            review = await self.kube.post(
+                "/apis/authentication.k8s.io/v1/tokenreviews",
+                {
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenReview",
+                    "spec": {"token": token},
+                },
+            )
+            status = review.get("status") or {}
+            if not status.get("authenticated"):
+                return 401, "Unauthorized\n"
+            user = status.get("user") or {}
+            access = await self.kube.post(
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                {
+                    "apiVersion": "authorization.k8s.io/v1",
+                    "kind": "SubjectAccessReview",
+                    "spec": {
+                        "user": user.get("username", ""),
+                        "uid": user.get("uid", ""),
+                        "groups": list(user.get("groups") or []),
+                        "extra": dict(user.get("extra") or {}),
+                        "nonResourceAttributes": {"path": path, "verb": "get"},
+                    },
+                },
+            )
+        except Exception as exc:
+            log.warning("debug_auth_failed", path=path, error=str(exc))
+            return 503, f"authorization unavailable: {exc}\n"
+        if (access.get("status") or {}).get("allowed"):
+            return 200, ""
+        name = user.get("username", "")
+        return 403, f'forbidden: User "{name}" cannot get path "{path}"\n'
+
+
+# -- the endpoints -------------------------------------------------------------------------
+
+
+class DebugEndpoints:
+    """The handlers, over a running scheduler (`attach` adds them to an aiohttp app)."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        *,
+        pods: Callable[[], Mapping[str, PodInfo]],
+        kube: KubeClient | None = None,
+        authorizer: Authorizer | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        #: The pod informer's store (uid -> pod), read at request time.
+        self.pods = pods
+        self.kube = kube
+        self.authorizer = authorizer
+
+    def attach(self, app: web.Application) -> None:
+        app.router.add_get("/debug/pods/{namespace}/{name}", self._guard(self.pod))
+        app.router.add_get("/debug/queue", self._guard(self.queue))
+        app.router.add_get("/debug/cache", self._guard(self.cache))
+
+    def _guard(self, handler: Callable[[web.Request], Any]) -> Callable[[web.Request], Any]:
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            if self.authorizer is not None:
+                refused = await self.authorizer.check(request)
+                if refused is not None:
+                    return refused
+            result: web.StreamResponse = await handler(request)
+            return result
+
+        return guarded
+
+    def _find(self, namespace: str, name: str) -> PodInfo | None:
+        for p in self.pods().values():
+            if p.name == name and p.namespace == namespace:
+                return p
+        return None
+
+    async def pod(self, request: web.Request) -> web.Response:
+        from ascheduler.explain.core import explain
+
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        pod = self._find(namespace, name)
+        if pod is None:
+            return web.json_response(
+                {"error": f'pod "{name}" not found in namespace "{namespace}"'}, status=404
+            )
+        s = self.scheduler
+        out: dict[str, Any] = {
+            "pod": {"namespace": namespace, "name": name, "uid": pod.uid},
+            "profile": pod.scheduler_name if pod.scheduler_name in s.frameworks else "",
+            "boundTo": pod.node_name or s.cache.pod_node(pod.uid) or "",
+            "assumed": s.cache.is_assumed(pod.uid),
+            "queue": s.queue.where(pod.uid),
+            "lastAttempt": (s.diagnoses.get(pod.key, pod.uid) if s.diagnoses is not None else None),
+            "now": None,
+        }
+        fw = s.frameworks.get(pod.scheduler_name)
+        if fw is None:
+            out["error"] = (
+                f'schedulerName "{pod.scheduler_name}" is not a profile of this scheduler'
+            )
+        elif not out["boundTo"] and request.query.get("now", "true") != "false":
+            limit = _int(request.query.get("limit"), 10)
+            started = time.perf_counter()
+            out["now"] = explain(fw, pod, s.cache.table, limit=limit).to_dict()
+            out["now"]["timings"] = {"dryRun": round(time.perf_counter() - started, 4)}
+        return web.json_response(out)
+
+    async def queue(self, request: web.Request) -> web.Response:
+        s = self.scheduler
+        queues: dict[str, list[dict[str, Any]]] = {}
+        for where, qp, backoff in s.queue.entries():
+            fw = s.frameworks.get(qp.pod.scheduler_name)
+            plugins = qp.unschedulable_plugins
+            events: list[str] = []
+            if where == "unschedulable" and fw is not None:
+                events = sorted(e.value for e in fw.events_for(plugins))
+            queues.setdefault(where, []).append(
+                {
+                    "pod": qp.pod.key,
+                    "uid": qp.pod.uid,
+                    "profile": qp.pod.scheduler_name,
+                    "attempts": qp.attempts,
+                    "backoffSeconds": round(backoff, 3),
+                    "rejectedBy": sorted(plugins),
+                    "movedBy": events,
+                }
+            )
+        return web.json_response(
+            {"pending": s.queue.pending(), "queues": queues, "cycle": s.queue.scheduling_cycle}
+        )
+
+    async def cache(self, request: web.Request) -> web.Response:
+        s = self.scheduler
+        table = s.cache.table
+        assumed: dict[str, list[str]] = {}
+        for pod, node, is_assumed in s.cache.placements():
+            if is_assumed:
+                assumed.setdefault(node, []).append(pod.key)
+        held: dict[str, str] = {}
+        if s.binder is not None:
+            held = {node: hold.value for node, hold in s.binder.locks.held.items()}
+        nodes = []
+        alloc, requested = table.alloc, table.requested
+        resources = table.resource_names
+        for row, name in enumerate(table.names):
+            usage = {}
+            for i, resource in enumerate(resources):
+                total = int(alloc[i, row])
+                used = int(requested[i, row])
+                if total or used:
+                    usage[resource] = {
+                        "requested": format_quantity(resource, used),
+                        "allocatable": format_quantity(resource, total),
+                    }
+            nodes.append(
+                {
+                    "name": name,
+                    "unschedulable": bool(table.unschedulable[row]),
+                    "pods": len(table.pods(row)),
+                    "usage": usage,
+                    "assumed": sorted(assumed.get(name, [])),
+                    "lockedBy": held.get(name, ""),
+                }
+            )
+        out: dict[str, Any] = {
+            "nodes": nodes,
+            "pods": s.cache.pod_count(),
+            "assumedPods": s.cache.assumed_count(),
+            "nodeLocksHeld": held,
+        }
+        if request.query.get("check") in ("1", "true"):
+            out["consistency"] = await self.compare()
+        return web.json_response(out)
+
+    async def compare(self) -> dict[str, Any]:
+        """kube-scheduler's cache comparer, against the API server itself: what the cache
+        lacks or has too much of. A pod bound or deleted a moment ago may show up while the
+        watch catches up: check again before acting on one entry."""
+        if self.kube is None:
+            return {"error": "no API client"}
+        s = self.scheduler
+        nodes_list, pods_list = await asyncio.gather(
+            self.kube.get("/api/v1/nodes"),
+            self.kube.get(
+                "/api/v1/pods",
+                params={"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
+            ),
+        )
+        api_nodes = {str(n["metadata"]["name"]) for n in nodes_list.get("items", [])}
+        cache_nodes = set(s.cache.table.names)
+        api_pods: dict[str, tuple[str, str]] = {}
+        for raw in pods_list.get("items", []):
+            meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+            if spec.get("nodeName"):
+                key = f"{meta.get('namespace')}/{meta.get('name')}"
+                api_pods[str(meta.get("uid"))] = (key, str(spec["nodeName"]))
+        cached: dict[str, tuple[str, str, bool]] = {
+            pod.uid: (pod.key, node, assumed) for pod, node, assumed in s.cache.placements()
+        }
+        missing = sorted(key for uid, (key, _) in api_pods.items() if uid not in cached)
+        redundant = sorted(
+            key for uid, (key, _, assumed) in cached.items() if uid not in api_pods and not assumed
+        )
+        moved = sorted(
+            f"{key}: cache {cached[uid][1]}, API server {node}"
+            for uid, (key, node) in api_pods.items()
+            if uid in cached and cached[uid][1] != node
+        )
+        drift = {
+            "nodesMissing": sorted(api_nodes - cache_nodes),
+            "nodesRedundant": sorted(cache_nodes - api_nodes),
+            "podsMissing": missing,
+            "podsRedundant": redundant,
+            "podsOnOtherNode": moved,
+        }
+        consistent = not any(drift.values())
+        if not consistent:
+            log.warning("cache_drift", **{k: len(v) for k, v in drift.items()})
+        return {
+            "consistent": consistent,
+            **drift,
+            "resourceVersions": {
+                "nodes": (nodes_list.get("metadata") or {}).get("resourceVersion", ""),
+                "pods": (pods_list.get("metadata") or {}).get("resourceVersion", ""),
+            },
+        }
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
