@@ -76,9 +76,11 @@ def test_the_message_is_the_scheduler_s_and_groups_count_as_it_does() -> None:
     assert exp.message == result.status.message
     assert exp.message.startswith("0/6 nodes are available: 1 node(s) had untolerated taint(s)")
     fit = next(g for g in exp.rejected if g.plugin == "NodeResourcesFit")
-    assert fit.count == 5 and [v.name for v in fit.nodes] == ["n0", "n1"]
+    assert fit.count == 5
+    assert [v.name for v in fit.nodes] == ["n0", "n1"]
     assert fit.code == "UnschedulableAndUnresolvable"  # 2 cpus exceed every 1-cpu node
-    assert not exp.best and exp.feasible == 0
+    assert not exp.best
+    assert exp.feasible == 0
 
 
 def test_scores_rank_feasible_nodes_and_name_the_runner_up() -> None:
@@ -89,10 +91,11 @@ def test_scores_rank_feasible_nodes_and_name_the_runner_up() -> None:
     fw = framework(cache)
     exp = explain(fw, parsed(pod("p", cpu="1")), cache.table)
     assert exp.best == ["c"]
-    assert [s.name for s in exp.scores][0] == "c"
+    assert next(s.name for s in exp.scores) == "c"
     totals = {s.name: s.total for s in exp.scores}
     assert totals["c"] > totals["b"] > totals["a"]
-    assert exp.runner_up is not None and exp.runner_up.name == "b"
+    assert exp.runner_up is not None
+    assert exp.runner_up.name == "b"
     parts = exp.scores[0].plugins
     assert sum(weighted for _, weighted in parts.values()) == exp.scores[0].total
     assert all(w == raw * exp.weights[name] for name, (raw, w) in parts.items())
@@ -238,5 +241,6 @@ def test_json_and_yaml_carry_the_same_document() -> None:
     data = exp.to_dict()
     assert json.loads(render(data, "json")) == data
     assert yaml.safe_load(render(data, "yaml")) == data
-    assert data["kind"] == "Explanation" and data["schedulable"] is False
+    assert data["kind"] == "Explanation"
+    assert data["schedulable"] is False
     assert data["rejected"][0]["nodes"][0]["details"] == ["cpu: requested 2, free 1 of 1"]
