@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import algorithm, apicost, locks, memory, report, run
+from benchmarks import algorithm, apicost, explain, locks, memory, report, run
 
 COMMANDS = {
     "algorithm": algorithm.main,
     "apicost": apicost.main,
+    "explain": explain.main,
     "locks": locks.main,
     "memory": memory.main,
     "report": report.main,

@@ -314,6 +314,22 @@ def memory_section(result: Mapping[str, Any] | None) -> str:
     )
 
 
+def explain_section(result: Mapping[str, Any] | None) -> str:
+    if result is None:
+        return "No explain results yet: `python -m benchmarks explain --save`.\n"
+    pending, fits, live = result["cold_pending"], result["cold_fits"], result["live"]
+    return (
+        f"Explaining one pod with {result['nodes']:,} nodes and {result['pods']:,} pods "
+        f"(`python -m benchmarks explain --save`, {result['date'][:10]}, medians of "
+        f"{result['repeat']} runs): cold, `ascheduler explain` takes {pending['wall']:.2f} s "
+        f"for a pod every node rejects ({pending['list']:.2f} s listing, "
+        f"{pending['dryRun'] * 1000:.0f} ms dry run) and {fits['wall']:.2f} s for a pod file "
+        f"that fits ({fits['dryRun'] * 1000:.0f} ms dry run, every feasible node scored); "
+        f"live, `/debug/pods` answers in {live['wall'] * 1000:.0f} ms "
+        f"({live['dryRun'] * 1000:.0f} ms of it the dry run).\n"
+    )
+
+
 def readme_tables(results: Path) -> str:
     runs = "\n".join(
         f"**{MODE_TITLES[mode]}**\n\n{readme_table(latest(results, mode), mode)}"
@@ -321,7 +337,8 @@ def readme_tables(results: Path) -> str:
     )
     return (
         f"{runs}\n{algorithm_section(newest(results, 'algorithm'))}\n"
-        f"{memory_section(newest(results, 'memory'))}"
+        f"{memory_section(newest(results, 'memory'))}\n"
+        f"{explain_section(newest(results, 'explain'))}"
     )
 
 
