@@ -28,6 +28,7 @@ from ascheduler.framework.interface import (
     ClusterEvent,
     Code,
     CycleState,
+    ExplainFilterPlugin,
     FilterResult,
     PreFilterPlugin,
     PreFilterResult,
@@ -58,7 +59,9 @@ def _counts(csi: CSINode) -> dict[str, int]:
     return {name: d.count or 0 for name, d in csi.drivers.items()}
 
 
-class NodeVolumeLimits(PreFilterPlugin, WhatIfFilterPlugin, QueueingHintPlugin):
+class NodeVolumeLimits(
+    PreFilterPlugin, WhatIfFilterPlugin, ExplainFilterPlugin, QueueingHintPlugin
+):
     name = NAME
 
     def __init__(self, handle: Handle, attachments: AttachedVolumes | None) -> None:
@@ -151,6 +154,26 @@ class NodeVolumeLimits(PreFilterPlugin, WhatIfFilterPlugin, QueueingHintPlugin):
         if not over.any():
             return None
         return FilterResult.single(REASON, over)
+
+    def explain(self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int) -> list[str]:
+        """Per driver over its limit on the row: attached, new, and the limit."""
+        s: _State | None = state.read(NAME)
+        if s is None or s.volumes is None:
+            return []
+        lines = []
+        for driver in sorted(set(s.volumes.values())):
+            limit = int(self.limits(nodes, driver)[row])
+            if limit < 0:
+                continue
+            uniques = [u for u, d in s.volumes.items() if d == driver]
+            new = sum(1 for u in uniques if row not in self.attachments.rows_with(u))
+            attached = int(self.attachments.attached(driver)[row])
+            if new and attached + new > limit:
+                lines.append(
+                    f"{driver}: {attached} volume(s) attached, {new} more would exceed its "
+                    f"limit of {limit}"
+                )
+        return lines
 
     def filter_what_if(
         self,

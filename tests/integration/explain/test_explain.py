@@ -235,3 +235,49 @@ async def _settle(kube: KubeClient, namespace: str, names: list[str]) -> dict[st
         if decided == len(names) or loop.time() > deadline:
             return out
         await asyncio.sleep(0.2)
+
+
+async def test_host_ports_and_spread_say_who_holds_the_port_and_the_skew(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+) -> None:
+    (z1,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-a", labels={"zone": "z1"}))
+    (z2,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-b", labels={"zone": "z2"}))
+    holder = pause_pod("holder", scheduler_name=SCHEDULER)
+    holder["spec"]["nodeName"] = z2
+    holder["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    placed = []
+    for i in range(2):
+        w = pause_pod(f"w{i}", scheduler_name=SCHEDULER)
+        w["metadata"]["labels"] = {"app": "w"}
+        w["spec"]["nodeName"] = z1
+        placed.append(w)
+    await create_pods(kube, namespace, [holder, *placed])
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "w"}},
+        }
+    ]
+    new = pause_pod("w2", scheduler_name=SCHEDULER, topologySpreadConstraints=spread)
+    new["metadata"]["labels"] = {"app": "w"}
+    new["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    manifest = Path(plane.state_dir) / f"{namespace}-w2.yaml"
+    manifest.write_text(yaml.safe_dump(new))
+    doc = await explain(plane_state, "-f", str(manifest), "-n", namespace)
+    seen = verdicts(doc)
+    assert seen[z2] == (
+        "NodePorts",
+        ["node(s) didn't have free ports for the requested pod ports"],
+        [f"host port 0.0.0.0:8080/TCP in use by pod {namespace}/holder"],
+    )
+    assert seen[z1][0] == "PodTopologySpread"
+    assert seen[z1][2] == [
+        "zone=z1: 2 matching pod(s), the fewest in a domain 0; one more makes skew 3 > maxSkew 1"
+    ]
+    assert doc["schedulable"] is False

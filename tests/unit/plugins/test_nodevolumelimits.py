@@ -309,3 +309,17 @@ def test_hints_wake_a_pod_only_for_what_frees_or_raises_a_count() -> None:
     gce = attachment("va-g", "a", "pv-g", attacher="pd.csi.storage.gke.io")
     assert hint(parse_pod(inline), ClusterEvent.VOLUME_ATTACHMENT_DELETE, gce, None)
     assert not hint(parse_pod(inline), ClusterEvent.VOLUME_ATTACHMENT_DELETE, va, None)
+
+
+def test_explain_gives_attached_new_and_the_limit() -> None:
+    cache = setup()
+    cache.add_pod(parse_pod(using("p1", "c-h1", where="b")))
+    plugin = make_plugin(NAME, cache)
+    state = CycleState()
+    x = parse_pod(using("x", "c-h2", "c-h3"))
+    plugin.pre_filter(state, x, cache.table)
+    row = cache.table.index["b"]
+    assert plugin.explain(state, x, cache.table, row) == [
+        f"{DRIVER}: 1 volume(s) attached, 2 more would exceed its limit of 1"
+    ]
+    assert plugin.explain(state, x, cache.table, cache.table.index["free"]) == []
