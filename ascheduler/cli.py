@@ -508,7 +508,13 @@ def _pod_name(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    import gc
+
     import uvloop
+
+    # One short run that builds the cluster's objects once and keeps them to the end: the
+    # cyclic collector would only walk them again and again.
+    gc.disable()
 
     args.manifest = ""
     if args.filename is not None:

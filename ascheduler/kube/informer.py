@@ -26,7 +26,7 @@ import aiohttp
 import orjson
 import structlog
 
-from ascheduler.kube.client import ApiError, KubeClient, KubeError
+from ascheduler.kube.client import ApiError, KubeClient, KubeError, gc_paused
 
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
@@ -204,10 +204,11 @@ class Informer(Generic[T]):
         while True:
             body = await self.kube.get(self.path, params=params)
             raw_items = body.get("items")
-            for raw in raw_items if isinstance(raw_items, list) else ():
-                obj = self._parse(raw, "")
-                if obj is not None:
-                    items[self.key(obj)] = obj
+            with gc_paused():
+                for raw in raw_items if isinstance(raw_items, list) else ():
+                    obj = self._parse(raw, "")
+                    if obj is not None:
+                        items[self.key(obj)] = obj
             meta = body.get("metadata") or {}
             cont = meta.get("continue")
             if not cont:
@@ -219,7 +220,8 @@ class Informer(Generic[T]):
         if self.absent:
             log.info("resource_served", informer=self.name, path=self.path)
             self.absent = False
-        self._reconcile(items)
+        with gc_paused():
+            self._reconcile(items)
 
     def _reconcile(self, fresh: dict[str, T]) -> None:
         old = self.store

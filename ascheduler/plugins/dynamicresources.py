@@ -65,7 +65,7 @@ from ascheduler.framework.interface import (
     Code,
     CycleState,
     Diagnosis,
-    FilterPlugin,
+    ExplainFilterPlugin,
     FilterResult,
     GateKeysPlugin,
     PostFilterPlugin,
@@ -103,6 +103,8 @@ NAME: Final = "DynamicResources"
 CANNOT_ALLOCATE: Final = "cannot allocate all claims"
 NOT_AVAILABLE: Final = "resourceclaim not available on the node"
 TIMED_OUT: Final = "timed out trying to allocate devices"
+#: Where explain keeps the per-node device counts of the claims to allocate.
+_COUNTS: Final = f"{NAME}/explain-counts"
 IN_USE: Final = "resourceclaim in use"
 NO_NEW_CLAIMS: Final = "no new claims to deallocate"
 #: The error kube-scheduler's cycle state gives for a key never written.
@@ -227,7 +229,7 @@ class DynamicResources(
     PreEnqueuePlugin,
     GateKeysPlugin,
     PreFilterPlugin,
-    FilterPlugin,
+    ExplainFilterPlugin,
     PostFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
@@ -465,6 +467,60 @@ class DynamicResources(
                 s.found[info.name] = found
                 s.scores[row] = _score_of(claims, found)
         return [(CANNOT_ALLOCATE, cannot), (INVALID_POOLS, invalid), (TIMED_OUT, timed_out)]
+
+    def explain(self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int) -> list[str]:
+        """An allocated claim whose devices the node cannot reach; per request of the claims
+        to allocate, the devices it needs and how many of those its class and selectors
+        select that are free and reachable from the node."""
+        s: _State | None = state.read(NAME)
+        if s is None:
+            return []
+        lines = []
+        for i, terms in enumerate(s.available_on):
+            if terms is not None and not _terms_rows(nodes, terms)[row]:
+                lines.append(
+                    f"resourceclaim {s.claims[i].name} is allocated devices this node cannot reach"
+                )
+        if not s.to_allocate or nodes.names[row] in s.found:
+            return lines
+        counted: list[list[list[_Counted]]] | None = state.read(_COUNTS)
+        if counted is None:
+            counted = self._explain_counts(s, nodes)
+            state.write(_COUNTS, counted)
+        short = False
+        for ci, per_request in enumerate(counted):
+            claim = s.claims[s.to_allocate[ci]]
+            for subs in per_request:
+                if not subs or any(_enough(c)[row] for c in subs):
+                    continue
+                short = True
+                lines.append(
+                    f"resourceclaim {claim.name}: " + "; or ".join(_need(c, row) for c in subs)
+                )
+        if not short:
+            lines.append(
+                "each request's devices are here, but no allocation of them meets the claims' "
+                "constraints together (or the search timed out)"
+            )
+        return lines
+
+    def _explain_counts(self, s: _State, nodes: NodeTable) -> list[list[list[_Counted]]]:
+        table = self.objects.table()
+        device_rows = _device_rows(nodes, table)
+        out = []
+        for ci, index in enumerate(s.to_allocate):
+            claim = s.claims[index]
+            per_request = []
+            for ri, req in enumerate(claim.requests):
+                wanted = req.first_available or ((req.exactly,) if req.exactly else ())
+                per_request.append(
+                    [
+                        self._count(table, nodes, device_rows, (ci, ri, si), claim, sub)
+                        for si, sub in enumerate(wanted)
+                    ]
+                )
+            out.append(per_request)
+        return out
 
     def _count(
         self,
@@ -846,6 +902,18 @@ def _over_limit(counted: list[list[list[_Counted]]], n: int) -> BoolArray:
                 total += np.minimum.reduce(wanted)
         over |= total > ALLOCATION_RESULTS_MAX
     return over
+
+
+def _need(c: _Counted, row: int) -> str:
+    """`request gpu (class gpu.example.com) needs 2 device(s), 1 free here`."""
+    head = f"request {c.request.name} (class {c.request.class_name})"
+    free = int(c.counts[row])
+    if c.request.mode == ALL:
+        assert c.all_selected is not None
+        if not c.all_selected[row]:
+            return f"{head} needs all its devices, and selects none here"
+        return f"{head} needs all its devices, {free} of {int(c.all_selected[row])} free here"
+    return f"{head} needs {c.request.count} device(s), {free} free here"
 
 
 def _enough(c: _Counted) -> BoolArray:

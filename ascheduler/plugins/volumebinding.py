@@ -46,7 +46,7 @@ from ascheduler.framework.interface import (
     ClusterEvent,
     Code,
     CycleState,
-    FilterPlugin,
+    ExplainFilterPlugin,
     FilterResult,
     PreBindPlugin,
     PreFilterPlugin,
@@ -65,6 +65,7 @@ from ascheduler.framework.storage import AssumeError, not_found
 from ascheduler.kube import KubeError
 from ascheduler.model import PodInfo, version_number
 from ascheduler.model.affinity import NodeSelectorTerm
+from ascheduler.model.quantity import format_quantity
 from ascheduler.model.storage import (
     BIND_COMPLETED,
     BOUND_BY_CONTROLLER,
@@ -211,7 +212,7 @@ def capacity_limit(capacity: StorageCapacity) -> int | None:
 
 class VolumeBinding(
     PreFilterPlugin,
-    FilterPlugin,
+    ExplainFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
     ReservePlugin,
@@ -369,6 +370,67 @@ class VolumeBinding(
             Rejection(REASON_NO_SPACE, no_space, code),
             Rejection(REASON_PV_MISSING, pv_missing, code),
         )
+
+    def explain(self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int) -> list[str]:
+        """Per claim that keeps the pod off the row: a bound volume's node affinity (with the
+        node's values of the keys it names) or its absence; a claim being provisioned for
+        another node; for a claim to bind, the volumes of its class and whether the class
+        can provision it here, or has no room for it."""
+        s: _State | None = state.read(NAME)
+        if s is None:
+            return []
+        storage = self.handle.storage
+        labels = nodes.infos[row].labels
+        lines = []
+        for claim in s.bound:
+            volume = storage.volume(claim.volume_name)
+            if volume is None:
+                lines.append(
+                    f"persistentvolumeclaim {claim.name} is bound to persistentvolume "
+                    f"{claim.volume_name}, which does not exist"
+                )
+            elif not affinity_rows(nodes, volume.node_affinity)[row]:
+                lines.append(
+                    f"persistentvolumeclaim {claim.name}: persistentvolume {volume.name}'s node "
+                    f"affinity excludes this node{_node_values(volume.node_affinity, labels)}"
+                )
+        for claim in s.selected:
+            selected = claim.annotations.get(SELECTED_NODE)
+            if selected != nodes.names[row]:
+                lines.append(
+                    f"persistentvolumeclaim {claim.name} is being provisioned for node {selected}"
+                )
+        for match in s.matches:
+            if match.choice[row] >= 0:
+                continue
+            lines.extend(self._unmatched(match, nodes, row))
+        return lines
+
+    def _unmatched(self, match: _Match, nodes: NodeTable, row: int) -> list[str]:
+        claim = match.claim
+        size = format_quantity("ephemeral-storage", claim.request)
+        head = (
+            f"persistentvolumeclaim {claim.name} ({size} of class {claim.class_name or '(none)'})"
+        )
+        reach = [v.name for v in match.volumes if affinity_rows(nodes, v.node_affinity)[row]]
+        if reach:
+            volumes = f"the {len(reach)} volume(s) that fit it here go to the pod's other claims"
+        elif match.volumes:
+            volumes = f"none of the {len(match.volumes)} volume(s) that fit it reaches this node"
+        else:
+            volumes = "no available volume fits it"
+        klass = self.handle.storage.storage_class(claim.class_name)
+        if klass is None or not klass.provisioner or klass.provisioner == NO_PROVISIONER:
+            return [f"{head}: {volumes}, and the class does not provision"]
+        ok, enough = self._provisionable(claim, nodes)
+        if not ok[row]:
+            return [f"{head}: {volumes}, and the class's allowedTopologies exclude this node"]
+        if not enough[row]:
+            return [
+                f"{head}: {volumes}, and no CSIStorageCapacity of {klass.provisioner} for "
+                "this node admits a volume that large"
+            ]
+        return []
 
     def _delayed(self, s: _State, nodes: NodeTable) -> tuple[BoolArray, BoolArray]:
         claims = s.delayed
@@ -757,6 +819,14 @@ class VolumeBinding(
             if not fully_bound(pvc):
                 done = False
         return done
+
+
+def _node_values(terms: tuple[NodeSelectorTerm, ...] | None, labels: Any) -> str:
+    keys = sorted({r.key for t in terms or () for r in t.expressions})
+    if not keys:
+        return ""
+    have = ", ".join(f"{k}={labels[k]}" if k in labels else f"no {k}" for k in keys)
+    return f" (node has {have})"
 
 
 class _BindingFailed(Exception):

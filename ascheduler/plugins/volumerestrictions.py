@@ -28,6 +28,7 @@ from ascheduler.framework.interface import (
     ClusterEvent,
     Code,
     CycleState,
+    ExplainFilterPlugin,
     FilterResult,
     PreFilterPlugin,
     PreFilterResult,
@@ -50,6 +51,8 @@ REASON_RWOP: Final = (
     "already in-use by another pod"
 )
 READ_WRITE_ONCE_POD: Final = "ReadWriteOncePod"
+#: Where explain keeps the users of the pod's ReadWriteOncePod claims once found.
+_USERS: Final = f"{NAME}/claim-users"
 
 
 @dataclass
@@ -72,7 +75,9 @@ def claim_problem(handle: Handle, pod: PodInfo, claim: str) -> Status | None:
     return None
 
 
-class VolumeRestrictions(PreFilterPlugin, WhatIfFilterPlugin, QueueingHintPlugin):
+class VolumeRestrictions(
+    PreFilterPlugin, WhatIfFilterPlugin, ExplainFilterPlugin, QueueingHintPlugin
+):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:
@@ -141,6 +146,49 @@ class VolumeRestrictions(PreFilterPlugin, WhatIfFilterPlugin, QueueingHintPlugin
         if not conflicted.any():
             return None
         return FilterResult.single(REASON_DISK, conflicted)
+
+    def explain(self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int) -> list[str]:
+        """The pods on the row holding one of the pod's disks; the pods (anywhere) using one
+        of its ReadWriteOncePod claims."""
+        s: _State | None = state.read(NAME)
+        if s is None:
+            return []
+        lines = []
+        for v in pod.volumes:
+            if v.kind not in DISKS:
+                continue
+            holders = sorted(
+                placed.key
+                for placed in nodes.pods(row).values()
+                if any(v.conflicts(o) for o in placed.volumes)
+            )
+            if holders:
+                lines.append(f"{v.kind} {v.disk} is mounted by pod {', '.join(holders)}")
+        if s.in_use:
+            users: dict[str, list[str]] | None = state.read(_USERS)
+            if users is None:
+                users = self._claim_users(pod, s, nodes)
+                state.write(_USERS, users)
+            for claim, pods in sorted(users.items()):
+                lines.append(
+                    f"persistentvolumeclaim {claim} (ReadWriteOncePod) is used by pod "
+                    + ", ".join(pods)
+                )
+        return lines
+
+    @staticmethod
+    def _claim_users(pod: PodInfo, s: _State, nodes: NodeTable) -> dict[str, list[str]]:
+        """The placed pods using each of the pod's ReadWriteOncePod claims, with their nodes
+        (one pass over the placed pods of the namespace)."""
+        out: dict[str, list[str]] = {}
+        for row in range(nodes.n):
+            for placed in nodes.pods(row).values():
+                if placed.namespace != pod.namespace or placed.uid == pod.uid:
+                    continue
+                for o in placed.volumes:
+                    if o.kind == CLAIM and o.claim in s.rwop:
+                        out.setdefault(o.claim, []).append(f"{placed.key} on {nodes.names[row]}")
+        return {claim: sorted(pods) for claim, pods in out.items()}
 
     def filter_what_if(
         self,

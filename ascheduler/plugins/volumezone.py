@@ -25,7 +25,7 @@ from ascheduler.framework.interface import (
     ClusterEvent,
     Code,
     CycleState,
-    FilterPlugin,
+    ExplainFilterPlugin,
     FilterResult,
     PreFilterPlugin,
     PreFilterResult,
@@ -83,9 +83,11 @@ def _missing(kind: str, name: str) -> Status:
 @dataclass
 class _State:
     topologies: list[tuple[str, frozenset[str]]]
+    #: The volume each entry of `topologies` comes from.
+    volumes: list[str]
 
 
-class VolumeZone(PreFilterPlugin, FilterPlugin, QueueingHintPlugin):
+class VolumeZone(PreFilterPlugin, ExplainFilterPlugin, QueueingHintPlugin):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:
@@ -109,9 +111,9 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, QueueingHintPlugin):
             return topologies(before) != topologies(after)
         return True
 
-    def _topologies(self, pod: PodInfo) -> list[tuple[str, frozenset[str]]] | Status:
+    def _topologies(self, pod: PodInfo) -> _State | Status:
         storage = self.handle.storage
-        out: list[tuple[str, frozenset[str]]] = []
+        out = _State([], [])
         for v in pod.volumes:
             if v.kind != CLAIM:
                 continue
@@ -134,7 +136,9 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, QueueingHintPlugin):
             volume = storage.volume(claim.volume_name)
             if volume is None:
                 return _missing("persistentvolume", claim.volume_name)
-            out.extend(topologies(volume))
+            found = topologies(volume)
+            out.topologies.extend(found)
+            out.volumes.extend(volume.name for _ in found)
         return out
 
     def pre_filter(
@@ -145,9 +149,9 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, QueueingHintPlugin):
         found = self._topologies(pod)
         if isinstance(found, Status):
             return None, found
-        if not found:
+        if not found.topologies:
             return None, SKIP
-        state.write(NAME, _State(found))
+        state.write(NAME, found)
         return None, SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
@@ -166,6 +170,27 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, QueueingHintPlugin):
         return FilterResult.of(
             rejected, Rejection(REASON, rejected, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
         )
+
+    def explain(self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int) -> list[str]:
+        """Per volume label the node does not meet: the volume, its zones, the node's value."""
+        s: _State | None = state.read(NAME)
+        if s is None:
+            return []
+        labels = nodes.infos[row].labels
+        lines = []
+        for (key, allowed), volume in zip(s.topologies, s.volumes, strict=True):
+            if self._matches(nodes, key, allowed)[row]:
+                continue
+            shown = key if key in labels else _GA.get(key, key)
+            have = (
+                f"node has {shown}={labels[shown]}"
+                if shown in labels
+                else f"node has no {key} label"
+            )
+            lines.append(
+                f"persistentvolume {volume} is in {key} {', '.join(sorted(allowed))}: {have}"
+            )
+        return lines
 
     @staticmethod
     def _matches(nodes: NodeTable, key: str, allowed: frozenset[str]) -> BoolArray:

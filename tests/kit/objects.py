@@ -235,6 +235,23 @@ def run_filter(plugin: Any, raw_pod: Json, cache: Cache) -> FilterResult | None:
     return plugin.filter(state, info, cache.table)  # type: ignore[no-any-return]
 
 
+def explained(plugin: Any, raw_pod: Json, cache: Cache) -> dict[str, list[str]]:
+    """PreFilter and Filter as `run_filter`, then the plugin's explanation of each row it
+    rejected: {node name: lines}."""
+    state = CycleState()
+    info = parsed(raw_pod)
+    if isinstance(plugin, PreFilterPlugin):
+        _, status = plugin.pre_filter(state, info, cache.table)
+        assert status.ok, status
+    result = plugin.filter(state, info, cache.table)
+    if result is None:
+        return {}
+    return {
+        cache.table.names[row]: plugin.explain(state, info, cache.table, row)
+        for row in np.flatnonzero(result.rejected).tolist()
+    }
+
+
 def rejected_reasons(result: FilterResult | None, cache: Cache) -> dict[str, list[str]]:
     """{node name: [reasons]} for every rejected node; checks `rejected` is the union."""
     names = cache.table.names

@@ -22,7 +22,9 @@ from ascheduler.devcluster.plane import PlaneState
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
+    claiming_pod,
     create_pods,
+    eventually,
     get_pod,
     pause_pod,
     scheduled_condition,
@@ -281,3 +283,158 @@ async def test_host_ports_and_spread_say_who_holds_the_port_and_the_skew(
         "zone=z1: 2 matching pod(s), the fewest in a domain 0; one more makes skew 3 > maxSkew 1"
     ]
     assert doc["schedulable"] is False
+
+
+async def test_volumes_and_devices_name_the_claim_the_volume_and_the_counts(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+    cluster_objects: list[str],
+) -> None:
+    zone = "topology.kubernetes.io/zone"
+    (a,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-a", labels={zone: "z1"}))
+    (b,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-b", labels={zone: "z2"}))
+    api = f"/api/v1/namespaces/{namespace}"
+
+    async def post(path: str, body: dict[str, Any], cluster: bool = False) -> None:
+        await kube.post(path, body)
+        if cluster:
+            cluster_objects.append(f"{path}/{body['metadata']['name']}")
+
+    def claim_body(name: str, **spec: Any) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": spec.pop("size", "1Gi")}},
+                **spec,
+            },
+        }
+
+    # A volume in zone z1, bound to its claim by the persistentvolume controller.
+    zoned = f"{namespace}-zoned"
+    await post(
+        "/api/v1/persistentvolumes",
+        {
+            "metadata": {"name": zoned, "labels": {zone: "z1"}},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "hostPath": {"path": f"/mnt/{zoned}"},
+                "claimRef": {"namespace": namespace, "name": "zoned"},
+            },
+        },
+        cluster=True,
+    )
+    await post(
+        f"{api}/persistentvolumeclaims", claim_body("zoned", storageClassName="", volumeName=zoned)
+    )
+
+    async def bound() -> bool:
+        got = await kube.get(f"{api}/persistentvolumeclaims/zoned")
+        return bool(got.get("status", {}).get("phase") == "Bound")
+
+    assert await eventually(bound, what="the zoned claim bound")
+    # A claim of 5Gi whose class cannot provision, and one local volume of 1Gi on a.
+    local = f"{namespace}-local"
+    await post(
+        "/apis/storage.k8s.io/v1/storageclasses",
+        {
+            "metadata": {"name": local},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+        cluster=True,
+    )
+    term = {
+        "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [a]}]
+    }
+    await post(
+        "/api/v1/persistentvolumes",
+        {
+            "metadata": {"name": f"{namespace}-small"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": local,
+                "local": {"path": "/mnt/small"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+            },
+        },
+        cluster=True,
+    )
+    await post(
+        f"{api}/persistentvolumeclaims", claim_body("data", storageClassName=local, size="5Gi")
+    )
+    # Devices: one a100 on a, one t4 on b; a claim for two a100s.
+    resource = "/apis/resource.k8s.io/v1"
+    driver = "gpu.example.com"
+    klass = f"{namespace}-a100"
+    expression = f'device.driver == "{driver}" && device.attributes["{driver}"].model == "a100"'
+    await post(
+        f"{resource}/deviceclasses",
+        {"metadata": {"name": klass}, "spec": {"selectors": [{"cel": {"expression": expression}}]}},
+        cluster=True,
+    )
+    for node, model in ((a, "a100"), (b, "t4")):
+        await post(
+            f"{resource}/resourceslices",
+            {
+                "metadata": {"name": f"{node}-gpus"},
+                "spec": {
+                    "driver": driver,
+                    "nodeName": node,
+                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": "gpu-0", "attributes": {"model": {"string": model}}}],
+                },
+            },
+            cluster=True,
+        )
+    request = {"deviceClassName": klass, "allocationMode": "ExactCount", "count": 2}
+    await post(
+        f"{resource}/namespaces/{namespace}/resourceclaims",
+        {
+            "metadata": {"name": "two"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}},
+        },
+    )
+
+    async def explain_pod(name: str, body: dict[str, Any]) -> dict[str, Any]:
+        body["metadata"]["namespace"] = namespace
+        manifest = Path(plane.state_dir) / f"{namespace}-{name}.yaml"
+        manifest.write_text(yaml.safe_dump(body))
+        return await explain(plane_state, "-f", str(manifest), "--limit", "0")
+
+    def with_claim(name: str, claim: str) -> dict[str, Any]:
+        body = pause_pod(name, scheduler_name=SCHEDULER)
+        body["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}]
+        return body
+
+    doc = await explain_pod("zoned", with_claim("zoned", "zoned"))
+    seen = verdicts(doc)
+    assert seen[b] == (
+        "VolumeZone",
+        ["node(s) had no available volume zone"],
+        [f"persistentvolume {zoned} is in {zone} z1: node has {zone}=z2"],
+    )
+    assert a not in seen
+    doc = await explain_pod("data", with_claim("data", "data"))
+    seen = verdicts(doc)
+    line = (
+        f"persistentvolumeclaim data (5Gi of class {local}): no available volume fits it, and "
+        "the class does not provision"
+    )
+    for node in (a, b):
+        assert seen[node] == (
+            "VolumeBinding",
+            ["node(s) didn't find available persistent volumes to bind"],
+            [line],
+        )
+    doc = await explain_pod("gpus", claiming_pod("gpus", claim="two", scheduler_name=SCHEDULER))
+    seen = verdicts(doc)
+    need = f"resourceclaim two: request gpu (class {klass}) needs 2 device(s)"
+    assert seen[a] == ("DynamicResources", ["cannot allocate all claims"], [f"{need}, 1 free here"])
+    assert seen[b] == ("DynamicResources", ["cannot allocate all claims"], [f"{need}, 0 free here"])

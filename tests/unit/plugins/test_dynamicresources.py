@@ -27,7 +27,7 @@ from ascheduler.plugins.dynamicresources import (
     _pool_labels,
     _State,
 )
-from tests.kit import make_cache, make_plugin, node, pod, rejected_reasons
+from tests.kit import explained, make_cache, make_plugin, node, pod, rejected_reasons
 from tests.unit.dra.helpers import (
     DRIVER,
     allocated,
@@ -330,4 +330,36 @@ def test_an_all_request_meeting_an_invalid_pool_fails_the_attempt() -> None:
     assert errors == [
         f"claim ns/every, request r: asks for all devices, but resource pool {DRIVER}/dup is "
         "currently invalid"
+    ]
+
+
+def test_explain_counts_the_devices_each_request_needs_on_the_node() -> None:
+    cache = cluster({"n1": 1, "n2": 2, "n3": 3})
+    add_claim(cache, claim("c", exactly("r", count=2)))
+    add_claim(cache, claim("fa", first_available("pick", ("big", "gpu", 3), ("small", "gpu", 1))))
+    add_claim(
+        cache, claim("busy", exactly("r"), allocation=allocated("n3", ("n3", "g0"), ("n3", "g1")))
+    )
+    plugin = make_plugin(NAME, cache)
+    r = "resourceclaim c: request r (class gpu) needs 2 device(s)"
+    assert explained(plugin, claiming("c"), cache) == {
+        "n1": [f"{r}, 1 free here"],
+        "n3": [f"{r}, 1 free here"],
+        "n4": [f"{r}, 0 free here"],
+    }
+    got = explained(plugin, claiming("fa"), cache)
+    assert got["n4"] == [
+        "resourceclaim fa: request big (class gpu) needs 3 device(s), 0 free here; "
+        "or request small (class gpu) needs 1 device(s), 0 free here"
+    ]
+    assert sorted(got) == ["n4"]
+    # Overlapping requests: each counted alone fits n1, together they do not.
+    add_claim(cache, claim("two", exactly("a"), exactly("b")))
+    assert explained(plugin, claiming("two"), cache)["n1"] == [
+        "each request's devices are here, but no allocation of them meets the claims' "
+        "constraints together (or the search timed out)"
+    ]
+    add_claim(cache, claim("held", exactly("r"), allocation=allocated("n2", ("n2", "g0"))))
+    assert explained(plugin, claiming("held"), cache)["n1"] == [
+        "resourceclaim held is allocated devices this node cannot reach"
     ]

@@ -34,7 +34,7 @@ from ascheduler.plugins.volumebinding import (
     REASON_PV_MISSING,
     UNBOUND_IMMEDIATE,
 )
-from tests.kit import make_cache, make_plugin, node, pod, rejected_reasons
+from tests.kit import explained, make_cache, make_plugin, node, pod, rejected_reasons
 from tests.kit import run_filter as run
 
 NAME = "VolumeBinding"
@@ -239,43 +239,48 @@ def test_a_claim_selected_for_a_node_fails_the_others() -> None:
     }
 
 
+def with_capacity(cache: Cache) -> None:
+    """csi.example.com publishes capacity: 10Gi on a, volumes up to 1Gi on b, none on c."""
+    add(
+        cache,
+        "CSIDriver",
+        parse_csi_driver(
+            {"metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": True}}
+        ),
+    )
+    add(
+        cache,
+        "CSIStorageCapacity",
+        parse_capacity(
+            {
+                "metadata": {"namespace": "kube-system", "name": "cap-a"},
+                "storageClassName": "fast",
+                "capacity": "10Gi",
+                "nodeTopology": {"matchLabels": {HOST: "a"}},
+            }
+        ),
+    )
+    add(
+        cache,
+        "CSIStorageCapacity",
+        parse_capacity(
+            {
+                "metadata": {"namespace": "kube-system", "name": "cap-b"},
+                "storageClassName": "fast",
+                "capacity": "100Gi",
+                "maximumVolumeSize": "1Gi",
+                "nodeTopology": {"matchLabels": {HOST: "b"}},
+            }
+        ),
+    )
+
+
 @pytest.mark.parametrize("capacity", [False, True])
 def test_dynamic_provisioning_topology_and_capacity(capacity: bool) -> None:
     cache = cluster()
     claim(cache, "dyn", klass="fast", size="5Gi")
     if capacity:
-        add(
-            cache,
-            "CSIDriver",
-            parse_csi_driver(
-                {"metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": True}}
-            ),
-        )
-        add(
-            cache,
-            "CSIStorageCapacity",
-            parse_capacity(
-                {
-                    "metadata": {"namespace": "kube-system", "name": "cap-a"},
-                    "storageClassName": "fast",
-                    "capacity": "10Gi",
-                    "nodeTopology": {"matchLabels": {HOST: "a"}},
-                }
-            ),
-        )
-        add(
-            cache,
-            "CSIStorageCapacity",
-            parse_capacity(
-                {
-                    "metadata": {"namespace": "kube-system", "name": "cap-b"},
-                    "storageClassName": "fast",
-                    "capacity": "100Gi",
-                    "maximumVolumeSize": "1Gi",
-                    "nodeTopology": {"matchLabels": {HOST: "b"}},
-                }
-            ),
-        )
+        with_capacity(cache)
     got = run(make_plugin(NAME, cache), using("dyn"), cache)
     expected = {"c": [REASON_BIND_CONFLICT]}  # outside the class's allowedTopologies
     if capacity:
@@ -573,3 +578,54 @@ def test_provisioned_claims_score_the_node_s_storage_capacity() -> None:
     local_pv(cache, "pv-a", "a", "1Gi")
     claim(cache, "data")
     assert scores(scoring(cache), using("dyn", "data"), cache) == {"a": 0}
+
+
+def test_explain_names_the_claim_its_volumes_and_what_the_class_cannot_do() -> None:
+    cache = cluster()
+    local_pv(cache, "pv-a", "a", "1Gi", claimRef={"namespace": "ns", "name": "data"})
+    claim(cache, "data", volumeName="pv-a", meta={"annotations": {BIND_COMPLETED: "yes"}})
+    plugin = make_plugin(NAME, cache)
+    affinity = (
+        "persistentvolumeclaim data: persistentvolume pv-a's node affinity excludes this node "
+        f"(node has {HOST}="
+    )
+    assert explained(plugin, using("data"), cache) == {
+        "b": [affinity + "b)"],
+        "c": [affinity + "c)"],
+    }
+    claim(cache, "orphan", volumeName="pv-none", meta={"annotations": {BIND_COMPLETED: "yes"}})
+    gone = "persistentvolumeclaim orphan is bound to persistentvolume pv-none, which does not exist"
+    assert explained(plugin, using("orphan"), cache) == {n: [gone] for n in "abc"}
+    claim(cache, "picked", klass="fast", meta={"annotations": {SELECTED_NODE: "b"}})
+    picked = "persistentvolumeclaim picked is being provisioned for node b"
+    assert explained(plugin, using("picked"), cache) == {"a": [picked], "c": [picked]}
+
+
+def test_explain_of_claims_to_bind_says_which_volumes_and_why_not_provisioned() -> None:
+    cache = cluster()
+    local_pv(cache, "a-small", "a", "1Gi")
+    local_pv(cache, "b-small", "b", "1Gi")
+    claim(cache, "one")
+    claim(cache, "two")
+    plugin = make_plugin(NAME, cache)
+    head = "persistentvolumeclaim two (1Gi of class local): "
+    tail = ", and the class does not provision"
+    assert explained(plugin, using("one", "two"), cache) == {
+        "a": [head + "the 1 volume(s) that fit it here go to the pod's other claims" + tail],
+        "b": [head + "the 1 volume(s) that fit it here go to the pod's other claims" + tail],
+        "c": [
+            "persistentvolumeclaim one (1Gi of class local): none of the 2 volume(s) that fit "
+            "it reaches this node" + tail,
+            head + "none of the 2 volume(s) that fit it reaches this node" + tail,
+        ],
+    }
+    claim(cache, "dyn", klass="fast", size="5Gi")
+    with_capacity(cache)
+    head = "persistentvolumeclaim dyn (5Gi of class fast): no available volume fits it, and "
+    assert explained(plugin, using("dyn"), cache) == {
+        "b": [
+            head + "no CSIStorageCapacity of csi.example.com for this node admits a volume "
+            "that large"
+        ],
+        "c": [head + "the class's allowedTopologies exclude this node"],
+    }

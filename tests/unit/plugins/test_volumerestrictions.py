@@ -11,7 +11,7 @@ from ascheduler.framework import ClusterEvent, Code, CycleState
 from ascheduler.model import parse_pod
 from ascheduler.model.storage import parse_claim
 from ascheduler.plugins.volumerestrictions import REASON_DISK, REASON_RWOP
-from tests.kit import make_cache, make_plugin, node, on, pod, rejected_reasons
+from tests.kit import explained, make_cache, make_plugin, node, on, pod, rejected_reasons
 from tests.kit import run_filter as run
 
 NAME = "VolumeRestrictions"
@@ -156,3 +156,18 @@ def test_hints_wake_a_pod_for_its_own_claims_and_disks_only() -> None:
     assert not hint(
         reader, ClusterEvent.ASSIGNED_POD_DELETE, gone(gce("pd-1", read_only=True)), None
     )
+
+
+def test_explain_names_the_pods_holding_the_disk_or_the_claim() -> None:
+    cache = three_nodes()
+    plugin = make_plugin(NAME, cache)
+    assert explained(plugin, with_volumes("y", gce("pd-1"), gce("pd-2")), cache) == {
+        "a": ["gcePersistentDisk pd-1 is mounted by pod ns/ro"],
+        "b": ["gcePersistentDisk pd-2 is mounted by pod ns/rw"],
+    }
+    add_claim(cache, "solo", "ReadWriteOncePod")
+    cache.add_pod(parse_pod(with_volumes("owner", claim_volume("solo"), where="c")))
+    line = "persistentvolumeclaim solo (ReadWriteOncePod) is used by pod ns/owner on c"
+    assert explained(plugin, with_volumes("x", claim_volume("solo")), cache) == {
+        n: [line] for n in "abc"
+    }

@@ -12,7 +12,7 @@ from ascheduler.framework import ClusterEvent, Code, CycleState
 from ascheduler.model import parse_node, parse_pod
 from ascheduler.model.storage import parse_claim, parse_storage_class, parse_volume
 from ascheduler.plugins.volumezone import BETA_ZONE, REASON, REGION, ZONE, zones
-from tests.kit import make_cache, make_plugin, node, pod, rejected_reasons
+from tests.kit import explained, make_cache, make_plugin, node, pod, rejected_reasons
 from tests.kit import run_filter as run
 
 NAME = "VolumeZone"
@@ -164,3 +164,18 @@ def test_hints_follow_the_pods_claims_classes_and_volume_topology() -> None:
     assert not hint(waiting, ClusterEvent.VOLUME_UPDATE, pv({ZONE: "a__b"}), pv({ZONE: "b__ a"}))
     node_body = parse_node(node("n"))
     assert hint(waiting, ClusterEvent.NODE_ADD, None, node_body)
+
+
+def test_explain_names_the_volume_its_zones_and_the_node_s_label() -> None:
+    cache = nodes()
+    bound(cache, "data", "pv", {ZONE: "a__b", REGION: "r1"})
+    assert explained(make_plugin(NAME, cache), claiming("data"), cache) == {
+        "c2": [
+            f"persistentvolume pv is in {ZONE} a, b: node has {ZONE}=c",
+            f"persistentvolume pv is in {REGION} r1: node has {REGION}=r2",
+        ],
+        "beta": [
+            f"persistentvolume pv is in {ZONE} a, b: node has no {ZONE} label",
+            f"persistentvolume pv is in {REGION} r1: node has no {REGION} label",
+        ],
+    }
