@@ -25,7 +25,7 @@ from ascheduler.binding import requests
 from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
-from ascheduler.debug import Authorizer, DebugEndpoints, Diagnoses
+from ascheduler.debug import Authorizer, DebugEndpoints, Diagnoses, log_cache_check
 from ascheduler.eventhandlers import EventRouter
 from ascheduler.events import StatusWriter
 from ascheduler.framework import (
@@ -462,6 +462,14 @@ async def main(config: SchedulerConfig, registry: Registry = IN_TREE) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    checks: set[asyncio.Task[None]] = set()
+
+    def check_cache() -> None:
+        task = loop.create_task(log_cache_check(runtime.scheduler, runtime.write_client))
+        checks.add(task)
+        task.add_done_callback(checks.discard)
+
+    loop.add_signal_handler(signal.SIGUSR2, check_cache)
     health = None
     if config.http_address:
         # Up before the election, so standby replicas answer /livez (and are not ready).
@@ -509,8 +517,10 @@ async def main(config: SchedulerConfig, registry: Registry = IN_TREE) -> int:
             await elector.kube.close()
         if health is not None:
             await health.stop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2):
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
+        for task in checks:
+            task.cancel()
         await runtime.close()
     return 0

@@ -375,57 +375,88 @@ class DebugEndpoints:
         return web.json_response(out)
 
     async def compare(self) -> dict[str, Any]:
-        """kube-scheduler's cache comparer, against the API server itself: what the cache
-        lacks or has too much of. A pod bound or deleted a moment ago may show up while the
-        watch catches up: check again before acting on one entry."""
         if self.kube is None:
             return {"error": "no API client"}
-        s = self.scheduler
-        nodes_list, pods_list = await asyncio.gather(
-            self.kube.get("/api/v1/nodes"),
-            self.kube.get(
-                "/api/v1/pods",
-                params={"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
-            ),
-        )
-        api_nodes = {str(n["metadata"]["name"]) for n in nodes_list.get("items", [])}
-        cache_nodes = set(s.cache.table.names)
-        api_pods: dict[str, tuple[str, str]] = {}
-        for raw in pods_list.get("items", []):
-            meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
-            if spec.get("nodeName"):
-                key = f"{meta.get('namespace')}/{meta.get('name')}"
-                api_pods[str(meta.get("uid"))] = (key, str(spec["nodeName"]))
-        cached: dict[str, tuple[str, str, bool]] = {
-            pod.uid: (pod.key, node, assumed) for pod, node, assumed in s.cache.placements()
-        }
-        missing = sorted(key for uid, (key, _) in api_pods.items() if uid not in cached)
-        redundant = sorted(
-            key for uid, (key, _, assumed) in cached.items() if uid not in api_pods and not assumed
-        )
-        moved = sorted(
-            f"{key}: cache {cached[uid][1]}, API server {node}"
-            for uid, (key, node) in api_pods.items()
-            if uid in cached and cached[uid][1] != node
-        )
-        drift = {
-            "nodesMissing": sorted(api_nodes - cache_nodes),
-            "nodesRedundant": sorted(cache_nodes - api_nodes),
-            "podsMissing": missing,
-            "podsRedundant": redundant,
-            "podsOnOtherNode": moved,
-        }
-        consistent = not any(drift.values())
-        if not consistent:
-            log.warning("cache_drift", **{k: len(v) for k, v in drift.items()})
-        return {
-            "consistent": consistent,
-            **drift,
-            "resourceVersions": {
-                "nodes": (nodes_list.get("metadata") or {}).get("resourceVersion", ""),
-                "pods": (pods_list.get("metadata") or {}).get("resourceVersion", ""),
-            },
-        }
+        return await compare_cache(self.scheduler, self.kube)
+
+
+async def compare_cache(s: Scheduler, kube: KubeClient) -> dict[str, Any]:
+    """kube-scheduler's cache comparer, against the API server itself: what the cache
+    lacks or has too much of. A pod bound or deleted a moment ago may show up while the
+    watch catches up: check again before acting on one entry."""
+    nodes_list, pods_list = await asyncio.gather(
+        kube.get("/api/v1/nodes"),
+        kube.get(
+            "/api/v1/pods",
+            params={"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
+        ),
+    )
+    api_nodes = {str(n["metadata"]["name"]) for n in nodes_list.get("items", [])}
+    cache_nodes = set(s.cache.table.names)
+    api_pods: dict[str, tuple[str, str]] = {}
+    for raw in pods_list.get("items", []):
+        meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+        if spec.get("nodeName"):
+            key = f"{meta.get('namespace')}/{meta.get('name')}"
+            api_pods[str(meta.get("uid"))] = (key, str(spec["nodeName"]))
+    cached: dict[str, tuple[str, str, bool]] = {
+        pod.uid: (pod.key, node, assumed) for pod, node, assumed in s.cache.placements()
+    }
+    missing = sorted(key for uid, (key, _) in api_pods.items() if uid not in cached)
+    redundant = sorted(
+        key for uid, (key, _, assumed) in cached.items() if uid not in api_pods and not assumed
+    )
+    moved = sorted(
+        f"{key}: cache {cached[uid][1]}, API server {node}"
+        for uid, (key, node) in api_pods.items()
+        if uid in cached and cached[uid][1] != node
+    )
+    drift = {
+        "nodesMissing": sorted(api_nodes - cache_nodes),
+        "nodesRedundant": sorted(cache_nodes - api_nodes),
+        "podsMissing": missing,
+        "podsRedundant": redundant,
+        "podsOnOtherNode": moved,
+    }
+    consistent = not any(drift.values())
+    if not consistent:
+        log.warning("cache_drift", **{k: len(v) for k, v in drift.items()})
+    return {
+        "consistent": consistent,
+        **drift,
+        "resourceVersions": {
+            "nodes": (nodes_list.get("metadata") or {}).get("resourceVersion", ""),
+            "pods": (pods_list.get("metadata") or {}).get("resourceVersion", ""),
+        },
+    }
+
+
+#: How many entries of each kind of drift the SIGUSR2 check logs.
+LOGGED_DRIFT: Final = 20
+
+
+async def log_cache_check(s: Scheduler, kube: KubeClient) -> None:
+    """What SIGUSR2 does (kube-scheduler's cache dumper and comparer): the cache's size and
+    the queue's, then the comparison with the API server, to the log."""
+    log.info(
+        "cache_dump",
+        nodes=s.cache.table.n,
+        pods=s.cache.pod_count(),
+        assumed_pods=s.cache.assumed_count(),
+        pending=s.queue.pending(),
+    )
+    try:
+        result = await compare_cache(s, kube)
+    except Exception as exc:
+        log.warning("cache_check_failed", error=str(exc))
+        return
+    if result["consistent"]:
+        log.info("cache_consistent", **result["resourceVersions"])
+        return
+    log.warning(
+        "cache_inconsistent",
+        **{k: v[:LOGGED_DRIFT] for k, v in result.items() if isinstance(v, list) and v},
+    )
 
 
 def _int(text: str | None, default: int) -> int:

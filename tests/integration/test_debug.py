@@ -5,7 +5,11 @@ API server authenticates and authorizes (none, one without rights, one with righ
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -66,7 +70,7 @@ async def test_a_pending_pod_s_last_attempt_queue_and_cache_from_the_live_schedu
         "--debug-endpoints",
         "loopback",
         http_address=f"127.0.0.1:{port}",
-    ):
+    ) as record:
         await eventually(lambda: served(port), what="the scheduler ready")
         await create_pods(
             kube,
@@ -114,6 +118,14 @@ async def test_a_pending_pod_s_last_attempt_queue_and_cache_from_the_live_schedu
         used = [by_name[n]["usage"]["cpu"]["requested"] for n in names]
         assert sorted(used) == ["0", "1"]
         assert cache["consistency"]["consistent"] is True
+        # SIGUSR2, as kube-scheduler's: the cache dumped and compared, into the log.
+        os.kill(record.pid, signal.SIGUSR2)
+
+        async def logged() -> bool:
+            text = await asyncio.to_thread(Path(record.log).read_text, errors="replace")
+            return "cache_dump" in text and "cache_consistent" in text
+
+        assert await eventually(logged, what="the SIGUSR2 check logged")
 
         # Room appears: the pod is bound and its record dropped.
         (roomy,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-big", cpu="4"))

@@ -161,3 +161,27 @@ async def test_a_failing_credentials_hook_is_transient(
     assert err.value.transient
     client.config.refresh_api_key_hook = None
     assert await client.get("/api/v1/nodes") == {}
+
+
+def test_gc_is_paused_for_bulk_work_and_restored_even_on_error() -> None:
+    import gc
+
+    from ascheduler.kube.client import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer pause still holds
+    assert gc.isenabled()
+    with pytest.raises(ValueError, match="boom"), gc_paused():
+        raise ValueError("boom")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # off before, off after
+    finally:
+        gc.enable()
