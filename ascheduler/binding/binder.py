@@ -7,9 +7,9 @@
             from the second batch on: read the node back, stop if the lock is not ours
             re-validate each fit against that list plus the binds before it in this hold
             then, for the ones that fit, concurrently (each within the hold's cutoff):
-                pod: <prefix>/bind-phase=allocating, <prefix>/bind-time=<unix seconds>
-                Bind plugins (POST pods/binding)
-                pod: <prefix>/bind-phase=success | failed
+                HAMi mode only: pod <prefix>/bind-phase=allocating, <prefix>/bind-time=<unix s>
+                Bind plugins (POST pods/binding, carrying bind-phase=success and bind-time)
+                HAMi mode only, on failure: pod <prefix>/bind-phase=failed
     (released on every path: success, error, cancellation)
 
 Binds to one node are coalesced: the first binding cycle to reach a node leads, takes the lock
@@ -51,6 +51,8 @@ POLICIES: Final[tuple[LockPolicy, ...]] = ("devices", "all", "none")
 BindingMode = Literal["direct", "bindrequest"]
 MODES: Final[tuple[BindingMode, ...]] = ("direct", "bindrequest")
 DEFAULT_DEVICE_RESOURCES: Final = ("nvidia.com/gpu",)
+#: The annotation prefix of HAMi's bind-phase protocol.
+HAMI_PREFIX: Final = "hami.io"
 NODE_LOCK: Final = "NodeLock"
 #: A hold serves at most this many binds, so one busy node cannot keep its lock for long.
 MAX_BINDS_PER_HOLD: Final = 32
@@ -63,6 +65,13 @@ class BindSettings:
     annotation_prefix: str = "ascheduler.io"
     lock: LockSettings = field(default_factory=LockSettings)
     mode: BindingMode = "direct"
+
+    @property
+    def writes_allocating(self) -> bool:
+        """Whether a locked bind marks its pod `allocating` before the Binding (a write per
+        pod): only in HAMi mode (its lock key, or its `hami.io` annotations), where HAMi's
+        device plugin looks for that pod. Otherwise the Binding alone carries the phase."""
+        return self.lock.hami or self.annotation_prefix == HAMI_PREFIX
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -233,15 +242,17 @@ class LockedBinder:
         if not hold.writable():
             return Status.error(f"node lock on {node}: the hold ran out of time", NODE_LOCK)
         stamp = str(int(time.time()))
-        try:
-            async with asyncio.timeout(hold.remaining()):
-                version = await self._allocating(pod, stamp)
-        except KubeError as exc:
-            return Status.error(f"pod {pod.key}: {exc}", NODE_LOCK)  # e.g. deleted meanwhile
-        except _Taken as exc:
-            return Status.error(str(exc), NODE_LOCK)
-        except TimeoutError:
-            return Status.error(f"node lock on {node}: the hold ran out of time", NODE_LOCK)
+        version = ""
+        if self.settings.writes_allocating:
+            try:
+                async with asyncio.timeout(hold.remaining()):
+                    version = await self._allocating(pod, stamp)
+            except KubeError as exc:
+                return Status.error(f"pod {pod.key}: {exc}", NODE_LOCK)  # e.g. deleted meanwhile
+            except _Taken as exc:
+                return Status.error(str(exc), NODE_LOCK)
+            except TimeoutError:
+                return Status.error(f"node lock on {node}: the hold ran out of time", NODE_LOCK)
         # `success` rides on the Binding itself: the API server copies its annotations
         # onto the pod in the same write that binds it.
         bind.state.write(BINDING_ANNOTATIONS, {self.phase_key: "success", self.time_key: stamp})
@@ -252,7 +263,7 @@ class LockedBinder:
         except TimeoutError:
             status = Status.error(f"node lock on {node}: bind cut off with the hold", NODE_LOCK)
         finally:
-            if not status.ok:  # also on cancellation: never left `allocating`
+            if not status.ok and version:  # also on cancellation: never left `allocating`
                 await self._phase_quietly(pod, "failed", version)
         return status
 

@@ -141,6 +141,7 @@ async def test_the_next_hold_starts_from_our_own_release_not_a_stale_cache(
         status = await binder.bind(fw, CycleState(), pod, node)
         assert status.ok, status.message
     after = {k: requests(*k) - before[k] for k in before}
-    # Each later hold: lock, allocating, unlock patches and one LIST; no 409 and re-read
+    # Each later hold: lock and unlock patches (the Binding carries the phase) and one LIST;
+    # no 409 and re-read
     # from locking at a version our own release had already replaced.
-    assert after == {("PATCH", "409"): 0, ("GET", "200"): 2, ("PATCH", "200"): 6}
+    assert after == {("PATCH", "409"): 0, ("GET", "200"): 2, ("PATCH", "200"): 4}

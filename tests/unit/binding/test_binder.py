@@ -12,10 +12,12 @@ from collections.abc import Callable
 from types import SimpleNamespace
 
 import aiohttp
+import pytest
 
 from ascheduler.binding.binder import BindSettings, LockedBinder
 from ascheduler.binding.nodelock import DEFAULT_KEY, HAMI_KEY, LockSettings, NodeLocks
 from ascheduler.framework import CycleState, Status
+from ascheduler.framework.interface import BINDING_ANNOTATIONS
 from ascheduler.model import PodInfo
 from tests.kit import FakeClock, pod_info
 from tests.unit.binding.fakeapi import FakeNodeApi
@@ -63,9 +65,15 @@ def pod(name: str) -> PodInfo:
 
 
 def binder_for(
-    api: FakeNodeApi, *, key: str = DEFAULT_KEY, clock: FakeClock | None = None
+    api: FakeNodeApi,
+    *,
+    key: str = DEFAULT_KEY,
+    clock: FakeClock | None = None,
+    prefix: str = "ascheduler.io",
 ) -> LockedBinder:
-    settings = BindSettings(policy="all", lock=LockSettings(key=key, identity=ME))
+    settings = BindSettings(
+        policy="all", lock=LockSettings(key=key, identity=ME), annotation_prefix=prefix
+    )
     binder = LockedBinder(api, settings)  # type: ignore[arg-type]
     if clock is not None:
         binder.locks = NodeLocks(api, settings.lock, clock=clock)  # type: ignore[arg-type]
@@ -224,7 +232,7 @@ async def test_an_allocating_conflict_from_a_condition_write_is_read_back() -> N
     api = FakeNodeApi()
     api.pod_conflicts = 1
     api.pods[("ns", "p0")] = {"metadata": {"uid": "p0", "resourceVersion": "5"}, "spec": {}}
-    binder = binder_for(api)
+    binder = binder_for(api, prefix="hami.io")
     (status,) = await bind_all(binder, FakeFramework(api, {}), ["p0"])
     assert status.ok
     assert api.pod_patches[0] == "p0@5"  # allocating, at the version read back
@@ -237,9 +245,36 @@ async def test_an_allocating_conflict_for_a_pod_bound_meanwhile_touches_nothing(
         "metadata": {"uid": "p0", "resourceVersion": "5"},
         "spec": {"nodeName": "elsewhere"},
     }
-    binder = binder_for(api)
+    binder = binder_for(api, prefix="hami.io")
     (status,) = await bind_all(binder, FakeFramework(api, {}), ["p0"])
     assert not status.ok
     assert "changed since it was scheduled" in status.message
     assert api.pod_patches == []
     assert "bound p0" not in api.log
+
+
+class RecordingFramework(FakeFramework):
+    """Keeps the annotations each Binding would carry."""
+
+    def __init__(self, api: FakeNodeApi) -> None:
+        super().__init__(api, {})
+        self.carried: dict[str, dict[str, str]] = {}
+
+    async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        self.carried[pod.name] = dict(state.read(BINDING_ANNOTATIONS) or {})
+        return await super().bind(state, pod, node)
+
+
+@pytest.mark.parametrize("prefix", ["ascheduler.io", "hami.io"])
+async def test_only_hami_mode_writes_allocating_the_binding_carries_success(prefix: str) -> None:
+    api = FakeNodeApi()
+    fw = RecordingFramework(api)
+    statuses = await bind_all(binder_for(api, prefix=prefix), fw, ["p0", "p1"])
+    assert all(s.ok for s in statuses)
+    for name in ("p0", "p1"):
+        assert fw.carried[name][f"{prefix}/bind-phase"] == "success"
+        assert f"{prefix}/bind-time" in fw.carried[name]
+    if prefix == "hami.io":
+        assert sorted(p.partition("@")[0] for p in api.pod_patches) == ["p0", "p1"]
+    else:
+        assert api.pod_patches == []  # one write per pod: its Binding
