@@ -307,6 +307,8 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
             name="poddisruptionbudgets",
         )
     )
+    if binder is not None and (leases := binder.lease_informer(watch_client)) is not None:
+        objects.append(leases)
     handlers = {**router.resources, **router.storage}
     for kind, path, parse in (*DRA_KINDS, *STORAGE_KINDS):
         objects.append(

@@ -135,6 +135,14 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         help="the Node annotation (hami.io/mutex.lock interoperates with HAMi)",
     )
     locks.add_argument(
+        "--node-lock-object",
+        choices=("lease", "node", "auto"),
+        default=None,
+        help="where a node's lock is written: a Lease per node (ascheduler-node-NAME in the "
+        "lease namespace) or the Node itself; auto (the default): a Lease, but the Node "
+        "under HAMi's key",
+    )
+    locks.add_argument(
         "--node-lock-timeout",
         default=None,
         metavar="DURATION",
@@ -437,6 +445,7 @@ def _config_of(args: argparse.Namespace) -> tuple[SchedulerConfig, Registry] | N
         device_resources=tuple(args.device_resources) if args.device_resources else None,
         node_lock_key=args.node_lock_key,
         node_lock_timeout=args.node_lock_timeout,
+        node_lock_object=args.node_lock_object,
         annotation_prefix=args.annotation_prefix,
     )
     try:

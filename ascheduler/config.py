@@ -30,7 +30,14 @@ from ascheduler.binding.binder import (
     BindSettings,
     LockPolicy,
 )
-from ascheduler.binding.nodelock import DEFAULT_KEY, EXPIRE_ENV, LockSettings
+from ascheduler.binding.nodelock import (
+    DEFAULT_KEY,
+    EXPIRE_ENV,
+    HAMI_KEY,
+    LOCK_OBJECTS,
+    LockObject,
+    LockSettings,
+)
 from ascheduler.debug import MODES as DEBUG_MODES
 from ascheduler.debug import is_loopback
 from ascheduler.durations import parse_seconds
@@ -89,7 +96,7 @@ _OWN: Final = {
     "binding",
     "debugEndpoints",
 }
-_LOCK: Final = {"policy", "key", "timeout", "deviceResources"}
+_LOCK: Final = {"policy", "key", "object", "timeout", "deviceResources"}
 
 
 @dataclass(frozen=True)
@@ -152,6 +159,7 @@ class Overrides:
     device_resources: tuple[str, ...] | None = None
     node_lock_key: str | None = None
     node_lock_timeout: str | None = None
+    node_lock_object: str | None = None
     annotation_prefix: str | None = None
     feature_gates: str | None = None
 
@@ -239,13 +247,26 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
     changes["leader_election"] = election
     binding = config.binding
     lock = binding.lock
+    on: LockObject | None = lock.on
+    if o.node_lock_object is not None:
+        if o.node_lock_object == "auto":
+            on = None
+        elif o.node_lock_object in LOCK_OBJECTS:
+            on = o.node_lock_object
+        else:
+            problems.append(
+                f"--node-lock-object: must be one of {', '.join(LOCK_OBJECTS)} or auto, "
+                f"got {o.node_lock_object!r}"
+            )
     try:
-        if o.node_lock_key is not None:
-            lock = dataclasses.replace(lock, key=o.node_lock_key)
         if o.node_lock_timeout is not None:
             lock = dataclasses.replace(lock, timeout=parse_seconds(o.node_lock_timeout))
     except ValueError as exc:
         problems.append(f"--node-lock-timeout: {exc}")
+    try:
+        lock = dataclasses.replace(lock, key=o.node_lock_key or lock.key, on=on)
+    except ValueError as exc:
+        problems.append(f"--node-lock-key, --node-lock-object: {exc}")
     binding_changes: dict[str, Any] = {"lock": lock}
     if o.binding_mode is not None:
         binding_changes["mode"] = o.binding_mode
@@ -556,11 +577,24 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
         else None
     )
     key = p.str_(lock.get("key"), "ascheduler.nodeLock.key", DEFAULT_KEY) or DEFAULT_KEY
+    on = lock.get("object")
+    if on is not None and on not in LOCK_OBJECTS:
+        p.add(
+            "ascheduler.nodeLock.object",
+            f"must be one of {', '.join(LOCK_OBJECTS)}, got {on!r}",
+        )
+        on = None
+    if on == "lease" and key == HAMI_KEY:
+        p.add(
+            "ascheduler.nodeLock.object",
+            f"the {HAMI_KEY} lock is HAMi's Node annotation: it cannot live on a Lease",
+        )
+        on = None
     try:
-        lock_settings = LockSettings.from_env(key=key, timeout=timeout)
+        lock_settings = LockSettings.from_env(key=key, timeout=timeout, on=on)
     except ValueError as exc:
         p.add("ascheduler.nodeLock.timeout", f"${EXPIRE_ENV}: {exc}")
-        lock_settings = LockSettings(key=key)
+        lock_settings = LockSettings(key=key, on=on)
     mode = own.get("binding", "direct")
     if mode not in MODES:
         p.add("ascheduler.binding", f"must be one of {', '.join(MODES)}, got {mode!r}")
@@ -709,6 +743,7 @@ def to_document(config: SchedulerConfig, registry: Registry) -> dict[str, Any]:
             "nodeLock": {
                 "policy": config.binding.policy,
                 "key": lock.key,
+                "object": lock.lock_object,
                 "timeout": f"{lock.timeout:g}s",
                 "deviceResources": sorted(config.binding.device_resources),
             },

@@ -236,7 +236,7 @@ class _NodeEvents:
 
     def _observe_lock(self, node: Node) -> None:
         if self.r.scheduler.binder is not None:
-            self.r.scheduler.binder.locks.observe(node.name, node.annotations)
+            self.r.scheduler.binder.observe_node(node.name, node.annotations)
 
     def on_add(self, node: Node) -> None:
         self.r.cache.add_node(node)
@@ -263,7 +263,7 @@ class _NodeEvents:
     def on_delete(self, node: Node) -> None:
         self.r.cache.remove_node(node.name)
         if self.r.scheduler.binder is not None:
-            self.r.scheduler.binder.locks.forget_node(node.name)
+            self.r.scheduler.binder.forget_node(node.name)
         self.r.queue.move_all(ClusterEvent.NODE_DELETE, node, None)
 
 

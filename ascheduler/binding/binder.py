@@ -26,20 +26,27 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import structlog
 
 from ascheduler import metrics
 from ascheduler.binding.devicelocks import DeviceLocks
-from ascheduler.binding.nodelock import Hold, LockContended, LockSettings, NodeLocks
+from ascheduler.binding.nodelock import (
+    Hold,
+    LockContended,
+    LockSettings,
+    NodeLocks,
+    node_lease_name,
+)
 from ascheduler.framework import Code, CycleState, Framework, Status
 from ascheduler.framework.interface import BINDING_ANNOTATIONS
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import MERGE_PATCH
-from ascheduler.model import PodInfo, parse_node, parse_pod
+from ascheduler.kube.informer import Informer
+from ascheduler.model import Node, PodInfo, parse_node, parse_pod
 
 log = structlog.get_logger(__name__)
 
@@ -54,6 +61,10 @@ DEFAULT_DEVICE_RESOURCES: Final = ("nvidia.com/gpu",)
 #: The annotation prefix of HAMi's bind-phase protocol.
 HAMI_PREFIX: Final = "hami.io"
 NODE_LOCK: Final = "NodeLock"
+#: On a node's lock Lease: the node it stands for.
+LEASE_NODE: Final = "ascheduler.io/node"
+#: The label selector of this project's Leases.
+MANAGED_BY: Final = "app.kubernetes.io/managed-by=ascheduler"
 #: A hold serves at most this many binds, so one busy node cannot keep its lock for long.
 MAX_BINDS_PER_HOLD: Final = 32
 
@@ -80,6 +91,52 @@ class BindSettings:
             raise ValueError(
                 f"node lock policy must be one of {', '.join(POLICIES)}, got {self.policy!r}"
             )
+
+
+@dataclass(frozen=True, slots=True)
+class LockLease:
+    """A node's lock Lease as the informer keeps it: the node it stands for, and its
+    annotations (the lock value among them)."""
+
+    name: str
+    node: str
+    resource_version: str
+    annotations: Mapping[str, str]
+
+
+def parse_lock_lease(raw: Mapping[str, Any]) -> LockLease:
+    meta = raw.get("metadata") or {}
+    raw_annotations = meta.get("annotations")
+    annotations = {
+        str(k): str(v)
+        for k, v in (raw_annotations.items() if isinstance(raw_annotations, dict) else ())
+    }
+    return LockLease(
+        str(meta.get("name", "")),
+        annotations.get(LEASE_NODE, ""),
+        str(meta.get("resourceVersion", "")),
+        annotations,
+    )
+
+
+class _LeaseEvents:
+    """Lock Leases as they change: each lock value seen starts its staleness clock, as the
+    node informer does for locks on Nodes, so a dead instance's lock is cleared in the
+    background and taken over on time."""
+
+    def __init__(self, locks: NodeLocks) -> None:
+        self.locks = locks
+
+    def on_add(self, lease: LockLease) -> None:
+        if lease.node:
+            self.locks.observe(lease.node, lease.annotations)
+
+    def on_update(self, old: LockLease, new: LockLease) -> None:
+        self.on_add(new)
+
+    def on_delete(self, lease: LockLease) -> None:
+        if lease.node:
+            self.locks.observe(lease.node, {})
 
 
 def shortfall(
@@ -135,7 +192,20 @@ class LockedBinder:
     ) -> None:
         self.kube = kube
         self.settings = settings
-        self.locks = NodeLocks(kube, settings.lock)
+        self.on_lease = settings.lock.lock_object == "lease"
+        self._leases = f"/apis/coordination.k8s.io/v1/namespaces/{lease_namespace}/leases"
+        #: node -> its uid, as the cache last had it (the owner of the node's lock Lease)
+        self._node_uids: dict[str, str] = {}
+        self.locks = (
+            NodeLocks(
+                kube,
+                settings.lock,
+                path=lambda node: f"{self._leases}/{node_lease_name(node)}",
+                create=self._create_lease,
+            )
+            if self.on_lease
+            else NodeLocks(kube, settings.lock)
+        )
         #: The locks DynamicResources writes new allocations under (network-attached pools'
         #: Leases live in `lease_namespace`).
         self.devices = DeviceLocks(kube, self.locks, lease_namespace, settings.lock)
@@ -143,6 +213,51 @@ class LockedBinder:
         self.time_key = f"{settings.annotation_prefix}/bind-time"
         #: node -> binds waiting for the binding cycle that leads the node's current hold
         self._queues: dict[str, deque[_Bind]] = {}
+
+    async def _create_lease(self, node: str) -> None:
+        """The node's lock Lease, made the first time its lock is taken; owned by the node
+        (when the cache knows its uid) so the garbage collector removes it with the node."""
+        meta: dict[str, Any] = {
+            "name": node_lease_name(node),
+            "labels": {"app.kubernetes.io/managed-by": "ascheduler"},
+            "annotations": {LEASE_NODE: node},
+        }
+        uid = self._node_uids.get(node)
+        if uid:
+            meta["ownerReferences"] = [
+                {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}
+            ]
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta}
+        try:
+            await self.kube.post(self._leases, {**body, "spec": {}})
+        except KubeError as exc:
+            if not exc.conflict:  # made by another instance meanwhile
+                raise
+
+    def lease_informer(self, kube: KubeClient) -> Informer[LockLease] | None:
+        """With locks on Leases, an informer over them (this project's Leases in the lease
+        namespace) feeding the locks' staleness clocks; None with locks on Nodes."""
+        if not self.on_lease:
+            return None
+        return Informer(
+            kube,
+            self._leases,
+            parse=parse_lock_lease,
+            key=lambda lease: lease.name,
+            version=lambda lease: lease.resource_version,
+            handler=_LeaseEvents(self.locks),
+            label_selector=MANAGED_BY,
+            name="node-lock-leases",
+        )
+
+    def observe_node(self, name: str, annotations: Mapping[str, str]) -> None:
+        """A node as the informer shows it: its lock, when the lock lives on the Node."""
+        if not self.on_lease:
+            self.locks.observe(name, annotations)
+
+    def forget_node(self, name: str) -> None:
+        self._node_uids.pop(name, None)
+        self.locks.forget_node(name)
 
     def needs_lock(self, pod: PodInfo) -> bool:
         policy = self.settings.policy
@@ -180,12 +295,16 @@ class LockedBinder:
                 queue.popleft()
                 continue
             cached = first.fw.handle.nodes.node(node)
-            known = (cached.resource_version, cached.annotations) if cached is not None else None
+            known = None
+            if cached is not None:
+                self._node_uids[node] = cached.uid
+                if not self.on_lease:
+                    known = (cached.resource_version, cached.annotations)
             try:
                 async with self.locks.hold(node, first.pod, known=known) as hold:
                     if most == 1 and first.result.done():
                         continue  # HAMi's value names this pod, cancelled meanwhile: relock
-                    allocatable = dict(parse_node(hold.node_obj).allocatable)
+                    allocatable = await self._allocatable(node, hold, cached)
                     on_node = await self._pods_on(node)
                     served = 0
                     while queue and served < most:
@@ -287,6 +406,15 @@ class LockedBinder:
             raise _Taken(f"pod {pod.key} changed since it was scheduled")
         version = str(meta.get("resourceVersion", ""))
         return await self._phase(pod, "allocating", stamp=stamp, version=version)
+
+    async def _allocatable(self, node: str, hold: Hold, cached: Node | None) -> dict[str, int]:
+        """The node's allocatable: off the Node our lock write returned, else the cache's
+        (a Lease lock), else read."""
+        if not self.on_lease:
+            return dict(parse_node(hold.node_obj).allocatable)
+        if cached is not None:
+            return dict(cached.allocatable)
+        return dict(parse_node(await self.kube.get(f"/api/v1/nodes/{node}")).allocatable)
 
     async def _pods_on(self, node: str) -> list[PodInfo]:
         """The API server's pods on `node`: the one read a hold makes."""

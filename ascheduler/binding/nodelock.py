@@ -1,7 +1,10 @@
-"""Two-level node locks: an `asyncio.Lock` per node under a Kubernetes Node-annotation lock.
+"""Two-level node locks: an `asyncio.Lock` per node under an annotation lock in the API server.
 
 The in-process lock serialises this instance's binds on a node; the annotation serialises binds
-across scheduler instances (replicas, shards, or ascheduler beside HAMi).
+across scheduler instances (replicas, shards, or ascheduler beside HAMi). It is written on an
+object named after the node: the Node itself by default here (HAMi's place), or, as the binder
+configures it, the node's own Lease (`node_lease_name`), a small object nobody else watches.
+Staleness is then counted from the Lease informer's sightings instead of the node informer's.
 
 **Values.** Every value this instance writes is unique: its time carries nanoseconds, the last
 three digits random. So "is this lock ours?" is exact equality with a value we wrote, which
@@ -46,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import hashlib
 import os
 import random
 import re
@@ -53,7 +57,7 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import structlog
 
@@ -67,6 +71,14 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 DEFAULT_KEY: Final = "ascheduler.io/node-lock"
+#: What a node's lock is written on: a Lease of its own (small, watched by nobody else), or
+#: the Node itself (HAMi's place for it).
+LockObject = Literal["lease", "node"]
+LOCK_OBJECTS: Final[tuple[LockObject, ...]] = ("lease", "node")
+#: A node's lock Lease: this prefix and the node's name (a digest of it when too long).
+NODE_LEASE_PREFIX: Final = "ascheduler-node-"
+#: The longest object name (a DNS subdomain).
+MAX_NAME: Final = 253
 HAMI_KEY: Final = "hami.io/mutex.lock"
 DEFAULT_TIMEOUT: Final = 300.0
 EXPIRE_ENV: Final = "ASCHEDULER_NODELOCK_EXPIRE"
@@ -108,16 +120,40 @@ def instance_identity() -> str:
     return f"{host}-{uuid.uuid4().hex[:8]}"
 
 
+def node_lease_name(node: str) -> str:
+    """The Lease holding `node`'s lock (in the scheduler's lease namespace)."""
+    name = NODE_LEASE_PREFIX + node
+    if len(name) <= MAX_NAME:
+        return name
+    return NODE_LEASE_PREFIX + hashlib.sha256(node.encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class LockSettings:
     key: str = DEFAULT_KEY
     timeout: float = DEFAULT_TIMEOUT
     #: Names this instance in the values it writes under its own key.
     identity: str = field(default_factory=instance_identity)
+    #: Where the lock is written; None: a Lease per node, but the Node under HAMi's key.
+    on: LockObject | None = None
 
     def __post_init__(self) -> None:
         if not self.timeout > 0:
             raise ValueError(f"node lock timeout must be positive, got {self.timeout:g}s")
+        if self.on is not None and self.on not in LOCK_OBJECTS:
+            raise ValueError(
+                f"node lock object must be one of {', '.join(LOCK_OBJECTS)}, got {self.on!r}"
+            )
+        if self.hami and self.on == "lease":
+            raise ValueError(
+                f"the {HAMI_KEY} lock is HAMi's Node annotation: it cannot live on a Lease"
+            )
+
+    @property
+    def lock_object(self) -> LockObject:
+        if self.on is not None:
+            return self.on
+        return "node" if self.hami else "lease"
 
     @property
     def hami(self) -> bool:
@@ -125,14 +161,20 @@ class LockSettings:
         return self.key == HAMI_KEY
 
     @classmethod
-    def from_env(cls, *, key: str = DEFAULT_KEY, timeout: float | None = None) -> LockSettings:
+    def from_env(
+        cls,
+        *,
+        key: str = DEFAULT_KEY,
+        timeout: float | None = None,
+        on: LockObject | None = None,
+    ) -> LockSettings:
         """`timeout` if given (the CLI flag), else `$ASCHEDULER_NODELOCK_EXPIRE` (seconds, or a
         Go-style duration such as `90s` or `5m`), else 5 minutes. ValueError for a value that
         does not parse or is not positive."""
         if timeout is None:
             raw = os.environ.get(EXPIRE_ENV, "")
             timeout = parse_seconds(raw) if raw else DEFAULT_TIMEOUT
-        return cls(key=key, timeout=timeout)
+        return cls(key=key, timeout=timeout, on=on)
 
 
 def parse_time(text: str) -> dt.datetime | None:

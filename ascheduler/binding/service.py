@@ -179,7 +179,7 @@ class RequestBinder:
         self.requests = _Requests(self.enqueue)
         self.pods = _Pods(self.enqueue)  # a request is named after its pod
         self.nodes = _Nodes()
-        self.nodes.on_node = lambda n: binder.locks.observe(n.name, n.annotations)
+        self.nodes.on_node = lambda n: binder.observe_node(n.name, n.annotations)
         self.informers: tuple[Informer[Any], ...] = (
             Informer(
                 watch,
@@ -208,6 +208,7 @@ class RequestBinder:
                 handler=self.nodes,
                 name="nodes",
             ),
+            *(i for i in (binder.lease_informer(watch),) if i is not None),
         )
         self.stopping = False
         self._idle = asyncio.Event()

@@ -8,11 +8,12 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ascheduler.binding.nodelock import DEFAULT_KEY
+from ascheduler.binding.binder import LEASE_NODE
+from ascheduler.binding.nodelock import DEFAULT_KEY, node_lease_name
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.devcluster.processes import ProcessRecord
-from ascheduler.kube import KubeClient
+from ascheduler.kube import ApiError, KubeClient
 
 T = TypeVar("T")
 
@@ -138,16 +139,71 @@ async def events_for(kube: KubeClient, namespace: str, reason: str) -> list[dict
     return [e for e in body["items"] if e.get("reason") == reason]
 
 
+#: Where schedulers started by the tests keep their node-lock Leases (the default lease
+#: namespace).
+LOCK_NAMESPACE = "kube-system"
+
+
+def lease_path(node: str) -> str:
+    return (
+        f"/apis/coordination.k8s.io/v1/namespaces/{LOCK_NAMESPACE}/leases/{node_lease_name(node)}"
+    )
+
+
+async def lock_value(
+    kube: KubeClient, node: str, on: str = "lease", key: str = DEFAULT_KEY
+) -> str | None:
+    """The node's lock as written on its Lease (`on="lease"`) or on the Node itself."""
+    try:
+        obj = await kube.get(lease_path(node) if on == "lease" else f"/api/v1/nodes/{node}")
+    except ApiError as exc:
+        if exc.not_found and on == "lease":
+            return None
+        raise
+    value = (obj["metadata"].get("annotations") or {}).get(key)
+    return None if value is None else str(value)
+
+
+async def set_lock(
+    kube: KubeClient, node: str, value: str | None, on: str = "lease", key: str = DEFAULT_KEY
+) -> None:
+    """Write (None: remove) a lock value on the node's Lease or on the Node, as a holder
+    would; the Lease is made if missing."""
+    patch = {"metadata": {"annotations": {key: value}}}
+    if on != "lease":
+        await kube.patch(f"/api/v1/nodes/{node}", patch)
+        return
+    try:
+        await kube.patch(lease_path(node), patch)
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
+        annotations = {LEASE_NODE: node, **({key: value} if value is not None else {})}
+        await kube.post(
+            lease_path(node).rsplit("/", 1)[0],
+            {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {
+                    "name": node_lease_name(node),
+                    "labels": {"app.kubernetes.io/managed-by": "ascheduler"},
+                    "annotations": annotations,
+                },
+                "spec": {},
+            },
+        )
+
+
 async def lock_annotations(
     kube: KubeClient, names: list[str], key: str = DEFAULT_KEY
 ) -> dict[str, str]:
-    """The node-lock annotation of each named node that has one."""
+    """The node lock of each named node that has one, on its Lease or on the Node."""
     found = {}
     for node in names:
-        obj = await kube.get(f"/api/v1/nodes/{node}")
-        value = (obj["metadata"].get("annotations") or {}).get(key)
-        if value:
-            found[node] = value
+        for on in ("lease", "node"):
+            value = await lock_value(kube, node, on, key)
+            if value:
+                found[node] = value
     return found
 
 

@@ -8,7 +8,6 @@ import signal
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from ascheduler.binding.nodelock import DEFAULT_KEY
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState, free_port
@@ -18,6 +17,7 @@ from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
     create_pods,
     eventually,
+    lock_annotations,
     node_of,
     pause_pod,
     pods_in,
@@ -103,9 +103,7 @@ async def test_health_metrics_and_graceful_sigterm(
         assert exit_code(record) == 0
     finally:
         plane.stop_process(record)
-    for node in names:
-        obj = await kube.get(f"/api/v1/nodes/{node}")
-        assert DEFAULT_KEY not in (obj["metadata"].get("annotations") or {})
+    assert await lock_annotations(kube, names) == {}
     # No pod was lost: whatever was not bound before the stop is bound by the next instance.
     with_next = plane.start_ascheduler("ascheduler-ops-2", "--scheduler-name", profile)
     try:

@@ -423,3 +423,21 @@ def test_the_binding_mode_comes_from_the_file_or_the_flag(tmp_path: Path) -> Non
     assert document["ascheduler"]["binding"] == "bindrequest"
     (problem,) = problems({"ascheduler": {"binding": "carrier-pigeon"}})
     assert problem == "ascheduler.binding: must be one of direct, bindrequest, got 'carrier-pigeon'"
+
+
+def test_the_lock_object_is_a_lease_but_hami_s_key_stays_on_the_node(tmp_path: Path) -> None:
+    assert parse(HEAD, IN_TREE).binding.lock.lock_object == "lease"
+    hami = {**HEAD, "ascheduler": {"nodeLock": {"key": "hami.io/mutex.lock"}}}
+    assert parse(hami, IN_TREE).binding.lock.lock_object == "node"
+    node = {**HEAD, "ascheduler": {"nodeLock": {"object": "node"}}}
+    assert parse(node, IN_TREE).binding.lock.lock_object == "node"
+    (problem,) = problems({"ascheduler": {"nodeLock": {"object": "configmap"}}})
+    assert problem == "ascheduler.nodeLock.object: must be one of lease, node, got 'configmap'"
+    (problem,) = problems(
+        {"ascheduler": {"nodeLock": {"key": "hami.io/mutex.lock", "object": "lease"}}}
+    )
+    assert problem.startswith("ascheduler.nodeLock.object: the hami.io/mutex.lock lock is HAMi's")
+    # Flags: auto goes back to the default rule; HAMi's key on a Lease is refused.
+    assert resolved(node, tmp_path, node_lock_object="auto").binding.lock.lock_object == "lease"
+    with pytest.raises(ConfigError, match="--node-lock-key, --node-lock-object: the hami"):
+        resolved(None, tmp_path, node_lock_object="lease", node_lock_key="hami.io/mutex.lock")

@@ -8,11 +8,12 @@ import asyncio
 import datetime as dt
 from typing import Any
 
+import pytest
 from prometheus_client import REGISTRY
 
 from ascheduler.app import build_frameworks
 from ascheduler.binding.binder import BindSettings, LockedBinder
-from ascheduler.binding.nodelock import format_time
+from ascheduler.binding.nodelock import LockObject, LockSettings, format_time
 from ascheduler.cache import Cache
 from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
 from ascheduler.devcluster.nodes import FakeNodes
@@ -21,15 +22,28 @@ from ascheduler.kube import KubeClient
 from ascheduler.metrics import REST_CLIENT_REQUESTS
 from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
-from tests.integration.binding.test_nodelock import annotation, set_annotation
 from tests.integration.conftest import NodeFactory
-from tests.integration.helpers import create_pods, pause_pod, pods_in
+from tests.integration.helpers import (
+    create_pods,
+    lease_path,
+    lock_value,
+    pause_pod,
+    pods_in,
+    set_lock,
+)
 
 PHASE = "ascheduler.io/bind-phase"
 
 
+@pytest.fixture(params=["lease", "node"])
+def on(request: pytest.FixtureRequest) -> LockObject:
+    """Every test runs with the lock on the node's Lease and on the Node itself."""
+    value: LockObject = request.param
+    return value
+
+
 async def setup(
-    kube: KubeClient, namespace: str, node: str, count: int
+    kube: KubeClient, namespace: str, node: str, count: int, on: LockObject
 ) -> tuple[Framework, LockedBinder, list[PodInfo]]:
     cache = Cache()
     cache.add_node(parse_node(await kube.get(f"/api/v1/nodes/{node}")))
@@ -40,7 +54,8 @@ async def setup(
     listing = await kube.get(f"/api/v1/namespaces/{namespace}/pods")
     ours = [parse_pod(p) for p in listing["items"] if p["metadata"]["name"][1:].isdigit()]
     pods = sorted(ours, key=lambda p: int(p.name[1:]))
-    return fw, LockedBinder(kube, BindSettings(policy="all")), pods
+    settings = BindSettings(policy="all", lock=LockSettings(on=on))
+    return fw, LockedBinder(kube, settings), pods
 
 
 def holds_and_binds() -> tuple[float, float]:
@@ -57,27 +72,33 @@ def bind_all(
 
 
 async def test_binds_to_one_node_share_one_hold(
-    kube: KubeClient, namespace: str, nodes: NodeFactory
+    kube: KubeClient, namespace: str, nodes: NodeFactory, on: LockObject
 ) -> None:
     (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
-    fw, binder, pods = await setup(kube, namespace, node, 12)
+    fw, binder, pods = await setup(kube, namespace, node, 12, on)
     holds, binds = holds_and_binds()
     statuses = await asyncio.gather(*bind_all(binder, fw, pods, node))
     assert all(s.ok for s in statuses), [s.message for s in statuses]
     # The first bind led; the other eleven queued while it took the lock.
     assert holds_and_binds() == (holds + 1, binds + 12)
     assert binder.locks.stats.acquired == 1
+    if on == "lease":  # made on first use, owned by the node (gone with it)
+        lease = await kube.get(lease_path(node))
+        uid = (await kube.get(f"/api/v1/nodes/{node}"))["metadata"]["uid"]
+        assert lease["metadata"]["ownerReferences"] == [
+            {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}
+        ]
     on_api = await pods_in(kube, namespace)
     assert {p["spec"]["nodeName"] for p in on_api.values()} == {node}
     assert {p["metadata"]["annotations"][PHASE] for p in on_api.values()} == {"success"}
-    assert await annotation(kube, node) is None
+    assert await lock_value(kube, node, on) is None
 
 
 async def test_each_bind_in_a_hold_counts_the_ones_before_it(
-    kube: KubeClient, namespace: str, nodes: NodeFactory
+    kube: KubeClient, namespace: str, nodes: NodeFactory, on: LockObject
 ) -> None:
     (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n", pods=5))
-    fw, binder, pods = await setup(kube, namespace, node, 7)
+    fw, binder, pods = await setup(kube, namespace, node, 7, on)
     statuses = await asyncio.gather(*bind_all(binder, fw, pods, node))
     assert [s.ok for s in statuses] == [True] * 5 + [False] * 2
     assert all("no longer fits: Too many pods" in s.message for s in statuses[5:])
@@ -85,14 +106,14 @@ async def test_each_bind_in_a_hold_counts_the_ones_before_it(
     assert sum(1 for p in on_api.values() if p["spec"].get("nodeName")) == 5
     # Refused before their `allocating` write: no phase at all.
     assert not (on_api["p5"]["metadata"].get("annotations") or {}).get(PHASE)
-    assert await annotation(kube, node) is None
+    assert await lock_value(kube, node, on) is None
 
 
 async def test_a_cancelled_waiter_is_skipped_and_the_rest_served(
-    kube: KubeClient, namespace: str, nodes: NodeFactory
+    kube: KubeClient, namespace: str, nodes: NodeFactory, on: LockObject
 ) -> None:
     (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
-    fw, binder, pods = await setup(kube, namespace, node, 3)
+    fw, binder, pods = await setup(kube, namespace, node, 3, on)
     tasks = bind_all(binder, fw, pods, node)
     await asyncio.sleep(0)  # every task has queued; the leader waits on the API server
     tasks[1].cancel()
@@ -103,31 +124,31 @@ async def test_a_cancelled_waiter_is_skipped_and_the_rest_served(
     on_api = await pods_in(kube, namespace)
     assert not on_api["p1"]["spec"].get("nodeName")
     assert on_api["p2"]["spec"]["nodeName"] == node
-    assert await annotation(kube, node) is None
+    assert await lock_value(kube, node, on) is None
 
 
 async def test_a_contended_lock_fails_the_whole_queue_and_keeps_the_holders_lock(
-    kube: KubeClient, namespace: str, nodes: NodeFactory
+    kube: KubeClient, namespace: str, nodes: NodeFactory, on: LockObject
 ) -> None:
     (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
     foreign = f"{format_time(dt.datetime.now(dt.UTC), 0)},instance-elsewhere"
-    await set_annotation(kube, node, foreign)
-    fw, binder, pods = await setup(kube, namespace, node, 3)
+    await set_lock(kube, node, foreign, on)
+    fw, binder, pods = await setup(kube, namespace, node, 3, on)
     statuses = await asyncio.gather(*bind_all(binder, fw, pods, node))
     assert not any(s.ok for s in statuses)
     assert all("locked by instance instance-elsewhere" in s.message for s in statuses)
-    assert await annotation(kube, node) == foreign
+    assert await lock_value(kube, node, on) == foreign
     on_api = await pods_in(kube, namespace)
     assert not any(p["spec"].get("nodeName") for p in on_api.values())
     assert binder._queues == {}  # the node is free for the next leader
-    await set_annotation(kube, node, None)
+    await set_lock(kube, node, None, on)
 
 
 async def test_the_next_hold_starts_from_our_own_release_not_a_stale_cache(
-    kube: KubeClient, namespace: str, nodes: NodeFactory
+    kube: KubeClient, namespace: str, nodes: NodeFactory, on: LockObject
 ) -> None:
     (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
-    fw, binder, pods = await setup(kube, namespace, node, 3)
+    fw, binder, pods = await setup(kube, namespace, node, 3, on)
     host = kube.server.split("://", 1)[-1]
 
     def requests(method: str, code: str) -> float:

@@ -9,6 +9,8 @@ import signal
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from ascheduler.binding.nodelock import DEFAULT_KEY, format_time
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
@@ -24,6 +26,7 @@ from tests.integration.helpers import (
     pause_pod,
     pods_in,
     scheduler,
+    set_lock,
     wait_bound,
 )
 
@@ -44,9 +47,11 @@ async def test_two_instances_never_overcommit_shared_gpu_nodes(
     per_node = 2
     names = await nodes(FakeNodes(count=3, prefix=f"{namespace}-g", extended={GPU: str(per_node)}))
     shared = f"{namespace}-shared"
+    # Locks on the Node here (three instances on Leases below).
+    node_locks = ("--node-lock-object", "node")
     with (
-        scheduler(plane, plane_state, "ascheduler-a", shared),
-        scheduler(plane, plane_state, "ascheduler-b", shared),
+        scheduler(plane, plane_state, "ascheduler-a", shared, *node_locks),
+        scheduler(plane, plane_state, "ascheduler-b", shared, *node_locks),
     ):
         await create_pods(kube, namespace, [gpu_pod(f"g{i}", shared) for i in range(10)])
 
@@ -72,24 +77,68 @@ async def test_two_instances_never_overcommit_shared_gpu_nodes(
     assert await lock_annotations(kube, [*names, extra]) == {}
 
 
-async def test_a_crashed_holders_lock_is_recovered_after_the_timeout(
+async def test_three_instances_on_lease_locks_never_overcommit_exact_fit_nodes(
     plane: ControlPlane,
     plane_state: PlaneState,
     kube: KubeClient,
     namespace: str,
     nodes: NodeFactory,
 ) -> None:
+    per_node = 2
+    names = await nodes(FakeNodes(count=4, prefix=f"{namespace}-g", extended={GPU: str(per_node)}))
+    shared = f"{namespace}-shared"
+    with (
+        scheduler(plane, plane_state, "ascheduler-1", shared),
+        scheduler(plane, plane_state, "ascheduler-2", shared),
+        scheduler(plane, plane_state, "ascheduler-3", shared),
+    ):
+        await create_pods(kube, namespace, [gpu_pod(f"g{i}", shared) for i in range(12)])
+
+        async def eight_bound() -> dict[str, str] | None:
+            pods = await pods_in(kube, namespace)
+            placed = {n: node_of(p) for n, p in pods.items() if node_of(p)}
+            return placed if len(placed) == 8 else None
+
+        placed = await eventually(eight_bound, what="8 of 12 GPU pods bound", timeout=90)
+        # All three keep trying the 4 that do not fit; none may land anywhere.
+        pods = await pods_in(kube, namespace)
+        assert sum(1 for p in pods.values() if node_of(p)) == 8
+        assert Counter(placed.values()) == {n: per_node for n in names}
+        for name in placed:
+            assert "ascheduler.io/bind-phase" in (pods[name]["metadata"].get("annotations") or {})
+        (extra,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-x", extended={GPU: "4"}))
+        placed = await wait_bound(kube, namespace, [f"g{i}" for i in range(12)], timeout=90)
+        assert Counter(placed.values()) == {**{n: per_node for n in names}, extra: 4}
+        # The locks lived on the nodes' Leases: the Nodes were never written.
+        for node in [*names, extra]:
+            obj = await kube.get(f"/api/v1/nodes/{node}")
+            assert DEFAULT_KEY not in (obj["metadata"].get("annotations") or {})
+    assert await lock_annotations(kube, [*names, extra]) == {}
+
+
+@pytest.mark.parametrize("on", ["lease", "node"])
+async def test_a_crashed_holders_lock_is_recovered_after_the_timeout(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+    on: str,
+) -> None:
     (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-g", extended={GPU: "1"}))
     shared = f"{namespace}-sched"
     # A lock held for a pod that is alive, as a scheduler killed mid-bind leaves it.
     await create_pods(kube, namespace, [pause_pod("holder", scheduler_name="nobody")])
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    await kube.patch(
-        f"/api/v1/nodes/{node}",
-        {"metadata": {"annotations": {DEFAULT_KEY: f"{now},{namespace},holder"}}},
-    )
+    await set_lock(kube, node, f"{now},{namespace},holder", on)
     with scheduler(
-        plane, plane_state, "ascheduler-c", shared, env={"ASCHEDULER_NODELOCK_EXPIRE": "3s"}
+        plane,
+        plane_state,
+        "ascheduler-c",
+        shared,
+        "--node-lock-object",
+        on,
+        env={"ASCHEDULER_NODELOCK_EXPIRE": "3s"},
     ) as record:
         await create_pods(kube, namespace, [gpu_pod("waiting", shared)])
         placed = await wait_bound(kube, namespace, ["waiting"], timeout=60)
@@ -120,20 +169,29 @@ async def test_kill_9_mid_run_leaves_no_lock_stuck(
     assert await lock_annotations(kube, names) == {}
 
 
+@pytest.mark.parametrize("on", ["lease", "node"])
 async def test_a_stale_lock_on_a_node_nobody_binds_to_is_cleared(
     plane: ControlPlane,
     plane_state: PlaneState,
     kube: KubeClient,
     namespace: str,
     nodes: NodeFactory,
+    on: str,
 ) -> None:
     """A dead instance's lock on a node no pod needs any more: a live instance clears it once
     it has seen it for the timeout, without any bind to that node."""
     (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-idle", extended={GPU: "1"}))
     dead = f"{format_time(dt.datetime.now(dt.UTC), 0)},instance-that-died"
-    await kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {DEFAULT_KEY: dead}}})
+    await set_lock(kube, node, dead, on)
     with scheduler(
-        plane, plane_state, "ascheduler-sweep", f"{namespace}-s", "--node-lock-timeout", "3s"
+        plane,
+        plane_state,
+        "ascheduler-sweep",
+        f"{namespace}-s",
+        "--node-lock-timeout",
+        "3s",
+        "--node-lock-object",
+        on,
     ) as record:
 
         async def cleared() -> bool:

@@ -15,6 +15,8 @@ import aiohttp
 
 from ascheduler.kube import ApiError, ConnectionFailed
 
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/"
+
 #: What a fault does to the call it matches:
 #: "lost" applies the write and loses its answer; "drop" loses the request itself;
 #: "bump" changes the node (a heartbeat) just before the call, so a guarded patch conflicts;
@@ -47,6 +49,12 @@ class FakeNodeApi:
     #: Pod patches to answer 409 before one lands.
     pod_conflicts: int = 0
     pod_patches: list[str] = field(default_factory=list)
+    #: Lock Leases: the lock object is the Lease once it exists (made by a POST), which
+    #: answers like the node otherwise; bodies POSTed, in order.
+    lease_exists: bool = False
+    created: list[dict[str, Any]] = field(default_factory=list)
+    #: Every GET path, in order.
+    reads: list[str] = field(default_factory=list)
 
     def node(self) -> dict[str, Any]:
         return {
@@ -78,7 +86,12 @@ class FakeNodeApi:
             raise ConnectionFailed("GET", path, aiohttp.ServerDisconnectedError())
         if action == "404":
             raise ApiError(404, "NotFound", "gone", method="GET", path=path)
+        self.reads.append(path)
         if path.startswith("/api/v1/nodes/"):
+            return self.node()
+        if LEASES in path:
+            if not self.lease_exists:
+                raise ApiError(404, "NotFound", "no such lease", method="GET", path=path)
             return self.node()
         if path.startswith("/api/v1/namespaces/"):
             parts = path.split("/")
@@ -92,7 +105,7 @@ class FakeNodeApi:
         await asyncio.sleep(self.patch_delay)
         if self.crash is not None:
             raise self.crash
-        if not path.startswith("/api/v1/nodes/"):
+        if not path.startswith("/api/v1/nodes/") and LEASES not in path:
             version = body["metadata"].get("resourceVersion")
             if self.pod_conflicts > 0:
                 self.pod_conflicts -= 1
@@ -123,4 +136,14 @@ class FakeNodeApi:
             self.on_patch()
         if action == "lost":
             raise ConnectionFailed("PATCH", path, aiohttp.ServerDisconnectedError())
+        return self.node()
+
+    async def post(self, path: str, body: Any) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        if self.crash is not None:
+            raise self.crash
+        self.created.append(body)
+        if self.lease_exists:
+            raise ApiError(409, "AlreadyExists", "exists", method="POST", path=path)
+        self.lease_exists = True
         return self.node()

@@ -15,7 +15,14 @@ import aiohttp
 import pytest
 
 from ascheduler.binding.binder import BindSettings, LockedBinder
-from ascheduler.binding.nodelock import DEFAULT_KEY, HAMI_KEY, LockSettings, NodeLocks
+from ascheduler.binding.nodelock import (
+    DEFAULT_KEY,
+    HAMI_KEY,
+    LockObject,
+    LockSettings,
+    NodeLocks,
+    node_lease_name,
+)
 from ascheduler.framework import CycleState, Status
 from ascheduler.framework.interface import BINDING_ANNOTATIONS
 from ascheduler.model import PodInfo
@@ -70,9 +77,10 @@ def binder_for(
     key: str = DEFAULT_KEY,
     clock: FakeClock | None = None,
     prefix: str = "ascheduler.io",
+    on: LockObject = "node",
 ) -> LockedBinder:
     settings = BindSettings(
-        policy="all", lock=LockSettings(key=key, identity=ME), annotation_prefix=prefix
+        policy="all", lock=LockSettings(key=key, identity=ME, on=on), annotation_prefix=prefix
     )
     binder = LockedBinder(api, settings)  # type: ignore[arg-type]
     if clock is not None:
@@ -278,3 +286,39 @@ async def test_only_hami_mode_writes_allocating_the_binding_carries_success(pref
         assert sorted(p.partition("@")[0] for p in api.pod_patches) == ["p0", "p1"]
     else:
         assert api.pod_patches == []  # one write per pod: its Binding
+
+
+async def test_a_lease_lock_is_made_once_owned_by_the_node_and_leaves_the_node_alone() -> None:
+    api = FakeNodeApi()
+    binder = binder_for(api, on="lease")
+    binder._node_uids["n"] = "node-uid"
+    assert all(s.ok for s in await bind_all(binder, FakeFramework(api, {}), ["p0", "p1"]))
+    (made,) = api.created
+    assert made["kind"] == "Lease"
+    assert made["metadata"]["name"] == node_lease_name("n") == "ascheduler-node-n"
+    assert made["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "node-uid"}
+    ]
+    assert api.log == [f"lock {ME}", "bound p0", "bound p1", "unlock"]
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{made['metadata']['name']}"
+    assert lease in api.reads
+    # Not in the cache: the node is read for its allocatable, never written.
+    assert "/api/v1/nodes/n" in api.reads
+    # The next hold finds the Lease: no second create.
+    assert (await bind_all(binder, FakeFramework(api, {}), ["p2"]))[0].ok
+    assert len(api.created) == 1
+    # A Node annotation seen by the informer is not this lock's concern.
+    binder.observe_node("n", {DEFAULT_KEY: "2026-01-01T00:00:00.000000000Z,someone"})
+    assert binder.locks._seen == {}
+
+
+def test_a_long_node_name_gets_a_digest_and_hami_s_key_stays_on_the_node() -> None:
+    long = "x" * 250
+    name = node_lease_name(long)
+    assert len(name) <= 253
+    assert name.startswith("ascheduler-node-")
+    assert node_lease_name(long + "y") != name
+    assert LockSettings(key=HAMI_KEY).lock_object == "node"
+    assert LockSettings().lock_object == "lease"
+    with pytest.raises(ValueError, match="HAMi's Node annotation"):
+        LockSettings(key=HAMI_KEY, on="lease")
