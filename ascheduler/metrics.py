@@ -20,6 +20,14 @@ NODE_LOCK_BINDS_PER_HOLD: Final = Histogram(
     "Binds served under one hold of a node's lock (binds to one node are coalesced).",
     buckets=(1, 2, 4, 8, 16, 32),
 )
+NODE_LOCK_REVALIDATIONS: Final = Counter(
+    "ascheduler_node_lock_revalidations_total",
+    "Holds of a node's lock by where their re-validation read the node's pods: `list` (the "
+    "API server's, read in the hold), `record` (what this instance's last hold saw plus its "
+    "binds since, when nobody took the lock in between), `refresh` (a record that refused a "
+    "bind, read again).",
+    ["source"],
+)
 NODE_LOCK_RECOVERED: Final = Counter(
     "ascheduler_node_lock_recovered_total",
     "Node locks taken over from a holder that crashed or left garbage.",

@@ -93,6 +93,14 @@ class BindSettings:
             )
 
 
+@dataclass(slots=True)
+class _NodeView:
+    """The pods a hold re-validates against; `fresh`: listed from the API server in it."""
+
+    pods: list[PodInfo]
+    fresh: bool
+
+
 @dataclass(frozen=True, slots=True)
 class LockLease:
     """A node's lock Lease as the informer keeps it: the node it stands for, and its
@@ -196,6 +204,8 @@ class LockedBinder:
         self._leases = f"/apis/coordination.k8s.io/v1/namespaces/{lease_namespace}/leases"
         #: node -> its uid, as the cache last had it (the owner of the node's lock Lease)
         self._node_uids: dict[str, str] = {}
+        #: node -> the pods our last hold there counted (its list, plus its binds)
+        self._records: dict[str, list[PodInfo]] = {}
         self.locks = (
             NodeLocks(
                 kube,
@@ -257,6 +267,7 @@ class LockedBinder:
 
     def forget_node(self, name: str) -> None:
         self._node_uids.pop(name, None)
+        self._records.pop(name, None)
         self.locks.forget_node(name)
 
     def needs_lock(self, pod: PodInfo) -> bool:
@@ -305,15 +316,17 @@ class LockedBinder:
                     if most == 1 and first.result.done():
                         continue  # HAMi's value names this pod, cancelled meanwhile: relock
                     allocatable = await self._allocatable(node, hold, cached)
-                    on_node = await self._pods_on(node)
+                    view = await self._view(node, hold)
                     served = 0
                     while queue and served < most:
                         if served and not await self.locks.still_ours(hold):
                             break  # out of time (or robbed): the next hold serves the rest
                         batch = _take(queue, most - served)
-                        await self._serve(hold, batch, node, allocatable, on_node)
+                        await self._serve(hold, batch, node, allocatable, view)
                         served += len(batch)
                     metrics.NODE_LOCK_BINDS_PER_HOLD.observe(served)
+                    # For our next hold here, if nobody else takes the lock meanwhile.
+                    self._records[node] = view.pods
             except (LockContended, KubeError) as exc:
                 failed = Status.error(f"node lock: {exc}", NODE_LOCK)
                 while queue:  # they would meet the same lock, or the same failure
@@ -325,18 +338,25 @@ class LockedBinder:
         batch: list[_Bind],
         node: str,
         allocatable: dict[str, int],
-        on_node: list[PodInfo],
+        view: _NodeView,
     ) -> None:
-        """Re-validate each bind against `on_node` plus the ones before it, then write the
-        fitting ones concurrently; every bind of the batch is finished when this returns, or
-        fails with the batch if it is cancelled. A failed bind stays in `on_node`: its Binding
-        may have landed all the same, and counting too much never overcommits."""
+        """Re-validate each bind against the node's pods plus the ones before it, then write
+        the fitting ones concurrently; every bind of the batch is finished when this returns,
+        or fails with the batch if it is cancelled. A failed bind stays in the view: its
+        Binding may have landed all the same, and counting too much never overcommits. A view
+        from the record that refuses a bind is read again from the API server first (it may
+        count a pod deleted since)."""
         try:
             fitting: list[_Bind] = []
             for bind in batch:
-                status = self._revalidate(bind.pod, node, allocatable, on_node)
+                status = self._revalidate(bind.pod, node, allocatable, view.pods)
+                if not status.ok and not view.fresh:
+                    view.pods = [*await self._pods_on(node), *(b.pod for b in fitting)]
+                    view.fresh = True
+                    metrics.NODE_LOCK_REVALIDATIONS.labels("refresh").inc()
+                    status = self._revalidate(bind.pod, node, allocatable, view.pods)
                 if status.ok:
-                    on_node.append(bind.pod)
+                    view.pods.append(bind.pod)
                     fitting.append(bind)
                 else:
                     bind.finish(status)
@@ -415,6 +435,18 @@ class LockedBinder:
         if cached is not None:
             return dict(cached.allocatable)
         return dict(parse_node(await self.kube.get(f"/api/v1/nodes/{node}")).allocatable)
+
+    async def _view(self, node: str, hold: Hold) -> _NodeView:
+        """The node's pods for re-validation: our record of them when the lock object shows
+        nobody took the lock since our last hold released it (no other instance bound here
+        under it since: the record is what that hold saw, plus its own binds); else the API
+        server's list."""
+        record = self._records.pop(node, None)
+        if hold.undisturbed and record is not None:
+            metrics.NODE_LOCK_REVALIDATIONS.labels("record").inc()
+            return _NodeView(list(record), fresh=False)
+        metrics.NODE_LOCK_REVALIDATIONS.labels("list").inc()
+        return _NodeView(await self._pods_on(node), fresh=True)
 
     async def _pods_on(self, node: str) -> list[PodInfo]:
         """The API server's pods on `node`: the one read a hold makes."""

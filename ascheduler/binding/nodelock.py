@@ -255,6 +255,9 @@ class Hold:
     write_until: float
     cutoff_at: float
     clock: Callable[[], float]
+    #: Whether the lock object was exactly as our own last release left it: nobody took
+    #: the lock in between (every holder writes it), so no other instance bound under it.
+    undisturbed: bool = False
 
     def writable(self) -> bool:
         return self.clock() < self.write_until
@@ -314,6 +317,8 @@ class NodeLocks:
         self._seen: dict[str, tuple[str, float]] = {}
         #: node -> (when, resourceVersion, annotations) our last release left it with
         self._released: dict[str, tuple[float, str, Mapping[str, str]]] = {}
+        #: node -> the resourceVersion our last release left (kept however old)
+        self._release_version: dict[str, str] = {}
         self._reported: set[str] = set()
         self._wake = asyncio.Event()
 
@@ -447,7 +452,8 @@ class NodeLocks:
                 try:
                     sent.append(True)
                     taken = await self._patch(node, version, value)
-                    return self._took(node, value, started, taken)
+                    undisturbed = version == self._release_version.get(node)
+                    return self._took(node, value, started, taken, undisturbed=undisturbed)
                 except KubeError as exc:
                     if not exc.conflict:
                         raise
@@ -460,7 +466,15 @@ class NodeLocks:
         metrics.NODE_LOCK_CONTENDED.inc()
         raise LockContended(node, "a concurrent writer (the node kept changing)")
 
-    def _took(self, node: str, value: str, started: float, obj: Mapping[str, Any]) -> Hold:
+    def _took(
+        self,
+        node: str,
+        value: str,
+        started: float,
+        obj: Mapping[str, Any],
+        *,
+        undisturbed: bool = False,
+    ) -> Hold:
         timeout = self.settings.timeout
         hold = Hold(
             node=node,
@@ -470,6 +484,7 @@ class NodeLocks:
             write_until=started + timeout * HOLD_BUDGET,
             cutoff_at=started + timeout * HOLD_CUTOFF,
             clock=self._clock,
+            undisturbed=undisturbed,
         )
         self._held[node] = hold
         self._leftover.pop(node, None)  # our new value replaced it
@@ -586,11 +601,10 @@ class NodeLocks:
     def _remember_release(self, node: str, updated: Mapping[str, Any]) -> None:
         meta = updated.get("metadata") or {}
         annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
-        self._released[node] = (
-            self._clock(),
-            str(meta.get("resourceVersion", "")),
-            annotations,
-        )
+        version = str(meta.get("resourceVersion", ""))
+        self._released[node] = (self._clock(), version, annotations)
+        if version:
+            self._release_version[node] = version
         self.observe(node, annotations)
 
     # -- in the background -------------------------------------------------------------------
@@ -665,7 +679,13 @@ class NodeLocks:
     def forget_node(self, node: str) -> None:
         """The node was deleted (and its annotations with it): drop what we know of it, and
         its in-memory lock unless a bind holds it now."""
-        for table in (self._released, self._seen, self._leftover, self._retry_at):
+        for table in (
+            self._released,
+            self._release_version,
+            self._seen,
+            self._leftover,
+            self._retry_at,
+        ):
             table.pop(node, None)
         lock = self._local.get(node)
         if lock is not None and not lock.locked():

@@ -55,6 +55,8 @@ class FakeNodeApi:
     created: list[dict[str, Any]] = field(default_factory=list)
     #: Every GET path, in order.
     reads: list[str] = field(default_factory=list)
+    #: What a LIST of pods answers.
+    listed: list[dict[str, Any]] = field(default_factory=list)
 
     def node(self) -> dict[str, Any]:
         return {
@@ -99,7 +101,7 @@ class FakeNodeApi:
             if pod is None:
                 raise ApiError(404, "NotFound", "no such pod", method="GET", path=path)
             return pod
-        return {"items": []}
+        return {"items": list(self.listed)}
 
     async def patch(self, path: str, body: Any, content_type: str = "") -> dict[str, Any]:
         await asyncio.sleep(self.patch_delay)

@@ -322,3 +322,48 @@ def test_a_long_node_name_gets_a_digest_and_hami_s_key_stays_on_the_node() -> No
     assert LockSettings().lock_object == "lease"
     with pytest.raises(ValueError, match="HAMi's Node annotation"):
         LockSettings(key=HAMI_KEY, on="lease")
+
+
+def lists(api: FakeNodeApi) -> int:
+    return sum(1 for path in api.reads if path == "/api/v1/pods")
+
+
+async def test_a_hold_after_our_own_undisturbed_release_revalidates_from_its_record() -> None:
+    api = FakeNodeApi()
+    binder = binder_for(api)
+    fw = FakeFramework(api, {})
+    assert (await binder.bind(fw, CycleState(), pod("p0"), "n")).ok  # type: ignore[arg-type]
+    assert lists(api) == 1
+    # Nobody wrote the node since our release: the record stands in for the list.
+    assert (await binder.bind(fw, CycleState(), pod("p1"), "n")).ok  # type: ignore[arg-type]
+    assert lists(api) == 1
+    assert [p.name for p in binder._records["n"]] == ["p0", "p1"]
+    # Someone else took and released the lock meanwhile (the version moved): list again.
+    api.rv += 1
+    assert (await binder.bind(fw, CycleState(), pod("p2"), "n")).ok  # type: ignore[arg-type]
+    assert lists(api) == 2
+
+
+async def test_a_record_that_refuses_a_bind_is_read_again_before_refusing() -> None:
+    api = FakeNodeApi()  # room for 10 pods
+    binder = binder_for(api)
+    fw = FakeFramework(api, {})
+    statuses = await bind_all(binder, fw, [f"p{i}" for i in range(10)])
+    assert all(s.ok for s in statuses)
+    assert lists(api) == 1
+    # The record counts 10 pods (full); the API server lists none now (all deleted): the
+    # refusal is checked against a fresh list, and the bind goes through.
+    assert (await binder.bind(fw, CycleState(), pod("p10"), "n")).ok  # type: ignore[arg-type]
+    assert lists(api) == 2
+    # A refusal a fresh list confirms stands.
+    api.listed = [
+        {
+            "metadata": {"uid": f"x{i}", "name": f"x{i}", "namespace": "ns"},
+            "spec": {"nodeName": "n", "containers": []},
+        }
+        for i in range(10)
+    ]
+    api.rv += 1
+    status = await binder.bind(fw, CycleState(), pod("p11"), "n")  # type: ignore[arg-type]
+    assert not status.ok
+    assert "Too many pods" in status.message
