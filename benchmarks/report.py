@@ -23,6 +23,9 @@ COLORS = {
     "kube-scheduler": "tab:orange",
     "ceiling-go": "tab:gray",
     "ceiling-python": "tab:olive",
+    "ascheduler-nolocks": "tab:cyan",
+    "ascheduler-hami": "tab:purple",
+    "ascheduler-bindrequest": "tab:green",
 }
 MODE_TITLES = {
     "steady": "Steady: pods created while the scheduler runs",

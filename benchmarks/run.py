@@ -89,9 +89,17 @@ DRA = "/apis/resource.k8s.io/v1"
 #: ascheduler with `--binding bindrequest`, beside `ascheduler binder` (both measured); run
 #: when named (`--scheduler ascheduler-bindrequest`), not by `all`.
 BINDREQUEST = "ascheduler-bindrequest"
+#: ascheduler with its node locks off, and with HAMi's (on the Node, the pod's `allocating`
+#: write): what locks cost, run when named.
+NO_LOCKS = "ascheduler-nolocks"
+HAMI = "ascheduler-hami"
+VARIANT_ARGS: dict[str, tuple[str, ...]] = {
+    NO_LOCKS: ("--node-lock-policy", "none"),
+    HAMI: ("--node-lock-key", "hami.io/mutex.lock"),
+}
 #: What `--scheduler all` (the default) runs.
 ALL = ("ascheduler", "kube-scheduler", "ceiling-go", "ceiling-python")
-SCHEDULERS = (*ALL, BINDREQUEST)
+SCHEDULERS = (*ALL, BINDREQUEST, NO_LOCKS, HAMI)
 CEILINGS = ("ceiling-go", "ceiling-python")
 MODES = ("steady", "backlog")
 BENCH_LABEL = "ascheduler.io/benchmark"
@@ -180,6 +188,7 @@ def start_scheduler(
         *gates,
         *mode,
         *workload.ascheduler_args,
+        *VARIANT_ARGS.get(which, ()),
         http_port=port,
     )
     return target.start(f"ascheduler-{name}", argv)
@@ -858,6 +867,21 @@ def ratios(runs: dict[str, list[dict[str, Any]]], mode: str = "steady") -> dict[
                 ]
                 if per_run:
                     out[f"{key} {BINDREQUEST}/{other}"] = _spread(per_run)
+    # What node locks cost: with locks (ours, and HAMi's) against without.
+    for locked in ("ascheduler", HAMI):
+        for other in (NO_LOCKS, "kube-scheduler"):
+            if locked == "ascheduler" and other == "kube-scheduler":
+                continue  # above
+            if not runs.get(locked) or not runs.get(other):
+                continue
+            for key in ("throughput_avg", "latency_p99", "requests_per_pod"):
+                per_run = [
+                    a[key] / b[key]
+                    for a, b in zip(runs[locked], runs[other], strict=True)
+                    if b.get(key) and key in a and _finished(a) and _finished(b)
+                ]
+                if per_run:
+                    out[f"{key} {locked}/{other}"] = _spread(per_run)
     if runs.get("ceiling-go") and runs.get("ceiling-python"):
         per_run = [
             p["throughput_avg"] / g["throughput_avg"]
@@ -906,7 +930,7 @@ def main(argv: Sequence[str]) -> int:
         action="append",
         choices=[*SCHEDULERS, "all"],
         help="run this one (repeatable; default: all, which is every one but "
-        "ascheduler-bindrequest)",
+        "ascheduler-bindrequest, ascheduler-nolocks and ascheduler-hami)",
     )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--out", type=Path, default=RESULTS)

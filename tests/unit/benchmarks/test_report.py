@@ -294,3 +294,18 @@ def test_bindrequest_mode_is_compared_with_direct_mode_and_kube_scheduler() -> N
     assert r["throughput_avg ascheduler-bindrequest/kube-scheduler"]["median"] == 3.0
     assert r["requests_per_pod ascheduler-bindrequest/ascheduler"]["median"] == 1.0
     assert r["throughput_avg ascheduler/kube-scheduler"]["median"] == 4.0
+
+
+def test_lock_variants_are_compared_with_no_locks_and_kube_scheduler() -> None:
+    runs = {
+        "ascheduler": [run_result("ascheduler", 300)],
+        "ascheduler-nolocks": [run_result("ascheduler-nolocks", 400)],
+        "ascheduler-hami": [run_result("ascheduler-hami", 100)],
+        "kube-scheduler": [run_result("kube-scheduler", 200)],
+    }
+    r = ratios(runs)
+    assert r["throughput_avg ascheduler/ascheduler-nolocks"]["median"] == 0.75
+    assert r["throughput_avg ascheduler-hami/ascheduler-nolocks"]["median"] == 0.25
+    assert r["throughput_avg ascheduler-hami/kube-scheduler"]["median"] == 0.5
+    assert r["latency_p99 ascheduler/ascheduler-nolocks"]["median"] == 1.0
+    assert "throughput_avg ascheduler-nolocks/kube-scheduler" not in r
