@@ -143,6 +143,13 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "under HAMi's key",
     )
     locks.add_argument(
+        "--node-lock-linger",
+        default=None,
+        metavar="DURATION",
+        help="how long a node's lock stays taken after its binds, for the next ones (another "
+        "instance asking for it ends that at once; 0: release at once; default 10s)",
+    )
+    locks.add_argument(
         "--node-lock-timeout",
         default=None,
         metavar="DURATION",
@@ -446,6 +453,7 @@ def _config_of(args: argparse.Namespace) -> tuple[SchedulerConfig, Registry] | N
         node_lock_key=args.node_lock_key,
         node_lock_timeout=args.node_lock_timeout,
         node_lock_object=args.node_lock_object,
+        node_lock_linger=args.node_lock_linger,
         annotation_prefix=args.annotation_prefix,
     )
     try:

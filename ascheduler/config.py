@@ -32,6 +32,7 @@ from ascheduler.binding.binder import (
 )
 from ascheduler.binding.nodelock import (
     DEFAULT_KEY,
+    DEFAULT_LINGER,
     EXPIRE_ENV,
     HAMI_KEY,
     LOCK_OBJECTS,
@@ -96,7 +97,7 @@ _OWN: Final = {
     "binding",
     "debugEndpoints",
 }
-_LOCK: Final = {"policy", "key", "object", "timeout", "deviceResources"}
+_LOCK: Final = {"policy", "key", "object", "timeout", "linger", "deviceResources"}
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,7 @@ class Overrides:
     node_lock_key: str | None = None
     node_lock_timeout: str | None = None
     node_lock_object: str | None = None
+    node_lock_linger: str | None = None
     annotation_prefix: str | None = None
     feature_gates: str | None = None
 
@@ -263,6 +265,11 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
             lock = dataclasses.replace(lock, timeout=parse_seconds(o.node_lock_timeout))
     except ValueError as exc:
         problems.append(f"--node-lock-timeout: {exc}")
+    try:
+        if o.node_lock_linger is not None:
+            lock = dataclasses.replace(lock, linger=parse_seconds(o.node_lock_linger))
+    except ValueError as exc:
+        problems.append(f"--node-lock-linger: {exc}")
     try:
         lock = dataclasses.replace(lock, key=o.node_lock_key or lock.key, on=on)
     except ValueError as exc:
@@ -590,11 +597,21 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
             f"the {HAMI_KEY} lock is HAMi's Node annotation: it cannot live on a Lease",
         )
         on = None
+    linger = DEFAULT_LINGER
+    if lock.get("linger") is not None:  # 0 allowed: release at once
+        try:
+            linger = parse_seconds(str(lock["linger"]))
+        except ValueError:
+            p.add("ascheduler.nodeLock.linger", f"not a duration: {lock['linger']!r}")
     try:
         lock_settings = LockSettings.from_env(key=key, timeout=timeout, on=on)
     except ValueError as exc:
         p.add("ascheduler.nodeLock.timeout", f"${EXPIRE_ENV}: {exc}")
         lock_settings = LockSettings(key=key, on=on)
+    try:
+        lock_settings = dataclasses.replace(lock_settings, linger=linger)
+    except ValueError as exc:
+        p.add("ascheduler.nodeLock.linger", str(exc))
     mode = own.get("binding", "direct")
     if mode not in MODES:
         p.add("ascheduler.binding", f"must be one of {', '.join(MODES)}, got {mode!r}")
@@ -745,6 +762,7 @@ def to_document(config: SchedulerConfig, registry: Registry) -> dict[str, Any]:
                 "key": lock.key,
                 "object": lock.lock_object,
                 "timeout": f"{lock.timeout:g}s",
+                "linger": f"{lock.linger:g}s",
                 "deviceResources": sorted(config.binding.device_resources),
             },
         },

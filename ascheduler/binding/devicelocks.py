@@ -94,7 +94,8 @@ class DeviceLocks:
         self.pool_locks = NodeLocks(
             kube,
             # HAMi's key names a pod; pool locks always use this project's own value format.
-            LockSettings(timeout=settings.timeout, identity=settings.identity),
+            # Pool locks are let go at once: nothing tells their holder another instance waits.
+            LockSettings(timeout=settings.timeout, identity=settings.identity, linger=0.0),
             path=lambda name: f"{leases}/{name}",
             create=self._create_lease,
         )

@@ -94,6 +94,13 @@ RELEASE_HINT_SECONDS: Final = 5.0
 LEFTOVER_RETRY: Final = (0.5, 10.0)
 #: The background loop's shortest pause between rounds.
 MIN_PAUSE: Final = 0.05
+#: How long a hold of ours stays taken after its binds, for the next binds to that node
+#: (no lock, unlock or list for them), unless another instance asks for the lock.
+DEFAULT_LINGER: Final = 10.0
+#: A parked hold is reused only while this much of its write budget is left.
+REUSE_MARGIN: Final = 5.0
+#: The annotation another instance writes on a lock object whose holder it waits for.
+WANTED_SUFFIX: Final = "-wanted"
 
 _TIME = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
 
@@ -136,6 +143,8 @@ class LockSettings:
     identity: str = field(default_factory=instance_identity)
     #: Where the lock is written; None: a Lease per node, but the Node under HAMi's key.
     on: LockObject | None = None
+    #: Seconds a hold stays taken after its binds (0: released at once; HAMi's key: always).
+    linger: float = DEFAULT_LINGER
 
     def __post_init__(self) -> None:
         if not self.timeout > 0:
@@ -144,10 +153,20 @@ class LockSettings:
             raise ValueError(
                 f"node lock object must be one of {', '.join(LOCK_OBJECTS)}, got {self.on!r}"
             )
+        if self.linger < 0:
+            raise ValueError(f"node lock linger must not be negative, got {self.linger:g}s")
         if self.hami and self.on == "lease":
             raise ValueError(
                 f"the {HAMI_KEY} lock is HAMi's Node annotation: it cannot live on a Lease"
             )
+
+    @property
+    def lingers(self) -> bool:
+        return self.linger > 0 and not self.hami
+
+    @property
+    def wanted_key(self) -> str:
+        return self.key + WANTED_SUFFIX
 
     @property
     def lock_object(self) -> LockObject:
@@ -257,7 +276,14 @@ class Hold:
     clock: Callable[[], float]
     #: Whether the lock object was exactly as our own last release left it: nobody took
     #: the lock in between (every holder writes it), so no other instance bound under it.
+    #: Also true for a parked hold taken up again (held all along).
     undisturbed: bool = False
+    #: Set once the lock was found not to hold our value: never parked, never reused.
+    lost: bool = False
+
+    def reusable(self) -> bool:
+        """Whether a parked hold may serve more binds: a margin of its write budget left."""
+        return not self.lost and self.clock() < self.write_until - REUSE_MARGIN
 
     def writable(self) -> bool:
         return self.clock() < self.write_until
@@ -321,6 +347,10 @@ class NodeLocks:
         self._release_version: dict[str, str] = {}
         self._reported: set[str] = set()
         self._wake = asyncio.Event()
+        #: node -> a hold of ours kept after its binds, and since when it is idle
+        self._parked: dict[str, tuple[Hold, float]] = {}
+        #: nodes whose lock object says another instance waits for our lock
+        self._wanted: set[str] = set()
 
     # -- what this instance sees ------------------------------------------------------------
 
@@ -332,6 +362,13 @@ class NodeLocks:
             self._seen.pop(node, None)
         elif (seen := self._seen.get(node)) is None or seen[0] != value:
             self._seen[node] = (value, self._clock())
+        wanted = annotations.get(self.settings.wanted_key, "")
+        if wanted and wanted != self.settings.identity:
+            self._wanted.add(node)
+            if node in self._parked:
+                self._wake.set()  # let it go now
+        else:
+            self._wanted.discard(node)
 
     def _stale(self, node: str, value: str) -> bool:
         seen = self._seen.get(node)
@@ -356,22 +393,51 @@ class NodeLocks:
         lock = self._local.setdefault(node, asyncio.Lock())
         started = self._clock()
         async with lock:
-            # Both writes run to completion even when the bind is cancelled meanwhile (once or
-            # again), and the asyncio lock is only let go once the annotation is (or is a
-            # leftover): a lock patch that landed is always released, and our next hold knows
-            # our own value.
-            taking = asyncio.ensure_future(self.acquire(node, pod, known=known))
-            try:
-                hold = await _uninterruptible(taking)
-            except asyncio.CancelledError:
-                if taking.done() and not taking.cancelled() and taking.exception() is None:
-                    await _uninterruptible(asyncio.ensure_future(self.release(taking.result())))
-                raise
+            hold = await _uninterruptible(asyncio.ensure_future(self._unpark(node)))
+            if hold is None:
+                # Both writes run to completion even when the bind is cancelled meanwhile
+                # (once or again), and the asyncio lock is only let go once the annotation
+                # is (or is a leftover): a lock patch that landed is always released, and our
+                # next hold knows our own value.
+                taking = asyncio.ensure_future(self.acquire(node, pod, known=known))
+                try:
+                    hold = await _uninterruptible(taking)
+                except asyncio.CancelledError:
+                    if taking.done() and not taking.cancelled() and taking.exception() is None:
+                        await _uninterruptible(asyncio.ensure_future(self.release(taking.result())))
+                    raise
             metrics.NODE_LOCK_WAIT.observe(self._clock() - started)
+            ok = False
             try:
                 yield hold
+                ok = True
             finally:
-                await _uninterruptible(asyncio.ensure_future(self.release(hold)))
+                if ok and self._parkable(node, hold):
+                    self._parked[node] = (hold, self._clock())
+                    self._wake.set()
+                else:
+                    await _uninterruptible(asyncio.ensure_future(self.release(hold)))
+
+    def _parkable(self, node: str, hold: Hold) -> bool:
+        return (
+            self.settings.lingers
+            and node not in self._wanted
+            and self._held.get(node) is hold
+            and hold.reusable()
+        )
+
+    async def _unpark(self, node: str) -> Hold | None:
+        """Our parked hold on `node`, taken up again if it may still serve; one that may not
+        is released here. None: take the lock afresh."""
+        parked = self._parked.pop(node, None)
+        if parked is None:
+            return None
+        hold = parked[0]
+        if hold.reusable() and node not in self._wanted and self._held.get(node) is hold:
+            hold.undisturbed = True
+            return hold
+        await self.release(hold)
+        return None
 
     # -- the annotation --------------------------------------------------------------------
 
@@ -382,10 +448,12 @@ class NodeLocks:
         return f"{stamp},{self.settings.identity}"
 
     async def _patch(self, node: str, version: str, value: str | None) -> dict[str, Any]:
-        """Set (or, with None, remove) the lock if the node is still at `version`."""
-        patch = {
-            "metadata": {"resourceVersion": version, "annotations": {self.settings.key: value}}
-        }
+        """Set (or, with None, remove) the lock if the node is still at `version`. Either
+        clears a waiting instance's request: it was meant for the holder before."""
+        annotations: dict[str, str | None] = {self.settings.key: value}
+        if not self.settings.hami:
+            annotations[self.settings.wanted_key] = None
+        patch = {"metadata": {"resourceVersion": version, "annotations": annotations}}
         return await self.kube.patch(self._path(node), patch, content_type=MERGE_PATCH)
 
     async def _read(self, node: str) -> tuple[str, str, dict[str, Any]]:
@@ -517,7 +585,18 @@ class NodeLocks:
             return
         self.stats.contended += 1
         metrics.NODE_LOCK_CONTENDED.inc()
+        if holder is not None and holder.instance and not self.settings.hami:
+            await self._ask(node)
         raise LockContended(node, holder.describe() if holder else f"value {value[:100]!r}")
+
+    async def _ask(self, node: str) -> None:
+        """Tell the instance holding `node`'s lock that we wait for it (it lets a parked hold
+        go at once); best effort."""
+        patch = {"metadata": {"annotations": {self.settings.wanted_key: self.settings.identity}}}
+        try:
+            await self.kube.patch(self._path(node), patch, content_type=MERGE_PATCH)
+        except KubeError as exc:
+            log.info("node_lock_ask_failed", node=node, error=str(exc))
 
     async def _owner_alive(self, holder: Holder) -> bool:
         try:
@@ -537,6 +616,7 @@ class NodeLocks:
             return False
         _, current, _ = await self._read(hold.node)
         if current != hold.value:
+            hold.lost = True
             log.error("node_lock_lost", node=hold.node, ours=hold.value, found=current[:200])
             return False
         return True
@@ -548,6 +628,9 @@ class NodeLocks:
         node = hold.node
         if self._held.get(node) is hold:
             del self._held[node]
+        parked = self._parked.get(node)
+        if parked is not None and parked[0] is hold:
+            del self._parked[node]
         try:
             await self._clear(node, hold.value, version=hold.version)
         except (KubeError, LockContended) as exc:
@@ -616,6 +699,7 @@ class NodeLocks:
         next_sweep = self._clock() + sweep
         while True:
             due = [self._retry_at[n][0] for n in self._leftover if n in self._retry_at]
+            due += [self._parked_due(n) for n in self._parked]
             # At least a short pause per round, whatever the table says: never a hot loop.
             pause = max(min([next_sweep, *due]) - self._clock(), MIN_PAUSE)
             with contextlib.suppress(TimeoutError):
@@ -632,9 +716,23 @@ class NodeLocks:
         cancellation): its failures are logged and tried again next round."""
         for node, value in list(self._leftover.items()):
             await self._retry_leftover(node, value)
+        for node in list(self._parked):
+            if node in self._wanted or self._parked_due(node) <= self._clock():
+                await self._let_go(node)
         if sweep:
             for node, (value, _) in list(self._seen.items()):
                 await self._clear_if_stale(node, value)
+
+    def _parked_due(self, node: str) -> float:
+        """When a parked hold is let go: idle for the linger, or short of write budget."""
+        hold, idle_since = self._parked[node]
+        return min(idle_since + self.settings.linger, hold.write_until - REUSE_MARGIN)
+
+    async def _let_go(self, node: str) -> None:
+        async with self._local.setdefault(node, asyncio.Lock()):
+            parked = self._parked.pop(node, None)
+            if parked is not None:
+                await self.release(parked[0])
 
     async def _retry_leftover(self, node: str, value: str) -> None:
         at, delay = self._retry_at.get(node, (0.0, LEFTOVER_RETRY[0]))
@@ -679,6 +777,9 @@ class NodeLocks:
     def forget_node(self, node: str) -> None:
         """The node was deleted (and its annotations with it): drop what we know of it, and
         its in-memory lock unless a bind holds it now."""
+        parked = self._parked.pop(node, None)
+        if parked is not None and self._held.get(node) is parked[0]:
+            del self._held[node]  # the lock object went with the node
         for table in (
             self._released,
             self._release_version,
@@ -687,6 +788,7 @@ class NodeLocks:
             self._retry_at,
         ):
             table.pop(node, None)
+        self._wanted.discard(node)
         lock = self._local.get(node)
         if lock is not None and not lock.locked():
             del self._local[node]
@@ -695,6 +797,7 @@ class NodeLocks:
         """Graceful shutdown: one last try at every lock of ours still on a node."""
         values = {node: hold.value for node, hold in self._held.items()}
         values.update(self._leftover)
+        self._parked.clear()
         for node, value in values.items():
             try:
                 await self._clear(node, value)

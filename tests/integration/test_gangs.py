@@ -291,4 +291,8 @@ async def test_members_bound_to_one_node_share_one_lock_hold_and_a_rejected_grou
         placed = await wait_bound(kube, namespace, [f"f-{i}" for i in range(4)])
         assert set(placed.values()) == {node}
         assert await lock_holds(port) == (1.0, 4.0)
-        assert await lock_annotations(kube, [node]) == {}
+
+        async def released() -> bool:  # once its linger is over
+            return await lock_annotations(kube, [node]) == {}
+
+        assert await eventually(released, what="the node's lock released", timeout=60)

@@ -441,3 +441,14 @@ def test_the_lock_object_is_a_lease_but_hami_s_key_stays_on_the_node(tmp_path: P
     assert resolved(node, tmp_path, node_lock_object="auto").binding.lock.lock_object == "lease"
     with pytest.raises(ConfigError, match="--node-lock-key, --node-lock-object: the hami"):
         resolved(None, tmp_path, node_lock_object="lease", node_lock_key="hami.io/mutex.lock")
+
+
+def test_the_lock_linger_is_a_duration_zero_allowed(tmp_path: Path) -> None:
+    assert parse(HEAD, IN_TREE).binding.lock.linger == 10.0
+    zero = {**HEAD, "ascheduler": {"nodeLock": {"linger": "0s"}}}
+    assert parse(zero, IN_TREE).binding.lock.linger == 0.0
+    (problem,) = problems({"ascheduler": {"nodeLock": {"linger": "soon"}}})
+    assert problem == "ascheduler.nodeLock.linger: not a duration: 'soon'"
+    assert resolved(zero, tmp_path, node_lock_linger="30s").binding.lock.linger == 30.0
+    with pytest.raises(ConfigError, match="--node-lock-linger"):
+        resolved(None, tmp_path, node_lock_linger="-1s")

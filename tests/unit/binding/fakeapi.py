@@ -115,7 +115,16 @@ class FakeNodeApi:
             self.pod_patches.append(f"{path.rsplit('/', 1)[-1]}@{version}")
             return {"metadata": {"resourceVersion": "7"}}
         meta = body["metadata"]
-        ((key, value),) = meta["annotations"].items()
+        changes = dict(meta["annotations"])
+        keys = [k for k in changes if not k.endswith("-wanted")]
+        if not keys:  # another instance asking for the lock (unguarded)
+            self.annotations.update({k: v for k, v in changes.items() if v is not None})
+            self.log.append("asked")
+            self.rv += 1
+            return self.node()
+        # The lock's key (a release also clears the `-wanted` request beside it).
+        (key,) = keys
+        value = changes.pop(key)
         action = self._fault("PATCH", value is not None)
         if action == "bump":
             self.rv += 1  # a heartbeat landed between the caller's read and this patch
@@ -127,6 +136,11 @@ class FakeNodeApi:
             raise ApiError(
                 409, "Conflict", "the object has been modified", method="PATCH", path=path
             )
+        for other, v in changes.items():
+            if v is None:
+                self.annotations.pop(other, None)
+            else:
+                self.annotations[other] = v
         if value is None:
             self.annotations.pop(key, None)
             self.log.append("unlock")

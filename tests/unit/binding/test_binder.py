@@ -78,10 +78,10 @@ def binder_for(
     clock: FakeClock | None = None,
     prefix: str = "ascheduler.io",
     on: LockObject = "node",
+    linger: float = 0.0,
 ) -> LockedBinder:
-    settings = BindSettings(
-        policy="all", lock=LockSettings(key=key, identity=ME, on=on), annotation_prefix=prefix
-    )
+    lock = LockSettings(key=key, identity=ME, on=on, linger=linger)
+    settings = BindSettings(policy="all", lock=lock, annotation_prefix=prefix)
     binder = LockedBinder(api, settings)  # type: ignore[arg-type]
     if clock is not None:
         binder.locks = NodeLocks(api, settings.lock, clock=clock)  # type: ignore[arg-type]
@@ -183,7 +183,8 @@ async def test_a_hold_that_finds_its_lock_gone_writes_nothing_more() -> None:
     # next hold meets that holder's lock and fails, without writing.
     assert not rest[0].ok
     assert "locked by instance someone-else" in rest[0].message
-    assert api.log == [f"lock {ME}", "bound p0"]
+    # It asks the holder for the lock (a request beside the lock, not the lock).
+    assert api.log == [f"lock {ME}", "bound p0", "asked"]
     assert api.annotations[DEFAULT_KEY].endswith("someone-else")  # not ours to release
 
 

@@ -160,9 +160,14 @@ def a_pod(name: str = "p0", namespace: str = "ns") -> PodInfo:
 
 
 def locks_for(
-    api: FakeNodeApi, clock: FakeClock, *, key: str = DEFAULT_KEY, identity: str = ME
+    api: FakeNodeApi,
+    clock: FakeClock,
+    *,
+    key: str = DEFAULT_KEY,
+    identity: str = ME,
+    linger: float = 0.0,
 ) -> NodeLocks:
-    settings = LockSettings(key=key, timeout=TIMEOUT, identity=identity)
+    settings = LockSettings(key=key, timeout=TIMEOUT, identity=identity, linger=linger)
     return NodeLocks(api, settings, clock=clock)  # type: ignore[arg-type]
 
 
@@ -415,3 +420,93 @@ async def test_a_hold_cancelled_twice_still_releases() -> None:
     assert api.annotations == {}
     assert locks.held == {}
     assert locks.leftovers == {}
+
+
+# -- lingering holds ----------------------------------------------------------------------------
+
+WANTED = DEFAULT_KEY + "-wanted"
+
+
+async def test_a_hold_lingers_for_the_next_binds_and_goes_when_idle() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock, linger=10.0)
+    async with locks.hold("n", a_pod("p0")) as first:
+        assert not first.undisturbed
+    assert api.log == [f"lock {ME}"]  # kept, not released
+    assert api.annotations[DEFAULT_KEY] == first.value
+    clock.advance(5.0)
+    async with locks.hold("n", a_pod("p1")) as again:
+        assert again is first  # taken up again: no lock, no unlock
+        assert again.undisturbed  # held all along: nobody else bound under it
+    await locks.tend(sweep=False)
+    assert api.log == [f"lock {ME}"]  # idle only since p1's hold ended
+    clock.advance(10.0)
+    await locks.tend(sweep=False)
+    assert api.log == [f"lock {ME}", "unlock"]
+    assert DEFAULT_KEY not in api.annotations
+    assert locks.held == {}
+
+
+async def test_another_instance_asking_ends_a_lingering_hold_at_once() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock, linger=10.0)
+    other = locks_for(api, clock, identity="instance-b")
+    async with locks.hold("n", a_pod()):
+        pass
+    # The other instance meets our lock, and asks for it beside it.
+    with pytest.raises(LockContended, match="instance instance-a"):
+        await other.acquire("n", a_pod())
+    assert api.annotations[WANTED] == "instance-b"
+    # Our informer shows the request: the parked hold is let go without waiting.
+    locks.observe("n", dict(api.annotations))
+    await locks.tend(sweep=False)
+    assert api.log[-2:] == ["asked", "unlock"]
+    assert WANTED not in api.annotations  # the release clears the request
+    hold = await other.acquire("n", a_pod())
+    assert api.annotations == {DEFAULT_KEY: hold.value}
+
+
+async def test_a_request_seen_while_the_hold_serves_releases_it_after() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock, linger=10.0)
+    async with locks.hold("n", a_pod()):
+        locks.observe("n", {**api.annotations, WANTED: "instance-b"})
+    assert api.log == [f"lock {ME}", "unlock"]  # not parked
+    locks.observe("n", {WANTED: ME})  # our own request is not one to answer
+    async with locks.hold("n", a_pod()):
+        pass
+    assert api.log[-1] == f"lock {ME}"  # parked
+
+
+async def test_a_spent_or_failed_hold_is_not_kept() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock, linger=TIMEOUT)
+    with pytest.raises(RuntimeError, match="boom"):
+        async with locks.hold("n", a_pod()):
+            raise RuntimeError("boom")
+    assert api.log == [f"lock {ME}", "unlock"]  # an error releases
+    async with locks.hold("n", a_pod()) as first:
+        pass
+    # Too little write budget left to serve more: released on the next use, then taken anew.
+    clock.advance(TIMEOUT * nodelock.HOLD_BUDGET - nodelock.REUSE_MARGIN)
+    async with locks.hold("n", a_pod()) as second:
+        assert second is not first
+    assert api.log[2:] == [f"lock {ME}", "unlock", f"lock {ME}"]
+    # The background loop lets it go on its own before its budget runs out.
+    clock.advance(TIMEOUT * nodelock.HOLD_BUDGET - nodelock.REUSE_MARGIN)
+    await locks.tend(sweep=False)
+    assert api.log[-1] == "unlock"
+
+
+async def test_hami_holds_and_shutdown_never_leave_a_lingering_lock() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    hami = locks_for(api, clock, key=HAMI_KEY, linger=10.0)
+    async with hami.hold("n", a_pod()):
+        pass
+    assert api.log == ["lock ns,p0", "unlock"]  # one pod per hold: never kept
+    locks = locks_for(api, clock, linger=10.0)
+    async with locks.hold("n", a_pod()):
+        pass
+    await locks.release_all()
+    assert api.log[-1] == "unlock"
+    assert locks.held == {}
