@@ -134,9 +134,13 @@ class _LeaseEvents:
 
     def __init__(self, locks: NodeLocks) -> None:
         self.locks = locks
+        #: node -> its Lease's (resourceVersion, annotations) as last seen: a lock may go out
+        #: on it unread (a stale copy only costs a conflict and a read)
+        self.known: dict[str, tuple[str, Mapping[str, str]]] = {}
 
     def on_add(self, lease: LockLease) -> None:
         if lease.node:
+            self.known[lease.node] = (lease.resource_version, lease.annotations)
             self.locks.observe(lease.node, lease.annotations)
 
     def on_update(self, old: LockLease, new: LockLease) -> None:
@@ -144,6 +148,7 @@ class _LeaseEvents:
 
     def on_delete(self, lease: LockLease) -> None:
         if lease.node:
+            self.known.pop(lease.node, None)
             self.locks.observe(lease.node, {})
 
 
@@ -216,6 +221,7 @@ class LockedBinder:
             if self.on_lease
             else NodeLocks(kube, settings.lock)
         )
+        self._lease_events = _LeaseEvents(self.locks)
         #: The locks DynamicResources writes new allocations under (network-attached pools'
         #: Leases live in `lease_namespace`).
         self.devices = DeviceLocks(kube, self.locks, lease_namespace, settings.lock)
@@ -255,7 +261,7 @@ class LockedBinder:
             parse=parse_lock_lease,
             key=lambda lease: lease.name,
             version=lambda lease: lease.resource_version,
-            handler=_LeaseEvents(self.locks),
+            handler=self._lease_events,
             label_selector=MANAGED_BY,
             name="node-lock-leases",
         )
@@ -306,7 +312,7 @@ class LockedBinder:
                 queue.popleft()
                 continue
             cached = first.fw.handle.nodes.node(node)
-            known = None
+            known = self._lease_events.known.get(node) if self.on_lease else None
             if cached is not None:
                 self._node_uids[node] = cached.uid
                 if not self.on_lease:

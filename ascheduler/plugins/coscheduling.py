@@ -26,6 +26,7 @@ a group reached its quorum, a member whose bind fails is retried on its own.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import secrets
 import time
@@ -273,13 +274,14 @@ class _GangPlugin(
         key = group_key(pod)
         return key if key is not None and key.startswith(self.kind) else None
 
+    @abc.abstractmethod
     def _policy(self, pod: PodInfo) -> _Policy | Status | None:
         """The group's quorum and wait; a Status holding the pod when its group cannot be
         read; None when the pod is in no group of ours (or one without a gang policy)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _object_events(self) -> frozenset[ClusterEvent]:
-        raise NotImplementedError
+        """The events of the group objects this convention reads."""
 
     # -- queueing ------------------------------------------------------------------------
 
@@ -301,8 +303,9 @@ class _GangPlugin(
         """The members that count toward the quorum before any is scheduled."""
         return gang.ready()
 
+    @abc.abstractmethod
     def _too_few(self, pod: PodInfo, policy: _Policy, ready: int) -> Status:
-        raise NotImplementedError
+        """The status holding a pod whose group has fewer than its quorum ready."""
 
     def events_to_register(self) -> frozenset[ClusterEvent]:
         return _MEMBER_EVENTS | self._object_events()

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import aiohttp
 import pytest
 
-from ascheduler.binding.binder import BindSettings, LockedBinder
+from ascheduler.binding.binder import LEASE_NODE, BindSettings, LockedBinder, LockLease
 from ascheduler.binding.nodelock import (
     DEFAULT_KEY,
     HAMI_KEY,
@@ -368,3 +368,18 @@ async def test_a_record_that_refuses_a_bind_is_read_again_before_refusing() -> N
     status = await binder.bind(fw, CycleState(), pod("p11"), "n")  # type: ignore[arg-type]
     assert not status.ok
     assert "Too many pods" in status.message
+
+
+async def test_a_lease_the_informer_shows_unlocked_is_locked_without_reading_it() -> None:
+    api = FakeNodeApi(lease_exists=True)
+    binder = binder_for(api, on="lease")
+    lease = LockLease(node_lease_name("n"), "n", str(api.rv), {LEASE_NODE: "n"})
+    binder._lease_events.on_add(lease)
+    assert (await binder.bind(FakeFramework(api, {}), CycleState(), pod("p0"), "n")).ok  # type: ignore[arg-type]
+    assert not [path for path in api.reads if "/leases/" in path]
+    assert api.log == [f"lock {ME}", "bound p0", "unlock"]
+    # A stale copy costs a conflict and a read, nothing more.
+    binder._lease_events.on_add(LockLease(lease.name, "n", "1", {LEASE_NODE: "n"}))
+    binder.locks._released.clear()
+    assert (await binder.bind(FakeFramework(api, {}), CycleState(), pod("p1"), "n")).ok  # type: ignore[arg-type]
+    assert [path for path in api.reads if "/leases/" in path]
