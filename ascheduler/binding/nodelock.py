@@ -101,6 +101,9 @@ DEFAULT_LINGER: Final = 10.0
 REUSE_MARGIN: Final = 5.0
 #: The annotation another instance writes on a lock object whose holder it waits for.
 WANTED_SUFFIX: Final = "-wanted"
+#: After letting a lock go for an instance that asked, our holds on that node do not linger
+#: for this long, so the other instance's next try finds the lock free between them.
+YIELD_SECONDS: Final = 30.0
 
 _TIME = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
 
@@ -351,6 +354,8 @@ class NodeLocks:
         self._parked: dict[str, tuple[Hold, float]] = {}
         #: nodes whose lock object says another instance waits for our lock
         self._wanted: set[str] = set()
+        #: node -> until when our holds there do not linger (another instance asked)
+        self._yield_until: dict[str, float] = {}
 
     # -- what this instance sees ------------------------------------------------------------
 
@@ -419,9 +424,12 @@ class NodeLocks:
                     await _uninterruptible(asyncio.ensure_future(self.release(hold)))
 
     def _parkable(self, node: str, hold: Hold) -> bool:
+        if node in self._wanted:
+            self._yield_until[node] = self._clock() + YIELD_SECONDS
+            return False
         return (
             self.settings.lingers
-            and node not in self._wanted
+            and self._clock() >= self._yield_until.get(node, 0.0)
             and self._held.get(node) is hold
             and hold.reusable()
         )
@@ -717,8 +725,14 @@ class NodeLocks:
         for node, value in list(self._leftover.items()):
             await self._retry_leftover(node, value)
         for node in list(self._parked):
-            if node in self._wanted or self._parked_due(node) <= self._clock():
+            if node in self._wanted:
+                self._yield_until[node] = self._clock() + YIELD_SECONDS
                 await self._let_go(node)
+            elif self._parked_due(node) <= self._clock():
+                await self._let_go(node)
+        now = self._clock()
+        for node in [n for n, until in self._yield_until.items() if until <= now]:
+            del self._yield_until[node]
         if sweep:
             for node, (value, _) in list(self._seen.items()):
                 await self._clear_if_stale(node, value)
@@ -786,6 +800,7 @@ class NodeLocks:
             self._seen,
             self._leftover,
             self._retry_at,
+            self._yield_until,
         ):
             table.pop(node, None)
         self._wanted.discard(node)

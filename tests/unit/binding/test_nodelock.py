@@ -473,6 +473,7 @@ async def test_a_request_seen_while_the_hold_serves_releases_it_after() -> None:
         locks.observe("n", {**api.annotations, WANTED: "instance-b"})
     assert api.log == [f"lock {ME}", "unlock"]  # not parked
     locks.observe("n", {WANTED: ME})  # our own request is not one to answer
+    clock.advance(nodelock.YIELD_SECONDS)  # (and the other instance has had its turn)
     async with locks.hold("n", a_pod()):
         pass
     assert api.log[-1] == f"lock {ME}"  # parked
@@ -510,3 +511,22 @@ async def test_hami_holds_and_shutdown_never_leave_a_lingering_lock() -> None:
     await locks.release_all()
     assert api.log[-1] == "unlock"
     assert locks.held == {}
+
+
+async def test_after_letting_go_for_another_instance_holds_do_not_linger_for_a_while() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock, linger=10.0)
+    async with locks.hold("n", a_pod()):
+        pass
+    locks.observe("n", {**api.annotations, WANTED: "instance-b"})
+    await locks.tend(sweep=False)
+    assert api.log == [f"lock {ME}", "unlock"]
+    locks.observe("n", {})  # the request went with our release
+    async with locks.hold("n", a_pod()):
+        pass
+    assert api.log[-1] == "unlock"  # released at once: the other instance's turn comes
+    clock.advance(nodelock.YIELD_SECONDS)
+    await locks.tend(sweep=False)
+    async with locks.hold("n", a_pod()):
+        pass
+    assert api.log[-1] == f"lock {ME}"  # lingering again
