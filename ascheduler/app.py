@@ -235,6 +235,7 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
             write_client,
             config.binding,
             lease_namespace=config.leader_election.resource_namespace,
+            cache=cache,
         )
         if config.binding.policy != "none"
         else None

@@ -24,8 +24,9 @@ NODE_LOCK_REVALIDATIONS: Final = Counter(
     "ascheduler_node_lock_revalidations_total",
     "Holds of a node's lock by where their re-validation read the node's pods: `list` (the "
     "API server's, read in the hold), `record` (what this instance's last hold saw plus its "
-    "binds since, when nobody took the lock in between), `refresh` (a record that refused a "
-    "bind, read again).",
+    "binds since, when nobody took the lock in between), `cache` (the cache, which has seen "
+    "every pod the lock object records as bound under it lately), `refresh` (a record or "
+    "cache that refused a bind, read again).",
     ["source"],
 )
 NODE_LOCK_RECOVERED: Final = Counter(

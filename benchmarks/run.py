@@ -843,45 +843,38 @@ def ratios(runs: dict[str, list[dict[str, Any]]], mode: str = "steady") -> dict[
     }
     if (faster := faster_ceiling(runs)) is not None:
         others["ceiling"] = faster
+
+    def compare(
+        name: str, ours: list[dict[str, Any]], theirs: list[dict[str, Any]], keys: Sequence[str]
+    ) -> None:
+        for key in keys:
+            per_run = [
+                a[key] / b[key]
+                for a, b in zip(ours, theirs, strict=True)
+                if b.get(key) and key in a and _finished(a) and _finished(b)
+            ]
+            if per_run:
+                out[f"{key} {name}"] = _spread(per_run)
+
     if runs.get("ascheduler"):
         for other, theirs in others.items():
             keys = RATIOS[mode] if other == "kube-scheduler" else ("throughput_avg",)
-            for key in keys:
-                per_run = [
-                    a[key] / b[key]
-                    for a, b in zip(runs["ascheduler"], theirs, strict=True)
-                    if b.get(key) and key in a and _finished(a) and _finished(b)
-                ]
-                if per_run:
-                    out[f"{key} ascheduler/{other}"] = _spread(per_run)
-    # The cost of durable binds: bindrequest mode against direct mode and kube-scheduler.
-    if runs.get(BINDREQUEST):
-        for other in ("ascheduler", "kube-scheduler"):
-            if not runs.get(other):
-                continue
-            for key in ("throughput_avg", "requests_per_pod", "cpu_seconds"):
-                per_run = [
-                    a[key] / b[key]
-                    for a, b in zip(runs[BINDREQUEST], runs[other], strict=True)
-                    if b.get(key) and key in a and _finished(a) and _finished(b)
-                ]
-                if per_run:
-                    out[f"{key} {BINDREQUEST}/{other}"] = _spread(per_run)
-    # What node locks cost: with locks (ours, and HAMi's) against without.
-    for locked in ("ascheduler", HAMI):
-        for other in (NO_LOCKS, "kube-scheduler"):
-            if locked == "ascheduler" and other == "kube-scheduler":
-                continue  # above
-            if not runs.get(locked) or not runs.get(other):
-                continue
-            for key in ("throughput_avg", "latency_p99", "requests_per_pod"):
-                per_run = [
-                    a[key] / b[key]
-                    for a, b in zip(runs[locked], runs[other], strict=True)
-                    if b.get(key) and key in a and _finished(a) and _finished(b)
-                ]
-                if per_run:
-                    out[f"{key} {locked}/{other}"] = _spread(per_run)
+            compare(f"ascheduler/{other}", runs["ascheduler"], theirs, keys)
+    # The cost of durable binds: bindrequest mode against direct mode and kube-scheduler; of
+    # node locks: with locks (ours, and HAMi's) against without, and against kube-scheduler.
+    pairs = [
+        *(
+            (BINDREQUEST, o, ("throughput_avg", "requests_per_pod", "cpu_seconds"))
+            for o in ("ascheduler", "kube-scheduler")
+        ),
+        *(
+            (locked, o, ("throughput_avg", "latency_p99", "requests_per_pod"))
+            for locked, o in (("ascheduler", NO_LOCKS), (HAMI, NO_LOCKS), (HAMI, "kube-scheduler"))
+        ),
+    ]
+    for ours, other, keys in pairs:
+        if runs.get(ours) and runs.get(other):
+            compare(f"{ours}/{other}", runs[ours], runs[other], keys)
     if runs.get("ceiling-go") and runs.get("ceiling-python"):
         per_run = [
             p["throughput_avg"] / g["throughput_avg"]

@@ -35,12 +35,14 @@ import structlog
 from ascheduler import metrics
 from ascheduler.binding.devicelocks import DeviceLocks
 from ascheduler.binding.nodelock import (
+    BOUND_KEPT,
     Hold,
     LockContended,
     LockSettings,
     NodeLocks,
     node_lease_name,
 )
+from ascheduler.cache import Cache
 from ascheduler.framework import Code, CycleState, Framework, Status
 from ascheduler.framework.interface import BINDING_ANNOTATIONS
 from ascheduler.kube import KubeClient, KubeError
@@ -99,6 +101,13 @@ class _NodeView:
 
     pods: list[PodInfo]
     fresh: bool
+    #: The uids of the pods this hold bound (or tried to: a Binding may land unanswered).
+    added: list[str] = field(default_factory=list)
+
+    def without(self, pod: PodInfo) -> list[PodInfo]:
+        """The pods to count for `pod`: all but itself (a view from the cache holds it as
+        assumed)."""
+        return [p for p in self.pods if p.uid != pod.uid]
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,9 +210,17 @@ def _take(queue: deque[_Bind], most: int) -> list[_Bind]:
 
 class LockedBinder:
     def __init__(
-        self, kube: KubeClient, settings: BindSettings, *, lease_namespace: str = "kube-system"
+        self,
+        kube: KubeClient,
+        settings: BindSettings,
+        *,
+        lease_namespace: str = "kube-system",
+        cache: Cache | None = None,
     ) -> None:
         self.kube = kube
+        #: The scheduler's cache: with it, a hold whose lock object's record of bound pods
+        #: the cache has all seen re-validates against the cache instead of a LIST.
+        self.cache = cache
         self.settings = settings
         self.on_lease = settings.lock.lock_object == "lease"
         self._leases = f"/apis/coordination.k8s.io/v1/namespaces/{lease_namespace}/leases"
@@ -331,8 +348,11 @@ class LockedBinder:
                         await self._serve(hold, batch, node, allocatable, view)
                         served += len(batch)
                     metrics.NODE_LOCK_BINDS_PER_HOLD.observe(served)
-                    # For our next hold here, if nobody else takes the lock meanwhile.
+                    # For our next hold here, if nobody else takes the lock meanwhile; and
+                    # for whoever holds it next, the pods bound under it, left beside it.
                     self._records[node] = view.pods
+                    before = hold.bound_after if hold.bound_after is not None else hold.bound_before
+                    hold.bound_after = (*(before or ()), *view.added)[-BOUND_KEPT:]
             except (LockContended, KubeError) as exc:
                 failed = Status.error(f"node lock: {exc}", NODE_LOCK)
                 while queue:  # they would meet the same lock, or the same failure
@@ -355,14 +375,15 @@ class LockedBinder:
         try:
             fitting: list[_Bind] = []
             for bind in batch:
-                status = self._revalidate(bind.pod, node, allocatable, view.pods)
+                status = self._revalidate(bind.pod, node, allocatable, view.without(bind.pod))
                 if not status.ok and not view.fresh:
                     view.pods = [*await self._pods_on(node), *(b.pod for b in fitting)]
                     view.fresh = True
                     metrics.NODE_LOCK_REVALIDATIONS.labels("refresh").inc()
-                    status = self._revalidate(bind.pod, node, allocatable, view.pods)
+                    status = self._revalidate(bind.pod, node, allocatable, view.without(bind.pod))
                 if status.ok:
                     view.pods.append(bind.pod)
+                    view.added.append(bind.pod.uid)
                     fitting.append(bind)
                 else:
                     bind.finish(status)
@@ -451,6 +472,17 @@ class LockedBinder:
         if hold.undisturbed and record is not None:
             metrics.NODE_LOCK_REVALIDATIONS.labels("record").inc()
             return _NodeView(list(record), fresh=False)
+        if self.cache is not None and hold.bound_before is not None:
+            cache = self.cache
+            counted = cache.pods_on(node)
+            bound = {p.uid for p in counted if not cache.is_assumed(p.uid)}
+            if all(uid in bound for uid in hold.bound_before):
+                # Every pod bound under the lock lately is in the cache as bound: it has
+                # caught up with the other holders. Our own assumed pods count too (some are
+                # bound already); the ones still on their way here count once, as each is
+                # re-validated without itself.
+                metrics.NODE_LOCK_REVALIDATIONS.labels("cache").inc()
+                return _NodeView(list(counted), fresh=False)
         metrics.NODE_LOCK_REVALIDATIONS.labels("list").inc()
         return _NodeView(await self._pods_on(node), fresh=True)
 

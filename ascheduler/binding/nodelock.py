@@ -101,6 +101,11 @@ DEFAULT_LINGER: Final = 10.0
 REUSE_MARGIN: Final = 5.0
 #: The annotation another instance writes on a lock object whose holder it waits for.
 WANTED_SUFFIX: Final = "-wanted"
+#: The annotation a release leaves beside the lock: the pods recent holds bound on the node
+#: (uids, newest last), so the next holder can tell whether its cache has seen them.
+BOUND_SUFFIX: Final = "-bound"
+#: How many uids that record keeps.
+BOUND_KEPT: Final = 64
 #: After letting a lock go for an instance that asked, our holds on that node do not linger
 #: for this long, so the other instance's next try finds the lock free between them.
 YIELD_SECONDS: Final = 30.0
@@ -170,6 +175,10 @@ class LockSettings:
     @property
     def wanted_key(self) -> str:
         return self.key + WANTED_SUFFIX
+
+    @property
+    def bound_key(self) -> str:
+        return self.key + BOUND_SUFFIX
 
     @property
     def lock_object(self) -> LockObject:
@@ -283,6 +292,10 @@ class Hold:
     undisturbed: bool = False
     #: Set once the lock was found not to hold our value: never parked, never reused.
     lost: bool = False
+    #: The record of pods bound under the lock found beside it when it was free (None: not
+    #: known, or the lock was taken over from another holder); and the one to leave at release.
+    bound_before: tuple[str, ...] | None = None
+    bound_after: tuple[str, ...] | None = None
 
     def reusable(self) -> bool:
         """Whether a parked hold may serve more binds: a margin of its write budget left."""
@@ -455,12 +468,16 @@ class NodeLocks:
             return f"{stamp},{pod.namespace},{pod.name}"
         return f"{stamp},{self.settings.identity}"
 
-    async def _patch(self, node: str, version: str, value: str | None) -> dict[str, Any]:
+    async def _patch(
+        self, node: str, version: str, value: str | None, *, record: tuple[str, ...] | None = None
+    ) -> dict[str, Any]:
         """Set (or, with None, remove) the lock if the node is still at `version`. Either
         clears a waiting instance's request: it was meant for the holder before."""
         annotations: dict[str, str | None] = {self.settings.key: value}
         if not self.settings.hami:
             annotations[self.settings.wanted_key] = None
+        if record is not None:
+            annotations[self.settings.bound_key] = ",".join(record[-BOUND_KEPT:])
         patch = {"metadata": {"resourceVersion": version, "annotations": annotations}}
         return await self.kube.patch(self._path(node), patch, content_type=MERGE_PATCH)
 
@@ -519,17 +536,25 @@ class NodeLocks:
             try:
                 if fast:
                     version, fast = fast, ""
+                    assert hint is not None
+                    record: tuple[str, ...] | None = self._record(hint[1])
                 else:
                     version, current, obj = await self._read(node)
+                    record = None
                     if current and current != value and not self._ours(node, current):
                         await self._check_takeover(node, current)
+                    elif not current:
+                        meta = obj.get("metadata") or {}
+                        record = self._record(meta.get("annotations") or {})
                     if current == value:
                         return self._took(node, value, started, obj)  # landed; answer did not
                 try:
                     sent.append(True)
                     taken = await self._patch(node, version, value)
                     undisturbed = version == self._release_version.get(node)
-                    return self._took(node, value, started, taken, undisturbed=undisturbed)
+                    return self._took(
+                        node, value, started, taken, undisturbed=undisturbed, record=record
+                    )
                 except KubeError as exc:
                     if not exc.conflict:
                         raise
@@ -542,6 +567,13 @@ class NodeLocks:
         metrics.NODE_LOCK_CONTENDED.inc()
         raise LockContended(node, "a concurrent writer (the node kept changing)")
 
+    def _record(self, annotations: Mapping[str, Any]) -> tuple[str, ...] | None:
+        """The bound-pods record in a lock object's annotations (empty when there is none)."""
+        if self.settings.hami:
+            return None
+        text = str(annotations.get(self.settings.bound_key) or "")
+        return tuple(uid for uid in text.split(",") if uid)
+
     def _took(
         self,
         node: str,
@@ -550,6 +582,7 @@ class NodeLocks:
         obj: Mapping[str, Any],
         *,
         undisturbed: bool = False,
+        record: tuple[str, ...] | None = None,
     ) -> Hold:
         timeout = self.settings.timeout
         hold = Hold(
@@ -561,6 +594,7 @@ class NodeLocks:
             cutoff_at=started + timeout * HOLD_CUTOFF,
             clock=self._clock,
             undisturbed=undisturbed,
+            bound_before=record,
         )
         self._held[node] = hold
         self._leftover.pop(node, None)  # our new value replaced it
@@ -640,7 +674,7 @@ class NodeLocks:
         if parked is not None and parked[0] is hold:
             del self._parked[node]
         try:
-            await self._clear(node, hold.value, version=hold.version)
+            await self._clear(node, hold.value, version=hold.version, record=hold.bound_after)
         except (KubeError, LockContended) as exc:
             log.warning(
                 "node_lock_release_failed", node=node, error=str(exc), retry="in the background"
@@ -656,7 +690,14 @@ class NodeLocks:
         self._retry_at[node] = (self._clock() + LEFTOVER_RETRY[0], LEFTOVER_RETRY[0])
         self._wake.set()
 
-    async def _clear(self, node: str, value: str, *, version: str = "") -> bool:
+    async def _clear(
+        self,
+        node: str,
+        value: str,
+        *,
+        version: str = "",
+        record: tuple[str, ...] | None = None,
+    ) -> bool:
         """Remove the lock if it still holds `value`; True if this call removed it. `version`
         (the node's version after our last write) lets the first attempt skip a read."""
         for attempt in range(ATTEMPTS):
@@ -664,7 +705,9 @@ class NodeLocks:
                 if version:
                     guess, version = version, ""
                     try:
-                        self._remember_release(node, await self._patch(node, guess, None))
+                        self._remember_release(
+                            node, await self._patch(node, guess, None, record=record)
+                        )
                         return True
                     except KubeError as exc:
                         if not exc.conflict and not exc.not_found:
@@ -678,7 +721,9 @@ class NodeLocks:
                 if current != value:
                     return False  # released after all, or no longer ours
                 try:
-                    self._remember_release(node, await self._patch(node, current_version, None))
+                    self._remember_release(
+                        node, await self._patch(node, current_version, None, record=record)
+                    )
                     return True
                 except KubeError as exc:
                     if not exc.conflict:

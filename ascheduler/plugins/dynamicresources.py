@@ -396,18 +396,7 @@ class DynamicResources(
         table = self.objects.table()
         claims = [s.claims[i] for i in s.to_allocate]
         device_rows = _device_rows(nodes, table)
-        counted: list[list[list[_Counted]]] = []  # per claim, per request, per subrequest
-        for ci, claim in enumerate(claims):
-            per_request = []
-            for ri, req in enumerate(claim.requests):
-                wanted = req.first_available or ((req.exactly,) if req.exactly else ())
-                per_request.append(
-                    [
-                        self._count(table, nodes, device_rows, (ci, ri, si), claim, sub)
-                        for si, sub in enumerate(wanted)
-                    ]
-                )
-            counted.append(per_request)
+        counted = self._count_claims(claims, table, nodes, device_rows)
         # Necessary per request: some subrequest can have its devices.
         fits = open_rows.copy()
         for per_request in counted:
@@ -506,10 +495,19 @@ class DynamicResources(
 
     def _explain_counts(self, s: _State, nodes: NodeTable) -> list[list[list[_Counted]]]:
         table = self.objects.table()
-        device_rows = _device_rows(nodes, table)
-        out = []
-        for ci, index in enumerate(s.to_allocate):
-            claim = s.claims[index]
+        claims = [s.claims[i] for i in s.to_allocate]
+        return self._count_claims(claims, table, nodes, _device_rows(nodes, table))
+
+    def _count_claims(
+        self,
+        claims: Sequence[ResourceClaim],
+        table: DeviceTable,
+        nodes: NodeTable,
+        device_rows: IntArray,
+    ) -> list[list[list[_Counted]]]:
+        """Per claim, per request, per subrequest: its devices counted on every node."""
+        counted = []
+        for ci, claim in enumerate(claims):
             per_request = []
             for ri, req in enumerate(claim.requests):
                 wanted = req.first_available or ((req.exactly,) if req.exactly else ())
@@ -519,8 +517,8 @@ class DynamicResources(
                         for si, sub in enumerate(wanted)
                     ]
                 )
-            out.append(per_request)
-        return out
+            counted.append(per_request)
+        return counted
 
     def _count(
         self,

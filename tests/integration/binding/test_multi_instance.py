@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import signal
@@ -37,82 +38,59 @@ def gpu_pod(name: str, scheduler_name: str) -> dict[str, object]:
     return pause_pod(name, scheduler_name=scheduler_name, extra={GPU: "1"})
 
 
-async def test_two_instances_never_overcommit_shared_gpu_nodes(
+@pytest.mark.parametrize(
+    ("instances", "full_nodes", "on"),
+    [(2, 3, "node"), (3, 4, "lease")],
+    ids=["two-instances-node-locks", "three-instances-lease-locks"],
+)
+async def test_instances_sharing_exact_fit_gpu_nodes_never_overcommit_them(
     plane: ControlPlane,
     plane_state: PlaneState,
     kube: KubeClient,
     namespace: str,
     nodes: NodeFactory,
+    instances: int,
+    full_nodes: int,
+    on: str,
 ) -> None:
+    """`instances` schedulers race for `full_nodes` nodes of 2 GPUs with 4 pods more than
+    fit; exactly the room is used, then a node with room for the 4 takes them."""
     per_node = 2
-    names = await nodes(FakeNodes(count=3, prefix=f"{namespace}-g", extended={GPU: str(per_node)}))
+    names = await nodes(
+        FakeNodes(count=full_nodes, prefix=f"{namespace}-g", extended={GPU: str(per_node)})
+    )
+    fit = per_node * full_nodes
+    total = fit + 4
     shared = f"{namespace}-shared"
-    # Locks on the Node here (three instances on Leases below).
-    node_locks = ("--node-lock-object", "node")
-    with (
-        scheduler(plane, plane_state, "ascheduler-a", shared, *node_locks),
-        scheduler(plane, plane_state, "ascheduler-b", shared, *node_locks),
-    ):
-        await create_pods(kube, namespace, [gpu_pod(f"g{i}", shared) for i in range(10)])
+    with contextlib.ExitStack() as running:
+        for i in range(instances):
+            running.enter_context(
+                scheduler(plane, plane_state, f"ascheduler-{i}", shared, "--node-lock-object", on)
+            )
+        await create_pods(kube, namespace, [gpu_pod(f"g{i}", shared) for i in range(total)])
 
-        async def six_bound() -> dict[str, str] | None:
+        async def all_room_used() -> dict[str, str] | None:
             pods = await pods_in(kube, namespace)
             placed = {n: node_of(p) for n, p in pods.items() if node_of(p)}
-            return placed if len(placed) == 6 else None
+            return placed if len(placed) == fit else None
 
-        placed = await eventually(six_bound, what="6 of 10 GPU pods bound", timeout=90)
-        # Both instances keep trying the 4 that do not fit; none may land anywhere.
+        placed = await eventually(all_room_used, what=f"{fit} GPU pods bound", timeout=90)
+        # Every instance keeps trying the 4 that do not fit; none may land anywhere.
         pods = await pods_in(kube, namespace)
-        assert sum(1 for p in pods.values() if node_of(p)) == 6
+        assert sum(1 for p in pods.values() if node_of(p)) == fit
         assert Counter(placed.values()) == {n: per_node for n in names}
         for name in placed:
             annotations = pods[name]["metadata"].get("annotations") or {}
             assert annotations.get("ascheduler.io/bind-phase") == "success"
             assert annotations.get("ascheduler.io/bind-time", "").isdigit()
-
-        # Room for exactly the other 4 appears: both instances race for it, all are bound.
+        # Room for exactly the other 4 appears: the instances race for it, all are bound.
         (extra,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-x", extended={GPU: "4"}))
-        placed = await wait_bound(kube, namespace, [f"g{i}" for i in range(10)], timeout=90)
+        placed = await wait_bound(kube, namespace, [f"g{i}" for i in range(total)], timeout=90)
         assert Counter(placed.values()) == {**{n: per_node for n in names}, extra: 4}
-    assert await lock_annotations(kube, [*names, extra]) == {}
-
-
-async def test_three_instances_on_lease_locks_never_overcommit_exact_fit_nodes(
-    plane: ControlPlane,
-    plane_state: PlaneState,
-    kube: KubeClient,
-    namespace: str,
-    nodes: NodeFactory,
-) -> None:
-    per_node = 2
-    names = await nodes(FakeNodes(count=4, prefix=f"{namespace}-g", extended={GPU: str(per_node)}))
-    shared = f"{namespace}-shared"
-    with (
-        scheduler(plane, plane_state, "ascheduler-1", shared),
-        scheduler(plane, plane_state, "ascheduler-2", shared),
-        scheduler(plane, plane_state, "ascheduler-3", shared),
-    ):
-        await create_pods(kube, namespace, [gpu_pod(f"g{i}", shared) for i in range(12)])
-
-        async def eight_bound() -> dict[str, str] | None:
-            pods = await pods_in(kube, namespace)
-            placed = {n: node_of(p) for n, p in pods.items() if node_of(p)}
-            return placed if len(placed) == 8 else None
-
-        placed = await eventually(eight_bound, what="8 of 12 GPU pods bound", timeout=90)
-        # All three keep trying the 4 that do not fit; none may land anywhere.
-        pods = await pods_in(kube, namespace)
-        assert sum(1 for p in pods.values() if node_of(p)) == 8
-        assert Counter(placed.values()) == {n: per_node for n in names}
-        for name in placed:
-            assert "ascheduler.io/bind-phase" in (pods[name]["metadata"].get("annotations") or {})
-        (extra,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-x", extended={GPU: "4"}))
-        placed = await wait_bound(kube, namespace, [f"g{i}" for i in range(12)], timeout=90)
-        assert Counter(placed.values()) == {**{n: per_node for n in names}, extra: 4}
-        # The locks lived on the nodes' Leases: the Nodes were never written.
-        for node in [*names, extra]:
-            obj = await kube.get(f"/api/v1/nodes/{node}")
-            assert DEFAULT_KEY not in (obj["metadata"].get("annotations") or {})
+        if on == "lease":  # the Nodes themselves were never written
+            for node in [*names, extra]:
+                obj = await kube.get(f"/api/v1/nodes/{node}")
+                assert DEFAULT_KEY not in (obj["metadata"].get("annotations") or {})
     assert await lock_annotations(kube, [*names, extra]) == {}
 
 

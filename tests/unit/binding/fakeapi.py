@@ -116,13 +116,14 @@ class FakeNodeApi:
             return {"metadata": {"resourceVersion": "7"}}
         meta = body["metadata"]
         changes = dict(meta["annotations"])
-        keys = [k for k in changes if not k.endswith("-wanted")]
+        keys = [k for k in changes if not k.endswith(("-wanted", "-bound"))]
         if not keys:  # another instance asking for the lock (unguarded)
             self.annotations.update({k: v for k, v in changes.items() if v is not None})
             self.log.append("asked")
             self.rv += 1
             return self.node()
-        # The lock's key (a release also clears the `-wanted` request beside it).
+        # The lock's key (beside it: the `-wanted` request it clears, the `-bound` record a
+        # release leaves).
         (key,) = keys
         value = changes.pop(key)
         action = self._fault("PATCH", value is not None)

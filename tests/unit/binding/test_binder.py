@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from types import SimpleNamespace
+from typing import Any
 
 import aiohttp
 import pytest
@@ -23,10 +24,12 @@ from ascheduler.binding.nodelock import (
     NodeLocks,
     node_lease_name,
 )
+from ascheduler.cache import Cache
 from ascheduler.framework import CycleState, Status
 from ascheduler.framework.interface import BINDING_ANNOTATIONS
-from ascheduler.model import PodInfo
-from tests.kit import FakeClock, pod_info
+from ascheduler.model import PodInfo, parse_pod
+from tests.kit import FakeClock, make_cache, node, on, pod_info
+from tests.kit import pod as raw_pod
 from tests.unit.binding.fakeapi import FakeNodeApi
 
 ME = "instance-a"
@@ -67,6 +70,15 @@ class FakeFramework:
         return Status()
 
 
+def node_info_raw(name: str) -> dict[str, Any]:
+    return node(name, cpu="10", pods="10")
+
+
+def bound_pod(uid: str) -> PodInfo:
+    """A pod of another instance's, bound to node n (seen by the cache's watch)."""
+    return parse_pod(on("n", raw_pod(uid, namespace="ns", uid=uid, cpu="1")))
+
+
 def pod(name: str) -> PodInfo:
     return pod_info(name, namespace="ns", uid=name, resource_version="1", cpu="1")
 
@@ -79,10 +91,11 @@ def binder_for(
     prefix: str = "ascheduler.io",
     on: LockObject = "node",
     linger: float = 0.0,
+    cache: Cache | None = None,
 ) -> LockedBinder:
     lock = LockSettings(key=key, identity=ME, on=on, linger=linger)
     settings = BindSettings(policy="all", lock=lock, annotation_prefix=prefix)
-    binder = LockedBinder(api, settings)  # type: ignore[arg-type]
+    binder = LockedBinder(api, settings, cache=cache)  # type: ignore[arg-type]
     if clock is not None:
         binder.locks = NodeLocks(api, settings.lock, clock=clock)  # type: ignore[arg-type]
     return binder
@@ -105,7 +118,8 @@ async def test_a_dropped_binding_fails_alone_and_the_hold_outlasts_the_others() 
     assert "reset" in statuses[1].message
     # Both other binds landed while the node was still locked, under this instance's name.
     assert api.log == [f"lock {ME}", "bound p0", "bound p2", "unlock"]
-    assert api.annotations == {}
+    # The lock is gone; beside it, the pods bound under it (p1's Binding may have landed).
+    assert api.annotations == {f"{DEFAULT_KEY}-bound": "p0,p1,p2"}
 
 
 async def test_the_hold_serves_every_bind_it_covers_when_its_first_pod_fails() -> None:
@@ -383,3 +397,31 @@ async def test_a_lease_the_informer_shows_unlocked_is_locked_without_reading_it(
     binder.locks._released.clear()
     assert (await binder.bind(FakeFramework(api, {}), CycleState(), pod("p1"), "n")).ok  # type: ignore[arg-type]
     assert [path for path in api.reads if "/leases/" in path]
+
+
+async def test_a_fresh_holder_whose_cache_has_seen_the_recorded_pods_does_not_list() -> None:
+    api = FakeNodeApi()
+    cache = make_cache([node_info_raw("n")])
+    binder = binder_for(api, cache=cache)
+    fw = FakeFramework(api, {})
+    # Another instance's hold left its record: x0 and x1 bound here.
+    api.annotations[f"{DEFAULT_KEY}-bound"] = "x0,x1"
+    cache.add_pod(bound_pod("x0"))
+    assert (await binder.bind(fw, CycleState(), pod("p0"), "n")).ok  # type: ignore[arg-type]
+    assert lists(api) == 1  # x1 is not in the cache yet: list
+    assert api.annotations[f"{DEFAULT_KEY}-bound"] == "x0,x1,p0"
+    # Someone else holds and releases the lock, recording x2, which the cache has seen.
+    api.annotations[f"{DEFAULT_KEY}-bound"] = "x0,x1,p0,x2"
+    api.rv += 1
+    for uid in ("x1", "x2"):
+        cache.add_pod(bound_pod(uid))
+    cache.add_pod(bound_pod("p0"))
+    assert (await binder.bind(fw, CycleState(), pod("p1"), "n")).ok  # type: ignore[arg-type]
+    assert lists(api) == 1  # the cache has caught up: no list
+    # A cache that would refuse a bind is checked against a list first.
+    for i in range(3, 10):
+        cache.add_pod(bound_pod(f"x{i}"))
+    api.annotations[f"{DEFAULT_KEY}-bound"] = "x9"
+    api.rv += 1
+    assert (await binder.bind(fw, CycleState(), pod("p2"), "n")).ok  # type: ignore[arg-type]
+    assert lists(api) == 2
