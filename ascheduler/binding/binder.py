@@ -65,6 +65,8 @@ HAMI_PREFIX: Final = "hami.io"
 NODE_LOCK: Final = "NodeLock"
 #: On a node's lock Lease: the node it stands for.
 LEASE_NODE: Final = "ascheduler.io/node"
+#: The name of the informer over node-lock Leases.
+LEASE_INFORMER: Final = "node-lock-leases"
 #: The label selector of this project's Leases.
 MANAGED_BY: Final = "app.kubernetes.io/managed-by=ascheduler"
 #: A hold serves at most this many binds, so one busy node cannot keep its lock for long.
@@ -280,7 +282,7 @@ class LockedBinder:
             version=lambda lease: lease.resource_version,
             handler=self._lease_events,
             label_selector=MANAGED_BY,
-            name="node-lock-leases",
+            name=LEASE_INFORMER,
         )
 
     def observe_node(self, name: str, annotations: Mapping[str, str]) -> None:

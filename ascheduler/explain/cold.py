@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascheduler.app import Runtime, build
+from ascheduler.binding.binder import LEASE_INFORMER
 from ascheduler.config import SchedulerConfig
 from ascheduler.explain.core import Capacity, Explanation, capacity, explain
 from ascheduler.framework import Registry
@@ -83,7 +84,8 @@ async def snapshot(config: SchedulerConfig, registry: Registry) -> Runtime:
     informers: tuple[Informer[Any], ...] = (
         runtime.node_informer,
         runtime.pod_informer,
-        *runtime.object_informers,
+        # Node-lock Leases are the binder's business: a dry run binds nothing.
+        *(i for i in runtime.object_informers if i.name != LEASE_INFORMER),
     )
     tasks = [asyncio.create_task(i.run()) for i in informers]
     try:
