@@ -37,6 +37,7 @@ from ascheduler.binding.devicelocks import DeviceLocks
 from ascheduler.binding.nodelock import (
     BOUND_KEPT,
     Hold,
+    Known,
     LockContended,
     LockSettings,
     NodeLocks,
@@ -244,6 +245,7 @@ class LockedBinder:
         #: The locks DynamicResources writes new allocations under (network-attached pools'
         #: Leases live in `lease_namespace`).
         self.devices = DeviceLocks(kube, self.locks, lease_namespace, settings.lock)
+        self.devices.known_for = self._known_for
         self.phase_key = f"{settings.annotation_prefix}/bind-phase"
         self.time_key = f"{settings.annotation_prefix}/bind-time"
         #: node -> binds waiting for the binding cycle that leads the node's current hold
@@ -284,6 +286,11 @@ class LockedBinder:
             label_selector=MANAGED_BY,
             name=LEASE_INFORMER,
         )
+
+    def _known_for(self, node: str, cached: Known | None) -> Known | None:
+        """The lock object as last seen: the cache's Node (`cached`), or with locks on
+        Leases, the node's Lease as the informer has it."""
+        return self._lease_events.known.get(node) if self.on_lease else cached
 
     def observe_node(self, name: str, annotations: Mapping[str, str]) -> None:
         """A node as the informer shows it: its lock, when the lock lives on the Node."""
@@ -331,11 +338,11 @@ class LockedBinder:
                 queue.popleft()
                 continue
             cached = first.fw.handle.nodes.node(node)
-            known = self._lease_events.known.get(node) if self.on_lease else None
+            known = None
             if cached is not None:
                 self._node_uids[node] = cached.uid
-                if not self.on_lease:
-                    known = (cached.resource_version, cached.annotations)
+                known = (cached.resource_version, cached.annotations)
+            known = self._known_for(node, known)
             try:
                 async with self.locks.hold(node, first.pod, known=known) as hold:
                     if most == 1 and first.result.done():

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -89,6 +89,9 @@ class DeviceLocks:
     ) -> None:
         self.kube = kube
         self.node_locks = node_locks
+        #: What the node lock's object looked like (the cache's Node, given by the caller, or
+        #: the lock's own Lease when locks live on Leases): set by the binder.
+        self.known_for: Callable[[str, Known | None], Known | None] = lambda _node, known: known
         self.namespace = namespace
         self._leases = leases = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self.pool_locks = NodeLocks(
@@ -138,7 +141,7 @@ class DeviceLocks:
         held = Held()
         async with contextlib.AsyncExitStack() as stack:
             if node is not None:
-                taking = self.node_locks.hold(node, pod, known=known)
+                taking = self.node_locks.hold(node, pod, known=self.known_for(node, known))
                 held.holds.append(await stack.enter_async_context(taking))
             for name in sorted({lease_name(d, p) for d, p in pools}):
                 held.holds.append(await stack.enter_async_context(self.pool_locks.hold(name, pod)))

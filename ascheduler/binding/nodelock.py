@@ -556,7 +556,8 @@ class NodeLocks:
                         node, value, started, taken, undisturbed=undisturbed, record=record
                     )
                 except KubeError as exc:
-                    if not exc.conflict:
+                    # A conflict, or an object not made yet (a stale hint): read (and make).
+                    if not exc.conflict and not (exc.not_found and self._create is not None):
                         raise
                     # The node changed since we read it (or the cache was behind): read again.
             except KubeError as exc:

@@ -231,9 +231,10 @@ async def test_a_relist_after_410_reconciles_what_changed_while_away(
 
         async def all_watching() -> bool:
             # pods, nodes, namespaces, the kinds that select pods, PodDisruptionBudgets,
-            # the storage objects, the DRA objects, PodGroups (the plane installs the CRD)
+            # the storage objects, the DRA objects, PodGroups (the plane installs the CRD),
+            # the node-lock Leases
             kinds = len(OBJECT_KINDS) + len(STORAGE_KINDS) + len(DRA_KINDS)
-            return proxy.open_watches == 4 + kinds + 1
+            return proxy.open_watches == 4 + kinds + 2
 
         await eventually(all_watching, what="every informer's watch open at the proxy")
         proxy.refuse_watches = True
