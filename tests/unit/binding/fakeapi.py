@@ -114,6 +114,8 @@ class FakeNodeApi:
                 raise ApiError(409, "Conflict", "modified", method="PATCH", path=path)
             self.pod_patches.append(f"{path.rsplit('/', 1)[-1]}@{version}")
             return {"metadata": {"resourceVersion": "7"}}
+        if LEASES in path and not self.lease_exists:
+            raise ApiError(404, "NotFound", "no such lease", method="PATCH", path=path)
         meta = body["metadata"]
         changes = dict(meta["annotations"])
         keys = [k for k in changes if not k.endswith(("-wanted", "-bound"))]

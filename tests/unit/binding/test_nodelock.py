@@ -530,3 +530,24 @@ async def test_after_letting_go_for_another_instance_holds_do_not_linger_for_a_w
     async with locks.hold("n", a_pod()):
         pass
     assert api.log[-1] == f"lock {ME}"  # lingering again
+
+
+async def test_a_hint_for_a_lock_object_not_made_yet_makes_it_and_locks() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    leases = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
+
+    async def create(name: str) -> None:
+        await api.post(leases, {"metadata": {"name": name}})
+
+    settings = LockSettings(timeout=TIMEOUT, identity=ME, linger=0.0)
+    locks = NodeLocks(
+        api,  # type: ignore[arg-type]
+        settings,
+        clock=clock,
+        path=lambda name: f"{leases}/{name}",
+        create=create,
+    )
+    # A hint (the Node's version, say) for a Lease that does not exist: its patch meets 404.
+    hold = await locks.acquire("n", a_pod(), known=("7", {}))
+    assert api.lease_exists
+    assert api.annotations[DEFAULT_KEY] == hold.value
