@@ -65,6 +65,7 @@ class Binaries:
     kwok: Path
     kube_controller_manager: Path
     kubectl: Path
+    helm: Path
 
     @property
     def kwok_stages(self) -> Path:
@@ -79,6 +80,7 @@ class Binaries:
             self.kwok,
             self.kube_controller_manager,
             self.kubectl,
+            self.helm,
         )
 
     @property
@@ -134,6 +136,7 @@ def binaries(cache: Path | None = None) -> Binaries:
         kwok=root / f"kwok-{versions.KWOK_VERSION}" / "kwok",
         kube_controller_manager=k8s / "kube-controller-manager",
         kubectl=k8s / "kubectl",
+        helm=root / f"helm-{versions.HELM_VERSION}" / "helm",
     )
 
 
@@ -412,6 +415,28 @@ class _Builder:
                     ) from exc
             (out / "stages.yaml").write_text("\n---\n".join(documents) + "\n")
 
+    def build_helm(self, bins: Binaries) -> None:
+        version = versions.HELM_VERSION
+        step = f"helm {version}"
+        log = self._fresh_log("helm")
+        self.progress(f"building helm {version}")
+        with self.staged(bins.helm.parent) as out:
+            env = dict(self.env, GOBIN=str(out), GOFLAGS="-buildvcs=false", CGO_ENABLED="0")
+            self.run(
+                f"{step}: go install",
+                [
+                    self.go,
+                    "install",
+                    "-trimpath",
+                    "-ldflags",
+                    f"-s -w -X helm.sh/helm/v4/internal/version.version={version}",
+                    f"helm.sh/helm/v4/cmd/helm@{version}",
+                ],
+                cwd=out,
+                log=log,
+                env=env,
+            )
+
     def build_program(
         self, name: str, sources: Mapping[str, str], requires: Mapping[str, str], binary: Path
     ) -> None:
@@ -469,6 +494,8 @@ def ensure_built(
             get_builder().build_etcd(bins)
         if force or _missing(bins.kwok) or not bins.kwok_stages.is_file():
             get_builder().build_kwok(bins)
+        if force or _missing(bins.helm):
+            get_builder().build_helm(bins)
     if missing := bins.missing():
         raise BuildError("install", f"binaries still missing after the build: {missing}")
     return bins

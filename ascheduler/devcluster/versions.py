@@ -14,3 +14,6 @@ KUBERNETES_VERSION: Final = "v1.35.4"
 ETCD_VERSION: Final = "v3.6.16"
 #: kwok keeps fake nodes Ready and marks pods bound to them Running.
 KWOK_VERSION: Final = "v0.8.0"
+#: helm, built from `helm.sh/helm/v4` (the chart in deploy/helm is linted, rendered and installed
+#: with it).
+HELM_VERSION: Final = "v4.3.1"

@@ -147,6 +147,7 @@ def test_failed_start_names_the_step_and_log_and_stops_what_started(
         kwok=plane.bins.kwok,
         kube_controller_manager=plane.bins.kube_controller_manager,
         kubectl=plane.bins.kubectl,
+        helm=plane.bins.helm,
     )
     failing = ControlPlane(tmp_path / "failing", bins=bins, die_with_parent=True)
     with pytest.raises(PlaneError) as err:

@@ -1,0 +1,59 @@
+{{/* The objects' name: the release's, unless fullnameOverride. */}}
+{{- define "ascheduler.fullname" -}}
+{{- default .Release.Name .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ascheduler.serviceAccountName" -}}
+{{- default (include "ascheduler.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "ascheduler.labels" -}}
+app.kubernetes.io/name: ascheduler
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+{{- end -}}
+
+{{- define "ascheduler.selector" -}}
+app.kubernetes.io/name: ascheduler
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "ascheduler.binderSelector" -}}
+app.kubernetes.io/name: ascheduler-binder
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The scheduler configuration, as YAML: the values rendered, schedulerConfig merged over. */}}
+{{- define "ascheduler.config" -}}
+{{- $v := .Values -}}
+{{- $le := dict "leaderElect" $v.leaderElection.enabled "resourceName" (default (include "ascheduler.fullname" .) $v.leaderElection.resourceName) "resourceNamespace" .Release.Namespace "leaseDuration" $v.leaderElection.leaseDuration "renewDeadline" $v.leaderElection.renewDeadline "retryPeriod" $v.leaderElection.retryPeriod -}}
+{{- $profiles := $v.profiles -}}
+{{- if not $profiles -}}
+{{- $name := ternary "default-scheduler" $v.schedulerName (eq $v.mode "replacement") -}}
+{{- $profiles = list (dict "schedulerName" $name) -}}
+{{- end -}}
+{{- $lock := dict "policy" $v.nodeLock.policy "deviceResources" $v.nodeLock.deviceResources "key" $v.nodeLock.key "timeout" $v.nodeLock.timeout "linger" $v.nodeLock.linger -}}
+{{- if $v.nodeLock.object -}}{{- $_ := set $lock "object" $v.nodeLock.object -}}{{- end -}}
+{{- $own := dict "httpAddress" (printf "0.0.0.0:%v" $v.port) "annotationPrefix" $v.annotationPrefix "binding" $v.binding "debugEndpoints" $v.debugEndpoints "nodeLock" $lock -}}
+{{- $cfg := dict "apiVersion" "kubescheduler.config.k8s.io/v1" "kind" "KubeSchedulerConfiguration" "leaderElection" $le "profiles" $profiles "ascheduler" $own -}}
+{{- with $v.extenders -}}{{- $_ := set $cfg "extenders" . -}}{{- end -}}
+{{- if not (kindIs "invalid" $v.percentageOfNodesToScore) -}}{{- $_ := set $cfg "percentageOfNodesToScore" $v.percentageOfNodesToScore -}}{{- end -}}
+{{- $cfg = mustMergeOverwrite $cfg (deepCopy $v.schedulerConfig) -}}
+{{- if not (hasKey $cfg "leaderElection") -}}{{- $_ := set $cfg "leaderElection" dict -}}{{- end -}}
+{{- $_ := set $cfg.leaderElection "resourceNamespace" .Release.Namespace -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* The leader-election Lease's name, as the rendered configuration has it. */}}
+{{- define "ascheduler.leaseName" -}}
+{{- $cfg := include "ascheduler.config" . | fromYaml -}}
+{{- default "ascheduler" $cfg.leaderElection.resourceName -}}
+{{- end -}}
+
+{{/* Whether the BindRequest mode (and so the binder and its CRD) is on. */}}
+{{- define "ascheduler.bindRequests" -}}
+{{- $cfg := include "ascheduler.config" . | fromYaml -}}
+{{- if eq (default "direct" $cfg.ascheduler.binding) "bindrequest" -}}true{{- end -}}
+{{- end -}}

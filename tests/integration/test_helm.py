@@ -1,0 +1,266 @@
+"""The Helm chart (deploy/helm/ascheduler), with helm built from its Go module: it lints; it
+renders with its default values, with each example configuration in config/, and with the
+optional parts on, every rendered configuration valid to `ascheduler config validate`; its
+schema refuses bad values; and its manifests, server-side applied to the plane, run a
+scheduler (under the chart's own ServiceAccount token and ConfigMap) that schedules pods."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ascheduler.binding.nodelock import node_lease_name
+from ascheduler.devcluster import ControlPlane, ensure_built
+from ascheduler.devcluster.nodes import FakeNodes
+from ascheduler.devcluster.plane import PlaneState
+from ascheduler.kube import ApiError, KubeClient
+from tests.integration.conftest import NodeFactory
+from tests.integration.helpers import create_pods, eventually, pause_pod, wait_bound
+from tests.integration.test_deploy import (
+    KINDS,
+    NAMESPACE,
+    assert_authorized,
+    service_account_kubeconfig,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "ascheduler"
+EXAMPLES = sorted((ROOT / "config").glob("*.yaml"))
+RELEASE = "ascheduler-chart"
+MORE_KINDS = {
+    "Service": ("/api/v1", "services", True),
+    "CustomResourceDefinition": (
+        "/apis/apiextensions.k8s.io/v1",
+        "customresourcedefinitions",
+        False,
+    ),
+}
+
+
+def helm(
+    tmp: Path, *args: str, values: dict[str, Any] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`helm ARGS` with its own homes under `tmp` (and `values` as a values file)."""
+    env = {
+        "HOME": str(tmp),
+        "HELM_CONFIG_HOME": str(tmp / "helm-config"),
+        "HELM_CACHE_HOME": str(tmp / "helm-cache"),
+        "HELM_DATA_HOME": str(tmp / "helm-data"),
+        "PATH": "/usr/bin:/bin",
+    }
+    extra: list[str] = []
+    if values is not None:
+        file = tmp / f"values-{len(list(tmp.glob('values-*')))}.yaml"
+        file.write_text(yaml.safe_dump(values))
+        extra = ["--values", str(file)]
+    return subprocess.run(
+        [str(ensure_built().helm), *args, *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def render(tmp: Path, values: dict[str, Any] | None = None, *flags: str) -> list[dict[str, Any]]:
+    done = helm(
+        tmp, "template", RELEASE, str(CHART), "--namespace", NAMESPACE, *flags, values=values
+    )
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def config_of(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (configmap,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    config: dict[str, Any] = yaml.safe_load(configmap["data"]["config.yaml"])
+    return config
+
+
+def validate(tmp: Path, config: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    file = tmp / "rendered-config.yaml"
+    file.write_text(yaml.safe_dump(config))
+    return subprocess.run(
+        [sys.executable, "-m", "ascheduler", "config", "validate", str(file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def by_kind(docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for d in docs:
+        out.setdefault(d["kind"], []).append(d)
+    return out
+
+
+def test_the_chart_lints(tmp_path: Path) -> None:
+    done = helm(tmp_path, "lint", str(CHART), "--strict")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_default_values_render_a_valid_second_scheduler(tmp_path: Path) -> None:
+    docs = render(tmp_path)
+    kinds = by_kind(docs)
+    assert set(kinds) == {
+        "ServiceAccount",
+        "ConfigMap",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "Service",
+    }
+    config = config_of(docs)
+    assert validate(tmp_path, config).returncode == 0
+    assert config["profiles"] == [{"schedulerName": "ascheduler"}]
+    assert config["leaderElection"]["resourceNamespace"] == NAMESPACE
+    assert config["ascheduler"]["nodeLock"]["policy"] == "devices"
+    (deployment,) = kinds["Deployment"]
+    assert deployment["spec"]["replicas"] == 2
+    # The Lease Role names the Lease the configuration leads on.
+    (role,) = kinds["Role"]
+    named = [r for r in role["rules"] if r.get("resourceNames")]
+    assert named[0]["resourceNames"] == [config["leaderElection"]["resourceName"]]
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_each_example_configuration_renders_valid(tmp_path: Path, example: Path) -> None:
+    wanted = yaml.safe_load(example.read_text())
+    config = config_of(render(tmp_path, {"schedulerConfig": wanted}))
+    done = validate(tmp_path, config)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The example's profiles are the ones rendered; the Lease lives in the release namespace.
+    assert config["profiles"] == wanted["profiles"]
+    assert config["leaderElection"]["resourceNamespace"] == NAMESPACE
+
+
+def test_the_optional_parts_render(tmp_path: Path) -> None:
+    docs = render(
+        tmp_path,
+        {
+            "mode": "replacement",
+            "binding": "bindrequest",
+            "crds": {"podGroups": True},
+            "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+            "nodeLock": {"key": "hami.io/mutex.lock", "policy": "all"},
+        },
+    )
+    kinds = by_kind(docs)
+    config = config_of(docs)
+    assert validate(tmp_path, config).returncode == 0
+    assert config["profiles"] == [{"schedulerName": "default-scheduler"}]
+    assert config["ascheduler"]["binding"] == "bindrequest"
+    assert sorted(d["metadata"]["name"] for d in kinds["Deployment"]) == [
+        RELEASE,
+        f"{RELEASE}-binder",
+    ]
+    crds = {d["metadata"]["name"]: d for d in kinds["CustomResourceDefinition"]}
+    assert set(crds) == {"bindrequests.ascheduler.io", "podgroups.scheduling.x-k8s.io"}
+    for crd in crds.values():
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    (monitor,) = kinds["ServiceMonitor"]
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert {d["metadata"]["name"] for d in kinds["ServiceAccount"]} == {
+        RELEASE,
+        f"{RELEASE}-binder",
+    }
+
+
+@pytest.mark.parametrize(
+    ("values", "problem"),
+    [
+        ({"nodeLock": {"policy": "sometimes"}}, "nodeLock.policy"),
+        ({"nodeLock": {"key": "hami.io/mutex.lock", "object": "lease"}}, "nodeLock.object"),
+        ({"binding": "later"}, "binding"),
+        ({"replicas": 3, "leaderElection": {"enabled": False}}, "leaderElection.enabled"),
+        ({"nodeLock": {"timeout": "soon"}}, "nodeLock.timeout"),
+        ({"unknownValue": 1}, "unknownValue"),
+    ],
+)
+def test_the_schema_refuses_bad_values(
+    tmp_path: Path, values: dict[str, Any], problem: str
+) -> None:
+    done = helm(tmp_path, "template", RELEASE, str(CHART), values=values)
+    assert done.returncode != 0
+    assert problem.rsplit(".", 1)[-1] in done.stderr, done.stderr
+
+
+async def apply(kube: KubeClient, doc: dict[str, Any]) -> None:
+    prefix, plural, namespaced = {**KINDS, **MORE_KINDS}[doc["kind"]]
+    meta = doc["metadata"]
+    where = f"/namespaces/{meta.get('namespace', NAMESPACE)}" if namespaced else ""
+    await kube.request(
+        "PATCH",
+        f"{prefix}{where}/{plural}/{meta['name']}",
+        body=doc,
+        params={"fieldManager": "ascheduler-helm-test", "force": "true"},
+        content_type="application/apply-patch+yaml",
+    )
+
+
+async def test_the_rendered_chart_applies_and_its_service_account_schedules(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+    tmp_path: Path,
+    cluster_objects: list[str],
+) -> None:
+    profile = f"{namespace}-charted"
+    docs = render(
+        tmp_path,
+        {"schedulerName": profile, "nodeLock": {"policy": "all"}, "crds": {"podGroups": True}},
+    )
+    try:
+        await kube.post("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+    except ApiError as exc:
+        if not exc.conflict:
+            raise
+    for doc in docs:
+        await apply(kube, doc)
+        if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            cluster_objects.append(
+                f"/apis/rbac.authorization.k8s.io/v1/{doc['kind'].lower()}s/{doc['metadata']['name']}"
+            )
+    kubeconfig = await service_account_kubeconfig(kube, plane_state, RELEASE, tmp_path)
+    config = config_of(docs)
+    config["ascheduler"]["httpAddress"] = "127.0.0.1:0"
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    names = await nodes(FakeNodes(count=2, prefix=f"{namespace}-n"))
+    record = plane.start_ascheduler(
+        "ascheduler-charted",
+        "--config",
+        str(config_file),
+        kubeconfig=str(kubeconfig),
+        http_address=None,
+    )
+    try:
+        await create_pods(
+            kube, namespace, [pause_pod(f"p{i}", scheduler_name=profile) for i in range(3)]
+        )
+        placed = await wait_bound(kube, namespace, [f"p{i}" for i in range(3)], timeout=90)
+        # Locked binds: their node's Lease made in the release namespace, under the chart's RBAC.
+        leases = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
+
+        async def lease_made() -> bool:
+            try:
+                await kube.get(f"{leases}/{node_lease_name(next(iter(placed.values())))}")
+            except ApiError:
+                return False
+            return True
+
+        assert await eventually(lease_made, what="the node's lock Lease")
+        assert set(placed.values()) <= set(names)
+        assert_authorized(await asyncio.to_thread(Path(record.log).read_text))
+    finally:
+        plane.stop_process(record)

@@ -1,0 +1,64 @@
+"""deploy/helm's chart and deploy/base cannot drift: the chart's CRDs are deploy/crds' files and
+its RBAC rules are deploy/base's, byte for byte and rule for rule; its values file documents
+every value its schema knows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "ascheduler"
+BASE = ROOT / "deploy" / "base"
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def rules(path: Path, kind: str, name: str) -> list[dict[str, Any]]:
+    (doc,) = [d for d in documents(path) if d["kind"] == kind and d["metadata"]["name"] == name]
+    found: list[dict[str, Any]] = doc["rules"]
+    return found
+
+
+def test_the_chart_s_crds_are_deploy_crds() -> None:
+    crds = sorted(p.name for p in (ROOT / "deploy" / "crds").glob("*.yaml"))
+    assert sorted(p.name for p in (CHART / "files" / "crds").glob("*.yaml")) == crds
+    for name in crds:
+        assert (CHART / "files" / "crds" / name).read_bytes() == (
+            ROOT / "deploy" / "crds" / name
+        ).read_bytes()
+
+
+def test_the_chart_s_rbac_rules_are_deploy_base_s() -> None:
+    files = CHART / "files" / "rbac"
+    assert yaml.safe_load((files / "scheduler.yaml").read_text()) == rules(
+        BASE / "rbac.yaml", "ClusterRole", "ascheduler"
+    )
+    assert yaml.safe_load((files / "debug-reader.yaml").read_text()) == rules(
+        BASE / "rbac.yaml", "ClusterRole", "ascheduler-debug-reader"
+    )
+    assert yaml.safe_load((files / "binder.yaml").read_text()) == rules(
+        BASE / "binder.yaml", "ClusterRole", "ascheduler-binder"
+    )
+    # The namespaced Lease rules: the chart's template writes them out; same verbs.
+    template = (CHART / "templates" / "rbac.yaml").read_text()
+    for rule in rules(BASE / "rbac.yaml", "Role", "ascheduler-leader-election"):
+        assert f"verbs: [{', '.join(rule['verbs'])}]" in template
+
+
+def test_every_value_is_in_the_schema_and_the_schema_has_no_unknown_value() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["additionalProperties"] is False
+    assert set(values) == set(schema["properties"])
+    text = (CHART / "values.yaml").read_text()
+    for key in values:  # documented: a comment right above each top-level value
+        lines = text.splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"{key}:"))
+        above = lines[at - 1].strip()
+        assert above.startswith("#"), key
