@@ -386,20 +386,12 @@ class _Builder:
         log = self._fresh_log("kwok")
         self.progress(f"building kwok {version}")
         with self.staged(bins.kwok.parent) as out:
-            env = dict(self.env, GOBIN=str(out), GOFLAGS="-buildvcs=false")
-            self.run(
-                f"{step}: go install",
-                [
-                    self.go,
-                    "install",
-                    "-trimpath",
-                    "-ldflags",
-                    f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={version}",
-                    f"sigs.k8s.io/kwok/cmd/kwok@{version}",
-                ],
-                cwd=out,
-                log=log,
-                env=env,
+            self._go_install(
+                step,
+                out,
+                log,
+                f"sigs.k8s.io/kwok/cmd/kwok@{version}",
+                f"sigs.k8s.io/kwok/pkg/consts.Version={version}",
             )
             modcache = self.run(
                 f"{step}: go env", [self.go, "env", "GOMODCACHE"], cwd=out, log=log
@@ -421,21 +413,24 @@ class _Builder:
         log = self._fresh_log("helm")
         self.progress(f"building helm {version}")
         with self.staged(bins.helm.parent) as out:
-            env = dict(self.env, GOBIN=str(out), GOFLAGS="-buildvcs=false", CGO_ENABLED="0")
-            self.run(
-                f"{step}: go install",
-                [
-                    self.go,
-                    "install",
-                    "-trimpath",
-                    "-ldflags",
-                    f"-s -w -X helm.sh/helm/v4/internal/version.version={version}",
-                    f"helm.sh/helm/v4/cmd/helm@{version}",
-                ],
-                cwd=out,
-                log=log,
-                env=env,
+            self._go_install(
+                step,
+                out,
+                log,
+                f"helm.sh/helm/v4/cmd/helm@{version}",
+                f"helm.sh/helm/v4/internal/version.version={version}",
             )
+
+    def _go_install(self, step: str, out: Path, log: Path, package: str, stamp: str) -> None:
+        """`go install PACKAGE@VERSION` into `out`, stripped, with `-X STAMP` (its version)."""
+        env = dict(self.env, GOBIN=str(out), GOFLAGS="-buildvcs=false", CGO_ENABLED="0")
+        self.run(
+            f"{step}: go install",
+            [self.go, "install", "-trimpath", "-ldflags", f"-s -w -X {stamp}", package],
+            cwd=out,
+            log=log,
+            env=env,
+        )
 
     def build_program(
         self, name: str, sources: Mapping[str, str], requires: Mapping[str, str], binary: Path
