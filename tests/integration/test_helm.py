@@ -264,3 +264,57 @@ async def test_the_rendered_chart_applies_and_its_service_account_schedules(
         assert_authorized(await asyncio.to_thread(Path(record.log).read_text))
     finally:
         plane.stop_process(record)
+
+
+async def test_helm_install_and_uninstall_on_the_plane(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    tmp_path: Path,
+    cluster_objects: list[str],
+) -> None:
+    """`helm install` itself (its own apply of the chart), then `helm uninstall`: the objects
+    come and go with the release, the BindRequest CRD stays (kept on uninstall)."""
+    release = f"{namespace}-rel"[:40]
+    kubeconfig = ("--kubeconfig", str(plane_state.admin_kubeconfig))
+    values = {"binding": "bindrequest", "replicas": 1}
+    # The plane made the CRDs already (as a cluster with an earlier release would have them):
+    # the release takes them over.
+    done = await asyncio.to_thread(
+        helm,
+        tmp_path,
+        "install",
+        release,
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--take-ownership",
+        *kubeconfig,
+        values=values,
+    )
+    assert done.returncode == 0, done.stderr
+    for suffix in ("", "-binder", "-debug-reader"):
+        cluster_objects.append(f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{release}{suffix}")
+    status = await asyncio.to_thread(
+        helm, tmp_path, "status", release, "--namespace", namespace, "-o", "json", *kubeconfig
+    )
+    assert '"status":"deployed"' in status.stdout.replace(" ", "")
+    apps = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    assert (await kube.get(f"{apps}/{release}"))["spec"]["replicas"] == 1
+    await kube.get(f"{apps}/{release}-binder")
+    configmap = await kube.get(f"/api/v1/namespaces/{namespace}/configmaps/{release}-config")
+    config = yaml.safe_load(configmap["data"]["config.yaml"])
+    assert config["ascheduler"]["binding"] == "bindrequest"
+    assert validate(tmp_path, config).returncode == 0
+    done = await asyncio.to_thread(
+        helm, tmp_path, "uninstall", release, "--namespace", namespace, "--wait", *kubeconfig
+    )
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(ApiError) as gone:
+        await kube.get(f"{apps}/{release}")
+    assert gone.value.not_found
+    crd = await kube.get(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/bindrequests.ascheduler.io"
+    )
+    assert crd["metadata"]["name"] == "bindrequests.ascheduler.io"
