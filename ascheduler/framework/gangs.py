@@ -186,6 +186,7 @@ class Gang:
         "admitted",
         "assigned",
         "assumed",
+        "backoff_why",
         "deadline",
         "dooms",
         "failed",
@@ -220,6 +221,8 @@ class Gang:
         self.failed: tuple[str, str, str] | None = None
         #: A failed group is not tried again before this time (monotonic).
         self.failed_until = 0.0
+        #: What failed the round the group backs off from (said while it backs off).
+        self.backoff_why = ""
         #: Rounds doomed in a row (since the group was last admitted): they space the retries.
         self.dooms = 0
         #: Where the group's members sort in the queue (the first member's queue time).
@@ -266,8 +269,11 @@ class Gangs:
         #: Called when a group gains a member that may be scheduled (set by the event router:
         #: the queue's move for held siblings).
         self.on_member: MemberListener = lambda _gang: None
-        self.pod_group_handler = _Store(self.pod_groups)
-        self.workload_handler = _Store(self.workloads)
+        #: Called after any change of a group's pods the informer shows (added, bound,
+        #: deleted): the gang plugins' status reports.
+        self.watchers: list[MemberListener] = []
+        self.pod_group_handler = _Store(self.pod_groups, lambda key: self._object(POD_GROUP, key))
+        self.workload_handler = _Store(self.workloads, lambda key: self._object(WORKLOAD, key))
 
     def __len__(self) -> int:
         return len(self._gangs)
@@ -308,6 +314,8 @@ class Gangs:
         count = len(gang.pods) if key.startswith(WORKLOAD) else gang.ready()
         if joined and (gang.quorum is None or count >= gang.quorum):
             self.on_member(gang)
+        for watcher in self.watchers:
+            watcher(gang)
 
     def remove_pod(self, pod: PodInfo) -> None:
         key = self._of.pop(pod.uid, None)
@@ -329,6 +337,17 @@ class Gangs:
             if gang.pods:
                 self.on_member(gang)
         self._drop_if_empty(gang)
+        for watcher in self.watchers:
+            watcher(gang)
+
+    def _object(self, kind: str, key: str) -> None:
+        """A PodGroup or Workload added or changed: its groups' watchers are told."""
+        if not self.watchers:
+            return
+        for gang in [g for g in self._gangs.values() if g.key.startswith(kind)]:
+            if object_of(gang.key) == key:
+                for watcher in self.watchers:
+                    watcher(gang)
 
     def _drop_if_empty(self, gang: Gang) -> None:
         if not gang.pods and not gang.assumed and self._gangs.get(gang.key) is gang:
@@ -369,16 +388,20 @@ class Gangs:
 
 
 class _Store:
-    """An informer handler keeping one kind by `namespace/name`."""
+    """An informer handler keeping one kind by `namespace/name`; `changed` is told the key of
+    each object added or updated."""
 
-    def __init__(self, store: dict[str, Any]) -> None:
+    def __init__(self, store: dict[str, Any], changed: Callable[[str], None]) -> None:
         self.store = store
+        self.changed = changed
 
     def on_add(self, obj: Any) -> None:
         self.store[obj.key] = obj
+        self.changed(obj.key)
 
     def on_update(self, old: Any, new: Any) -> None:
         self.store[new.key] = new
+        self.changed(new.key)
 
     def on_delete(self, obj: Any) -> None:
         self.store.pop(obj.key, None)

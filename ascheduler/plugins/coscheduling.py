@@ -11,9 +11,10 @@ binding slot, so waiting groups never stop other pods from being scheduled.
   whose `minResources` exceed what the cluster has free, and, once a member was found
   unschedulable (PostFilter, after preemption had its chance), the group's waiting members
   are rejected together and its other members are turned away at PreFilter until that member
-  gets through. The PodGroup's status counts the members scheduled and carries a
+  gets through; a group doomed, or timed out, backs off as a whole. The PodGroup's status
+  counts the members scheduled (kept current as members bind or go) and carries a
   `PodGroupScheduled` condition; it and Events on the PodGroup say in one line why a group
-  failed.
+  failed, or that it still waits for members.
 * **GangScheduling** drives the Workload API (`spec.workloadRef`, a pod group with a `gang`
   policy and `minCount`), with kube-scheduler v1.35's plugin semantics and words (gate
   `GangScheduling`): quorum `minCount`, a shared deadline of 5 minutes. The Workload has no
@@ -99,6 +100,11 @@ POD_GROUP_SCHEDULED: Final = "PodGroupScheduled"
 #: hold them back while nothing else waits, and they wake each other).
 DOOM_BACKOFF_INITIAL: Final = 1.0
 DOOM_BACKOFF_MAX: Final = 10.0
+#: A PodGroup's status is written at most once per this many seconds (the latest wins).
+STATUS_INTERVAL: Final = 1.0
+#: A group still short of its quorum this long after it started waiting for members is
+#: reported as waiting (one that fills up in a burst never is).
+WAITING_REPORT_SECONDS: Final = 5.0
 #: Events that add room: they may let a group fit that the cluster could not hold.
 _CAPACITY_EVENTS: Final = frozenset(
     {ClusterEvent.NODE_ADD, ClusterEvent.NODE_ALLOCATABLE, ClusterEvent.ASSIGNED_POD_DELETE}
@@ -139,15 +145,18 @@ class _Reporter:
         self._tasks: set[asyncio.Task[None]] = set()
         self._said: dict[str, str] = {}
         self._status: dict[str, tuple[bool, int, str, str]] = {}
+        #: group key -> the status to write next (its writer runs), and the PodGroup
+        self._next: dict[str, tuple[PodGroupSpec, tuple[bool, int, str, str]]] = {}
 
-    def _spawn(self, work: Any) -> None:
+    def _spawn(self, work: Any) -> bool:
         try:
             task = asyncio.get_running_loop().create_task(work)
         except RuntimeError:  # no loop (a unit test of the cycle alone)
             work.close()
-            return
+            return False
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return True
 
     def event(self, gang: Gang, kind: str, reason: str, note: str) -> None:
         if self.handle.kube is None or self._said.get(gang.key) == note:
@@ -160,13 +169,43 @@ class _Reporter:
         """The PodGroup's `status`: `phase` (Scheduled once the quorum is placed, else
         Pending), `scheduled` (members placed) and a `PodGroupScheduled` condition (True, or
         False with `reason`) whose message is `line`."""
-        scheduled = gang.placed()
-        said = (placed, scheduled, reason, line)
-        if self.handle.kube is None or self._status.get(gang.key) == said:
+        said = (placed, gang.placed(), reason, line)
+        if self.handle.kube is None:
             return
-        self._status[gang.key] = said
+        if gang.key in self._next:  # its writer runs: it writes the latest
+            self._next[gang.key] = (spec, said)
+            return
+        if self._status.get(gang.key) == said:
+            return
+        self._next[gang.key] = (spec, said)
         self._prune()
-        self._spawn(self._patch_status(spec, placed, scheduled, reason, line))
+        if not self._spawn(self._write_status(gang.key)):
+            del self._next[gang.key]
+
+    def recount(self, gang: Gang, spec: PodGroupSpec) -> None:
+        """The status said last, with the members placed now (members bound after the
+        group was admitted, or deleted)."""
+        said = self._next.get(gang.key, (spec, self._status.get(gang.key)))[1]
+        if said is not None and said[1] != gang.placed():
+            self.status(gang, spec, said[0], said[2], said[3])
+
+    def said_status(self, gang: Gang) -> tuple[bool, int, str, str] | None:
+        pending = self._next.get(gang.key)
+        return pending[1] if pending is not None else self._status.get(gang.key)
+
+    async def _write_status(self, key: str) -> None:
+        """Write the group's latest status, then at most one more per STATUS_INTERVAL
+        however often it changes (a large group binding member by member)."""
+        try:
+            while (pending := self._next.get(key)) is not None:
+                spec, said = pending
+                if self._status.get(key) == said:
+                    break
+                self._status[key] = said
+                await self._patch_status(spec, *said)
+                await asyncio.sleep(STATUS_INTERVAL)
+        finally:
+            self._next.pop(key, None)
 
     def _prune(self) -> None:
         """Drop what was said about groups that are gone, once there is more of it than
@@ -175,7 +214,7 @@ class _Reporter:
         if gangs is None or len(self._said) + len(self._status) <= 2 * len(gangs) + 64:
             return
         for memory in (self._said, self._status):
-            for key in [k for k in memory if gangs.get(k) is None]:
+            for key in [k for k in memory if gangs.get(k) is None and k not in self._next]:
                 del memory[key]
 
     async def _event(self, gang: Gang, kind: str, reason: str, note: str) -> None:
@@ -267,6 +306,11 @@ class _GangPlugin(
         self.gangs: Gangs = handle.gangs
         self.clock = clock
         self.reporter = _Reporter(handle, handle.profile or "ascheduler")
+        #: Runs a callback after a delay (the event loop's `call_later` by default).
+        self.later: Callable[[float, Callable[[], None]], object] = _call_later
+        #: Groups with a waiting report due (short of their quorum since then).
+        self._short: set[str] = set()
+        self.gangs.watchers.append(self._changed)
 
     # -- what subclasses say about a pod's group -----------------------------------------
 
@@ -342,6 +386,10 @@ class _GangPlugin(
             return
         gang = self.gangs.of(pod)
         was_waiting = gang is not None and pod.uid in gang.waiting
+        # (Read before `forget`, which drops the deadline with the last member waiting.)
+        timed_out = (
+            gang is not None and gang.deadline is not None and self.clock() >= gang.deadline - 0.05
+        )
         self.gangs.forget(pod)
         if gang is None or not was_waiting:
             return
@@ -349,7 +397,6 @@ class _GangPlugin(
         # make the quorum without it now; they give their nodes back together.
         policy = self._policy(pod)
         minimum = policy.minimum if isinstance(policy, _Policy) else 0
-        timed_out = gang.deadline is not None and self.clock() >= gang.deadline - 0.05
         if timed_out and isinstance(policy, _Policy):
             why = (
                 f"rejected due to timeout after waiting {go_duration(policy.timeout)} at "
@@ -359,6 +406,7 @@ class _GangPlugin(
             why = f"rejected with member {pod.name}: {gang.placed()}/{minimum} members placed"
         self.reject_waiting(gang, why)
         if timed_out and isinstance(policy, _Policy):
+            self._back_off(gang, why)
             self._report(
                 gang,
                 policy,
@@ -378,6 +426,47 @@ class _GangPlugin(
         gang.waiting.clear()
         gang.deadline = None
         return waiting
+
+    # -- reports on the group's pods as the informer shows them ----------------------------
+
+    def _changed(self, gang: Gang) -> None:
+        """A group's pods changed: a group short of its quorum is reported as waiting once it
+        has been short for WAITING_REPORT_SECONDS; an admitted one's count kept current."""
+        if not gang.key.startswith(self.kind) or not gang.pods:
+            return
+        policy = self._policy(next(iter(gang.pods.values())))
+        if not isinstance(policy, _Policy):
+            return
+        if gang.admitted or gang.placed():
+            self._recount(gang)
+        elif self._members(gang) < policy.minimum and gang.key not in self._short:
+            self._short.add(gang.key)
+            self.later(WAITING_REPORT_SECONDS, lambda: self._report_waiting(gang.key))
+
+    def _report_waiting(self, key: str) -> None:
+        self._short.discard(key)
+        gang = self.gangs.get(key)
+        if gang is None or gang.admitted or gang.placed() or not gang.pods:
+            return
+        policy = self._policy(next(iter(gang.pods.values())))
+        if not isinstance(policy, _Policy):
+            return
+        have = self._members(gang)
+        if have >= policy.minimum:
+            return
+        self._report(
+            gang,
+            policy,
+            "GangWaiting",
+            f"{have}/{policy.minimum} members exist; waiting for "
+            f"{policy.minimum - have} more before any is placed",
+        )
+
+    def _recount(self, gang: Gang) -> None:
+        """Keep the group's reported count of placed members current (PodGroups)."""
+
+    def _back_off(self, gang: Gang, why: str) -> None:
+        """A group whose round failed as a whole (timed out) waits before its next one."""
 
     # -- Permit ----------------------------------------------------------------------------
 
@@ -423,10 +512,14 @@ class _GangPlugin(
         )
 
     def _report(self, gang: Gang, policy: _Policy, reason: str, line: str) -> None:
-        """Tell the group's object what happened to it: an event (`GangScheduled` is Normal,
-        anything else a Warning) saying `LABEL: line`."""
-        kind = "Normal" if reason == "GangScheduled" else "Warning"
-        self.reporter.event(gang, kind, reason, f"{policy.label}: {line}")
+        """Tell the group's object what happened to it: an event (`GangScheduled` and
+        `GangWaiting` are Normal, anything else a Warning) saying `LABEL: line`. A waiting
+        group's event is told once, however its count changes."""
+        kind = "Normal" if reason in ("GangScheduled", "GangWaiting") else "Warning"
+        note = f"{policy.label}: {line}"
+        if reason == "GangWaiting":
+            note = f"{policy.label}: waiting for {policy.minimum} members before any is placed"
+        self.reporter.event(gang, kind, reason, note)
 
 
 def _names(gang: Gang, uids: Iterable[str], limit: int = 5) -> str:
@@ -450,8 +543,8 @@ class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
     ) -> None:
         super().__init__(handle, clock)
         self.args = args
-        #: Runs a callback after a delay (the event loop's `call_later` by default).
-        self.later = later or _call_later
+        if later is not None:
+            self.later = later
 
     def _spec(self, pod: PodInfo) -> PodGroupSpec | None:
         label = pod.labels.get(POD_GROUP_LABEL) if pod.labels else None
@@ -522,8 +615,9 @@ class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
             return None, SUCCESS
         now = self.clock()
         if gang.failed_until > now:
+            why = f" ({gang.backoff_why})" if gang.backoff_why else ""
             return None, Status.unschedulable(
-                f"{policy.label} failed recently; retrying in "
+                f"{policy.label} failed recently{why}; retrying in "
                 f"{go_duration(round(gang.failed_until - now))}",
                 resolvable=False,
             )
@@ -571,19 +665,23 @@ class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
                 Status(Code.UNSCHEDULABLE, (f"{policy.label} rejected as a whole",), self.name)
             )
         gang.failed = (pod.uid, pod.name, why)
-        # The whole group waits before its next round, longer each time a round is doomed;
-        # then its members are woken together.
-        gang.dooms += 1
-        pace = min(DOOM_BACKOFF_INITIAL * 2.0 ** (gang.dooms - 1), DOOM_BACKOFF_MAX)
-        delay = max(pace, float(self.args.pod_group_backoff_seconds))
-        gang.failed_until = self.clock() + delay
-        self.later(delay + 0.05, lambda: self.handle.wake(gang.unscheduled()))
         line = f"{gang.placed()}/{policy.minimum} members fit; member {pod.name}: {why}"
+        self._back_off(gang, f"member {pod.name} fit nowhere")
         self.reject_waiting(gang, line)
         self._report(gang, policy, "GangUnschedulable", line)
         return PostFilterResult(
             Status(Code.UNSCHEDULABLE, (f"{policy.label} rejected as a whole",), self.name)
         )
+
+    def _back_off(self, gang: Gang, why: str) -> None:
+        """The whole group waits before its next round, longer each time a round fails
+        (doomed by a member, or timed out: `why`); then its members are woken together."""
+        gang.backoff_why = why
+        gang.dooms += 1
+        pace = min(DOOM_BACKOFF_INITIAL * 2.0 ** (gang.dooms - 1), DOOM_BACKOFF_MAX)
+        delay = max(pace, float(self.args.pod_group_backoff_seconds))
+        gang.failed_until = self.clock() + delay
+        self.later(delay + 0.05, lambda: self.handle.wake(gang.unscheduled()))
 
     # -- status ----------------------------------------------------------------------------
 
@@ -595,6 +693,11 @@ class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
             return
         placed = reason == "GangScheduled"
         self.reporter.status(gang, spec, placed, "Scheduled" if placed else "Unschedulable", line)
+
+    def _recount(self, gang: Gang) -> None:
+        spec = self.gangs.pod_groups.get(object_of(gang.key))
+        if spec is not None:
+            self.reporter.recount(gang, spec)
 
 
 def _call_later(delay: float, callback: Callable[[], None]) -> object:

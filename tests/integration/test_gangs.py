@@ -76,16 +76,32 @@ async def test_a_group_waits_for_its_last_member_then_binds_whole(
     await wait_bound(kube, namespace, ["canary"])
     assert set(await bound(kube, namespace)) == {"canary"}
 
+    async def waiting() -> dict[str, Any] | None:
+        st = (await kube.get(f"{GROUPS.format(namespace)}/train")).get("status") or {}
+        return st if st.get("conditions") else None
+
+    # Still short of its quorum 5 s after its members came: the status and an event say so.
+    st = await eventually(waiting, what="the PodGroup's status saying it waits")
+    assert (st["phase"], st["scheduled"]) == ("Pending", 0)
+    (cond,) = st["conditions"]
+    assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
+    assert cond["message"] == "3/4 members exist; waiting for 1 more before any is placed"
+    notes = await eventually(
+        lambda: group_events(kube, namespace, "GangWaiting"), what="a GangWaiting event"
+    )
+    assert notes == [f"PodGroup {namespace}/train: waiting for 4 members before any is placed"]
+    assert set(await bound(kube, namespace)) == {"canary"}
+
     await create_pods(kube, namespace, [member("w-3", "train")])
     placed = await wait_bound(kube, namespace, [f"w-{i}" for i in range(4)])
     assert len(placed) == 4
 
-    async def status() -> dict[str, Any] | None:
+    async def status(count: int) -> dict[str, Any] | None:
         body = await kube.get(f"{GROUPS.format(namespace)}/train")
         st = body.get("status") or {}
-        return st if st.get("scheduled") == 4 else None
+        return st if st.get("scheduled") == count else None
 
-    st = await eventually(status, what="the PodGroup's status counting 4 scheduled")
+    st = await eventually(lambda: status(4), what="the PodGroup's status counting 4 scheduled")
     assert st["phase"] == "Scheduled"
     (cond,) = st["conditions"]
     assert (cond["type"], cond["status"], cond["reason"]) == (
@@ -98,6 +114,11 @@ async def test_a_group_waits_for_its_last_member_then_binds_whole(
         lambda: group_events(kube, namespace, "GangScheduled"), what="a GangScheduled event"
     )
     assert notes == [f"PodGroup {namespace}/train: 4/4 members placed together"]
+    # A member added once the group is placed binds at once, and is counted.
+    await create_pods(kube, namespace, [member("w-4", "train")])
+    await wait_bound(kube, namespace, ["w-4"])
+    st = await eventually(lambda: status(5), what="the PodGroup's status counting 5 scheduled")
+    assert st["phase"] == "Scheduled"
     assert is_alive(ascheduler)
 
 
@@ -110,7 +131,7 @@ async def test_a_group_that_can_never_fit_binds_none_and_holds_nothing(
     message = await wait_unschedulable(kube, namespace, "g-0")
     # The round's verdict, or (tried again while the group waits before its next round) that.
     doomed = "members fit; member g-" in message and "Insufficient cpu" in message
-    assert doomed or f"PodGroup {namespace}/big failed recently; retrying in" in message, message
+    assert doomed or f"PodGroup {namespace}/big failed recently (member " in message, message
 
     # The room the group could not use is free for others at once.
     others = [pause_pod(f"o-{i}", cpu="1", memory="100Mi") for i in range(4)]
@@ -151,10 +172,16 @@ async def test_a_group_times_out_together_and_is_retried_whole(
             member("c", "slow", scheduler_name="nobody"),
         ],
     )
+    timeout = "rejected due to timeout after waiting 2s at plugin Coscheduling"
     for name in ("a", "b"):
         message = await wait_unschedulable(kube, namespace, name)
-        assert message == "rejected due to timeout after waiting 2s at plugin Coscheduling"
+        # The rejection, or the group backing off from it as a whole: either names it.
+        assert timeout in message
     assert await bound(kube, namespace) == {}
+    notes = await eventually(
+        lambda: group_events(kube, namespace, "GangTimeout"), what="a GangTimeout event"
+    )
+    assert notes[0].startswith(f"PodGroup {namespace}/slow: timed out after 2s with 0/3 members")
 
     await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/c")
     await create_pods(kube, namespace, [member("c2", "slow")])

@@ -5,6 +5,7 @@ the group's round; minResources the cluster lacks turn the group away."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from ascheduler.framework.gangs import (
 )
 from ascheduler.framework.interface import Diagnosis
 from ascheduler.model import PodInfo
+from ascheduler.plugins import coscheduling
 from ascheduler.plugins.coscheduling import (
     WAITING_FOR_MIN_COUNT,
     WAITING_ON_PERMIT,
@@ -187,7 +189,9 @@ async def test_a_member_that_fits_nowhere_dooms_the_round() -> None:
     # The whole group waits a second (doomed once), then its members are woken together.
     for p in (a, b, c):
         _, status = plugin.pre_filter(CycleState(), p, plugin.handle.nodes)
-        assert status.message == "PodGroup default/pg failed recently; retrying in 1s"
+        assert status.message == (
+            "PodGroup default/pg failed recently (member b fit nowhere); retrying in 1s"
+        )
     ((delay, wake),) = timers
     assert delay == pytest.approx(1.05)
     activated.clear()
@@ -313,3 +317,116 @@ async def test_room_appearing_wakes_only_groups_the_capacity_check_turned_away()
     # Two members left of three: room does not help until a third arrives.
     assert not plugin.queueing_hint(c, delete, None, None)
     assert not plugin.queueing_hint(parsed(pod("plain")), delete, None, None)
+
+
+async def test_a_member_whose_bind_fails_after_admission_is_retried_alone() -> None:
+    a, b, c = member("a"), member("b"), member("c")
+    plugin, gangs, _, _ = setup(a, b, c)
+    _, wa = wait(plugin, a)
+    _, wb = wait(plugin, b)
+    (status, _), _ = wait(plugin, c)
+    assert status.ok
+    assert wa is not None
+    assert wb is not None
+    assert (await wa.wait()).ok
+    assert (await wb.wait()).ok
+    gangs.add_pod(parsed(pod("a", labels={POD_GROUP_LABEL: "pg"}, cpu="1", nodeName="n1")))
+    gangs.add_pod(parsed(pod("b", labels={POD_GROUP_LABEL: "pg"}, cpu="1", nodeName="n1")))
+    plugin.unreserve(CycleState(), c, "n1")  # c's Binding failed: its siblings stay bound
+    gang = gangs.of(c)
+    assert gang is not None
+    assert (gang.placed(), gang.admitted, gang.failed_until) == (2, True, 0.0)
+    # Tried again, c passes PreFilter and Permit at once: the group needs no new round.
+    assert plugin.pre_filter(CycleState(), c, plugin.handle.nodes)[1].ok
+    (status, _), waiting = wait(plugin, c)
+    assert status.ok
+    assert waiting is None
+
+
+async def test_a_timed_out_group_backs_off_as_a_whole() -> None:
+    a, b, c = member("a"), member("b"), member("c")
+    plugin, _, activated, clock = setup(a, b, c, scheduleTimeoutSeconds=2)
+    timers: list[tuple[float, Any]] = []
+    plugin.later = lambda delay, callback: timers.append((delay, callback))
+    _, wa = wait(plugin, a)
+    assert wa is not None
+    clock.now += 2.0
+    plugin.unreserve(CycleState(), a, "n1")
+    for p in (a, b, c):
+        _, status = plugin.pre_filter(CycleState(), p, plugin.handle.nodes)
+        assert status.message == (
+            "PodGroup default/pg failed recently (rejected due to timeout after waiting 2s at "
+            "plugin Coscheduling); retrying in 1s"
+        )
+    ((delay, wake),) = timers
+    assert delay == pytest.approx(1.05)
+    activated.clear()
+    wake()
+    assert sorted(activated) == sorted([a.uid, b.uid, c.uid])
+
+
+class Writes:
+    """The PodGroup status patches and Events a plugin sends."""
+
+    def __init__(self) -> None:
+        self.status: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+
+    async def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        body = kw["body"]
+        (self.status if path.endswith("/status") else self.events).append(body)
+        return {}
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_a_group_short_of_members_is_reported_waiting_then_counted_once_placed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(coscheduling, "STATUS_INTERVAL", 0.0)
+    writes = Writes()
+    plugin, gangs, _, _ = setup(min_member=3)
+    plugin.handle.kube = writes  # type: ignore[assignment]
+    timers: list[tuple[float, Any]] = []
+    plugin.later = lambda delay, callback: timers.append((delay, callback))
+    a, b, c, d = member("a"), member("b"), member("c"), member("d")
+    gangs.add_pod(a)
+    gangs.add_pod(b)
+    ((delay, report),) = timers  # one report due, however many members arrive meanwhile
+    assert delay == coscheduling.WAITING_REPORT_SECONDS
+    report()
+    await settle()
+    (event,) = writes.events
+    assert (event["type"], event["reason"]) == ("Normal", "GangWaiting")
+    assert event["note"] == "PodGroup default/pg: waiting for 3 members before any is placed"
+    (patch,) = writes.status
+    assert patch["status"]["phase"] == "Pending"
+    assert patch["status"]["scheduled"] == 0
+    (cond,) = patch["status"]["conditions"]
+    assert (cond["type"], cond["status"], cond["reason"]) == (
+        "PodGroupScheduled",
+        "False",
+        "Unschedulable",
+    )
+    assert cond["message"] == "2/3 members exist; waiting for 1 more before any is placed"
+    # Filled up and placed: admitted; a member bound later is counted.
+    gangs.add_pod(c)
+    for p in (a, b, c):
+        wait(plugin, p)
+    await settle()
+    assert writes.status[-1]["status"]["scheduled"] == 3
+    assert writes.status[-1]["status"]["phase"] == "Scheduled"
+    gangs.add_pod(d)
+    wait(plugin, d)
+    gangs.add_pod(parsed(pod("d", labels={POD_GROUP_LABEL: "pg"}, cpu="1", nodeName="n2")))
+    await settle()
+    assert writes.status[-1]["status"]["scheduled"] == 4
+    assert writes.status[-1]["status"]["phase"] == "Scheduled"
+    # A group that fills up before its report is due is never reported waiting.
+    for t in timers[1:]:
+        t[1]()
+    await settle()
+    assert [e["reason"] for e in writes.events] == ["GangWaiting", "GangScheduled"]
