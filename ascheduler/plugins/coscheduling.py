@@ -434,7 +434,10 @@ class _GangPlugin(
         has been short for WAITING_REPORT_SECONDS; an admitted one's count kept current."""
         if not gang.key.startswith(self.kind) or not gang.pods:
             return
-        policy = self._policy(next(iter(gang.pods.values())))
+        pod = next(iter(gang.pods.values()))
+        if self.handle.profile and pod.scheduler_name != self.handle.profile:
+            return  # another profile's group (every profile's plugin watches every group)
+        policy = self._policy(pod)
         if not isinstance(policy, _Policy):
             return
         if gang.admitted or gang.placed():

@@ -392,6 +392,11 @@ async def test_a_group_short_of_members_is_reported_waiting_then_counted_once_pl
     plugin.handle.kube = writes  # type: ignore[assignment]
     timers: list[tuple[float, Any]] = []
     plugin.later = lambda delay, callback: timers.append((delay, callback))
+    # Another profile's plugin watches the same groups, and leaves the members' own alone.
+    other = Coscheduling(
+        CoschedulingArgs(), Handle(nodes=plugin.handle.nodes, gangs=gangs, profile="other")
+    )
+    other.later = lambda delay, callback: timers.append((delay, callback))
     a, b, c, d = member("a"), member("b"), member("c"), member("d")
     gangs.add_pod(a)
     gangs.add_pod(b)
