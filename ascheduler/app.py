@@ -236,6 +236,7 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
             config.binding,
             lease_namespace=config.leader_election.resource_namespace,
             cache=cache,
+            register=config.binding.mode == "direct",
         )
         if config.binding.policy != "none"
         else None
@@ -378,8 +379,6 @@ async def serve(
     """Run until `stop` is set: informers first, scheduling once they have synced; then
     stop taking pods, let binding cycles in flight finish, flush events."""
     scheduler = runtime.scheduler
-    loop: asyncio.Task[None] | None = None
-
     informers: tuple[Informer[Any], ...] = (
         runtime.node_informer,
         runtime.pod_informer,
@@ -402,6 +401,33 @@ async def serve(
 
     if health is not None:
         health.not_ready = not_ready
+    members = scheduler.binder.members if scheduler.binder is not None else None
+    if members is not None:
+        # Before the informers list the cluster: see `binding.members`.
+        joining = asyncio.ensure_future(members.join())
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait([joining, stopped], return_when=asyncio.FIRST_COMPLETED)
+        for task in (joining, stopped):
+            task.cancel()
+        if stop.is_set():
+            return
+    try:
+        await _serve(runtime, stop, informers, synced, health)
+    finally:
+        if members is not None:
+            await members.leave()  # after the last bind
+
+
+async def _serve(
+    runtime: Runtime,
+    stop: asyncio.Event,
+    informers: tuple[Informer[Any], ...],
+    synced: Callable[[], bool],
+    health: HealthServer | None,
+) -> None:
+    scheduler = runtime.scheduler
+    loop: asyncio.Task[None] | None = None
+    if health is not None:
         health.live = lambda: loop is None or not loop.done()
     async with asyncio.TaskGroup() as group:
         background = [
@@ -412,6 +438,8 @@ async def serve(
         if scheduler.binder is not None:
             background.append(group.create_task(scheduler.binder.locks.run()))
             background.append(group.create_task(scheduler.binder.devices.run()))
+            if scheduler.binder.members is not None:
+                background.append(group.create_task(scheduler.binder.members.run()))
         waits = [
             *(group.create_task(i.synced.wait()) for i in informers),
             stopping := group.create_task(stop.wait()),

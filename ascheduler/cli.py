@@ -150,6 +150,13 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "instance asking for it ends that at once; 0: release at once; default 10s)",
     )
     locks.add_argument(
+        "--node-lock-when-alone",
+        choices=("skip", "lock"),
+        default=None,
+        help="with locks on Leases, while no other instance shares the nodes: skip the node "
+        "locks (the default; they engage as soon as another instance registers) or lock",
+    )
+    locks.add_argument(
         "--node-lock-timeout",
         default=None,
         metavar="DURATION",
@@ -454,6 +461,7 @@ def _config_of(args: argparse.Namespace) -> tuple[SchedulerConfig, Registry] | N
         node_lock_timeout=args.node_lock_timeout,
         node_lock_object=args.node_lock_object,
         node_lock_linger=args.node_lock_linger,
+        node_lock_when_alone=args.node_lock_when_alone,
         annotation_prefix=args.annotation_prefix,
     )
     try:

@@ -30,12 +30,14 @@ from ascheduler.binding.binder import (
     BindSettings,
     LockPolicy,
 )
+from ascheduler.binding.members import DEFAULT_MEMBER_SECONDS
 from ascheduler.binding.nodelock import (
     DEFAULT_KEY,
     DEFAULT_LINGER,
     EXPIRE_ENV,
     HAMI_KEY,
     LOCK_OBJECTS,
+    WHEN_ALONE,
     LockObject,
     LockSettings,
 )
@@ -97,7 +99,16 @@ _OWN: Final = {
     "binding",
     "debugEndpoints",
 }
-_LOCK: Final = {"policy", "key", "object", "timeout", "linger", "deviceResources"}
+_LOCK: Final = {
+    "policy",
+    "key",
+    "object",
+    "timeout",
+    "linger",
+    "whenAlone",
+    "memberDuration",
+    "deviceResources",
+}
 
 
 @dataclass(frozen=True)
@@ -162,6 +173,7 @@ class Overrides:
     node_lock_timeout: str | None = None
     node_lock_object: str | None = None
     node_lock_linger: str | None = None
+    node_lock_when_alone: str | None = None
     annotation_prefix: str | None = None
     feature_gates: str | None = None
 
@@ -270,6 +282,14 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
             lock = dataclasses.replace(lock, linger=parse_seconds(o.node_lock_linger))
     except ValueError as exc:
         problems.append(f"--node-lock-linger: {exc}")
+    if o.node_lock_when_alone is not None:
+        if o.node_lock_when_alone in WHEN_ALONE:
+            lock = dataclasses.replace(lock, when_alone=o.node_lock_when_alone)
+        else:
+            problems.append(
+                f"--node-lock-when-alone: must be one of {', '.join(WHEN_ALONE)}, "
+                f"got {o.node_lock_when_alone!r}"
+            )
     try:
         lock = dataclasses.replace(lock, key=o.node_lock_key or lock.key, on=on)
     except ValueError as exc:
@@ -612,6 +632,19 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
         lock_settings = dataclasses.replace(lock_settings, linger=linger)
     except ValueError as exc:
         p.add("ascheduler.nodeLock.linger", str(exc))
+    when_alone = lock.get("whenAlone", "skip")
+    if when_alone not in WHEN_ALONE:
+        p.add(
+            "ascheduler.nodeLock.whenAlone",
+            f"must be one of {', '.join(WHEN_ALONE)}, got {when_alone!r}",
+        )
+        when_alone = "skip"
+    member_duration = p.duration(
+        lock.get("memberDuration"), "ascheduler.nodeLock.memberDuration", DEFAULT_MEMBER_SECONDS
+    )
+    lock_settings = dataclasses.replace(
+        lock_settings, when_alone=when_alone, member_duration=member_duration
+    )
     mode = own.get("binding", "direct")
     if mode not in MODES:
         p.add("ascheduler.binding", f"must be one of {', '.join(MODES)}, got {mode!r}")
@@ -763,6 +796,8 @@ def to_document(config: SchedulerConfig, registry: Registry) -> dict[str, Any]:
                 "object": lock.lock_object,
                 "timeout": f"{lock.timeout:g}s",
                 "linger": f"{lock.linger:g}s",
+                "whenAlone": lock.when_alone,
+                "memberDuration": f"{lock.member_duration:g}s",
                 "deviceResources": sorted(config.binding.device_resources),
             },
         },

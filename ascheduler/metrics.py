@@ -29,6 +29,15 @@ NODE_LOCK_REVALIDATIONS: Final = Counter(
     "cache that refused a bind, read again).",
     ["source"],
 )
+NODE_LOCK_BINDS_ALONE: Final = Counter(
+    "ascheduler_node_lock_binds_alone_total",
+    "Binds the lock policy selects that went out without their node's lock, because no other "
+    "instance shares the nodes (see nodeLock.whenAlone).",
+)
+NODE_LOCK_ALONE: Final = Gauge(
+    "ascheduler_node_lock_alone",
+    "1 while this instance is the only one sharing the nodes (binds skip node locks), else 0.",
+)
 NODE_LOCK_RECOVERED: Final = Counter(
     "ascheduler_node_lock_recovered_total",
     "Node locks taken over from a holder that crashed or left garbage.",

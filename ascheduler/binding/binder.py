@@ -34,6 +34,7 @@ import structlog
 
 from ascheduler import metrics
 from ascheduler.binding.devicelocks import DeviceLocks
+from ascheduler.binding.members import Member, Members, parse_member
 from ascheduler.binding.nodelock import (
     BOUND_KEPT,
     Hold,
@@ -72,6 +73,10 @@ LEASE_INFORMER: Final = "node-lock-leases"
 MANAGED_BY: Final = "app.kubernetes.io/managed-by=ascheduler"
 #: A hold serves at most this many binds, so one busy node cannot keep its lock for long.
 MAX_BINDS_PER_HOLD: Final = 32
+#: How long a bind waits for the other instances to acknowledge this one.
+MEMBER_WAIT: Final = 10.0
+#: How long the cache may take to show the pods of a fresh list of the bound ones.
+CATCH_UP_SECONDS: Final = 30.0
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,8 @@ class LockLease:
     node: str
     resource_version: str
     annotations: Mapping[str, str]
+    #: A member Lease (an instance sharing the nodes) instead of a node's lock.
+    member: Member | None = None
 
 
 def parse_lock_lease(raw: Mapping[str, Any]) -> LockLease:
@@ -136,6 +143,7 @@ def parse_lock_lease(raw: Mapping[str, Any]) -> LockLease:
         annotations.get(LEASE_NODE, ""),
         str(meta.get("resourceVersion", "")),
         annotations,
+        parse_member(raw),
     )
 
 
@@ -144,14 +152,18 @@ class _LeaseEvents:
     node informer does for locks on Nodes, so a dead instance's lock is cleared in the
     background and taken over on time."""
 
-    def __init__(self, locks: NodeLocks) -> None:
+    def __init__(self, locks: NodeLocks, members: Members | None) -> None:
         self.locks = locks
+        self.members = members
         #: node -> its Lease's (resourceVersion, annotations) as last seen: a lock may go out
         #: on it unread (a stale copy only costs a conflict and a read)
         self.known: dict[str, tuple[str, Mapping[str, str]]] = {}
 
     def on_add(self, lease: LockLease) -> None:
-        if lease.node:
+        if lease.member is not None:
+            if self.members is not None:
+                self.members.observe(lease.member)
+        elif lease.node:
             self.known[lease.node] = (lease.resource_version, lease.annotations)
             self.locks.observe(lease.node, lease.annotations)
 
@@ -159,7 +171,10 @@ class _LeaseEvents:
         self.on_add(new)
 
     def on_delete(self, lease: LockLease) -> None:
-        if lease.node:
+        if lease.member is not None:
+            if self.members is not None:
+                self.members.observe_gone(lease.member.identity)
+        elif lease.node:
             self.known.pop(lease.node, None)
             self.locks.observe(lease.node, {})
 
@@ -219,7 +234,12 @@ class LockedBinder:
         *,
         lease_namespace: str = "kube-system",
         cache: Cache | None = None,
+        register: bool = True,
     ) -> None:
+        """`register`: with locks on Leases, take part in deciding who shares the nodes (see
+        `members`): every instance that binds does; a scheduler whose binds go out as
+        BindRequests does not. Binds skip the node lock while this instance is alone, when
+        the settings allow it and there is a `cache` to catch up with the others' binds."""
         self.kube = kube
         #: The scheduler's cache: with it, a hold whose lock object's record of bound pods
         #: the cache has all seen re-validates against the cache instead of a LIST.
@@ -229,8 +249,9 @@ class LockedBinder:
         self._leases = f"/apis/coordination.k8s.io/v1/namespaces/{lease_namespace}/leases"
         #: node -> its uid, as the cache last had it (the owner of the node's lock Lease)
         self._node_uids: dict[str, str] = {}
-        #: node -> the pods our last hold there counted (its list, plus its binds)
-        self._records: dict[str, list[PodInfo]] = {}
+        #: node -> the pods our last hold there counted (its list, plus its binds), and the
+        #: members' epoch then
+        self._records: dict[str, tuple[int, list[PodInfo]]] = {}
         self.locks = (
             NodeLocks(
                 kube,
@@ -241,7 +262,19 @@ class LockedBinder:
             if self.on_lease
             else NodeLocks(kube, settings.lock)
         )
-        self._lease_events = _LeaseEvents(self.locks)
+        self.members = (
+            Members(
+                kube,
+                lease_namespace,
+                settings.lock.identity,
+                duration=settings.lock.member_duration,
+                may_be_alone=settings.lock.when_alone == "skip" and cache is not None,
+                catch_up=self._catch_up if cache is not None else None,
+            )
+            if self.on_lease and register
+            else None
+        )
+        self._lease_events = _LeaseEvents(self.locks, self.members)
         #: The locks DynamicResources writes new allocations under (network-attached pools'
         #: Leases live in `lease_namespace`).
         self.devices = DeviceLocks(kube, self.locks, lease_namespace, settings.lock)
@@ -313,6 +346,16 @@ class LockedBinder:
     async def bind(self, fw: Framework, state: CycleState, pod: PodInfo, node: str) -> Status:
         if not self.needs_lock(pod):
             return await fw.bind(state, pod, node)
+        members = self.members
+        if members is not None:
+            if not members.ready() and not await members.wait_ready(MEMBER_WAIT):
+                return Status.error(
+                    "node lock: the other scheduler instances have not acknowledged this one "
+                    f"yet ({', '.join(members.peers()) or 'own member Lease not renewed'})",
+                    NODE_LOCK,
+                )
+            if members.alone and not self.locks.foreign(node) and node not in self._queues:
+                return await self._bind_alone(members, fw, state, pod, node)
         mine = _Bind(fw, state, pod, asyncio.get_running_loop().create_future())
         queue = self._queues.get(node)
         if queue is not None:  # a hold on this node is being served: join it
@@ -328,6 +371,64 @@ class LockedBinder:
             while queue:
                 queue.popleft().finish(Status.error("bind abandoned with its node lock", NODE_LOCK))
         return mine.result.result()
+
+    async def _bind_alone(
+        self, members: Members, fw: Framework, state: CycleState, pod: PodInfo, node: str
+    ) -> Status:
+        """A bind without the node's lock (no other instance shares the nodes), cut off in
+        time for the others' count of our member Lease (see `members`)."""
+        self._records.pop(node, None)  # no record of ours counts this bind
+        state.write(
+            BINDING_ANNOTATIONS, {self.phase_key: "success", self.time_key: str(int(time.time()))}
+        )
+        metrics.NODE_LOCK_BINDS_ALONE.inc()
+        with members.lockless():
+            try:
+                async with asyncio.timeout(members.remaining()):
+                    return await fw.bind(state, pod, node)
+            except TimeoutError:
+                return Status.error(
+                    f"node lock on {node}: bind cut off (member Lease not renewed)", NODE_LOCK
+                )
+
+    async def _catch_up(self) -> bool:
+        """Whether the cache came to hold every pod the API server has on a node now (the
+        binds of instances gone, or of others before they acknowledged us, included)."""
+        assert self.cache is not None
+        listing = await self.kube.get(
+            "/api/v1/pods",
+            params={
+                "fieldSelector": "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+            },
+        )
+        missing: dict[str, str] = {}
+        for raw in listing.get("items") or []:
+            meta = raw.get("metadata") or {}
+            missing[str(meta.get("uid", ""))] = f"{meta.get('namespace')}/{meta.get('name')}"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CATCH_UP_SECONDS
+        checked = False
+        while True:
+            missing = {uid: key for uid, key in missing.items() if not self.cache.has_pod(uid)}
+            if not missing:
+                return True
+            if loop.time() > deadline:
+                log.warning("node_lock_catch_up_incomplete", missing=len(missing))
+                return False
+            if not checked and loop.time() > deadline - CATCH_UP_SECONDS + 2.0:
+                checked = True  # deleted since the list: nothing to wait for
+                for uid, key in list(missing.items()):
+                    namespace, _, name = key.partition("/")
+                    try:
+                        pod = await self.kube.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+                    except KubeError as exc:
+                        if exc.not_found:
+                            del missing[uid]
+                            continue
+                        raise
+                    if (pod.get("metadata") or {}).get("uid") != uid:
+                        del missing[uid]
+            await asyncio.sleep(0.1)
 
     async def _lead(self, node: str, queue: deque[_Bind]) -> None:
         """Take the node's lock and serve the queue, one hold after another."""
@@ -359,7 +460,7 @@ class LockedBinder:
                     metrics.NODE_LOCK_BINDS_PER_HOLD.observe(served)
                     # For our next hold here, if nobody else takes the lock meanwhile; and
                     # for whoever holds it next, the pods bound under it, left beside it.
-                    self._records[node] = view.pods
+                    self._records[node] = (self._epoch(), view.pods)
                     before = hold.bound_after if hold.bound_after is not None else hold.bound_before
                     hold.bound_after = (*(before or ()), *view.added)[-BOUND_KEPT:]
             except (LockContended, KubeError) as exc:
@@ -478,10 +579,11 @@ class LockedBinder:
         under it since: the record is what that hold saw, plus its own binds); else the API
         server's list."""
         record = self._records.pop(node, None)
-        if hold.undisturbed and record is not None:
+        if hold.undisturbed and record is not None and record[0] == self._epoch():
             metrics.NODE_LOCK_REVALIDATIONS.labels("record").inc()
-            return _NodeView(list(record), fresh=False)
-        if self.cache is not None and hold.bound_before is not None:
+            return _NodeView(list(record[1]), fresh=False)
+        trusted = self.members is None or self.members.trusted
+        if self.cache is not None and hold.bound_before is not None and trusted:
             cache = self.cache
             counted = cache.pods_on(node)
             bound = {p.uid for p in counted if not cache.is_assumed(p.uid)}
@@ -494,6 +596,9 @@ class LockedBinder:
                 return _NodeView(list(counted), fresh=False)
         metrics.NODE_LOCK_REVALIDATIONS.labels("list").inc()
         return _NodeView(await self._pods_on(node), fresh=True)
+
+    def _epoch(self) -> int:
+        return self.members.epoch if self.members is not None else 0
 
     async def _pods_on(self, node: str) -> list[PodInfo]:
         """The API server's pods on `node`: the one read a hold makes."""

@@ -62,6 +62,7 @@ from typing import Any, Final, Literal, TypeVar
 import structlog
 
 from ascheduler import metrics
+from ascheduler.binding.members import DEFAULT_MEMBER_SECONDS
 from ascheduler.durations import parse_seconds
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import MERGE_PATCH
@@ -75,6 +76,9 @@ DEFAULT_KEY: Final = "ascheduler.io/node-lock"
 #: the Node itself (HAMi's place for it).
 LockObject = Literal["lease", "node"]
 LOCK_OBJECTS: Final[tuple[LockObject, ...]] = ("lease", "node")
+#: With locks on Leases, what a bind does while no other instance shares the nodes.
+WhenAlone = Literal["skip", "lock"]
+WHEN_ALONE: Final[tuple[WhenAlone, ...]] = ("skip", "lock")
 #: A node's lock Lease: this prefix and the node's name (a digest of it when too long).
 NODE_LEASE_PREFIX: Final = "ascheduler-node-"
 #: The longest object name (a DNS subdomain).
@@ -153,6 +157,11 @@ class LockSettings:
     on: LockObject | None = None
     #: Seconds a hold stays taken after its binds (0: released at once; HAMi's key: always).
     linger: float = DEFAULT_LINGER
+    #: With locks on Leases: "skip" binds without the node's lock while no other instance
+    #: shares the nodes, "lock" always takes it (see `members`).
+    when_alone: WhenAlone = "skip"
+    #: Seconds an instance's member Lease stands unrenewed before the others count it gone.
+    member_duration: float = DEFAULT_MEMBER_SECONDS
 
     def __post_init__(self) -> None:
         if not self.timeout > 0:
@@ -160,6 +169,15 @@ class LockSettings:
         if self.on is not None and self.on not in LOCK_OBJECTS:
             raise ValueError(
                 f"node lock object must be one of {', '.join(LOCK_OBJECTS)}, got {self.on!r}"
+            )
+        if self.when_alone not in WHEN_ALONE:
+            raise ValueError(
+                f"node lock when alone must be one of {', '.join(WHEN_ALONE)}, "
+                f"got {self.when_alone!r}"
+            )
+        if not self.member_duration > 0:
+            raise ValueError(
+                f"member lease duration must be positive, got {self.member_duration:g}s"
             )
         if self.linger < 0:
             raise ValueError(f"node lock linger must not be negative, got {self.linger:g}s")
@@ -387,6 +405,11 @@ class NodeLocks:
                 self._wake.set()  # let it go now
         else:
             self._wanted.discard(node)
+
+    def foreign(self, node: str) -> bool:
+        """Whether `node`'s lock object, as last seen, holds a lock that is not ours."""
+        seen = self._seen.get(node)
+        return seen is not None and not self._ours(node, seen[0])
 
     def _stale(self, node: str, value: str) -> bool:
         seen = self._seen.get(node)

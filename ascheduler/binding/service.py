@@ -434,9 +434,29 @@ class RequestBinder:
     async def run(self, stop: asyncio.Event, *, grace: float = 30.0) -> None:
         """Informers, then the workers once they synced, until `stop`; then the requests in
         hand are finished (for `grace` seconds at most) and the node locks released."""
+        members = self.binder.members
+        if members is not None:  # registered before the informers list (`binding.members`)
+            joining = asyncio.ensure_future(members.join())
+            stopped = asyncio.ensure_future(stop.wait())
+            await asyncio.wait([joining, stopped], return_when=asyncio.FIRST_COMPLETED)
+            for task in (joining, stopped):
+                task.cancel()
+            if stop.is_set():
+                return
+        try:
+            await self._run(stop, grace)
+        finally:
+            if members is not None:
+                await members.leave()
+        with contextlib.suppress(Exception):
+            await self.binder.locks.release_all()
+
+    async def _run(self, stop: asyncio.Event, grace: float) -> None:
         async with asyncio.TaskGroup() as group:
             background = [group.create_task(i.run()) for i in self.informers]
             background.append(group.create_task(self.binder.locks.run()))
+            if self.binder.members is not None:
+                background.append(group.create_task(self.binder.members.run()))
             background.append(group.create_task(self.collect()))
             stopping = group.create_task(stop.wait())
             synced = group.create_task(self._all_synced())
@@ -456,8 +476,6 @@ class RequestBinder:
                 task.cancel()
             for timer in self._timers.values():
                 timer.cancel()
-        with contextlib.suppress(Exception):
-            await self.binder.locks.release_all()
 
     async def _all_synced(self) -> None:
         for informer in self.informers:

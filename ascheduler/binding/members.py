@@ -1,0 +1,411 @@
+"""Who shares the nodes: binds skip the node lock while this instance is alone.
+
+Node locks keep instances that share nodes from overcommitting them; an instance alone has
+nobody to guard against. So every instance that takes node locks on Leases keeps a *member*
+Lease of its own in the lease namespace (`ascheduler-member-<digest of its identity>`),
+renewed every `duration / 5` seconds, and writes in it the other members it has seen
+(`ascheduler.io/peers`, their identities).
+
+* **Alone** (no other live member): binds go out without their node's lock, as with
+  `--node-lock-policy none`, but for a node whose lock Lease shows someone else's lock.
+* **Joining.** A new instance writes its Lease, then lists the members, before its informers
+  list the cluster. Before its first bind every live member must name it among its peers; a
+  member writes that only once it has stopped binding alone and every bind it started alone
+  has finished. From then on all of them take node locks. Of two instances starting
+  together, one at least finds the other (etcd orders the two writes and the two lists), and
+  each acknowledges the other.
+* **A member gone**: its Lease deleted (a graceful stop, after its last bind), or its
+  `renewTime` unchanged for `duration` on this instance's clock (counted from when this
+  instance first saw that value, so no clocks are compared) and the same on a fresh read. It
+  is dropped from our peers. With nobody left, this instance lists the bound pods and waits
+  until its cache has every one of them, then binds alone again.
+* **Our own Lease late**: a bind starts (locked or not) only within `START` of the last
+  renewal that succeeded (counted from when it was sent), and a bind made alone is cut off
+  at `CUTOFF`, so all of ours have landed before anyone counts us gone: the node locks' own
+  assumption, that a write the API server accepted is applied within the remaining quarter.
+* **Re-validation.** Binds made alone are in no lock's record. After joining others (or
+  being counted gone and coming back) the cache stands in for the API server's list of a
+  node's pods only once it holds every pod bound at that moment (the same list and wait), and
+  the records of earlier holds are dropped (`epoch` counts such changes).
+
+An instance that may not bind alone (`may_be_alone=False`: `ascheduler binder`, which keeps
+no cache of pods, or `nodeLock.whenAlone: lock`) still registers and acknowledges others, so
+they never bind alone beside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import hashlib
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import structlog
+
+from ascheduler import metrics
+from ascheduler.kube import KubeClient, KubeError
+
+log = structlog.get_logger(__name__)
+
+#: A member Lease: this prefix and a digest of the instance's identity.
+MEMBER_PREFIX: Final = "ascheduler-member-"
+#: On a member Lease: the instance's identity, and the other members it has acknowledged.
+MEMBER_KEY: Final = "ascheduler.io/member"
+PEERS_KEY: Final = "ascheduler.io/peers"
+#: The label that tells member Leases from node-lock Leases.
+MEMBER_LABEL: Final = ("app.kubernetes.io/component", "node-lock-member")
+MEMBER_SELECTOR: Final = "=".join(MEMBER_LABEL)
+DEFAULT_MEMBER_SECONDS: Final = 20.0
+#: Fractions of the member duration: renewals every RENEW; binds start within START of the
+#: last renewal and binds made alone are cut off at CUTOFF.
+RENEW: Final = 0.2
+START: Final = 0.5
+CUTOFF: Final = 0.75
+
+
+def member_lease_name(identity: str) -> str:
+    return MEMBER_PREFIX + hashlib.sha256(identity.encode()).hexdigest()[:20]
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """Another instance's member Lease as last seen."""
+
+    name: str
+    identity: str
+    #: Its `spec.renewTime` as written: a new value on every renewal.
+    renewed: str
+    peers: frozenset[str]
+
+
+def parse_member(raw: Mapping[str, Any]) -> Member | None:
+    """A member Lease, or None for any other Lease (or one without an identity)."""
+    meta = raw.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    annotations = meta.get("annotations")
+    if not name.startswith(MEMBER_PREFIX) or not isinstance(annotations, dict):
+        return None
+    identity = str(annotations.get(MEMBER_KEY, ""))
+    if not identity:
+        return None
+    spec = raw.get("spec") or {}
+    peers = str(annotations.get(PEERS_KEY, ""))
+    return Member(
+        name,
+        identity,
+        str(spec.get("renewTime", "") if isinstance(spec, dict) else ""),
+        frozenset(p for p in peers.split(",") if p),
+    )
+
+
+def _micro_time() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Members:
+    def __init__(
+        self,
+        kube: KubeClient,
+        namespace: str,
+        identity: str,
+        *,
+        duration: float = DEFAULT_MEMBER_SECONDS,
+        may_be_alone: bool = True,
+        catch_up: Callable[[], Awaitable[bool]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`catch_up` lists the bound pods and returns whether the cache came to hold them
+        all; without it this instance never binds alone once it has met another."""
+        if not duration > 0:
+            raise ValueError(f"member lease duration must be positive, got {duration:g}s")
+        self.kube = kube
+        self.identity = identity
+        self.duration = duration
+        self.may_be_alone = may_be_alone
+        self._catch_up = catch_up
+        self._clock = clock
+        self.name = member_lease_name(identity)
+        self._leases = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        #: identity -> the other live members, as last seen
+        self._others: dict[str, Member] = {}
+        #: identity -> (its renewTime value, when this instance first saw that value)
+        self._seen: dict[str, tuple[str, float]] = {}
+        #: the identities written in our Lease's peers (acknowledged)
+        self._acked: frozenset[str] = frozenset()
+        #: when our last successful renewal was sent (our clock); None: not registered
+        self._renewed_at: float | None = None
+        self._alone = False
+        #: the cache may stand in for the API server's list of a node's pods
+        self.trusted = False
+        #: changes when binds made alone may have gone out unseen by this instance's records
+        self.epoch = 0
+        self._lockless = 0
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._wake = asyncio.Event()
+        #: set on every change a waiting bind may care about
+        self._changed = asyncio.Event()
+        self._catching_up: asyncio.Task[None] | None = None
+        #: every other member (one at least) names us among its peers
+        self._acknowledged = False
+
+    # -- what binds ask ----------------------------------------------------------------------
+
+    @property
+    def alone(self) -> bool:
+        """Whether a bind may go out without its node's lock now."""
+        return self._alone and self.fresh()
+
+    def fresh(self) -> bool:
+        """Our Lease was renewed recently enough for a bind to start."""
+        return (
+            self._renewed_at is not None
+            and self._clock() - self._renewed_at < START * self.duration
+        )
+
+    def ready(self) -> bool:
+        """Whether a bind may start: registered, renewed, and acknowledged by every live
+        member (none of them binds alone)."""
+        if not self.fresh():
+            return False
+        return all(self.identity in m.peers for m in self._others.values())
+
+    async def wait_ready(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for `ready()`."""
+        deadline = self._clock() + timeout
+        while not self.ready():
+            left = deadline - self._clock()
+            if left <= 0:
+                return False
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), min(left, 1.0))
+        return True
+
+    def remaining(self) -> float:
+        """Seconds left before a bind made alone is cut off."""
+        if self._renewed_at is None:
+            return 0.0
+        return max(0.0, self._renewed_at + CUTOFF * self.duration - self._clock())
+
+    @contextlib.contextmanager
+    def lockless(self) -> Iterator[None]:
+        """Brackets a bind made alone: acknowledging another member waits for it."""
+        self._lockless += 1
+        self._drained.clear()
+        try:
+            yield
+        finally:
+            self._lockless -= 1
+            if not self._lockless:
+                self._drained.set()
+
+    def peers(self) -> list[str]:
+        return sorted(self._others)
+
+    # -- what the informer and our reads show -----------------------------------------------
+
+    def observe(self, member: Member) -> None:
+        if member.identity == self.identity:
+            return
+        seen = self._seen.get(member.identity)
+        if seen is None or seen[0] != member.renewed:
+            self._seen[member.identity] = (member.renewed, self._clock())
+        if member.identity not in self._others:
+            log.info("node_lock_member_seen", member=member.identity)
+            self._set_alone(False)
+            self.epoch += 1  # voids a catch-up under way: it may predate this member's binds
+        self._others[member.identity] = member
+        self._wake.set()
+        self._check()
+
+    def observe_gone(self, identity: str) -> None:
+        if identity == self.identity or identity not in self._others:
+            return
+        log.info("node_lock_member_gone", member=identity)
+        del self._others[identity]
+        self._seen.pop(identity, None)
+        self._wake.set()
+        self._check()
+
+    def _check(self) -> None:
+        """After a change: wake waiting binds; once every other member acknowledges us (anew),
+        binds made alone before that may be missing from our records and cache: distrust them
+        until the cache has caught up."""
+        acknowledged = bool(self._others) and all(
+            self.identity in m.peers for m in self._others.values()
+        )
+        if acknowledged and not self._acknowledged:
+            self.epoch += 1
+            self.trusted = False
+            self._start_catch_up(then_alone=False)
+        self._acknowledged = acknowledged
+        self._changed.set()
+
+    def _set_alone(self, alone: bool) -> None:
+        if alone == self._alone:
+            return
+        self._alone = alone
+        metrics.NODE_LOCK_ALONE.set(1 if alone else 0)
+        log.info("node_lock_alone" if alone else "node_lock_shared", peers=self.peers())
+
+    def _dead(self, member: Member) -> bool:
+        seen = self._seen.get(member.identity)
+        return (
+            seen is not None
+            and seen[0] == member.renewed
+            and self._clock() - seen[1] >= self.duration
+        )
+
+    # -- our Lease ---------------------------------------------------------------------------
+
+    def _body(self, peers: frozenset[str], version: str | None) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "name": self.name,
+            "labels": {
+                "app.kubernetes.io/managed-by": "ascheduler",
+                MEMBER_LABEL[0]: MEMBER_LABEL[1],
+            },
+            "annotations": {MEMBER_KEY: self.identity, PEERS_KEY: ",".join(sorted(peers))},
+        }
+        if version is not None:
+            meta["resourceVersion"] = version
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": meta,
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": max(1, round(self.duration)),
+                "renewTime": _micro_time(),
+            },
+        }
+
+    async def _write(self, peers: frozenset[str]) -> None:
+        """Renew our Lease with `peers`; on success they count as acknowledged."""
+        sent = self._clock()
+        path = f"{self._leases}/{self.name}"
+        try:
+            await self.kube.request("PUT", path, body=self._body(peers, None))
+        except KubeError as exc:
+            if not exc.not_found:
+                raise
+            await self.kube.post(self._leases, self._body(peers, None))
+        self._renewed_at = sent
+        self._acked = peers
+        self._changed.set()
+
+    async def _list(self) -> None:
+        """The member Leases from the API server: new members met, gone ones dropped."""
+        listing = await self.kube.get(self._leases, params={"labelSelector": MEMBER_SELECTOR})
+        found: set[str] = set()
+        for raw in listing.get("items") or []:
+            member = parse_member(raw)
+            if member is None or member.identity == self.identity:
+                continue
+            found.add(member.identity)
+            self.observe(member)
+        for identity in [i for i in self._others if i not in found]:
+            self.observe_gone(identity)
+
+    async def join(self) -> None:
+        """Register, then find the other members; retried until it succeeds. Call before the
+        informers list the cluster: alone from the start, the cache's first list has every
+        bind any member made."""
+        delay = 0.2
+        while True:
+            try:
+                await self._write(frozenset())
+                await self._list()
+                break
+            except KubeError as exc:
+                log.warning("node_lock_member_join_failed", error=str(exc), retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        if not self._others and self.may_be_alone:
+            self.trusted = True
+            self._set_alone(True)
+        log.info("node_lock_member_joined", lease=self.name, peers=self.peers(), alone=self._alone)
+
+    async def run(self) -> None:
+        """Renew, acknowledge, and notice members gone, until cancelled."""
+        while True:
+            self._wake.clear()
+            try:
+                await self._round()
+            except KubeError as exc:
+                log.warning("node_lock_member_round_failed", error=str(exc))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), RENEW * self.duration)
+
+    async def _round(self) -> None:
+        # Members unchanged for `duration` are gone if a fresh read agrees.
+        if any(self._dead(m) for m in self._others.values()):
+            await self._list()
+            for member in list(self._others.values()):
+                if self._dead(member):
+                    log.warning("node_lock_member_expired", member=member.identity)
+                    self.observe_gone(member.identity)
+        wanted = frozenset(self._others)
+        if wanted - self._acked:
+            # Acknowledge only once no bind made alone is still under way.
+            await self._drained.wait()
+        if wanted != self._acked or self._due():
+            await self._write(wanted)
+        if not self._others:
+            self._maybe_alone()
+
+    def _due(self) -> bool:
+        return self._renewed_at is None or (
+            self._clock() - self._renewed_at >= RENEW * self.duration
+        )
+
+    def _maybe_alone(self) -> None:
+        """With no other member left: alone, once the cache holds every pod bound now (the
+        members gone may have bound pods it has not seen yet)."""
+        if self._alone or not self.may_be_alone:
+            return
+        if self._catching_up is not None and not self._catching_up.done():
+            return
+        self.epoch += 1
+        self.trusted = False
+        self._start_catch_up(then_alone=True)
+
+    def _start_catch_up(self, *, then_alone: bool) -> None:
+        if self._catching_up is not None and not self._catching_up.done():
+            self._catching_up.cancel()
+        if self._catch_up is None:
+            return
+        self._catching_up = asyncio.get_running_loop().create_task(self._caught_up(then_alone))
+
+    async def _caught_up(self, then_alone: bool) -> None:
+        assert self._catch_up is not None
+        epoch = self.epoch
+        try:
+            ok = await self._catch_up()
+        except (KubeError, TimeoutError) as exc:
+            log.warning("node_lock_catch_up_failed", error=str(exc))
+            ok = False
+        if not ok or epoch != self.epoch:
+            if then_alone and not self._others:
+                self._wake.set()  # try again next round
+            return
+        self.trusted = True
+        if then_alone and not self._others:
+            self._set_alone(True)
+
+    async def leave(self) -> None:
+        """Delete our Lease (after our last bind): the others need not wait for it to expire."""
+        if self._catching_up is not None:
+            self._catching_up.cancel()
+        self._renewed_at = None
+        self._alone = False
+        try:
+            await self.kube.request("DELETE", f"{self._leases}/{self.name}")
+        except KubeError as exc:
+            if not exc.not_found:
+                log.warning("node_lock_member_leave_failed", error=str(exc))
