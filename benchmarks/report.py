@@ -24,6 +24,7 @@ COLORS = {
     "ceiling-go": "tab:gray",
     "ceiling-python": "tab:olive",
     "ascheduler-nolocks": "tab:cyan",
+    "ascheduler-locked": "tab:olive",
     "ascheduler-hami": "tab:purple",
     "ascheduler-bindrequest": "tab:green",
 }

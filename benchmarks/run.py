@@ -93,13 +93,17 @@ BINDREQUEST = "ascheduler-bindrequest"
 #: write): what locks cost, run when named.
 NO_LOCKS = "ascheduler-nolocks"
 HAMI = "ascheduler-hami"
+#: ascheduler taking its node locks although it is alone (as it does beside another
+#: instance): what the locks cost when nodes are shared; `ascheduler` alone skips them.
+LOCKED = "ascheduler-locked"
 VARIANT_ARGS: dict[str, tuple[str, ...]] = {
     NO_LOCKS: ("--node-lock-policy", "none"),
     HAMI: ("--node-lock-key", "hami.io/mutex.lock"),
+    LOCKED: ("--node-lock-when-alone", "lock"),
 }
 #: What `--scheduler all` (the default) runs.
 ALL = ("ascheduler", "kube-scheduler", "ceiling-go", "ceiling-python")
-SCHEDULERS = (*ALL, BINDREQUEST, NO_LOCKS, HAMI)
+SCHEDULERS = (*ALL, BINDREQUEST, NO_LOCKS, LOCKED, HAMI)
 CEILINGS = ("ceiling-go", "ceiling-python")
 MODES = ("steady", "backlog")
 BENCH_LABEL = "ascheduler.io/benchmark"
@@ -869,7 +873,13 @@ def ratios(runs: dict[str, list[dict[str, Any]]], mode: str = "steady") -> dict[
         ),
         *(
             (locked, o, ("throughput_avg", "latency_p99", "requests_per_pod"))
-            for locked, o in (("ascheduler", NO_LOCKS), (HAMI, NO_LOCKS), (HAMI, "kube-scheduler"))
+            for locked, o in (
+                ("ascheduler", NO_LOCKS),
+                (LOCKED, NO_LOCKS),
+                (LOCKED, "kube-scheduler"),
+                (HAMI, NO_LOCKS),
+                (HAMI, "kube-scheduler"),
+            )
         ),
     ]
     for ours, other, keys in pairs:
@@ -923,7 +933,7 @@ def main(argv: Sequence[str]) -> int:
         action="append",
         choices=[*SCHEDULERS, "all"],
         help="run this one (repeatable; default: all, which is every one but "
-        "ascheduler-bindrequest, ascheduler-nolocks and ascheduler-hami)",
+        "ascheduler-bindrequest, ascheduler-nolocks, ascheduler-locked and ascheduler-hami)",
     )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--out", type=Path, default=RESULTS)

@@ -443,6 +443,24 @@ def test_the_lock_object_is_a_lease_but_hami_s_key_stays_on_the_node(tmp_path: P
         resolved(None, tmp_path, node_lock_object="lease", node_lock_key="hami.io/mutex.lock")
 
 
+def test_when_alone_and_the_member_duration(tmp_path: Path) -> None:
+    lock = parse(HEAD, IN_TREE).binding.lock
+    assert (lock.when_alone, lock.member_duration) == ("skip", 20.0)
+    given = {**HEAD, "ascheduler": {"nodeLock": {"whenAlone": "lock", "memberDuration": "45s"}}}
+    lock = parse(given, IN_TREE).binding.lock
+    assert (lock.when_alone, lock.member_duration) == ("lock", 45.0)
+    assert problems(
+        {"ascheduler": {"nodeLock": {"whenAlone": "never", "memberDuration": "0s"}}}
+    ) == [
+        "ascheduler.nodeLock.whenAlone: must be one of skip, lock, got 'never'",
+        "ascheduler.nodeLock.memberDuration: must be positive",
+    ]
+    flag = resolved(given, tmp_path, node_lock_when_alone="skip").binding.lock
+    assert flag.when_alone == "skip"
+    with pytest.raises(ConfigError, match="--node-lock-when-alone"):
+        resolved(None, tmp_path, node_lock_when_alone="sometimes")
+
+
 def test_the_lock_linger_is_a_duration_zero_allowed(tmp_path: Path) -> None:
     assert parse(HEAD, IN_TREE).binding.lock.linger == 10.0
     zero = {**HEAD, "ascheduler": {"nodeLock": {"linger": "0s"}}}

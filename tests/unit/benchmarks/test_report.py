@@ -300,11 +300,14 @@ def test_lock_variants_are_compared_with_no_locks_and_kube_scheduler() -> None:
     runs = {
         "ascheduler": [run_result("ascheduler", 300)],
         "ascheduler-nolocks": [run_result("ascheduler-nolocks", 400)],
+        "ascheduler-locked": [run_result("ascheduler-locked", 320)],
         "ascheduler-hami": [run_result("ascheduler-hami", 100)],
         "kube-scheduler": [run_result("kube-scheduler", 200)],
     }
     r = ratios(runs)
     assert r["throughput_avg ascheduler/ascheduler-nolocks"]["median"] == 0.75
+    assert r["throughput_avg ascheduler-locked/ascheduler-nolocks"]["median"] == 0.8
+    assert r["throughput_avg ascheduler-locked/kube-scheduler"]["median"] == 1.6
     assert r["throughput_avg ascheduler-hami/ascheduler-nolocks"]["median"] == 0.25
     assert r["throughput_avg ascheduler-hami/kube-scheduler"]["median"] == 0.5
     assert r["latency_p99 ascheduler/ascheduler-nolocks"]["median"] == 1.0

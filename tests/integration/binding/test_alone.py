@@ -1,0 +1,120 @@
+"""An instance alone binds without node locks; a second instance joining turns them on for
+both, and once it has left the first binds alone again: on the real plane. The instances keep
+their Leases in a namespace of the test's own, away from the session's scheduler."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from ascheduler.binding.members import MEMBER_KEY, MEMBER_PREFIX, PEERS_KEY
+from ascheduler.binding.nodelock import DEFAULT_KEY, NODE_LEASE_PREFIX
+from ascheduler.devcluster import ControlPlane
+from ascheduler.devcluster.nodes import FakeNodes
+from ascheduler.devcluster.plane import PlaneState, free_port
+from ascheduler.devcluster.processes import is_alive
+from ascheduler.kube import KubeClient
+from tests.integration.conftest import NodeFactory
+from tests.integration.helpers import create_pods, eventually, pause_pod, scheduler, wait_bound
+
+GPU = "nvidia.com/gpu"
+
+
+async def metric(port: int, name: str) -> float:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/metrics") as resp,
+    ):
+        text = await resp.text()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                return float(sample.value)
+    raise AssertionError(f"no {name} in the metrics")
+
+
+async def leases(kube: KubeClient, namespace: str) -> dict[str, dict[str, Any]]:
+    body = await kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases")
+    return {item["metadata"]["name"]: item for item in body["items"]}
+
+
+def members(found: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """identity -> the peers its member Lease acknowledges."""
+    return {
+        lease["metadata"]["annotations"][MEMBER_KEY]: lease["metadata"]["annotations"][PEERS_KEY]
+        for name, lease in found.items()
+        if name.startswith(MEMBER_PREFIX)
+    }
+
+
+async def test_alone_an_instance_binds_without_locks_until_another_joins(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+) -> None:
+    locks = f"{namespace}-locks"
+    await kube.post("/api/v1/namespaces", {"metadata": {"name": locks}})
+    await nodes(FakeNodes(count=2, prefix=f"{namespace}-g", extended={GPU: "8"}))
+    mine = f"{namespace}-mine"
+    port = free_port()
+    args = ("--leader-elect-resource-namespace", locks)
+
+    def gpu(name: str) -> dict[str, Any]:
+        return pause_pod(name, scheduler_name=mine, cpu="10m", memory="10Mi", extra={GPU: "1"})
+
+    try:
+        with scheduler(
+            plane, plane_state, "ascheduler-first", mine, *args, http_address=f"127.0.0.1:{port}"
+        ) as first:
+            await create_pods(kube, namespace, [gpu(f"a{i}") for i in range(4)])
+            await wait_bound(kube, namespace, [f"a{i}" for i in range(4)])
+            found = await leases(kube, locks)
+            assert not [n for n in found if n.startswith(NODE_LEASE_PREFIX)]  # no lock taken
+            assert list(members(found).values()) == [""]
+            assert await metric(port, "ascheduler_node_lock_binds_alone_total") == 4
+            assert await metric(port, "ascheduler_node_lock_alone") == 1
+
+            with scheduler(plane, plane_state, "ascheduler-second", f"{namespace}-other", *args):
+
+                async def acknowledged() -> dict[str, str] | None:
+                    seen = members(await leases(kube, locks))
+                    both = len(seen) == 2 and all(seen.values())
+                    return seen if both else None
+
+                seen = await eventually(acknowledged, what="both members acknowledging the other")
+                (one, two) = seen
+                assert (seen[one], seen[two]) == (two, one)
+                assert await metric(port, "ascheduler_node_lock_alone") == 0
+                await create_pods(kube, namespace, [gpu(f"b{i}") for i in range(4)])
+                await wait_bound(kube, namespace, [f"b{i}" for i in range(4)])
+                node_leases = [
+                    lease
+                    for name, lease in (await leases(kube, locks)).items()
+                    if name.startswith(NODE_LEASE_PREFIX)
+                ]
+                assert node_leases  # the binds took their nodes' locks
+                assert all(
+                    DEFAULT_KEY in (lease["metadata"].get("annotations") or {})
+                    or f"{DEFAULT_KEY}-bound" in (lease["metadata"].get("annotations") or {})
+                    for lease in node_leases
+                )
+                assert await metric(port, "ascheduler_node_lock_binds_alone_total") == 4
+
+            # The second stopped (its member Lease deleted): the first is alone again.
+            async def alone_again() -> bool:
+                return await metric(port, "ascheduler_node_lock_alone") == 1
+
+            await eventually(alone_again, what="the first instance alone again")
+            assert len(members(await leases(kube, locks))) == 1
+            await create_pods(kube, namespace, [gpu(f"c{i}") for i in range(2)])
+            await wait_bound(kube, namespace, ["c0", "c1"])
+            assert await metric(port, "ascheduler_node_lock_binds_alone_total") == 6
+            assert is_alive(first)
+        # Stopped gracefully: no member Lease is left behind.
+        assert not members(await leases(kube, locks))
+    finally:
+        await kube.request("DELETE", f"/api/v1/namespaces/{locks}")

@@ -1,0 +1,297 @@
+"""Who shares the nodes: an instance alone binds without node locks; one that meets another
+stops binding alone and acknowledges it once its binds made alone are over; a newcomer binds
+only once every live member acknowledged it; members gone are dropped and the last one left
+binds alone again once its cache caught up. Several `Members` share one in-memory Lease
+store here (the watch is a call to `observe_all`); the real API server is in
+tests/integration/binding/test_alone.py."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from ascheduler.binding.members import (
+    MEMBER_KEY,
+    PEERS_KEY,
+    START,
+    Members,
+    member_lease_name,
+    parse_member,
+)
+from ascheduler.kube import ApiError
+
+NS = "ascheduler-system"
+LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
+
+
+class Store:
+    """Leases by name, shared by every instance's client."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, Any]] = {}
+        self.writes = 0
+        self.down = False
+
+
+class Client:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _check(self, method: str, path: str) -> None:
+        if self.store.down:
+            raise ApiError(503, "ServiceUnavailable", "down", method=method, path=path)
+
+    async def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        self._check(method, path)
+        name = path.rsplit("/", 1)[-1]
+        if method == "PUT":
+            if name not in self.store.items:
+                raise ApiError(404, "NotFound", "no lease", method=method, path=path)
+            self.store.items[name] = kw["body"]
+            self.store.writes += 1
+            return dict(kw["body"])
+        if method == "DELETE":
+            if self.store.items.pop(name, None) is None:
+                raise ApiError(404, "NotFound", "no lease", method=method, path=path)
+            return {}
+        raise AssertionError(f"unexpected {method} {path}")
+
+    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        self._check("POST", path)
+        assert path == LEASES
+        self.store.items[body["metadata"]["name"]] = body
+        self.store.writes += 1
+        return dict(body)
+
+    async def get(self, path: str, *, params: Any = None) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        self._check("GET", path)
+        assert path == LEASES
+        return {"items": list(self.store.items.values())}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Catch:
+    """The catch-up: how often it ran, and what it answers."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.ok = True
+
+    async def __call__(self) -> bool:
+        self.calls += 1
+        return self.ok
+
+
+def instance(
+    store: Store, name: str, clock: Clock, *, may_be_alone: bool = True
+) -> tuple[Members, Catch]:
+    catch = Catch()
+    members = Members(
+        Client(store),  # type: ignore[arg-type]
+        NS,
+        name,
+        duration=20.0,
+        may_be_alone=may_be_alone,
+        catch_up=catch,
+        clock=clock,
+    )
+    return members, catch
+
+
+def observe_all(store: Store, *members: Members) -> None:
+    """What each instance's watch would show: every member Lease as it is now."""
+    for m in members:
+        for raw in store.items.values():
+            parsed = parse_member(raw)
+            assert parsed is not None
+            m.observe(parsed)
+
+
+async def settle() -> None:
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+def peers(store: Store, name: str) -> str:
+    return str(store.items[member_lease_name(name)]["metadata"]["annotations"][PEERS_KEY])
+
+
+async def test_alone_from_the_start() -> None:
+    store, clock = Store(), Clock()
+    a, catch = instance(store, "a", clock)
+    assert not a.ready()
+    assert not a.alone
+    await a.join()
+    assert a.ready()
+    assert a.alone
+    assert a.trusted
+    assert catch.calls == 0  # its informers list after this: nothing to catch up with
+    lease = store.items[member_lease_name("a")]
+    assert lease["metadata"]["annotations"][MEMBER_KEY] == "a"
+    assert lease["metadata"]["labels"]["app.kubernetes.io/component"] == "node-lock-member"
+    assert peers(store, "a") == ""
+
+
+async def test_a_newcomer_binds_once_acknowledged_and_the_first_stops_binding_alone() -> None:
+    store, clock = Store(), Clock()
+    a, _ = instance(store, "a", clock)
+    b, b_catch = instance(store, "b", clock)
+    await a.join()
+    await b.join()
+    assert not b.alone
+    assert not b.ready()  # a may still bind alone
+    observe_all(store, a)
+    assert not a.alone  # at once, before acknowledging
+    assert not a.ready()  # nor does it bind until b says it binds under locks too
+    # a's bind made alone is still under way: no acknowledgement until it ends.
+    with a.lockless():
+        rounding = asyncio.create_task(a._round())
+        await settle()
+        assert not rounding.done()
+        assert peers(store, "a") == ""
+    await rounding
+    assert peers(store, "a") == "b"
+    observe_all(store, b)
+    assert b.ready()
+    await settle()
+    assert b_catch.calls == 1  # the binds a made alone are in no record: caught up first
+    assert b.trusted
+    # b acknowledges a too; neither is alone.
+    await b._round()
+    assert peers(store, "b") == "a"
+    observe_all(store, a)
+    assert a.ready()
+    assert not a.alone
+    assert not b.alone
+
+
+async def test_a_member_unrenewed_for_its_duration_is_gone_and_the_last_binds_alone_again() -> None:
+    store, clock = Store(), Clock()
+    a, a_catch = instance(store, "a", clock)
+    b, _ = instance(store, "b", clock)
+    await a.join()
+    await b.join()
+    observe_all(store, a, b)
+    await a._round()
+    await b._round()
+    observe_all(store, a, b)
+    assert a.ready()
+    assert b.ready()
+    assert not a.alone
+    # b stops renewing (killed); a keeps renewing. Its last value was first seen at 1000.
+    for _ in range(3):
+        clock.now += 6.0
+        await a._round()
+    assert not a.alone
+    assert a.peers() == ["b"]
+    clock.now += 6.0
+    await a._round()  # 24 s, and a fresh read shows the same value
+    assert a.peers() == []
+    assert peers(store, "a") == ""
+    await settle()
+    assert a_catch.calls >= 1
+    assert a.alone
+    assert a.trusted
+
+
+async def test_a_renewing_member_is_never_gone_however_stale_the_watch() -> None:
+    store, clock = Store(), Clock()
+    a, _ = instance(store, "a", clock)
+    b, _ = instance(store, "b", clock)
+    await a.join()
+    await b.join()
+    observe_all(store, a)
+    for _ in range(10):  # a's watch shows nothing more; b renews all along
+        clock.now += 5.0
+        await b._round()
+        await a._round()
+    assert a.peers() == ["b"]
+    assert not a.alone
+
+
+async def test_a_graceful_leave_lets_the_other_bind_alone_after_catching_up() -> None:
+    store, clock = Store(), Clock()
+    a, a_catch = instance(store, "a", clock)
+    b, _ = instance(store, "b", clock)
+    await a.join()
+    await b.join()
+    observe_all(store, a)
+    await a._round()
+    await b.leave()
+    a.observe_gone("b")
+    a_catch.ok = False  # the cache has not caught up (yet): not alone
+    await a._round()
+    await settle()
+    assert not a.alone
+    a_catch.ok = True
+    await a._round()
+    await settle()
+    assert a.alone
+
+
+async def test_our_own_lease_late_stops_every_bind() -> None:
+    store, clock = Store(), Clock()
+    a, _ = instance(store, "a", clock)
+    await a.join()
+    assert a.remaining() == pytest.approx(15.0)
+    store.down = True
+    clock.now += START * 20.0
+    with pytest.raises(ApiError):
+        await a._round()
+    assert not a.ready()
+    assert not a.alone
+    assert a.remaining() == pytest.approx(5.0)  # a bind made alone before is cut off then
+    store.down = False
+    await a._round()
+    assert a.ready()
+    assert a.alone
+
+
+async def test_an_instance_that_may_not_bind_alone_still_acknowledges_others() -> None:
+    store, clock = Store(), Clock()
+    binder, _ = instance(store, "binder", clock, may_be_alone=False)
+    await binder.join()
+    assert binder.ready()
+    assert not binder.alone
+    a, _ = instance(store, "a", clock)
+    await a.join()
+    assert not a.alone
+    assert not a.ready()
+    observe_all(store, binder)
+    await binder._round()
+    observe_all(store, a)
+    assert a.ready()
+    assert not a.alone
+    await binder.leave()
+    a.observe_gone("binder")
+    await a._round()
+    await settle()
+    assert a.alone
+
+
+def test_other_leases_are_not_members() -> None:
+    assert parse_member({"metadata": {"name": "ascheduler-node-n1", "annotations": {}}}) is None
+    assert parse_member({"metadata": {"name": "ascheduler-member-x"}}) is None
+    member = parse_member(
+        {
+            "metadata": {
+                "name": "ascheduler-member-x",
+                "annotations": {MEMBER_KEY: "x", PEERS_KEY: "a,b"},
+            },
+            "spec": {"renewTime": "2026-01-01T00:00:00.000000Z"},
+        }
+    )
+    assert member is not None
+    assert (member.identity, member.peers) == ("x", frozenset({"a", "b"}))
