@@ -150,6 +150,7 @@ class Members:
         #: set on every change a waiting bind may care about
         self._changed = asyncio.Event()
         self._catching_up: asyncio.Task[None] | None = None
+        self._draining: asyncio.Task[None] | None = None
         #: every other member (one at least) names us among its peers
         self._acknowledged = False
 
@@ -339,6 +340,8 @@ class Members:
                 await self._round()
             except KubeError as exc:
                 log.warning("node_lock_member_round_failed", error=str(exc))
+            except Exception:  # never ends the process: binds wait while it cannot renew
+                log.exception("node_lock_member_round_crashed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), RENEW * self.duration)
 
@@ -351,13 +354,19 @@ class Members:
                     log.warning("node_lock_member_expired", member=member.identity)
                     self.observe_gone(member.identity)
         wanted = frozenset(self._others)
-        if wanted - self._acked:
-            # Acknowledge only once no bind made alone is still under way.
-            await self._drained.wait()
-        if wanted != self._acked or self._due():
-            await self._write(wanted)
+        # A newcomer is acknowledged only once no bind made alone is under way (each is cut
+        # off in time); meanwhile our Lease is renewed without it.
+        ack = wanted if self._drained.is_set() else self._acked & wanted
+        if ack != self._acked or self._due():
+            await self._write(ack)
+        if ack != wanted and (self._draining is None or self._draining.done()):
+            self._draining = asyncio.get_running_loop().create_task(self._wake_when_drained())
         if not self._others:
             self._maybe_alone()
+
+    async def _wake_when_drained(self) -> None:
+        await self._drained.wait()
+        self._wake.set()
 
     def _due(self) -> bool:
         return self._renewed_at is None or (
@@ -390,6 +399,9 @@ class Members:
         except (KubeError, TimeoutError) as exc:
             log.warning("node_lock_catch_up_failed", error=str(exc))
             ok = False
+        except Exception:
+            log.exception("node_lock_catch_up_crashed")
+            ok = False
         if not ok or epoch != self.epoch:
             if then_alone and not self._others:
                 self._wake.set()  # try again next round
@@ -400,8 +412,9 @@ class Members:
 
     async def leave(self) -> None:
         """Delete our Lease (after our last bind): the others need not wait for it to expire."""
-        if self._catching_up is not None:
-            self._catching_up.cancel()
+        for task in (self._catching_up, self._draining):
+            if task is not None:
+                task.cancel()
         self._renewed_at = None
         self._alone = False
         try:

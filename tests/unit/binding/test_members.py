@@ -157,11 +157,14 @@ async def test_a_newcomer_binds_once_acknowledged_and_the_first_stops_binding_al
     assert not a.ready()  # nor does it bind until b says it binds under locks too
     # a's bind made alone is still under way: no acknowledgement until it ends.
     with a.lockless():
-        rounding = asyncio.create_task(a._round())
-        await settle()
-        assert not rounding.done()
+        writes = store.writes
+        clock.now += 5.0
+        await a._round()
+        assert store.writes == writes + 1  # renewed all the same
         assert peers(store, "a") == ""
-    await rounding
+    await settle()
+    assert a._wake.is_set()  # the round after the bind acknowledges at once
+    await a._round()
     assert peers(store, "a") == "b"
     observe_all(store, b)
     assert b.ready()
