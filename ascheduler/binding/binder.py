@@ -234,7 +234,7 @@ class LockedBinder:
         *,
         lease_namespace: str = "kube-system",
         cache: Cache | None = None,
-        register: bool = True,
+        register: bool = False,
     ) -> None:
         """`register`: with locks on Leases, take part in deciding who shares the nodes (see
         `members`): every instance that binds does; a scheduler whose binds go out as

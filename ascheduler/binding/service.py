@@ -511,6 +511,7 @@ async def main(
         write,
         config.binding,
         lease_namespace=config.leader_election.resource_namespace,
+        register=True,  # it always locks, but others must know it shares the nodes
     )
     service = RequestBinder(watch, write, locked, fw, workers=workers, finished_ttl=finished_ttl)
     metrics.BINDER_PENDING.set_function(service.pending)

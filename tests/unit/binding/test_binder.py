@@ -95,7 +95,7 @@ def binder_for(
 ) -> LockedBinder:
     lock = LockSettings(key=key, identity=ME, on=on, linger=linger)
     settings = BindSettings(policy="all", lock=lock, annotation_prefix=prefix)
-    binder = LockedBinder(api, settings, cache=cache, register=False)  # type: ignore[arg-type]
+    binder = LockedBinder(api, settings, cache=cache)  # type: ignore[arg-type]
     if clock is not None:
         binder.locks = NodeLocks(api, settings.lock, clock=clock)  # type: ignore[arg-type]
     return binder
