@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 
 from ascheduler.binding.binder import LEASE_NODE, BindSettings, LockedBinder, LockLease
+from ascheduler.binding.members import Members
 from ascheduler.binding.nodelock import (
     DEFAULT_KEY,
     HAMI_KEY,
@@ -31,6 +32,7 @@ from ascheduler.model import PodInfo, parse_pod
 from tests.kit import FakeClock, make_cache, node, on, pod_info
 from tests.kit import pod as raw_pod
 from tests.unit.binding.fakeapi import FakeNodeApi
+from tests.unit.binding.test_members import NS, Client, Store, observe_all
 
 ME = "instance-a"
 
@@ -425,3 +427,38 @@ async def test_a_fresh_holder_whose_cache_has_seen_the_recorded_pods_does_not_li
     api.rv += 1
     assert (await binder.bind(fw, CycleState(), pod("p2"), "n")).ok  # type: ignore[arg-type]
     assert lists(api) == 2
+
+
+async def test_alone_binds_skip_the_lock_but_not_a_node_someone_else_has_locked() -> None:
+    api = FakeNodeApi()
+    binder = binder_for(api, on="lease")
+    store = Store()
+    binder.members = members = Members(Client(store), NS, ME)  # type: ignore[arg-type]
+    await members.join()
+    assert members.alone
+    fw = FakeFramework(api, {})
+    assert all(s.ok for s in await bind_all(binder, fw, ["p0", "p1"]))
+    assert api.log == ["bound p0", "bound p1"]  # no lock, no unlock
+    assert api.created == []
+    # A lock not ours on the node's Lease (a scheduler that does not register, say): it is
+    # respected as ever.
+    binder.locks.observe("n", {DEFAULT_KEY: "2026-01-01T00:00:00.000000000Z,someone"})
+    api.lease_exists = True
+    api.annotations[DEFAULT_KEY] = "2026-01-01T00:00:00.000000000Z,someone"
+    (status,) = await bind_all(binder, fw, ["p2"])
+    assert not status.ok
+    assert "someone" in status.message
+    # Another member: every bind takes the lock again.
+    binder.locks.observe("n", {})
+    api.annotations.clear()
+    other = Members(Client(store), NS, "other")  # type: ignore[arg-type]
+    await other.join()
+    observe_all(store, members)
+    assert not members.alone
+    await members._round()  # acknowledges it
+    observe_all(store, other)
+    await other._round()
+    observe_all(store, members)
+    assert members.ready()
+    assert (await bind_all(binder, fw, ["p3"]))[0].ok
+    assert api.log[-3:] == [f"lock {ME}", "bound p3", "unlock"]
