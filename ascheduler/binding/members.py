@@ -59,7 +59,7 @@ PEERS_KEY: Final = "ascheduler.io/peers"
 #: The label that tells member Leases from node-lock Leases.
 MEMBER_LABEL: Final = ("app.kubernetes.io/component", "node-lock-member")
 MEMBER_SELECTOR: Final = "=".join(MEMBER_LABEL)
-DEFAULT_MEMBER_SECONDS: Final = 20.0
+DEFAULT_MEMBER_SECONDS: Final = 15.0
 #: Fractions of the member duration: renewals every RENEW; binds start within START of the
 #: last renewal and binds made alone are cut off at CUTOFF.
 RENEW: Final = 0.2
@@ -80,6 +80,7 @@ class Member:
     #: Its `spec.renewTime` as written: a new value on every renewal.
     renewed: str
     peers: frozenset[str]
+    version: str = ""
 
 
 def parse_member(raw: Mapping[str, Any]) -> Member | None:
@@ -99,6 +100,7 @@ def parse_member(raw: Mapping[str, Any]) -> Member | None:
         identity,
         str(spec.get("renewTime", "") if isinstance(spec, dict) else ""),
         frozenset(p for p in peers.split(",") if p),
+        str(meta.get("resourceVersion", "")),
     )
 
 
@@ -313,6 +315,14 @@ class Members:
         for identity in [i for i in self._others if i not in found]:
             self.observe_gone(identity)
 
+    async def _remove(self, member: Member) -> None:
+        """Delete a dead member's Lease, unless it was renewed after all (best effort)."""
+        body = {"preconditions": {"resourceVersion": member.version}} if member.version else None
+        try:
+            await self.kube.request("DELETE", f"{self._leases}/{member.name}", body=body)
+        except KubeError as exc:
+            log.info("node_lock_member_remove_failed", member=member.identity, error=str(exc))
+
     async def join(self) -> None:
         """Register, then find the other members; retried until it succeeds. Call before the
         informers list the cluster: alone from the start, the cache's first list has every
@@ -353,6 +363,7 @@ class Members:
                 if self._dead(member):
                     log.warning("node_lock_member_expired", member=member.identity)
                     self.observe_gone(member.identity)
+                    await self._remove(member)
         wanted = frozenset(self._others)
         # A newcomer is acknowledged only once no bind made alone is under way (each is cut
         # off in time); meanwhile our Lease is renewed without it.

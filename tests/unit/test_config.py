@@ -445,7 +445,7 @@ def test_the_lock_object_is_a_lease_but_hami_s_key_stays_on_the_node(tmp_path: P
 
 def test_when_alone_and_the_member_duration(tmp_path: Path) -> None:
     lock = parse(HEAD, IN_TREE).binding.lock
-    assert (lock.when_alone, lock.member_duration) == ("skip", 20.0)
+    assert (lock.when_alone, lock.member_duration) == ("skip", 15.0)
     given = {**HEAD, "ascheduler": {"nodeLock": {"whenAlone": "lock", "memberDuration": "45s"}}}
     lock = parse(given, IN_TREE).binding.lock
     assert (lock.when_alone, lock.member_duration) == ("lock", 45.0)

@@ -203,6 +203,7 @@ async def test_a_member_unrenewed_for_its_duration_is_gone_and_the_last_binds_al
     await a._round()  # 24 s, and a fresh read shows the same value
     assert a.peers() == []
     assert peers(store, "a") == ""
+    assert member_lease_name("b") not in store.items  # its Lease is removed
     await settle()
     assert a_catch.calls >= 1
     assert a.alone
