@@ -48,6 +48,7 @@ import structlog
 
 from ascheduler import metrics
 from ascheduler.kube import KubeClient, KubeError
+from ascheduler.kube.client import MERGE_PATCH
 
 log = structlog.get_logger(__name__)
 
@@ -266,7 +267,7 @@ class Members:
 
     # -- our Lease ---------------------------------------------------------------------------
 
-    def _body(self, peers: frozenset[str], version: str | None) -> dict[str, Any]:
+    def _body(self, peers: frozenset[str]) -> dict[str, Any]:
         meta: dict[str, Any] = {
             "name": self.name,
             "labels": {
@@ -275,8 +276,6 @@ class Members:
             },
             "annotations": {MEMBER_KEY: self.identity, PEERS_KEY: ",".join(sorted(peers))},
         }
-        if version is not None:
-            meta["resourceVersion"] = version
         return {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -291,13 +290,13 @@ class Members:
     async def _write(self, peers: frozenset[str]) -> None:
         """Renew our Lease with `peers`; on success they count as acknowledged."""
         sent = self._clock()
-        path = f"{self._leases}/{self.name}"
+        body = self._body(peers)
         try:
-            await self.kube.request("PUT", path, body=self._body(peers, None))
+            await self.kube.patch(f"{self._leases}/{self.name}", body, content_type=MERGE_PATCH)
         except KubeError as exc:
             if not exc.not_found:
                 raise
-            await self.kube.post(self._leases, self._body(peers, None))
+            await self.kube.post(self._leases, body)
         self._renewed_at = sent
         self._acked = peers
         self._changed.set()
