@@ -97,7 +97,8 @@ def config_file(plane: ControlPlane, scheduler: str, policy: str, scoring: str) 
                         ],
                     }
                 ],
-                "ascheduler": {"nodeLock": {"policy": policy}},
+                # Locks taken as they are beside other instances (alone, none would be).
+                "ascheduler": {"nodeLock": {"policy": policy, "whenAlone": "lock"}},
             }
         )
     )

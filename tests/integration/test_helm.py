@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ascheduler.binding.members import MEMBER_PREFIX
 from ascheduler.binding.nodelock import node_lease_name
 from ascheduler.devcluster import ControlPlane, ensure_built
 from ascheduler.devcluster.nodes import FakeNodes
@@ -218,7 +219,11 @@ async def test_the_rendered_chart_applies_and_its_service_account_schedules(
     profile = f"{namespace}-charted"
     docs = render(
         tmp_path,
-        {"schedulerName": profile, "nodeLock": {"policy": "all"}, "crds": {"podGroups": True}},
+        {
+            "schedulerName": profile,
+            "nodeLock": {"policy": "all", "whenAlone": "lock"},
+            "crds": {"podGroups": True},
+        },
     )
     try:
         await kube.post("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
@@ -261,9 +266,16 @@ async def test_the_rendered_chart_applies_and_its_service_account_schedules(
 
         assert await eventually(lease_made, what="the node's lock Lease")
         assert set(placed.values()) <= set(names)
+        # Its member Lease too (see nodeLock.whenAlone), deleted when it stops.
+        assert [n for n in await lease_names(kube, leases) if n.startswith(MEMBER_PREFIX)]
         assert_authorized(await asyncio.to_thread(Path(record.log).read_text))
     finally:
         plane.stop_process(record)
+    assert not [n for n in await lease_names(kube, leases) if n.startswith(MEMBER_PREFIX)]
+
+
+async def lease_names(kube: KubeClient, leases: str) -> list[str]:
+    return [str(item["metadata"]["name"]) for item in (await kube.get(leases))["items"]]
 
 
 async def test_helm_install_and_uninstall_on_the_plane(
