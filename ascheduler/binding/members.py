@@ -57,6 +57,9 @@ MEMBER_PREFIX: Final = "ascheduler-member-"
 #: On a member Lease: the instance's identity, and the other members it has acknowledged.
 MEMBER_KEY: Final = "ascheduler.io/member"
 PEERS_KEY: Final = "ascheduler.io/peers"
+#: On the member Lease of an instance that never binds alone: "false" (nobody waits for its
+#: acknowledgement before binding).
+ALONE_KEY: Final = "ascheduler.io/binds-alone"
 #: The label that tells member Leases from node-lock Leases.
 MEMBER_LABEL: Final = ("app.kubernetes.io/component", "node-lock-member")
 MEMBER_SELECTOR: Final = "=".join(MEMBER_LABEL)
@@ -82,6 +85,8 @@ class Member:
     renewed: str
     peers: frozenset[str]
     version: str = ""
+    #: Whether it may bind alone (else its acknowledgement is not awaited).
+    may_be_alone: bool = True
 
 
 def parse_member(raw: Mapping[str, Any]) -> Member | None:
@@ -102,6 +107,7 @@ def parse_member(raw: Mapping[str, Any]) -> Member | None:
         str(spec.get("renewTime", "") if isinstance(spec, dict) else ""),
         frozenset(p for p in peers.split(",") if p),
         str(meta.get("resourceVersion", "")),
+        annotations.get(ALONE_KEY) != "false",
     )
 
 
@@ -173,10 +179,10 @@ class Members:
 
     def ready(self) -> bool:
         """Whether a bind may start: registered, renewed, and acknowledged by every live
-        member (none of them binds alone)."""
+        member that may bind alone (none of them does now)."""
         if not self.fresh():
             return False
-        return all(self.identity in m.peers for m in self._others.values())
+        return all(self.identity in m.peers or not m.may_be_alone for m in self._others.values())
 
     async def wait_ready(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for `ready()`."""
@@ -274,7 +280,11 @@ class Members:
                 "app.kubernetes.io/managed-by": "ascheduler",
                 MEMBER_LABEL[0]: MEMBER_LABEL[1],
             },
-            "annotations": {MEMBER_KEY: self.identity, PEERS_KEY: ",".join(sorted(peers))},
+            "annotations": {
+                MEMBER_KEY: self.identity,
+                PEERS_KEY: ",".join(sorted(peers)),
+                ALONE_KEY: "true" if self.may_be_alone else "false",
+            },
         }
         return {
             "apiVersion": "coordination.k8s.io/v1",
