@@ -4,9 +4,14 @@ their Leases in a namespace of the test's own, away from the session's scheduler
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from ascheduler.binding.members import MEMBER_KEY, MEMBER_PREFIX, PEERS_KEY
@@ -116,5 +121,69 @@ async def test_alone_an_instance_binds_without_locks_until_another_joins(
             assert is_alive(first)
         # Stopped gracefully: no member Lease is left behind.
         assert not members(await leases(kube, locks))
+    finally:
+        await kube.request("DELETE", f"/api/v1/namespaces/{locks}")
+
+
+async def test_a_crashed_instance_is_waited_for_then_its_member_lease_removed(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+    tmp_path: Path,
+) -> None:
+    """kill -9 of an instance binding alone: its successor binds only once the dead one's
+    member Lease has gone unrenewed for memberDuration (it might still be binding, for all the
+    successor knows), then removes that Lease and binds alone."""
+    locks = f"{namespace}-locks"
+    await kube.post("/api/v1/namespaces", {"metadata": {"name": locks}})
+    await nodes(FakeNodes(count=2, prefix=f"{namespace}-g", extended={GPU: "8"}))
+    mine = f"{namespace}-mine"
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "leaderElection": {"leaderElect": False, "resourceNamespace": locks},
+                "profiles": [{"schedulerName": mine}],
+                "ascheduler": {"nodeLock": {"memberDuration": "5s"}},
+            }
+        )
+    )
+
+    def gpu(name: str) -> dict[str, Any]:
+        return pause_pod(name, scheduler_name=mine, cpu="10m", memory="10Mi", extra={GPU: "1"})
+
+    try:
+        with scheduler(
+            plane, plane_state, "ascheduler-crashes", None, "--config", str(config)
+        ) as a:
+            await create_pods(kube, namespace, [gpu("a0"), gpu("a1")])
+            await wait_bound(kube, namespace, ["a0", "a1"])
+            (dead,) = members(await leases(kube, locks))
+            os.kill(a.pid, signal.SIGKILL)
+        port = free_port()
+        with scheduler(
+            plane,
+            plane_state,
+            "ascheduler-successor",
+            None,
+            "--config",
+            str(config),
+            http_address=f"127.0.0.1:{port}",
+        ) as b:
+            await create_pods(kube, namespace, [gpu("b0"), gpu("b1")])
+            await wait_bound(kube, namespace, ["b0", "b1"], timeout=60)
+
+            async def removed() -> bool:
+                return dead not in members(await leases(kube, locks))
+
+            await eventually(removed, what="the dead instance's member Lease removed")
+            assert await metric(port, "ascheduler_node_lock_alone") == 1
+            log = await asyncio.to_thread(Path(b.log).read_text)
+            assert f'"member": "{dead}", "event": "node_lock_member_expired"' in log
+            assert is_alive(b)
     finally:
         await kube.request("DELETE", f"/api/v1/namespaces/{locks}")
