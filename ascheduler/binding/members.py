@@ -346,9 +346,9 @@ class Members:
                 log.warning("node_lock_member_join_failed", error=str(exc), retry_in=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
-        if not self._others and self.may_be_alone:
+        if not self._others:
             self.trusted = True
-            self._set_alone(True)
+            self._set_alone(self.may_be_alone)
         log.info("node_lock_member_joined", lease=self.name, peers=self.peers(), alone=self._alone)
 
     async def run(self) -> None:
@@ -396,9 +396,11 @@ class Members:
     def _maybe_alone(self) -> None:
         """With no other member left: alone, once the cache holds every pod bound now (the
         members gone may have bound pods it has not seen yet)."""
-        if self._alone or not self.may_be_alone:
+        if self._alone or (self._catching_up is not None and not self._catching_up.done()):
             return
-        if self._catching_up is not None and not self._catching_up.done():
+        if not self.may_be_alone:
+            if not self.trusted:  # trust the cache again once it caught up
+                self._start_catch_up(then_alone=False)
             return
         self.epoch += 1
         self.trusted = False

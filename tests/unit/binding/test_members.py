@@ -274,6 +274,7 @@ async def test_an_instance_that_may_not_bind_alone_still_acknowledges_others() -
     await binder.join()
     assert binder.ready()
     assert not binder.alone
+    assert binder.trusted  # its cache (if any) listed after joining: re-validation may use it
     a, _ = instance(store, "a", clock)
     await a.join()
     assert not a.alone
