@@ -402,15 +402,9 @@ async def serve(
     if health is not None:
         health.not_ready = not_ready
     members = scheduler.binder.members if scheduler.binder is not None else None
-    if members is not None:
-        # Before the informers list the cluster: see `binding.members`.
-        joining = asyncio.ensure_future(members.join())
-        stopped = asyncio.ensure_future(stop.wait())
-        await asyncio.wait([joining, stopped], return_when=asyncio.FIRST_COMPLETED)
-        for task in (joining, stopped):
-            task.cancel()
-        if stop.is_set():
-            return
+    # Registered before the informers list the cluster: see `binding.members`.
+    if members is not None and not await members.join_unless(stop):
+        return
     try:
         await _serve(runtime, stop, informers, synced, health)
     finally:

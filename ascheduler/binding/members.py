@@ -332,6 +332,15 @@ class Members:
         except KubeError as exc:
             log.info("node_lock_member_remove_failed", member=member.identity, error=str(exc))
 
+    async def join_unless(self, stop: asyncio.Event) -> bool:
+        """`join`, unless `stop` is set first (False then)."""
+        joining = asyncio.ensure_future(self.join())
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait([joining, stopped], return_when=asyncio.FIRST_COMPLETED)
+        for task in (joining, stopped):
+            task.cancel()
+        return not stop.is_set()
+
     async def join(self) -> None:
         """Register, then find the other members; retried until it succeeds. Call before the
         informers list the cluster: alone from the start, the cache's first list has every

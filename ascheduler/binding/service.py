@@ -435,14 +435,9 @@ class RequestBinder:
         """Informers, then the workers once they synced, until `stop`; then the requests in
         hand are finished (for `grace` seconds at most) and the node locks released."""
         members = self.binder.members
-        if members is not None:  # registered before the informers list (`binding.members`)
-            joining = asyncio.ensure_future(members.join())
-            stopped = asyncio.ensure_future(stop.wait())
-            await asyncio.wait([joining, stopped], return_when=asyncio.FIRST_COMPLETED)
-            for task in (joining, stopped):
-                task.cancel()
-            if stop.is_set():
-                return
+        # Registered before the informers list the cluster: see `binding.members`.
+        if members is not None and not await members.join_unless(stop):
+            return
         try:
             await self._run(stop, grace)
         finally:

@@ -169,6 +169,24 @@ async def test_timeout_rejects_every_waiting_member_with_the_groups_timeout() ->
     assert got.message == "rejected due to timeout after waiting 2s at plugin Coscheduling"
 
 
+def backs_off_whole(
+    plugin: Coscheduling,
+    members: list[PodInfo],
+    timers: list[tuple[float, Any]],
+    activated: list[str],
+    why: str,
+) -> None:
+    """Every member is turned away for a second, saying `why`; then all are woken together."""
+    for p in members:
+        _, status = plugin.pre_filter(CycleState(), p, plugin.handle.nodes)
+        assert status.message == f"PodGroup default/pg failed recently ({why}); retrying in 1s"
+    ((delay, wake),) = timers
+    assert delay == pytest.approx(1.05)
+    activated.clear()
+    wake()
+    assert sorted(activated) == sorted(p.uid for p in members)
+
+
 async def test_a_member_that_fits_nowhere_dooms_the_round() -> None:
     a, b, c = member("a"), member("b"), member("c")
     plugin, gangs, activated, clock = setup(a, b, c)
@@ -187,16 +205,7 @@ async def test_a_member_that_fits_nowhere_dooms_the_round() -> None:
     )
     plugin.unreserve(CycleState(), a, "n1")
     # The whole group waits a second (doomed once), then its members are woken together.
-    for p in (a, b, c):
-        _, status = plugin.pre_filter(CycleState(), p, plugin.handle.nodes)
-        assert status.message == (
-            "PodGroup default/pg failed recently (member b fit nowhere); retrying in 1s"
-        )
-    ((delay, wake),) = timers
-    assert delay == pytest.approx(1.05)
-    activated.clear()
-    wake()
-    assert sorted(activated) == sorted([a.uid, b.uid, c.uid])
+    backs_off_whole(plugin, [a, b, c], timers, activated, "member b fit nowhere")
     clock.now += 1.1
     # c is turned away at once while b, the member that failed, is not retried.
     _, status = plugin.pre_filter(CycleState(), c, plugin.handle.nodes)
@@ -352,17 +361,8 @@ async def test_a_timed_out_group_backs_off_as_a_whole() -> None:
     assert wa is not None
     clock.now += 2.0
     plugin.unreserve(CycleState(), a, "n1")
-    for p in (a, b, c):
-        _, status = plugin.pre_filter(CycleState(), p, plugin.handle.nodes)
-        assert status.message == (
-            "PodGroup default/pg failed recently (rejected due to timeout after waiting 2s at "
-            "plugin Coscheduling); retrying in 1s"
-        )
-    ((delay, wake),) = timers
-    assert delay == pytest.approx(1.05)
-    activated.clear()
-    wake()
-    assert sorted(activated) == sorted([a.uid, b.uid, c.uid])
+    why = "rejected due to timeout after waiting 2s at plugin Coscheduling"
+    backs_off_whole(plugin, [a, b, c], timers, activated, why)
 
 
 class Writes:
