@@ -265,6 +265,8 @@ class Gangs:
         self.pod_groups: dict[str, PodGroupSpec] = {}
         self.workloads: dict[str, Workload] = {}
         self._gangs: dict[str, Gang] = {}
+        #: `namespace/name` of a PodGroup or Workload -> the keys of its groups
+        self._by_object: dict[str, set[str]] = {}
         self._of: dict[str, str] = {}
         #: Called when a group gains a member that may be scheduled (set by the event router:
         #: the queue's move for held siblings).
@@ -300,6 +302,7 @@ class Gangs:
         gang = self._gangs.get(key)
         if gang is None:
             gang = self._gangs[key] = Gang(key)
+            self._by_object.setdefault(object_of(key), set()).add(key)
         before = gang.pods.get(pod.uid)
         gang.pods[pod.uid] = pod
         gang.gated += bool(pod.scheduling_gates) - bool(before and before.scheduling_gates)
@@ -344,14 +347,20 @@ class Gangs:
         """A PodGroup or Workload added or changed: its groups' watchers are told."""
         if not self.watchers:
             return
-        for gang in [g for g in self._gangs.values() if g.key.startswith(kind)]:
-            if object_of(gang.key) == key:
+        for gang_key in sorted(self._by_object.get(key, ())):
+            gang = self._gangs.get(gang_key)
+            if gang is not None and gang_key.startswith(kind):
                 for watcher in self.watchers:
                     watcher(gang)
 
     def _drop_if_empty(self, gang: Gang) -> None:
         if not gang.pods and not gang.assumed and self._gangs.get(gang.key) is gang:
             del self._gangs[gang.key]
+            keys = self._by_object.get(object_of(gang.key))
+            if keys is not None:
+                keys.discard(gang.key)
+                if not keys:
+                    del self._by_object[object_of(gang.key)]
 
     # -- the scheduler's own bookkeeping ---------------------------------------------------
 

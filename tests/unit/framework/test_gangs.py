@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from ascheduler.framework.gangs import POD_GROUP_LABEL, Gang, Gangs
+from ascheduler.framework.gangs import POD_GROUP_LABEL, Gang, Gangs, parse_pod_group
 from ascheduler.model import PodInfo
 from tests.kit import parsed, pod
 
@@ -38,3 +38,23 @@ def test_placed_follows_every_add_bind_assume_forget_and_delete() -> None:
         if gang is not None:
             assert gang.placed() == counted(gang), (step, action, i)
             assert set(gang.unscheduled()).isdisjoint(gang.assigned | gang.assumed)
+
+
+def test_a_group_object_arriving_tells_the_watchers_of_its_own_groups_only() -> None:
+    gangs = Gangs()
+    told: list[str] = []
+    gangs.watchers.append(lambda gang: told.append(gang.key))
+    for name in ("pg", "other"):
+        gangs.add_pod(parsed(pod(f"{name}-0", labels={POD_GROUP_LABEL: name})))
+    told.clear()
+    gangs.pod_group_handler.on_add(
+        parse_pod_group({"metadata": {"name": "pg", "namespace": "default"}, "spec": {}})
+    )
+    assert told == ["PodGroup:default/pg"]
+    # A group whose last pod went is no longer told about.
+    gangs.remove_pod(parsed(pod("pg-0", labels={POD_GROUP_LABEL: "pg"})))
+    told.clear()
+    gangs.pod_group_handler.on_add(
+        parse_pod_group({"metadata": {"name": "pg", "namespace": "default"}, "spec": {}})
+    )
+    assert told == []
