@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from ascheduler import metrics
+from ascheduler import heap, metrics
 from ascheduler.binding import requests
 from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
@@ -446,6 +446,7 @@ async def _serve(
                 nodes=scheduler.cache.table.n,
                 pods=len(runtime.pod_informer.store),
             )
+            heap.freeze()
             loop = group.create_task(scheduler.run())
             await stopping
         log.info("shutting_down", binding_in_flight=scheduler.binding_in_flight)
@@ -482,6 +483,7 @@ def enable_debug(runtime: Runtime, health: HealthServer, *, authorized: bool) ->
 
 
 async def main(config: SchedulerConfig, registry: Registry = IN_TREE) -> int:
+    heap.tune()
     runtime = await build(config, registry)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

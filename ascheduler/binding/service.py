@@ -33,7 +33,7 @@ from typing import Any, Final
 
 import structlog
 
-from ascheduler import metrics
+from ascheduler import heap, metrics
 from ascheduler.binding.binder import LockedBinder
 from ascheduler.binding.reconcile import Act, after_failed_bind, backoff, decide
 from ascheduler.binding.requests import (
@@ -459,6 +459,7 @@ class RequestBinder:
             workers = []
             if not stop.is_set():
                 log.info("binder_synced", requests=len(self.requests.by_key))
+                heap.freeze()
                 workers = [group.create_task(self.work()) for _ in range(self.workers)]
                 await stopping
             # Take nothing new; finish the requests in hand (their binds, their status).
@@ -490,6 +491,7 @@ async def main(
 ) -> int:
     """`ascheduler binder`: serve until SIGTERM or SIGINT (one leader among replicas when
     leader election is on); 1 if leadership was lost."""
+    heap.tune()
     watch = await KubeClient.connect(
         config.kubeconfig, pool_size=8, user_agent="ascheduler-binder/watch"
     )
