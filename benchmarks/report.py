@@ -102,6 +102,7 @@ def markdown(result: Mapping[str, Any]) -> str:
         rows += ["", "| ratio, run by run | median (min-max) |", "| --- | ---: |"]
         for key, r in result["ratios"].items():
             rows.append(f"| {key} | {ratio(r)} |")
+    rows += _window_table(result["summary"])
     if result.get("ceiling_limit"):
         rows += ["", f"The ceilings show the limit of {result['ceiling_limit']}."]
     for name, s in result["summary"].items():
@@ -114,6 +115,39 @@ def markdown(result: Mapping[str, Any]) -> str:
                 "its figures are those of that moment, and no ratio uses them.",
             ]
     return "\n".join(rows) + "\n"
+
+
+#: The processes of the window table, in its column order (a binder's is added when run).
+WINDOW_PROCESSES = ("scheduler", "binder", "kube-apiserver", "etcd")
+
+
+def _window_table(summary: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """CPU µs per pod bound from the first to the last bind, by process: on a machine whose
+    cores the scheduler shares with the plane, what each one's binds cost the others."""
+    names = [
+        n for n in WINDOW_PROCESSES if any(f"window_us_per_pod_{n}" in s for s in summary.values())
+    ]
+    if not names:
+        return []
+    rows = [
+        "",
+        "From the first to the last bind (medians): the share of the machine busy, and the "
+        "CPU each process spent per pod bound, in µs.",
+        "",
+        "| scheduler | machine busy | " + " | ".join(names) + " | total |",
+        "| --- | ---: |" + " ---: |" * (len(names) + 1),
+    ]
+    for name, s in summary.items():
+        if "window_machine_busy" not in s:
+            continue
+        cells = [s.get(f"window_us_per_pod_{n}") for n in names]
+        total = sum(c for c in cells if c is not None)
+        rows.append(
+            f"| {name} | {100 * s['window_machine_busy']:.0f}% | "
+            + " | ".join("-" if c is None else f"{c:.0f}" for c in cells)
+            + f" | {total:.0f} |"
+        )
+    return rows
 
 
 def plot(result: Mapping[str, Any], path: Path) -> None:

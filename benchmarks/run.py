@@ -68,6 +68,7 @@ from benchmarks.common import (
     cpu_seconds,
     rss_bytes,
 )
+from benchmarks.cputrace import CpuTrace
 from benchmarks.workloads import (
     DRA_CLASS,
     DRA_DRIVER,
@@ -402,6 +403,10 @@ async def watch_bound(
                         return
 
 
+#: The plane's processes whose CPU a run traces beside the scheduler's.
+PLANE_TRACED = ("kube-apiserver", "etcd")
+
+
 class Run:
     """One scheduler, one mode, one repeat: its namespace, its process, what the watch saw."""
 
@@ -470,6 +475,37 @@ class Run:
                 raise RuntimeError(f"{self.which} exited; see {log}")
         assert self.record is not None
         return self.record
+
+    def trace(self) -> CpuTrace:
+        """A started trace of the CPU of the scheduler (with its binder) and, on a plane
+        this run started, of kube-apiserver and etcd."""
+
+        def pids() -> dict[str, int]:
+            named = {} if self.record is None else {"scheduler": self.record.pid}
+            if self.binder is not None:
+                named["binder"] = self.binder.pid
+            plane = self.target.plane
+            if plane is not None and plane.state is not None:
+                named |= {p.name: p.pid for p in plane.state.processes if p.name in PLANE_TRACED}
+            return named
+
+        trace = CpuTrace(pids)
+        trace.start()
+        return trace
+
+    def window(self, trace: CpuTrace) -> dict[str, float]:
+        """From the first to the last bind of the measured pods: how busy the machine was,
+        and each traced process's CPU per pod bound (`window_us_per_pod_<process>`)."""
+        times = sorted(self.bound[n] for n in self.bound if n.startswith("m-"))
+        if len(times) < 2:
+            return {}
+        window = trace.window(times[0], times[-1], len(times))
+        if window is None:
+            return {}
+        figures = {"window_machine_busy": window["machine_busy"]}
+        for name, p in window["processes"].items():
+            figures[f"window_us_per_pod_{name}"] = p["us_per_pod"]
+        return figures
 
     def _processes(self) -> list[ProcessRecord]:
         return [r for r in (self.record, self.binder) if r is not None]
@@ -540,6 +576,7 @@ class Run:
         requests0 = await self.requests()
         cpu0 = self.cpu()
         peak = self.rss()
+        trace = self.trace()
         start = time.monotonic()
 
         async def create_measured() -> float:
@@ -573,6 +610,7 @@ class Run:
             creating.cancel()
             if churning is not None:
                 churning.cancel()
+            await trace.stop()
         # Settled first: what the scheduler still writes for these pods (events it held
         # back while binding) is part of their cost.
         requests1 = await self.requests()
@@ -617,6 +655,7 @@ class Run:
             **request_counts(requests, len(self.measured)),
             # How fast the harness created the measured pods: a scheduler cannot bind faster.
             "created_per_s": len(self.measured) / max(created_at - start, 1e-3),
+            **self.window(trace),
             "samples": samples,
         }
 
@@ -628,6 +667,7 @@ class Run:
         if early := self.bound_measured():
             raise RuntimeError(f"{self.which}: {early} pods bound while no scheduler ran")
         started = self.start()
+        trace = self.trace()
         churning = self.start_churn()
         self.check()
         peak = self.rss()
@@ -647,6 +687,7 @@ class Run:
         finally:
             if churning is not None:
                 churning.cancel()
+            await trace.stop()
         stopped = time.monotonic()
         requests = await self.requests()
         cpu = self.cpu()  # all of it: the start, the lists, the binds, the events
@@ -672,6 +713,7 @@ class Run:
             "peak_rss_bytes": peak,
             **request_counts(requests, len(self.measured)),
             "created_per_s": created_per_s,
+            **self.window(trace),
             "samples": samples,
         }
 
