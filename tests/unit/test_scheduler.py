@@ -659,4 +659,3 @@ async def test_a_pre_bind_waiting_outside_the_scheduler_does_not_hold_up_others(
         running.cancel()
     # Every slot given back: the next cycle would find it free.
     assert scheduler._bind_slots._value == 1
-
