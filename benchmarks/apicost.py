@@ -2,12 +2,15 @@
 
 A plain bind makes two requests: the Binding and its `Scheduled` Event. A bind under a node
 lock adds, per hold of the node's lock, the Node's lock and unlock patches and one LIST of
-the node's pods; in HAMi mode also the pod's `allocating` patch. Where the plane is the
-bottleneck (it is on a small machine: `benchmarks locks` shows ascheduler binding as fast as
-a no-logic binder), throughput follows the plane's CPU per pod, so with `k` binds per hold:
+the node's pods; in HAMi mode also the pod's `allocating` patch. With locks on Leases (the
+default) a hold lingers, so a lock costs one write to the node's Lease when it is taken.
+Where the plane is the bottleneck (it is on a small machine: `benchmarks locks` shows
+ascheduler binding as fast as a no-logic binder), throughput follows the plane's CPU per pod,
+so with `k` binds per hold (per lock write, on Leases):
 
     all / none  <=  (binding + event) / (binding + event + (lock + unlock + list) / k)
     HAMi mode:  <=  (binding + event) / (binding + event + allocating + (lock + unlock + list) / k)
+    Leases:     <=  (binding + event) / (binding + event + lease lock write / k)
 
 Each request is sent `--count` times, 64 at a time, the way ascheduler sends it, against
 `--nodes` SchedulingBasic nodes; the CPU seconds of kube-apiserver, and of the whole plane
@@ -26,7 +29,12 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
-from ascheduler.binding.nodelock import DEFAULT_KEY
+from ascheduler.binding.nodelock import (
+    BOUND_SUFFIX,
+    DEFAULT_KEY,
+    WANTED_SUFFIX,
+    node_lease_name,
+)
 from ascheduler.devcluster import ControlPlane
 from ascheduler.kube import KubeClient
 from ascheduler.kube.client import MERGE_PATCH
@@ -104,6 +112,35 @@ async def _lock_unlock(kube: KubeClient, ns: str, i: int, nodes: int) -> Any:
 
 #: Per node, for one run's event loop (cleared before each).
 _node_locks: dict[str, asyncio.Lock] = {}
+#: Each node's Lease and its newest version, for one run (cleared before each).
+_lease_versions: dict[str, str] = {}
+
+
+async def _lease_lock(kube: KubeClient, ns: str, i: int, nodes: int) -> Any:
+    """The lock write on a node's Lease, as a hold takes it (the cache's version, so no read;
+    the wanted flag cleared; the record of the pods bound under it, 8 here), guarded by the
+    version, one at a time per node. A hold lingers: with no other instance waiting, it ends
+    without a write."""
+    name = _node(i, nodes)
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{node_lease_name(name)}"
+    async with _node_locks.setdefault(name, asyncio.Lock()):
+        version = _lease_versions.get(name)
+        if version is None:  # made once per node, before the measured writes (see `measure`)
+            made = await kube.post(
+                f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+                {"metadata": {"name": node_lease_name(name)}, "spec": {}},
+            )
+            _lease_versions[name] = made["metadata"]["resourceVersion"]
+            return made
+        annotations = {
+            DEFAULT_KEY: f"2026-01-01T00:00:00.{i % 1000:03d}Z,apicost",
+            DEFAULT_KEY + WANTED_SUFFIX: None,
+            DEFAULT_KEY + BOUND_SUFFIX: ",".join(f"{ns}-{i}-{k:032d}" for k in range(8)),
+        }
+        patch = {"metadata": {"resourceVersion": version, "annotations": annotations}}
+        taken = await kube.patch(path, patch, content_type=MERGE_PATCH)
+        _lease_versions[name] = taken["metadata"]["resourceVersion"]
+        return taken
 
 
 async def _list_node_pods(kube: KubeClient, ns: str, i: int, nodes: int) -> Any:
@@ -119,7 +156,16 @@ REQUESTS: Final[list[tuple[str, Send, int]]] = [
     ("event", _event, 1),
     ("lock + unlock patches (node)", _lock_unlock, 2),
     ("list the node's pods", _list_node_pods, 1),
+    ("lock write (Lease)", _lease_lock, 1),
 ]
+
+
+def lease_bound(cost: dict[str, float], per_write: float) -> float:
+    """The ratio locked/unlocked the plane's CPU allows with locks on Leases, at `per_write`
+    binds per lock write (a lingering hold writes only when it is taken)."""
+    plain = cost["binding"] + cost["event"]
+    locked = plain + cost["lock write (Lease)"] / per_write
+    return plain / locked if locked > 0 else 1.0
 
 
 def bound(cost: dict[str, float], per_hold: float, *, hami: bool = False) -> float:
@@ -140,6 +186,7 @@ def run_once(
     ns = f"apicost-{index}"
 
     _node_locks.clear()
+    _lease_versions.clear()
 
     def cpu() -> tuple[float, float]:
         used = {name: cpu_seconds(pid) for name, pid in pids.items()}
@@ -161,6 +208,10 @@ def run_once(
                 api1, plane1 = cpu()
                 return api1 - api0, plane1 - plane0
 
+            async def one_lease(i: int) -> None:
+                async with gate:
+                    await _lease_lock(kube, ns, i, nodes)
+
             async def get_node(kube: KubeClient, ns: str, i: int, nodes: int) -> Any:
                 return await kube.get(f"/api/v1/nodes/{_node(i, nodes)}")
 
@@ -168,6 +219,8 @@ def run_once(
             # taken off (a node's lock usually goes out on the cache's version, unread).
             get_api, get_plane = await each(get_node)
             for name, send, requests in REQUESTS:
+                if send is _lease_lock:  # each node's Lease made first, not measured
+                    await asyncio.gather(*(one_lease(i) for i in range(nodes)))
                 api, whole = await each(send)
                 if send is _lock_unlock:  # never below zero: CPU time comes in ticks
                     api, whole = max(api - get_api, 0.0), max(whole - get_plane, 0.0)
@@ -210,6 +263,8 @@ def main(argv: Sequence[str]) -> int:
     hami = {str(k): round(bound(median["plane_ms"], k, hami=True), 2) for k in per_hold}
     print(f"bound on locks all/none by binds per hold: {bounds}", file=sys.stderr)
     print(f"the same in HAMi mode: {hami}", file=sys.stderr)
+    leases = {str(k): round(lease_bound(median["plane_ms"], k), 2) for k in per_hold}
+    print(f"bound on locks on Leases by binds per lock write: {leases}", file=sys.stderr)
     summary = {
         "nodes": args.nodes,
         "count": args.count,
@@ -220,6 +275,7 @@ def main(argv: Sequence[str]) -> int:
         "runs": runs,
         "bound_all_over_none_by_binds_per_hold": bounds,
         "bound_hami_mode_by_binds_per_hold": hami,
+        "bound_leases_by_binds_per_lock_write": leases,
     }
     print(json.dumps(summary))
     return 0

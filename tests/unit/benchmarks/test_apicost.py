@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from benchmarks.apicost import REQUESTS, bound
+from benchmarks.apicost import REQUESTS, bound, lease_bound
 
 
 def costs() -> dict[str, float]:
@@ -38,3 +38,14 @@ def test_dearer_node_writes_lower_the_bound_only_per_hold() -> None:
 def test_no_measurable_cost_is_no_bound() -> None:
     cost = {name: 0.0 for name, _, _ in REQUESTS}
     assert bound(cost, 1) == 1.0
+
+
+def test_a_lease_lock_costs_one_write_per_lock_taken() -> None:
+    # Plain: binding + event = 2; one Lease write per lock, shared by the binds under it.
+    cost = costs()
+    assert lease_bound(cost, 1) == pytest.approx(2 / 3)
+    assert lease_bound(cost, 2) == pytest.approx(2 / 2.5)
+    assert lease_bound(cost, math.inf) == pytest.approx(1.0)
+    cost["lock write (Lease)"] = 2.0
+    assert lease_bound(cost, 2) == pytest.approx(2 / 3)
+    assert lease_bound({name: 0.0 for name, _, _ in REQUESTS}, 1) == 1.0
