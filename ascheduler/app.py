@@ -23,6 +23,7 @@ import structlog
 from ascheduler import heap, metrics
 from ascheduler.binding import requests
 from ascheduler.binding.binder import LockedBinder
+from ascheduler.binding.members import Members, witnessing
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
 from ascheduler.debug import Authorizer, DebugEndpoints, Diagnoses, log_cache_check
@@ -468,6 +469,11 @@ async def _serve(
             task.cancel()
 
 
+def _members(runtime: Runtime) -> Members | None:
+    binder = runtime.scheduler.binder
+    return binder.members if binder is not None else None
+
+
 def enable_debug(runtime: Runtime, health: HealthServer, *, authorized: bool) -> None:
     """`/debug/pods`, `/debug/queue` and `/debug/cache` on the health server; the last
     failed attempt of each pending pod is kept from now on (see `ascheduler.debug`)."""
@@ -518,7 +524,7 @@ async def main(config: SchedulerConfig, registry: Registry = IN_TREE) -> int:
     try:
         if elector is None:
             await serve(runtime, stop, health=health)
-        elif await elector.acquire(stop):
+        elif await witnessing(_members(runtime), elector.acquire(stop)):
             # The leading work and the lease renewal are one unit: if either ends with an
             # error the other is cancelled and the process exits non-zero (never a zombie
             # leader); a graceful stop ends both, and the lease is released below.

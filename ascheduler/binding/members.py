@@ -19,6 +19,9 @@ renewed every `duration / 5` seconds, and writes in it the other members it has 
   instance first saw that value, so no clocks are compared) and the same on a fresh read. It
   is dropped from our peers. With nobody left, this instance lists the bound pods and waits
   until its cache has every one of them, then binds alone again.
+* **A standby replica** (leader election) witnesses the member Leases while it waits to
+  lead (`witness`), so a crashed leader's Lease has usually stood still for `duration`
+  already when its successor joins: the successor binds once it has read it again.
 * **Our own Lease late**: a bind starts (locked or not) only within `START` of the last
   renewal that succeeded (counted from when it was sent), and a bind made alone is cut off
   at `CUTOFF`, so all of ours have landed before anyone counts us gone: the node locks' own
@@ -42,7 +45,7 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import structlog
 
@@ -51,6 +54,8 @@ from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import MERGE_PATCH
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 #: A member Lease: this prefix and a digest of the instance's identity.
 MEMBER_PREFIX: Final = "ascheduler-member-"
@@ -332,6 +337,30 @@ class Members:
         except KubeError as exc:
             log.info("node_lock_member_remove_failed", member=member.identity, error=str(exc))
 
+    async def witness(self) -> None:
+        """Until cancelled: read the member Leases now and then and note when each renewTime
+        was first seen, without joining. A standby replica does this while it waits to lead,
+        so when it takes over, its predecessor's Lease (killed with it, unrenewed since) has
+        already stood still long enough on this instance's clock: the new leader counts it
+        gone at once instead of after `duration` more."""
+        while True:
+            try:
+                listing = await self.kube.get(
+                    self._leases, params={"labelSelector": MEMBER_SELECTOR}
+                )
+            except KubeError as exc:
+                log.info("node_lock_member_witness_failed", error=str(exc))
+            else:
+                now = self._clock()
+                for raw in listing.get("items") or []:
+                    member = parse_member(raw)
+                    if member is None or member.identity == self.identity:
+                        continue
+                    seen = self._seen.get(member.identity)
+                    if seen is None or seen[0] != member.renewed:
+                        self._seen[member.identity] = (member.renewed, now)
+            await asyncio.sleep(RENEW * self.duration)
+
     async def join_unless(self, stop: asyncio.Event) -> bool:
         """`join`, unless `stop` is set first (False then)."""
         joining = asyncio.ensure_future(self.join())
@@ -453,3 +482,16 @@ class Members:
         except KubeError as exc:
             if not exc.not_found:
                 log.warning("node_lock_member_leave_failed", error=str(exc))
+
+
+async def witnessing(members: Members | None, waiting: Awaitable[T]) -> T:
+    """`waiting` (a standby's wait to lead), `members` witnessing the member Leases meanwhile
+    (see `Members.witness`)."""
+    watch = None if members is None else asyncio.ensure_future(members.witness())
+    try:
+        return await waiting
+    finally:
+        if watch is not None:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch

@@ -35,6 +35,7 @@ import structlog
 
 from ascheduler import heap, metrics
 from ascheduler.binding.binder import LockedBinder
+from ascheduler.binding.members import witnessing
 from ascheduler.binding.reconcile import Act, after_failed_bind, backoff, decide
 from ascheduler.binding.requests import (
     FAILED,
@@ -534,7 +535,7 @@ async def main(
     try:
         if elector is None:
             await service.run(stop, grace=config.shutdown_grace)
-        elif await elector.acquire(stop):
+        elif await witnessing(service.binder.members, elector.acquire(stop)):
             if health is not None:
                 health.not_ready = lambda: "" if service.synced() else "informers have not synced"
             lost: BaseExceptionGroup[LostLeadership] | None = None

@@ -8,6 +8,7 @@ tests/integration/binding/test_alone.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -305,3 +306,66 @@ def test_other_leases_are_not_members() -> None:
     )
     assert member is not None
     assert (member.identity, member.peers) == ("x", frozenset({"a", "b"}))
+
+
+async def witness_once(members: Members) -> None:
+    """One read of `Members.witness` (its loop then sleeps; cancelled here)."""
+    task = asyncio.ensure_future(members.witness())
+    await settle()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def test_a_standby_that_witnessed_the_crashed_leader_binds_at_once_on_taking_over() -> None:
+    store, clock = Store(), Clock()
+    leader, _ = instance(store, "leader", clock)
+    await leader.join()
+    assert leader.alone
+    # The standby reads the members while it waits to lead; the leader is killed at 1000 and
+    # its Lease is never renewed again.
+    standby, catch = instance(store, "standby", clock)
+    await witness_once(standby)
+    assert member_lease_name("standby") not in store.items  # witnessing is not joining
+    clock.now += 21.0  # the leader election's wait
+    await witness_once(standby)  # the same value: still first seen at 1000
+    await standby.join()
+    assert not standby.ready()  # the dead leader may be binding alone, for all it knows
+    await standby._round()  # ... but its Lease has stood still 21 s, and a fresh read agrees
+    assert standby.peers() == []
+    assert member_lease_name("leader") not in store.items
+    await settle()
+    assert catch.calls == 1
+    assert standby.alone
+    assert standby.ready()
+
+
+async def test_without_witnessing_the_successor_waits_the_member_duration() -> None:
+    store, clock = Store(), Clock()
+    leader, _ = instance(store, "leader", clock)
+    await leader.join()
+    clock.now += 21.0  # killed at 1000; the successor joins only now
+    successor, _ = instance(store, "successor", clock)
+    await successor.join()
+    await successor._round()
+    assert successor.peers() == ["leader"]  # first seen now: 20 s more on its own clock
+    assert not successor.ready()
+    clock.now += 20.0
+    await successor._round()
+    assert successor.peers() == []
+
+
+async def test_a_leader_renewing_while_witnessed_is_not_counted_gone() -> None:
+    store, clock = Store(), Clock()
+    leader, _ = instance(store, "leader", clock)
+    await leader.join()
+    standby, _ = instance(store, "standby", clock)
+    await witness_once(standby)
+    clock.now += 15.0
+    await leader._round()  # renewed: a new value, first seen by the next read
+    await witness_once(standby)
+    clock.now += 10.0  # 25 s since the first read, 10 s since the renewal
+    await standby.join()
+    await standby._round()
+    assert standby.peers() == ["leader"]
+    assert member_lease_name("leader") in store.items
