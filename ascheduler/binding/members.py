@@ -19,6 +19,10 @@ renewed every `duration / 5` seconds, and writes in it the other members it has 
   instance first saw that value, so no clocks are compared) and the same on a fresh read. It
   is dropped from our peers. With nobody left, this instance lists the bound pods and waits
   until its cache has every one of them, then binds alone again.
+* **Counted gone, but alive** (a partition that outlasted `duration`): the others removed
+  its Lease (only if still at the version they saw unrenewed), so its next renewal finds
+  none. It comes back under a new identity, as a newcomer, and binds again once every live
+  member has acknowledged that one: no stale view of the old acknowledgements can pass.
 * **A standby replica** (leader election) witnesses the member Leases while it waits to
   lead (`witness`), so a crashed leader's Lease has usually stood still for `duration`
   already when its successor joins: the successor binds once it has read it again.
@@ -138,6 +142,10 @@ class Members:
             raise ValueError(f"member lease duration must be positive, got {duration:g}s")
         self.kube = kube
         self.identity = identity
+        #: The identity this instance started with; after being counted gone it comes back
+        #: as `<base>~<generation>`.
+        self._base = identity
+        self._generation = 0
         self.duration = duration
         self.may_be_alone = may_be_alone
         self._catch_up = catch_up
@@ -311,10 +319,29 @@ class Members:
         except KubeError as exc:
             if not exc.not_found:
                 raise
+            if self._renewed_at is not None:
+                # Our Lease was removed: the others counted us gone (a partition outlasted
+                # its duration, say). What they acknowledged is void, and a stale view of it
+                # must not pass for a fresh one: come back under a new identity, which every
+                # live member acknowledges anew before our next bind.
+                self._readmit()
+                body = self._body(peers)
             await self.kube.post(self._leases, body)
         self._renewed_at = sent
         self._acked = peers
         self._changed.set()
+
+    def _readmit(self) -> None:
+        self._generation += 1
+        old, self.identity = self.identity, f"{self._base}~{self._generation}"
+        self.name = member_lease_name(self.identity)
+        self._acked = frozenset()
+        self._acknowledged = False
+        self._set_alone(False)
+        self.epoch += 1
+        self.trusted = False
+        self._changed.set()
+        log.warning("node_lock_member_readmitted", was=old, identity=self.identity)
 
     async def _list(self) -> None:
         """The member Leases from the API server: new members met, gone ones dropped."""
@@ -329,13 +356,19 @@ class Members:
         for identity in [i for i in self._others if i not in found]:
             self.observe_gone(identity)
 
-    async def _remove(self, member: Member) -> None:
-        """Delete a dead member's Lease, unless it was renewed after all (best effort)."""
+    async def _remove(self, member: Member) -> bool:
+        """Delete a dead member's Lease unless it was renewed after all; whether it is gone
+        now. Once it is, that member can never renew it: if it was alive after all, it comes
+        back as a newcomer (see `_write`)."""
         body = {"preconditions": {"resourceVersion": member.version}} if member.version else None
         try:
             await self.kube.request("DELETE", f"{self._leases}/{member.name}", body=body)
         except KubeError as exc:
+            if exc.not_found:
+                return True
             log.info("node_lock_member_remove_failed", member=member.identity, error=str(exc))
+            return False
+        return True
 
     async def witness(self) -> None:
         """Until cancelled: read the member Leases now and then and note when each renewTime
@@ -409,8 +442,9 @@ class Members:
             for member in list(self._others.values()):
                 if self._dead(member):
                     log.warning("node_lock_member_expired", member=member.identity)
-                    self.observe_gone(member.identity)
-                    await self._remove(member)
+                    # Gone only once its Lease is: a member that renewed meanwhile stays.
+                    if await self._remove(member):
+                        self.observe_gone(member.identity)
         wanted = frozenset(self._others)
         # A newcomer is acknowledged only once no bind made alone is under way (each is cut
         # off in time); meanwhile our Lease is renewed without it.

@@ -1,5 +1,6 @@
 """An instance alone binds without node locks; a second instance joining turns them on for
-both, and once it has left the first binds alone again: on the real plane. The instances keep
+both, and once it has left the first binds alone again; one cut off for longer than its
+duration comes back as a newcomer: on the real plane. The instances keep
 their Leases in a namespace of the test's own, away from the session's scheduler."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ascheduler.binding.members import MEMBER_KEY, MEMBER_PREFIX, PEERS_KEY
 from ascheduler.binding.nodelock import DEFAULT_KEY, NODE_LEASE_PREFIX
 from ascheduler.devcluster import ControlPlane
+from ascheduler.devcluster.faultproxy import WriteFaults
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState, free_port
 from ascheduler.devcluster.processes import is_alive
@@ -185,5 +188,103 @@ async def test_a_crashed_instance_is_waited_for_then_its_member_lease_removed(
             log = await asyncio.to_thread(Path(b.log).read_text)
             assert f'"member": "{dead}", "event": "node_lock_member_expired"' in log
             assert is_alive(b)
+    finally:
+        await kube.request("DELETE", f"/api/v1/namespaces/{locks}")
+
+
+async def test_an_instance_cut_off_past_its_duration_comes_back_as_a_newcomer(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+    tmp_path: Path,
+) -> None:
+    """Two instances share GPU nodes; every write of one fails (a partition) for longer than
+    memberDuration. The other counts it gone, removes its member Lease and binds alone. When
+    the partition heals, the cut-off one finds its Lease gone and registers under a new
+    identity, so nothing it had seen acknowledged counts: the other stops binding alone and
+    acknowledges the newcomer, and pods of both bind without a node over capacity."""
+    locks = f"{namespace}-locks"
+    await kube.post("/api/v1/namespaces", {"metadata": {"name": locks}})
+    names = await nodes(FakeNodes(count=2, prefix=f"{namespace}-g", extended={GPU: "4"}))
+    profiles = (f"{namespace}-a", f"{namespace}-b")
+
+    def config(profile: str) -> str:
+        path = tmp_path / f"{profile}.yaml"
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                    "leaderElection": {"leaderElect": False, "resourceNamespace": locks},
+                    "profiles": [{"schedulerName": profile}],
+                    "ascheduler": {"nodeLock": {"memberDuration": "3s"}},
+                }
+            )
+        )
+        return str(path)
+
+    def gpu(name: str, profile: str) -> dict[str, Any]:
+        return pause_pod(name, scheduler_name=profile, cpu="10m", memory="10Mi", extra={GPU: "1"})
+
+    port = free_port()
+    try:
+        with (
+            plane.fault_proxy(seed=3) as proxy,
+            scheduler(
+                plane,
+                plane_state,
+                "ascheduler-stays",
+                None,
+                "--config",
+                config(profiles[0]),
+                http_address=f"127.0.0.1:{port}",
+            ) as stays,
+            scheduler(
+                plane,
+                plane_state,
+                "ascheduler-cut-off",
+                None,
+                "--config",
+                config(profiles[1]),
+                kubeconfig=str(proxy.kubeconfig(tmp_path / "proxy.kubeconfig")),
+            ) as cut,
+        ):
+
+            async def acknowledged() -> dict[str, str] | None:
+                seen = members(await leases(kube, locks))
+                return seen if len(seen) == 2 and all(seen.values()) else None
+
+            (first, second) = await eventually(acknowledged, what="both members acknowledged")
+            with proxy.faults(WriteFaults(share=1.0, kinds=("503",))):
+
+                async def alone() -> bool:
+                    return await metric(port, "ascheduler_node_lock_alone") == 1
+
+                await eventually(alone, what="the other counted gone", timeout=60)
+                gone = [m for m in (first, second) if m not in members(await leases(kube, locks))]
+                assert len(gone) == 1
+            # Healed: it comes back under a new identity, acknowledged anew.
+            seen = await eventually(acknowledged, what="the newcomer acknowledged", timeout=60)
+            assert gone[0] not in seen
+            assert [m for m in seen if m.startswith(gone[0] + "~")]
+            assert await metric(port, "ascheduler_node_lock_alone") == 0
+            log = await asyncio.to_thread(Path(cut.log).read_text)
+            assert '"event": "node_lock_member_readmitted"' in log
+            pods = [gpu(f"p{i}-{k}", p) for i in range(5) for k, p in enumerate(profiles)]
+            await create_pods(kube, namespace, pods)
+
+            async def settled() -> dict[str, int] | None:
+                on_api = await kube.get(f"/api/v1/namespaces/{namespace}/pods")
+                placed = Counter(
+                    p["spec"]["nodeName"] for p in on_api["items"] if p["spec"].get("nodeName")
+                )
+                return dict(placed) if sum(placed.values()) == 8 else None
+
+            placed = await eventually(settled, what="8 of 10 GPU pods bound", timeout=120)
+            assert placed == {n: 4 for n in names}  # exactly full, never a fifth
+            assert is_alive(stays)
+            assert is_alive(cut)
     finally:
         await kube.request("DELETE", f"/api/v1/namespaces/{locks}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from typing import Any
 
 import pytest
@@ -34,6 +35,15 @@ class Store:
         self.items: dict[str, dict[str, Any]] = {}
         self.writes = 0
         self.down = False
+        #: Called just before a DELETE is applied (a write racing with it).
+        self.before_delete: Any = None
+
+    def stamp(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A stored version: a resourceVersion of its own, as the API server gives."""
+        self.writes += 1
+        stored = {**body, "metadata": {**body["metadata"], "resourceVersion": str(self.writes)}}
+        self.items[body["metadata"]["name"]] = stored
+        return dict(stored)
 
 
 class Client:
@@ -49,8 +59,15 @@ class Client:
         self._check(method, path)
         name = path.rsplit("/", 1)[-1]
         if method == "DELETE":
-            if self.store.items.pop(name, None) is None:
+            if self.store.before_delete is not None:
+                self.store.before_delete()
+            current = self.store.items.get(name)
+            if current is None:
                 raise ApiError(404, "NotFound", "no lease", method=method, path=path)
+            wanted = ((kw.get("body") or {}).get("preconditions") or {}).get("resourceVersion")
+            if wanted and wanted != current["metadata"].get("resourceVersion"):
+                raise ApiError(409, "Conflict", "changed", method=method, path=path)
+            del self.store.items[name]
             return {}
         raise AssertionError(f"unexpected {method} {path}")
 
@@ -61,17 +78,13 @@ class Client:
         name = path.rsplit("/", 1)[-1]
         if name not in self.store.items:
             raise ApiError(404, "NotFound", "no lease", method="PATCH", path=path)
-        self.store.items[name] = body
-        self.store.writes += 1
-        return dict(body)
+        return self.store.stamp(body)
 
     async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         await asyncio.sleep(0)
         self._check("POST", path)
         assert path == LEASES
-        self.store.items[body["metadata"]["name"]] = body
-        self.store.writes += 1
-        return dict(body)
+        return self.store.stamp(body)
 
     async def get(self, path: str, *, params: Any = None) -> dict[str, Any]:
         await asyncio.sleep(0)
@@ -369,3 +382,61 @@ async def test_a_leader_renewing_while_witnessed_is_not_counted_gone() -> None:
     await standby._round()
     assert standby.peers() == ["leader"]
     assert member_lease_name("leader") in store.items
+
+
+async def joined_pair(store: Store, clock: Clock) -> tuple[Members, Members]:
+    """Two members that acknowledged each other."""
+    a, _ = instance(store, "a", clock)
+    b, _ = instance(store, "b", clock)
+    await a.join()
+    await b.join()
+    observe_all(store, a, b)
+    await a._round()
+    await b._round()
+    observe_all(store, a, b)
+    assert a.ready()
+    assert b.ready()
+    return a, b
+
+
+async def test_a_member_counted_gone_while_alive_comes_back_as_a_newcomer() -> None:
+    store, clock = Store(), Clock()
+    a, b = await joined_pair(store, clock)
+    # b is cut off from the API server for longer than the duration: a counts it gone.
+    clock.now += 21.0
+    await a._round()
+    assert a.peers() == []
+    assert member_lease_name("b") not in store.items
+    assert not b.ready()  # its own Lease is late: it started no bind meanwhile
+    # b is back. Its renewal finds no Lease: it registers anew, under a new identity.
+    await b._round()
+    assert b.identity == "b~1"
+    assert member_lease_name("b~1") in store.items
+    assert member_lease_name("b") not in store.items
+    # Even a stale view of a's Lease, naming "b" among its peers, does not make b ready:
+    # that acknowledgement was of the identity counted gone.
+    assert b.peers() == ["a"]
+    b._others["a"] = dataclasses.replace(b._others["a"], peers=frozenset({"b"}))
+    assert not b.ready()
+    observe_all(store, a)
+    assert not a.alone  # a newcomer: a stops binding alone
+    await a._round()
+    assert peers(store, "a") == "b~1"
+    observe_all(store, b)
+    assert b.ready()
+
+
+async def test_a_member_that_renewed_just_before_its_removal_stays() -> None:
+    store, clock = Store(), Clock()
+    a, _ = await joined_pair(store, clock)
+    clock.now += 21.0  # a's view of b: unrenewed for 21 s, and a fresh read agrees ...
+
+    def renewed() -> None:  # ... but b's renewal lands just before a's delete
+        lease = store.items[member_lease_name("b")]
+        store.stamp({**lease, "metadata": dict(lease["metadata"])})
+
+    store.before_delete = renewed
+    await a._round()
+    assert member_lease_name("b") in store.items
+    assert a.peers() == ["b"]  # not counted gone: no binding alone beside it
+    assert not a.alone
