@@ -57,6 +57,24 @@ def members(found: dict[str, dict[str, Any]]) -> dict[str, str]:
     }
 
 
+def member_config(directory: Path, locks: str, profile: str, duration: str) -> Path:
+    """A configuration with one profile, its Leases in `locks`, members counted gone after
+    `duration`."""
+    path = directory / f"{profile}.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "leaderElection": {"leaderElect": False, "resourceNamespace": locks},
+                "profiles": [{"schedulerName": profile}],
+                "ascheduler": {"nodeLock": {"memberDuration": duration}},
+            }
+        )
+    )
+    return path
+
+
 async def test_alone_an_instance_binds_without_locks_until_another_joins(
     plane: ControlPlane,
     plane_state: PlaneState,
@@ -143,18 +161,7 @@ async def test_a_crashed_instance_is_waited_for_then_its_member_lease_removed(
     await kube.post("/api/v1/namespaces", {"metadata": {"name": locks}})
     await nodes(FakeNodes(count=2, prefix=f"{namespace}-g", extended={GPU: "8"}))
     mine = f"{namespace}-mine"
-    config = tmp_path / "config.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kubescheduler.config.k8s.io/v1",
-                "kind": "KubeSchedulerConfiguration",
-                "leaderElection": {"leaderElect": False, "resourceNamespace": locks},
-                "profiles": [{"schedulerName": mine}],
-                "ascheduler": {"nodeLock": {"memberDuration": "5s"}},
-            }
-        )
-    )
+    config = member_config(tmp_path, locks, mine, "5s")
 
     def gpu(name: str) -> dict[str, Any]:
         return pause_pod(name, scheduler_name=mine, cpu="10m", memory="10Mi", extra={GPU: "1"})
@@ -211,19 +218,7 @@ async def test_an_instance_cut_off_past_its_duration_comes_back_as_a_newcomer(
     profiles = (f"{namespace}-a", f"{namespace}-b")
 
     def config(profile: str) -> str:
-        path = tmp_path / f"{profile}.yaml"
-        path.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "kubescheduler.config.k8s.io/v1",
-                    "kind": "KubeSchedulerConfiguration",
-                    "leaderElection": {"leaderElect": False, "resourceNamespace": locks},
-                    "profiles": [{"schedulerName": profile}],
-                    "ascheduler": {"nodeLock": {"memberDuration": "3s"}},
-                }
-            )
-        )
-        return str(path)
+        return str(member_config(tmp_path, locks, profile, "3s"))
 
     def gpu(name: str, profile: str) -> dict[str, Any]:
         return pause_pod(name, scheduler_name=profile, cpu="10m", memory="10Mi", extra={GPU: "1"})

@@ -147,6 +147,21 @@ def peers(store: Store, name: str) -> str:
     return str(store.items[member_lease_name(name)]["metadata"]["annotations"][PEERS_KEY])
 
 
+async def joined_pair(store: Store, clock: Clock) -> tuple[Members, Members, Catch]:
+    """Two members that acknowledged each other, and the first one's catch-up."""
+    a, catch = instance(store, "a", clock)
+    b, _ = instance(store, "b", clock)
+    await a.join()
+    await b.join()
+    observe_all(store, a, b)
+    await a._round()
+    await b._round()
+    observe_all(store, a, b)
+    assert a.ready()
+    assert b.ready()
+    return a, b, catch
+
+
 async def test_alone_from_the_start() -> None:
     store, clock = Store(), Clock()
     a, catch = instance(store, "a", clock)
@@ -201,16 +216,7 @@ async def test_a_newcomer_binds_once_acknowledged_and_the_first_stops_binding_al
 
 async def test_a_member_unrenewed_for_its_duration_is_gone_and_the_last_binds_alone_again() -> None:
     store, clock = Store(), Clock()
-    a, a_catch = instance(store, "a", clock)
-    b, _ = instance(store, "b", clock)
-    await a.join()
-    await b.join()
-    observe_all(store, a, b)
-    await a._round()
-    await b._round()
-    observe_all(store, a, b)
-    assert a.ready()
-    assert b.ready()
+    a, _, a_catch = await joined_pair(store, clock)
     assert not a.alone
     # b stops renewing (killed); a keeps renewing. Its last value was first seen at 1000.
     for _ in range(3):
@@ -384,24 +390,9 @@ async def test_a_leader_renewing_while_witnessed_is_not_counted_gone() -> None:
     assert member_lease_name("leader") in store.items
 
 
-async def joined_pair(store: Store, clock: Clock) -> tuple[Members, Members]:
-    """Two members that acknowledged each other."""
-    a, _ = instance(store, "a", clock)
-    b, _ = instance(store, "b", clock)
-    await a.join()
-    await b.join()
-    observe_all(store, a, b)
-    await a._round()
-    await b._round()
-    observe_all(store, a, b)
-    assert a.ready()
-    assert b.ready()
-    return a, b
-
-
 async def test_a_member_counted_gone_while_alive_comes_back_as_a_newcomer() -> None:
     store, clock = Store(), Clock()
-    a, b = await joined_pair(store, clock)
+    a, b, _ = await joined_pair(store, clock)
     # b is cut off from the API server for longer than the duration: a counts it gone.
     clock.now += 21.0
     await a._round()
@@ -428,7 +419,7 @@ async def test_a_member_counted_gone_while_alive_comes_back_as_a_newcomer() -> N
 
 async def test_a_member_that_renewed_just_before_its_removal_stays() -> None:
     store, clock = Store(), Clock()
-    a, _ = await joined_pair(store, clock)
+    a, _, _ = await joined_pair(store, clock)
     clock.now += 21.0  # a's view of b: unrenewed for 21 s, and a fresh read agrees ...
 
     def renewed() -> None:  # ... but b's renewal lands just before a's delete
