@@ -235,9 +235,7 @@ class Members:
     def observe(self, member: Member) -> None:
         if member.identity == self.identity:
             return
-        seen = self._seen.get(member.identity)
-        if seen is None or seen[0] != member.renewed:
-            self._seen[member.identity] = (member.renewed, self._clock())
+        self._note(member)
         if member.identity not in self._others:
             log.info("node_lock_member_seen", member=member.identity)
             self._set_alone(False)
@@ -245,6 +243,12 @@ class Members:
         self._others[member.identity] = member
         self._wake.set()
         self._check()
+
+    def _note(self, member: Member) -> None:
+        """When this instance first saw the member's current renewTime."""
+        seen = self._seen.get(member.identity)
+        if seen is None or seen[0] != member.renewed:
+            self._seen[member.identity] = (member.renewed, self._clock())
 
     def observe_gone(self, identity: str) -> None:
         if identity == self.identity or identity not in self._others:
@@ -343,14 +347,16 @@ class Members:
         self._changed.set()
         log.warning("node_lock_member_readmitted", was=old, identity=self.identity)
 
+    async def _read(self) -> list[Member]:
+        """The other members' Leases, from the API server."""
+        listing = await self.kube.get(self._leases, params={"labelSelector": MEMBER_SELECTOR})
+        members = (parse_member(raw) for raw in listing.get("items") or [])
+        return [m for m in members if m is not None and m.identity != self.identity]
+
     async def _list(self) -> None:
         """The member Leases from the API server: new members met, gone ones dropped."""
-        listing = await self.kube.get(self._leases, params={"labelSelector": MEMBER_SELECTOR})
         found: set[str] = set()
-        for raw in listing.get("items") or []:
-            member = parse_member(raw)
-            if member is None or member.identity == self.identity:
-                continue
+        for member in await self._read():
             found.add(member.identity)
             self.observe(member)
         for identity in [i for i in self._others if i not in found]:
@@ -378,20 +384,10 @@ class Members:
         gone at once instead of after `duration` more."""
         while True:
             try:
-                listing = await self.kube.get(
-                    self._leases, params={"labelSelector": MEMBER_SELECTOR}
-                )
+                for member in await self._read():
+                    self._note(member)
             except KubeError as exc:
                 log.info("node_lock_member_witness_failed", error=str(exc))
-            else:
-                now = self._clock()
-                for raw in listing.get("items") or []:
-                    member = parse_member(raw)
-                    if member is None or member.identity == self.identity:
-                        continue
-                    seen = self._seen.get(member.identity)
-                    if seen is None or seen[0] != member.renewed:
-                        self._seen[member.identity] = (member.renewed, now)
             await asyncio.sleep(RENEW * self.duration)
 
     async def join_unless(self, stop: asyncio.Event) -> bool:
