@@ -379,7 +379,6 @@ async def serve(
 ) -> None:
     """Run until `stop` is set: informers first, scheduling once they have synced; then
     stop taking pods, let binding cycles in flight finish, flush events."""
-    scheduler = runtime.scheduler
     informers: tuple[Informer[Any], ...] = (
         runtime.node_informer,
         runtime.pod_informer,
@@ -402,7 +401,7 @@ async def serve(
 
     if health is not None:
         health.not_ready = not_ready
-    members = scheduler.binder.members if scheduler.binder is not None else None
+    members = _members(runtime)
     # Registered before the informers list the cluster: see `binding.members`.
     if members is not None and not await members.join_unless(stop):
         return
