@@ -34,6 +34,7 @@ from ascheduler.binding.nodelock import (
     DEFAULT_KEY,
     WANTED_SUFFIX,
     node_lease_name,
+    replaced,
 )
 from ascheduler.devcluster import ControlPlane
 from ascheduler.kube import KubeClient
@@ -112,34 +113,34 @@ async def _lock_unlock(kube: KubeClient, ns: str, i: int, nodes: int) -> Any:
 
 #: Per node, for one run's event loop (cleared before each).
 _node_locks: dict[str, asyncio.Lock] = {}
-#: Each node's Lease and its newest version, for one run (cleared before each).
-_lease_versions: dict[str, str] = {}
+#: Each node's Lease as it is now, for one run (cleared before each).
+_leases: dict[str, Any] = {}
 
 
 async def _lease_lock(kube: KubeClient, ns: str, i: int, nodes: int) -> Any:
-    """The lock write on a node's Lease, as a hold takes it (the cache's version, so no read;
-    the wanted flag cleared; the record of the pods bound under it, 8 here), guarded by the
-    version, one at a time per node. A hold lingers: with no other instance waiting, it ends
-    without a write."""
+    """The lock write on a node's Lease, as a hold takes it: the Lease as the informer has it
+    sent back whole with the lock set (no read; the wanted flag cleared; the record of the
+    pods bound under it, 8 here), guarded by its version, one at a time per node. A hold
+    lingers: with no other instance waiting, it ends without a write."""
     name = _node(i, nodes)
     path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{node_lease_name(name)}"
     async with _node_locks.setdefault(name, asyncio.Lock()):
-        version = _lease_versions.get(name)
-        if version is None:  # made once per node, before the measured writes (see `measure`)
+        lease = _leases.get(name)
+        if lease is None:  # made once per node, before the measured writes (see `measure`)
             made = await kube.post(
                 f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
                 {"metadata": {"name": node_lease_name(name)}, "spec": {}},
             )
-            _lease_versions[name] = made["metadata"]["resourceVersion"]
+            _leases[name] = made
             return made
         annotations = {
             DEFAULT_KEY: f"2026-01-01T00:00:00.{i % 1000:03d}Z,apicost",
             DEFAULT_KEY + WANTED_SUFFIX: None,
             DEFAULT_KEY + BOUND_SUFFIX: ",".join(f"{ns}-{i}-{k:032d}" for k in range(8)),
         }
-        patch = {"metadata": {"resourceVersion": version, "annotations": annotations}}
-        taken = await kube.patch(path, patch, content_type=MERGE_PATCH)
-        _lease_versions[name] = taken["metadata"]["resourceVersion"]
+        version = lease["metadata"]["resourceVersion"]
+        taken = await kube.put(path, replaced(lease, version, annotations))
+        _leases[name] = taken
         return taken
 
 
@@ -186,7 +187,7 @@ def run_once(
     ns = f"apicost-{index}"
 
     _node_locks.clear()
-    _lease_versions.clear()
+    _leases.clear()
 
     def cpu() -> tuple[float, float]:
         used = {name: cpu_seconds(pid) for name, pid in pids.items()}

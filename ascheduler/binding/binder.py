@@ -129,6 +129,8 @@ class LockLease:
     annotations: Mapping[str, str]
     #: A member Lease (an instance sharing the nodes) instead of a node's lock.
     member: Member | None = None
+    #: The whole Lease (but its managedFields): a lock write may replace it at its version.
+    raw: Mapping[str, Any] | None = None
 
 
 def parse_lock_lease(raw: Mapping[str, Any]) -> LockLease:
@@ -144,6 +146,9 @@ def parse_lock_lease(raw: Mapping[str, Any]) -> LockLease:
         str(meta.get("resourceVersion", "")),
         annotations,
         parse_member(raw),
+        {**raw, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+        if annotations.get(LEASE_NODE)
+        else None,
     )
 
 
@@ -157,14 +162,14 @@ class _LeaseEvents:
         self.members = members
         #: node -> its Lease's (resourceVersion, annotations) as last seen: a lock may go out
         #: on it unread (a stale copy only costs a conflict and a read)
-        self.known: dict[str, tuple[str, Mapping[str, str]]] = {}
+        self.known: dict[str, Known] = {}
 
     def on_add(self, lease: LockLease) -> None:
         if lease.member is not None:
             if self.members is not None:
                 self.members.observe(lease.member)
         elif lease.node:
-            self.known[lease.node] = (lease.resource_version, lease.annotations)
+            self.known[lease.node] = Known(lease.resource_version, lease.annotations, lease.raw)
             self.locks.observe(lease.node, lease.annotations)
 
     def on_update(self, old: LockLease, new: LockLease) -> None:
@@ -258,6 +263,7 @@ class LockedBinder:
                 settings.lock,
                 path=lambda node: f"{self._leases}/{node_lease_name(node)}",
                 create=self._create_lease,
+                replace=True,
             )
             if self.on_lease
             else NodeLocks(kube, settings.lock)
@@ -442,7 +448,7 @@ class LockedBinder:
             known = None
             if cached is not None:
                 self._node_uids[node] = cached.uid
-                known = (cached.resource_version, cached.annotations)
+                known = Known(cached.resource_version, cached.annotations)
             known = self._known_for(node, known)
             try:
                 async with self.locks.hold(node, first.pod, known=known) as hold:

@@ -336,6 +336,9 @@ class KubeClient:
     async def post(self, path: str, body: Any) -> JSON:
         return (await self.request("POST", path, body=body)).json()
 
+    async def put(self, path: str, body: Any) -> JSON:
+        return (await self.request("PUT", path, body=body)).json()
+
     async def patch(self, path: str, body: Any, *, content_type: str = MERGE_PATCH) -> JSON:
         return (await self.request("PATCH", path, body=body, content_type=content_type)).json()
 

@@ -46,7 +46,7 @@ import numpy as np
 import structlog
 
 from ascheduler.binding.devicelocks import LABEL_PREFIX, DeviceTaken, pool_label
-from ascheduler.binding.nodelock import LockContended
+from ascheduler.binding.nodelock import Known, LockContended
 from ascheduler.dra.allocator import (
     INVALID_POOLS,
     AllocationError,
@@ -659,7 +659,9 @@ class DynamicResources(
         ]
         try:
             cached = self.handle.nodes.node(node)
-            known = (cached.resource_version, cached.annotations) if cached is not None else None
+            known = (
+                Known(cached.resource_version, cached.annotations) if cached is not None else None
+            )
             async with locks.hold(node if local else None, pools, pod, known=known) as held:
                 await locks.check(busy, [s.claims[i].uid for i in s.allocations])
                 if not held.writable():

@@ -57,6 +57,8 @@ class FakeNodeApi:
     reads: list[str] = field(default_factory=list)
     #: What a LIST of pods answers.
     listed: list[dict[str, Any]] = field(default_factory=list)
+    #: The body of every lock write that replaced the object (PUT), in order.
+    puts: list[dict[str, Any]] = field(default_factory=list)
 
     def node(self) -> dict[str, Any]:
         return {
@@ -156,6 +158,19 @@ class FakeNodeApi:
         if action == "lost":
             raise ConnectionFailed("PATCH", path, aiohttp.ServerDisconnectedError())
         return self.node()
+
+    async def put(self, path: str, body: Any) -> dict[str, Any]:
+        """A lock write replacing the object: the annotations it changes, applied as the
+        guarded patch above would (faults and conflicts alike)."""
+        meta = body["metadata"]
+        wanted = meta.get("annotations") or {}
+        changes: dict[str, str | None] = {
+            k: v for k, v in wanted.items() if self.annotations.get(k) != v
+        }
+        changes.update({k: None for k in self.annotations if k not in wanted})
+        self.puts.append(body)
+        patch = {"metadata": {"resourceVersion": meta["resourceVersion"], "annotations": changes}}
+        return await self.patch(path, patch)
 
     async def post(self, path: str, body: Any) -> dict[str, Any]:
         await asyncio.sleep(0)

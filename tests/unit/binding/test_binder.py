@@ -15,7 +15,13 @@ from typing import Any
 import aiohttp
 import pytest
 
-from ascheduler.binding.binder import LEASE_NODE, BindSettings, LockedBinder, LockLease
+from ascheduler.binding.binder import (
+    LEASE_NODE,
+    BindSettings,
+    LockedBinder,
+    LockLease,
+    parse_lock_lease,
+)
 from ascheduler.binding.members import Members
 from ascheduler.binding.nodelock import (
     DEFAULT_KEY,
@@ -399,6 +405,37 @@ async def test_a_lease_the_informer_shows_unlocked_is_locked_without_reading_it(
     binder.locks._released.clear()
     assert (await binder.bind(FakeFramework(api, {}), CycleState(), pod("p1"), "n")).ok  # type: ignore[arg-type]
     assert [path for path in api.reads if "/leases/" in path]
+
+
+async def test_a_lease_the_informer_keeps_whole_is_locked_by_replacing_it() -> None:
+    """The lock write sends the Lease back whole (a PUT at the informer's version): its
+    owner and labels stay, its managedFields are the API server's to keep."""
+    api = FakeNodeApi(lease_exists=True)
+    binder = binder_for(api, on="lease")
+    owner = [{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u-n"}]
+    api.annotations[LEASE_NODE] = "n"
+    raw = {
+        "metadata": {
+            "name": node_lease_name("n"),
+            "resourceVersion": str(api.rv),
+            "labels": {"app.kubernetes.io/managed-by": "ascheduler"},
+            "ownerReferences": owner,
+            "annotations": {LEASE_NODE: "n"},
+            "managedFields": [{"manager": "ascheduler"}],
+        },
+        "spec": {},
+    }
+    binder._lease_events.on_add(parse_lock_lease(raw))
+    assert (await binder.bind(FakeFramework(api, {}), CycleState(), pod("p0"), "n")).ok  # type: ignore[arg-type]
+    assert api.log == [f"lock {ME}", "bound p0", "unlock"]
+    assert not [path for path in api.reads if "/leases/" in path]
+    taken = api.puts[0]["metadata"]
+    assert taken["ownerReferences"] == owner
+    assert taken["labels"] == {"app.kubernetes.io/managed-by": "ascheduler"}
+    assert "managedFields" not in taken
+    assert len(api.puts) == 2  # the release too
+    # A Lease that stands for no node (a member's, say) is not kept whole.
+    assert parse_lock_lease({"metadata": {"name": "m", "annotations": {}}}).raw is None
 
 
 async def test_a_fresh_holder_whose_cache_has_seen_the_recorded_pods_does_not_list() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 from typing import Any
 
@@ -16,6 +17,7 @@ from ascheduler.binding.nodelock import (
     EXPIRE_ENV,
     HAMI_KEY,
     Holder,
+    Known,
     LockContended,
     LockSettings,
     NodeLocks,
@@ -359,7 +361,7 @@ async def test_an_acquire_that_gives_up_after_its_patch_landed_leaves_no_orphan(
     api.faults += [Fault("PATCH", "lost", setting=True)] + [Fault("GET", "503")] * 20
     with pytest.raises(KubeError):
         # The cache shows the node unlocked: the patch goes out first, then only reads fail.
-        await locks.acquire("n", a_pod(), known=(str(api.rv), {}))
+        await locks.acquire("n", a_pod(), known=Known(str(api.rv), {}))
     value = api.annotations[DEFAULT_KEY]
     assert locks.leftovers == {"n": value}
     api.faults.clear()
@@ -548,6 +550,95 @@ async def test_a_hint_for_a_lock_object_not_made_yet_makes_it_and_locks() -> Non
         create=create,
     )
     # A hint (the Node's version, say) for a Lease that does not exist: its patch meets 404.
-    hold = await locks.acquire("n", a_pod(), known=("7", {}))
+    hold = await locks.acquire("n", a_pod(), known=Known("7", {}))
     assert api.lease_exists
     assert api.annotations[DEFAULT_KEY] == hold.value
+
+
+async def test_lock_writes_on_a_lease_known_whole_replace_it() -> None:
+    """With `replace`, a lock write whose object is known whole at the version it is guarded
+    by sends that object back with the lock set (its other fields kept, managedFields left to
+    the API server); one known at another version, or not whole, is patched; a replaced write
+    that conflicts reads the object and replaces what it read."""
+    api, clock = FakeNodeApi(lease_exists=True), FakeClock()
+    api.annotations["other"] = "kept"
+    leases = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
+    settings = LockSettings(timeout=TIMEOUT, identity=ME, linger=0.0)
+    locks = NodeLocks(
+        api,  # type: ignore[arg-type]
+        settings,
+        clock=clock,
+        path=lambda name: f"{leases}/{name}",
+        replace=True,
+    )
+    whole = {
+        "metadata": {
+            "name": "n",
+            "resourceVersion": str(api.rv),
+            "labels": {"app.kubernetes.io/managed-by": "ascheduler"},
+            "annotations": {"other": "kept"},
+            "managedFields": [{"manager": "ascheduler"}],
+        },
+        "spec": {},
+    }
+    hold = await locks.acquire("n", a_pod(), known=Known(str(api.rv), {"other": "kept"}, whole))
+    (sent,) = api.puts
+    assert sent["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "ascheduler"}
+    assert sent["spec"] == {}
+    assert "managedFields" not in sent["metadata"]
+    assert sent["metadata"]["annotations"] == {"other": "kept", DEFAULT_KEY: hold.value}
+    assert api.annotations == {"other": "kept", DEFAULT_KEY: hold.value}
+
+    # The release replaces the object as the lock write returned it.
+    await locks.release(hold)
+    assert len(api.puts) == 2
+    assert api.annotations == {"other": "kept"}
+    clock.advance(60)  # past the release's own hint
+
+    # Known at another version than the write is guarded by: a merge patch.
+    stale = {**whole, "metadata": {**whole["metadata"], "resourceVersion": "1"}}
+    hold = await locks.acquire("n", a_pod(), known=Known(str(api.rv), {}, stale))
+    assert len(api.puts) == 2
+    assert api.annotations[DEFAULT_KEY] == hold.value
+    await locks.release(hold)  # a PUT again: the hold knows its own write's answer
+    assert len(api.puts) == 3
+    clock.advance(60)
+
+    # Known whole but behind: the PUT conflicts, the read object is replaced.
+    behind = str(api.rv - 1)
+    old = {**whole, "metadata": {**whole["metadata"], "resourceVersion": behind}}
+    hold = await locks.acquire("n", a_pod(), known=Known(behind, {}, old))
+    assert [p["metadata"]["resourceVersion"] for p in api.puts[3:]] == [behind, str(api.rv - 1)]
+    assert api.annotations[DEFAULT_KEY] == hold.value
+    assert api.reads == [f"{leases}/n"]
+
+
+async def test_parking_a_hold_wakes_the_background_loop_only_when_due_sooner(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hold parked after its binds wakes `run()` only when it is due before the round that
+    loop waits for: not once per bind (each round goes over every parked hold)."""
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock, linger=10.0)
+    rounds = 0
+    tend = locks.tend
+
+    async def counted(*, sweep: bool = True) -> None:
+        nonlocal rounds
+        rounds += 1
+        await tend(sweep=sweep)
+
+    monkeypatch.setattr(locks, "tend", counted)
+    runner = asyncio.create_task(locks.run())
+    await asyncio.sleep(0)
+    for _ in range(20):
+        async with locks.hold("n", a_pod()):
+            pass
+        for _ in range(3):
+            await asyncio.sleep(0)
+        clock.advance(0.1)
+    runner.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await runner
+    assert api.log == [f"lock {ME}"]  # one hold served all twenty, parked between them
+    assert rounds == 1  # the first park: due before the sweep the loop waited for
