@@ -508,8 +508,9 @@ def _fingerprint(spec: Mapping[str, Any], meta: Mapping[str, Any]) -> int:
 def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
     """`parse_pod` for a new version of `old`: when only its status (and resourceVersion or
     deletionTimestamp) changed, which is what most updates of a bound pod are (the kubelet's
-    phase and conditions), `old` with those fields replaced, at a fraction of the cost;
-    otherwise a full parse."""
+    phase and conditions), or it was just bound (`spec.nodeName` set, nothing else of the spec
+    changed: what a Binding does), `old` with those fields replaced, at a fraction of the
+    cost; otherwise a full parse."""
     if not isinstance(obj, Mapping) or not old.fingerprint or old.errors:
         return parse_pod(obj, keep_raw=keep_raw)
     meta, spec, status = obj.get("metadata"), obj.get("spec"), obj.get("status")
@@ -517,8 +518,21 @@ def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
         return parse_pod(obj, keep_raw=keep_raw)
     if status is None:
         status = {}
-    if not isinstance(status, Mapping) or _fingerprint(spec, meta) != old.fingerprint:
+    if not isinstance(status, Mapping):
         return parse_pod(obj, keep_raw=keep_raw)
+    fingerprint = _fingerprint(spec, meta)
+    node_name = old.node_name
+    if fingerprint != old.fingerprint:
+        bound = spec.get("nodeName")
+        if (
+            old.node_name
+            or not isinstance(bound, str)
+            or not bound
+            or _fingerprint({k: v for k, v in spec.items() if k != "nodeName"}, meta)
+            != old.fingerprint
+        ):
+            return parse_pod(obj, keep_raw=keep_raw)
+        node_name = bound
     errors: list[str] = []
     condition, preempted = _conditions(status, errors)
     claim_statuses = old.claim_statuses
@@ -528,6 +542,8 @@ def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
         return parse_pod(obj, keep_raw=keep_raw)
     return dataclasses.replace(
         old,
+        node_name=node_name,
+        fingerprint=fingerprint,
         resource_version=str(meta.get("resourceVersion", "")),
         phase=str(status.get("phase") or "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),

@@ -731,8 +731,8 @@ def test_garbage_never_raises(obj: dict[str, Any]) -> None:
 
 
 def test_an_update_reparsed_from_the_old_record_equals_a_full_parse() -> None:
-    """Status-only updates take the cheap path; anything else a full parse; either way the
-    result is what parsing the new object from scratch gives."""
+    """Status-only updates and binds take the cheap path; anything else a full parse; either
+    way the result is what parsing the new object from scratch gives."""
     import copy
     import random
 
@@ -770,6 +770,9 @@ def test_an_update_reparsed_from_the_old_record_equals_a_full_parse() -> None:
         lambda o: o["metadata"]["labels"].update(app="db"),
         lambda o: o["spec"]["containers"][0]["resources"]["requests"].update(cpu="2"),
         lambda o: o["spec"].update(nodeName="n9"),
+        lambda o: o["spec"].pop("nodeName", None),  # not bound yet: the Binding then sets it
+        lambda o: o["spec"].update(nodeName=""),
+        lambda o: o["spec"].update(nodeName=7),  # an error: full parse reports it
         lambda o: o["spec"].update(priority="high"),  # an error: full parse reports it
         lambda o: o.setdefault("status", {}).update(conditions="garbage"),
         lambda o: o["metadata"].update(
@@ -795,3 +798,34 @@ def test_an_update_reparsed_from_the_old_record_equals_a_full_parse() -> None:
         assert got.fingerprint == want.fingerprint, trial
         cheap += got is not want and old.fingerprint == want.fingerprint
     assert cheap > 50
+
+
+def test_a_bind_is_reparsed_without_a_full_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The update a Binding makes (spec.nodeName set, PodScheduled true) is read off the old
+    record; a bind that changed anything else of the spec is parsed in full."""
+    import copy
+
+    from ascheduler.model import pod as pod_module
+
+    before = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "1"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Pending"},
+    }
+    old = parse_pod(before)
+    after = copy.deepcopy(before)
+    after["metadata"]["resourceVersion"] = "2"
+    after["spec"]["nodeName"] = "n1"
+    after["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+    want = parse_pod(after)
+    full: list[object] = []
+    parse = pod_module.parse_pod
+    monkeypatch.setattr(pod_module, "parse_pod", lambda *a, **k: full.append(a) or parse(*a, **k))
+    got = pod_module.reparse_pod(after, old)
+    assert not full
+    assert got == want
+    assert got.node_name == "n1"
+    assert got.fingerprint == want.fingerprint
+    after["spec"]["priority"] = 9
+    assert pod_module.reparse_pod(after, old) == parse(after)
+    assert full
