@@ -35,7 +35,7 @@ other instance counts staleness from a moment after our lock was written, a hold
 writing before anyone can take it over. The assumption: a write the API server accepted is
 applied within the remaining quarter of the timeout (75 s by default).
 
-**Release** is a patch guarded by the version our last write left, so it never clears someone
+**Release** is a write guarded by the version our last write left, so it never clears someone
 else's lock. When it fails (the API server is down, say), the value is kept as a leftover:
 `run()` retries it in the background until it lands or the lock is no longer ours, and this
 instance's next hold on the node takes its own leftover over at once (HAMi's "node locked for
@@ -389,9 +389,9 @@ class NodeLocks:
 
         With `replace`, a lock write whose object this instance knows whole at the version
         it is guarded by replaces it (PUT), which costs the API server less than a merge
-        patch (no patch to apply: a third to two fifths less of its CPU per write on a
-        Lease); it is as guarded as the patch, by the same resourceVersion. Other writes
-        patch. Not for Nodes, which others write all the time."""
+        patch (it has no patch to apply); it is as guarded as the patch, by the same
+        resourceVersion. Other writes patch. Not for Nodes, which others write all the
+        time."""
         self.kube = kube
         self._path = path or (lambda name: f"/api/v1/nodes/{name}")
         self._create = create
@@ -527,7 +527,7 @@ class NodeLocks:
             return f"{stamp},{pod.namespace},{pod.name}"
         return f"{stamp},{self.settings.identity}"
 
-    async def _patch(
+    async def _write(
         self,
         node: str,
         version: str,
@@ -622,7 +622,7 @@ class NodeLocks:
                         return self._took(node, value, started, obj)  # landed; answer did not
                 try:
                     sent.append(True)
-                    taken = await self._patch(node, version, value, obj=obj)
+                    taken = await self._write(node, version, value, obj=obj)
                     undisturbed = version == self._release_version.get(node)
                     return self._took(
                         node, value, started, taken, undisturbed=undisturbed, record=record
@@ -783,7 +783,7 @@ class NodeLocks:
                     guess, version = version, ""
                     try:
                         self._remember_release(
-                            node, await self._patch(node, guess, None, record=record, obj=obj)
+                            node, await self._write(node, guess, None, record=record, obj=obj)
                         )
                         return True
                     except KubeError as exc:
@@ -800,7 +800,7 @@ class NodeLocks:
                 try:
                     self._remember_release(
                         node,
-                        await self._patch(node, current_version, None, record=record, obj=read),
+                        await self._write(node, current_version, None, record=record, obj=read),
                     )
                     return True
                 except KubeError as exc:
