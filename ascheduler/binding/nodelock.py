@@ -469,7 +469,9 @@ class NodeLocks:
         lock = self._local.setdefault(node, asyncio.Lock())
         started = self._clock()
         async with lock:
-            hold = await _uninterruptible(asyncio.ensure_future(self._unpark(node)))
+            hold = None
+            if node in self._parked:  # else nothing to take up or let go: no task for it
+                hold = await _uninterruptible(asyncio.ensure_future(self._unpark(node)))
             if hold is None:
                 # Both writes run to completion even when the bind is cancelled meanwhile
                 # (once or again), and the asyncio lock is only let go once the annotation

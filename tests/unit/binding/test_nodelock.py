@@ -534,21 +534,29 @@ async def test_after_letting_go_for_another_instance_holds_do_not_linger_for_a_w
     assert api.log[-1] == f"lock {ME}"  # lingering again
 
 
-async def test_a_hint_for_a_lock_object_not_made_yet_makes_it_and_locks() -> None:
-    api, clock = FakeNodeApi(), FakeClock()
-    leases = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
+
+
+def lease_locks(api: FakeNodeApi, clock: FakeClock, *, replace: bool = False) -> NodeLocks:
+    """Locks on Leases (made on first use), written as the binder writes them with `replace`."""
 
     async def create(name: str) -> None:
-        await api.post(leases, {"metadata": {"name": name}})
+        await api.post(LEASES, {"metadata": {"name": name}})
 
     settings = LockSettings(timeout=TIMEOUT, identity=ME, linger=0.0)
-    locks = NodeLocks(
+    return NodeLocks(
         api,  # type: ignore[arg-type]
         settings,
         clock=clock,
-        path=lambda name: f"{leases}/{name}",
+        path=lambda name: f"{LEASES}/{name}",
         create=create,
+        replace=replace,
     )
+
+
+async def test_a_hint_for_a_lock_object_not_made_yet_makes_it_and_locks() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = lease_locks(api, clock)
     # A hint (the Node's version, say) for a Lease that does not exist: its patch meets 404.
     hold = await locks.acquire("n", a_pod(), known=Known("7", {}))
     assert api.lease_exists
@@ -562,15 +570,7 @@ async def test_lock_writes_on_a_lease_known_whole_replace_it() -> None:
     that conflicts reads the object and replaces what it read."""
     api, clock = FakeNodeApi(lease_exists=True), FakeClock()
     api.annotations["other"] = "kept"
-    leases = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
-    settings = LockSettings(timeout=TIMEOUT, identity=ME, linger=0.0)
-    locks = NodeLocks(
-        api,  # type: ignore[arg-type]
-        settings,
-        clock=clock,
-        path=lambda name: f"{leases}/{name}",
-        replace=True,
-    )
+    locks = lease_locks(api, clock, replace=True)
     whole = {
         "metadata": {
             "name": "n",
@@ -610,7 +610,7 @@ async def test_lock_writes_on_a_lease_known_whole_replace_it() -> None:
     hold = await locks.acquire("n", a_pod(), known=Known(behind, {}, old))
     assert [p["metadata"]["resourceVersion"] for p in api.puts[3:]] == [behind, str(api.rv - 1)]
     assert api.annotations[DEFAULT_KEY] == hold.value
-    assert api.reads == [f"{leases}/n"]
+    assert api.reads == [f"{LEASES}/n"]
 
 
 async def test_parking_a_hold_wakes_the_background_loop_only_when_due_sooner(
