@@ -494,23 +494,22 @@ def _conditions(
 
 
 def _fingerprint(spec: Mapping[str, Any], meta: Mapping[str, Any]) -> int:
-    """A digest of everything a PodInfo takes from a pod but its status and the metadata
-    that changes on its own (resourceVersion, deletionTimestamp): equal digests, equal
-    parses of those parts."""
+    """A digest of everything a PodInfo takes from a pod but its status, its labels and the
+    metadata that changes on its own (resourceVersion, deletionTimestamp): equal digests,
+    equal parses of those parts."""
     try:
-        return hash(
-            orjson.dumps((spec, meta.get("labels"), meta.get("ownerReferences"), meta.get("uid")))
-        )
+        return hash(orjson.dumps((spec, meta.get("ownerReferences"), meta.get("uid"))))
     except (TypeError, orjson.JSONEncodeError):
         return 0
 
 
 def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
-    """`parse_pod` for a new version of `old`: when only its status (and resourceVersion or
-    deletionTimestamp) changed, which is what most updates of a bound pod are (the kubelet's
-    phase and conditions), or it was just bound (`spec.nodeName` set, nothing else of the spec
-    changed: what a Binding does), `old` with those fields replaced, at a fraction of the
-    cost; otherwise a full parse."""
+    """`parse_pod` for a new version of `old`: when only its status, labels (and
+    resourceVersion or deletionTimestamp) changed, which is what most updates of a bound pod
+    are (the kubelet's phase and conditions), or it was just bound (`spec.nodeName` set,
+    nothing else of the spec changed: what a Binding does, the API server adding the node's
+    `topology.kubernetes.io` labels on the way), `old` with those fields replaced, at a
+    fraction of the cost; otherwise a full parse."""
     if not isinstance(obj, Mapping) or not old.fingerprint or old.errors:
         return parse_pod(obj, keep_raw=keep_raw)
     meta, spec, status = obj.get("metadata"), obj.get("spec"), obj.get("status")
@@ -534,6 +533,10 @@ def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
             return parse_pod(obj, keep_raw=keep_raw)
         node_name = bound
     errors: list[str] = []
+    labels = old.labels
+    raw_labels = meta.get("labels")
+    if (raw_labels if raw_labels is not None else {}) != labels:
+        labels = _labels(raw_labels, "metadata.labels", errors)
     condition, preempted = _conditions(status, errors)
     claim_statuses = old.claim_statuses
     if old.resource_claims or status.get("resourceClaimStatuses"):
@@ -552,5 +555,6 @@ def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
         start_time=str(status.get("startTime") or ""),
         preempted=preempted,
         claim_statuses=claim_statuses,
+        labels=labels,
         raw=obj if keep_raw and not spec.get("nodeName") else None,
     )

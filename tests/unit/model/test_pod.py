@@ -767,7 +767,11 @@ def test_an_update_reparsed_from_the_old_record_equals_a_full_parse() -> None:
         ),
         lambda o: o.setdefault("status", {}).update(nominatedNodeName="n2"),
         lambda o: o["metadata"].update(deletionTimestamp="2030-01-01T00:00:00Z"),
-        lambda o: o["metadata"]["labels"].update(app="db"),
+        lambda o: o["metadata"].update(labels={"app": "db"}),
+        lambda o: o["metadata"].update(labels={"app": "web", "topology.kubernetes.io/zone": "z1"}),
+        lambda o: o["metadata"].pop("labels", None),
+        lambda o: o["metadata"].update(labels={"app": 3}),  # an error: full parse reports it
+        lambda o: o["metadata"].update(labels=""),  # an error: full parse reports it
         lambda o: o["spec"]["containers"][0]["resources"]["requests"].update(cpu="2"),
         lambda o: o["spec"].update(nodeName="n9"),
         lambda o: o["spec"].pop("nodeName", None),  # not bound yet: the Binding then sets it
@@ -801,8 +805,9 @@ def test_an_update_reparsed_from_the_old_record_equals_a_full_parse() -> None:
 
 
 def test_a_bind_is_reparsed_without_a_full_parse(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The update a Binding makes (spec.nodeName set, PodScheduled true) is read off the old
-    record; a bind that changed anything else of the spec is parsed in full."""
+    """The update a Binding makes (spec.nodeName set, PodScheduled true, the node's topology
+    labels added) is read off the old record; a bind that changed anything else of the spec
+    is parsed in full."""
     import copy
 
     from ascheduler.model import pod as pod_module
@@ -817,6 +822,8 @@ def test_a_bind_is_reparsed_without_a_full_parse(monkeypatch: pytest.MonkeyPatch
     after["metadata"]["resourceVersion"] = "2"
     after["spec"]["nodeName"] = "n1"
     after["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+    # The API server copies the node's topology labels onto the pod it binds.
+    after["metadata"]["labels"] = {"topology.kubernetes.io/zone": "z1"}
     want = parse_pod(after)
     full: list[object] = []
     parse = pod_module.parse_pod
@@ -825,6 +832,7 @@ def test_a_bind_is_reparsed_without_a_full_parse(monkeypatch: pytest.MonkeyPatch
     assert not full
     assert got == want
     assert got.node_name == "n1"
+    assert got.labels == {"topology.kubernetes.io/zone": "z1"}
     assert got.fingerprint == want.fingerprint
     after["spec"]["priority"] = 9
     assert pod_module.reparse_pod(after, old) == parse(after)
