@@ -66,6 +66,8 @@ API_VERSION: Final = "kubescheduler.config.k8s.io/v1"
 KIND: Final = "KubeSchedulerConfiguration"
 DEFAULT_SCHEDULER_NAME: Final = "ascheduler"
 JSON_CONTENT: Final = "application/json"
+#: The write client's connections by default (`ascheduler.writeConnections`).
+WRITE_CONNECTIONS: Final = 128
 
 _TOP: Final = {
     "apiVersion",
@@ -94,6 +96,7 @@ _PROFILE: Final = {"schedulerName", "percentageOfNodesToScore", "plugins", "plug
 _OWN: Final = {
     "nodeLock",
     "bindingConcurrency",
+    "writeConnections",
     "httpAddress",
     "annotationPrefix",
     "binding",
@@ -142,8 +145,11 @@ class SchedulerConfig:
     #: `/debug/...` on the HTTP server: off, loopback (a loopback address only, no token) or
     #: authorized (bearer tokens the API server authenticates and authorizes).
     debug_endpoints: str = "off"
-    #: Connections of the client for writes (binds, events, locks).
-    write_pool: int = 128
+    #: Connections of the client for writes (binds, events, locks): HTTP/1.1 carries one
+    #: request in flight per connection, and each new one costs a TLS handshake (about a
+    #: millisecond of CPU on each side) when a burst first needs it. Fewer save that CPU; more
+    #: keep binds flowing when the API server is slow to answer.
+    write_pool: int = WRITE_CONNECTIONS
     #: How long a graceful stop waits for binding cycles in flight.
     shutdown_grace: float = 30.0
     #: kube-scheduler's HTTP extenders, consulted after the plugins.
@@ -666,6 +672,9 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
         p.add("ascheduler.httpAddress", str(exc))
         address = DEFAULT_ADDRESS
     concurrency = p.int_(own.get("bindingConcurrency"), "ascheduler.bindingConcurrency", 256, low=1)
+    connections = p.int_(
+        own.get("writeConnections"), "ascheduler.writeConnections", WRITE_CONNECTIONS, low=1
+    )
     debug = own.get("debugEndpoints", "off")
     if debug not in DEBUG_MODES:
         p.add(
@@ -715,6 +724,7 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
         leader_election=election,
         binding=binding,
         binding_concurrency=concurrency,
+        write_pool=connections,
         http_address=address,
         debug_endpoints=debug,
         extenders=tuple(extenders),
@@ -788,6 +798,7 @@ def to_document(config: SchedulerConfig, registry: Registry) -> dict[str, Any]:
             "httpAddress": config.http_address,
             "debugEndpoints": config.debug_endpoints,
             "bindingConcurrency": config.binding_concurrency,
+            "writeConnections": config.write_pool,
             "annotationPrefix": config.binding.annotation_prefix,
             "binding": config.binding.mode,
             "nodeLock": {

@@ -144,6 +144,16 @@ def test_defaults_round_trip_through_the_cli() -> None:
     assert document["ascheduler"]["nodeLock"]["policy"] == "devices"
 
 
+def test_the_write_clients_connections_come_from_the_file() -> None:
+    assert parse(HEAD, IN_TREE).write_pool == 128
+    assert parse({**HEAD, "ascheduler": {"writeConnections": 8}}, IN_TREE).write_pool == 8
+    with pytest.raises(ConfigError) as err:
+        parse({**HEAD, "ascheduler": {"writeConnections": 0}}, IN_TREE)
+    assert [p for p in err.value.problems if "writeConnections" in p] == [
+        "ascheduler.writeConnections: must be in 1..inf, got 0"
+    ]
+
+
 def test_run_with_an_invalid_config_exits_2_naming_the_problem(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(

@@ -185,3 +185,33 @@ def test_gc_is_paused_for_bulk_work_and_restored_even_on_error() -> None:
         assert not gc.isenabled()  # off before, off after
     finally:
         gc.enable()
+
+
+async def test_requests_share_the_pools_connections(
+    serve: Callable[[Handler], Awaitable[KubeClient]],
+) -> None:
+    """At most `pool_size` requests are in flight, each on a connection of its own, and the
+    connections are kept and reused: a burst never opens more than the pool holds."""
+    peers: list[int] = []
+    in_flight = 0
+    most = 0
+    release = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.Response:
+        nonlocal in_flight, most
+        peers.append(request.transport.get_extra_info("peername")[1])  # type: ignore[union-attr]
+        in_flight += 1
+        most = max(most, in_flight)
+        if in_flight == 2:
+            release.set()
+        await release.wait()
+        in_flight -= 1
+        return web.json_response({})
+
+    server = await serve(handler)
+    async with KubeClient(server.config, pool_size=2) as client:
+        await asyncio.gather(*(client.get(f"/p/{i}") for i in range(6)))
+        await client.get("/after")
+    assert most == 2
+    assert len(peers) == 7
+    assert len(set(peers)) == 2
