@@ -146,9 +146,9 @@ class SchedulerConfig:
     #: authorized (bearer tokens the API server authenticates and authorizes).
     debug_endpoints: str = "off"
     #: Connections of the client for writes (binds, events, locks): HTTP/1.1 carries one
-    #: request in flight per connection, and each new one costs a TLS handshake (about a
-    #: millisecond of CPU on each side) when a burst first needs it. Fewer save that CPU; more
-    #: keep binds flowing when the API server is slow to answer.
+    #: request in flight per connection, and each new one costs a TLS handshake (about 0.9 ms
+    #: of the client's CPU, and the API server's share) when a burst first needs it. Fewer
+    #: save that CPU; more keep binds flowing when the API server is slow to answer.
     write_pool: int = WRITE_CONNECTIONS
     #: How long a graceful stop waits for binding cycles in flight.
     shutdown_grace: float = 30.0
