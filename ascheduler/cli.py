@@ -157,6 +157,15 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "locks (the default; they engage as soon as another instance registers) or lock",
     )
     locks.add_argument(
+        "--node-lock-lease-groups",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with locks on Leases: share one lock Lease among each of N groups of nodes "
+        "(fewer lock writes in a burst, more waiting between binds to one group; every "
+        "instance sharing the nodes should use the same N); 0, the default: a Lease per node",
+    )
+    locks.add_argument(
         "--node-lock-timeout",
         default=None,
         metavar="DURATION",
@@ -462,6 +471,7 @@ def _config_of(args: argparse.Namespace) -> tuple[SchedulerConfig, Registry] | N
         node_lock_object=args.node_lock_object,
         node_lock_linger=args.node_lock_linger,
         node_lock_when_alone=args.node_lock_when_alone,
+        node_lock_lease_groups=args.node_lock_lease_groups,
         annotation_prefix=args.annotation_prefix,
     )
     try:

@@ -37,6 +37,7 @@ from ascheduler.binding.nodelock import (
     EXPIRE_ENV,
     HAMI_KEY,
     LOCK_OBJECTS,
+    MAX_LEASE_GROUPS,
     WHEN_ALONE,
     LockObject,
     LockSettings,
@@ -110,6 +111,7 @@ _LOCK: Final = {
     "linger",
     "whenAlone",
     "memberDuration",
+    "leaseGroups",
     "deviceResources",
 }
 
@@ -180,6 +182,7 @@ class Overrides:
     node_lock_object: str | None = None
     node_lock_linger: str | None = None
     node_lock_when_alone: str | None = None
+    node_lock_lease_groups: int | None = None
     annotation_prefix: str | None = None
     feature_gates: str | None = None
 
@@ -296,10 +299,16 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
                 f"--node-lock-when-alone: must be one of {', '.join(WHEN_ALONE)}, "
                 f"got {o.node_lock_when_alone!r}"
             )
+    groups = lock.lease_groups if o.node_lock_lease_groups is None else o.node_lock_lease_groups
     try:
-        lock = dataclasses.replace(lock, key=o.node_lock_key or lock.key, on=on)
+        lock = dataclasses.replace(
+            lock, key=o.node_lock_key or lock.key, on=on, lease_groups=groups
+        )
     except ValueError as exc:
-        problems.append(f"--node-lock-key, --node-lock-object: {exc}")
+        flags = "--node-lock-key, --node-lock-object"
+        if o.node_lock_lease_groups is not None:
+            flags += ", --node-lock-lease-groups"
+        problems.append(f"{flags}: {exc}")
     binding_changes: dict[str, Any] = {"lock": lock}
     if o.binding_mode is not None:
         binding_changes["mode"] = o.binding_mode
@@ -648,8 +657,17 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
     member_duration = p.duration(
         lock.get("memberDuration"), "ascheduler.nodeLock.memberDuration", DEFAULT_MEMBER_SECONDS
     )
+    lease_groups = p.int_(
+        lock.get("leaseGroups"), "ascheduler.nodeLock.leaseGroups", 0, low=0, high=MAX_LEASE_GROUPS
+    )
+    if lease_groups and lock_settings.lock_object != "lease":
+        p.add("ascheduler.nodeLock.leaseGroups", "lease groups need the locks on Leases")
+        lease_groups = 0
     lock_settings = dataclasses.replace(
-        lock_settings, when_alone=when_alone, member_duration=member_duration
+        lock_settings,
+        when_alone=when_alone,
+        member_duration=member_duration,
+        lease_groups=lease_groups,
     )
     mode = own.get("binding", "direct")
     if mode not in MODES:
@@ -809,6 +827,7 @@ def to_document(config: SchedulerConfig, registry: Registry) -> dict[str, Any]:
                 "linger": f"{lock.linger:g}s",
                 "whenAlone": lock.when_alone,
                 "memberDuration": f"{lock.member_duration:g}s",
+                "leaseGroups": lock.lease_groups,
                 "deviceResources": sorted(config.binding.device_resources),
             },
         },

@@ -25,6 +25,7 @@ COLORS = {
     "ceiling-python": "tab:olive",
     "ascheduler-nolocks": "tab:cyan",
     "ascheduler-locked": "tab:olive",
+    "ascheduler-locked-groups": "tab:brown",
     "ascheduler-hami": "tab:purple",
     "ascheduler-bindrequest": "tab:green",
 }

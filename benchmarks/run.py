@@ -97,14 +97,19 @@ HAMI = "ascheduler-hami"
 #: ascheduler taking its node locks although it is alone (as it does beside another
 #: instance): what the locks cost when nodes are shared; `ascheduler` alone skips them.
 LOCKED = "ascheduler-locked"
+#: As `ascheduler-locked`, with one lock Lease per group of nodes (`GROUPS` groups) instead
+#: of one per node.
+GROUPED = "ascheduler-locked-groups"
+GROUPS = 32
 VARIANT_ARGS: dict[str, tuple[str, ...]] = {
     NO_LOCKS: ("--node-lock-policy", "none"),
     HAMI: ("--node-lock-key", "hami.io/mutex.lock"),
     LOCKED: ("--node-lock-when-alone", "lock"),
+    GROUPED: ("--node-lock-when-alone", "lock", "--node-lock-lease-groups", str(GROUPS)),
 }
 #: What `--scheduler all` (the default) runs.
 ALL = ("ascheduler", "kube-scheduler", "ceiling-go", "ceiling-python")
-SCHEDULERS = (*ALL, BINDREQUEST, NO_LOCKS, LOCKED, HAMI)
+SCHEDULERS = (*ALL, BINDREQUEST, NO_LOCKS, LOCKED, GROUPED, HAMI)
 CEILINGS = ("ceiling-go", "ceiling-python")
 MODES = ("steady", "backlog")
 BENCH_LABEL = "ascheduler.io/benchmark"
@@ -932,6 +937,8 @@ def ratios(runs: dict[str, list[dict[str, Any]]], mode: str = "steady") -> dict[
                 ("ascheduler", NO_LOCKS),
                 (LOCKED, NO_LOCKS),
                 (LOCKED, "kube-scheduler"),
+                (GROUPED, NO_LOCKS),
+                (GROUPED, "kube-scheduler"),
                 (HAMI, NO_LOCKS),
                 (HAMI, "kube-scheduler"),
             )
@@ -988,7 +995,8 @@ def main(argv: Sequence[str]) -> int:
         action="append",
         choices=[*SCHEDULERS, "all"],
         help="run this one (repeatable; default: all, which is every one but "
-        "ascheduler-bindrequest, ascheduler-nolocks, ascheduler-locked and ascheduler-hami)",
+        "ascheduler-bindrequest, ascheduler-nolocks, ascheduler-locked, "
+        "ascheduler-locked-groups and ascheduler-hami)",
     )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--out", type=Path, default=RESULTS)

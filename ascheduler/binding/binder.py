@@ -1,6 +1,6 @@
 """The bind-phase protocol around the Bind extension point, for pods the lock policy selects.
 
-    async with node_locks.hold(node, first_pod) as hold:   # asyncio lock, then annotation
+    async with node_locks.hold_all(keys, first_pod) as hold:  # asyncio lock, then annotation
         pods on the node, from the API server              # one LIST per hold
         the binds queued for this node, in batches (a hold serves MAX_BINDS_PER_HOLD at most,
         one under HAMi's key, and only while its time budget lasts):
@@ -16,6 +16,9 @@ Binds to one node are coalesced: the first binding cycle to reach a node leads, 
 and serves, in order, every bind that queues for the node while it holds it; the others wait
 for their result. Two Node writes (lock, unlock) and one read are then shared by the batch.
 
+`keys` name the node's lock: the node itself, or with lease groups its group's Lease (and
+while another instance groups the nodes differently, that grouping's too: see `nodelock`).
+
 The re-validation is what makes several instances safe: each instance's cache may be stale
 about the others' binds, but under the node's lock the API server's list of pods on the node
 is complete, so two instances never overcommit a node.
@@ -24,6 +27,7 @@ is complete, so two instances never overcommit a node.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -36,13 +40,14 @@ from ascheduler import metrics
 from ascheduler.binding.devicelocks import DeviceLocks
 from ascheduler.binding.members import Member, Members, parse_member
 from ascheduler.binding.nodelock import (
-    BOUND_KEPT,
-    Hold,
+    Holds,
     Known,
     LockContended,
     LockSettings,
     NodeLocks,
-    node_lease_name,
+    is_group_key,
+    lock_keys,
+    lock_lease_name,
 )
 from ascheduler.cache import Cache
 from ascheduler.framework import Code, CycleState, Framework, Status
@@ -67,6 +72,8 @@ HAMI_PREFIX: Final = "hami.io"
 NODE_LOCK: Final = "NodeLock"
 #: On a node's lock Lease: the node it stands for.
 LEASE_NODE: Final = "ascheduler.io/node"
+#: On a group's lock Lease (lease groups): its lock key, `<index>/<groups>`.
+LEASE_GROUP: Final = "ascheduler.io/node-group"
 #: The name of the informer over node-lock Leases.
 LEASE_INFORMER: Final = "node-lock-leases"
 #: The label selector of this project's Leases.
@@ -120,8 +127,8 @@ class _NodeView:
 
 @dataclass(frozen=True, slots=True)
 class LockLease:
-    """A node's lock Lease as the informer keeps it: the node it stands for, and its
-    annotations (the lock value among them)."""
+    """A lock Lease as the informer keeps it: the lock key it stands for (a node's name, or
+    a group's key), and its annotations (the lock value among them)."""
 
     name: str
     node: str
@@ -140,14 +147,15 @@ def parse_lock_lease(raw: Mapping[str, Any]) -> LockLease:
         str(k): str(v)
         for k, v in (raw_annotations.items() if isinstance(raw_annotations, dict) else ())
     }
+    key = annotations.get(LEASE_NODE) or annotations.get(LEASE_GROUP, "")
     return LockLease(
         str(meta.get("name", "")),
-        annotations.get(LEASE_NODE, ""),
+        key,
         str(meta.get("resourceVersion", "")),
         annotations,
         parse_member(raw),
         {**raw, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
-        if annotations.get(LEASE_NODE)
+        if key
         else None,
     )
 
@@ -254,14 +262,14 @@ class LockedBinder:
         self._leases = f"/apis/coordination.k8s.io/v1/namespaces/{lease_namespace}/leases"
         #: node -> its uid, as the cache last had it (the owner of the node's lock Lease)
         self._node_uids: dict[str, str] = {}
-        #: node -> the pods our last hold there counted (its list, plus its binds), and the
-        #: members' epoch then
-        self._records: dict[str, tuple[int, list[PodInfo]]] = {}
+        #: node -> the pods our last hold there counted (its list, plus its binds), the
+        #: members' epoch then, and the lineage of its locks (see `Hold.lineage`)
+        self._records: dict[str, tuple[int, tuple[tuple[str, int], ...], list[PodInfo]]] = {}
         self.locks = (
             NodeLocks(
                 kube,
                 settings.lock,
-                path=lambda node: f"{self._leases}/{node_lease_name(node)}",
+                path=lambda key: f"{self._leases}/{lock_lease_name(key)}",
                 create=self._create_lease,
                 replace=True,
             )
@@ -276,6 +284,7 @@ class LockedBinder:
                 duration=settings.lock.member_duration,
                 may_be_alone=settings.lock.when_alone == "skip" and cache is not None,
                 catch_up=self._catch_up if cache is not None else None,
+                lease_groups=settings.lock.lease_groups,
             )
             if self.on_lease and register
             else None
@@ -285,20 +294,24 @@ class LockedBinder:
         #: Leases live in `lease_namespace`).
         self.devices = DeviceLocks(kube, self.locks, lease_namespace, settings.lock)
         self.devices.known_for = self._known_for
+        self.devices.lock_keys = self.lock_keys
         self.phase_key = f"{settings.annotation_prefix}/bind-phase"
         self.time_key = f"{settings.annotation_prefix}/bind-time"
         #: node -> binds waiting for the binding cycle that leads the node's current hold
         self._queues: dict[str, deque[_Bind]] = {}
 
-    async def _create_lease(self, node: str) -> None:
-        """The node's lock Lease, made the first time its lock is taken; owned by the node
-        (when the cache knows its uid) so the garbage collector removes it with the node."""
+    async def _create_lease(self, key: str) -> None:
+        """A lock Lease, made the first time its lock is taken. A node's own is owned by the
+        node (when the cache knows its uid) so the garbage collector removes it with the
+        node; a group's stays (there are as many as groups)."""
+        group = is_group_key(key)
         meta: dict[str, Any] = {
-            "name": node_lease_name(node),
+            "name": lock_lease_name(key),
             "labels": {"app.kubernetes.io/managed-by": "ascheduler"},
-            "annotations": {LEASE_NODE: node},
+            "annotations": {LEASE_GROUP if group else LEASE_NODE: key},
         }
-        uid = self._node_uids.get(node)
+        node = key
+        uid = None if group else self._node_uids.get(node)
         if uid:
             meta["ownerReferences"] = [
                 {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}
@@ -326,10 +339,20 @@ class LockedBinder:
             name=LEASE_INFORMER,
         )
 
-    def _known_for(self, node: str, cached: Known | None) -> Known | None:
+    def _known_for(self, key: str, cached: Known | None) -> Known | None:
         """The lock object as last seen: the cache's Node (`cached`), or with locks on
-        Leases, the node's Lease as the informer has it."""
-        return self._lease_events.known.get(node) if self.on_lease else cached
+        Leases, the Lease of `key` as the informer has it."""
+        return self._lease_events.known.get(key) if self.on_lease else cached
+
+    def lock_keys(self, node: str) -> list[str]:
+        """The locks a bind to `node` takes: the node's own (on Nodes, or a Lease per node),
+        or its group's, under this instance's grouping and every other member's."""
+        if not self.on_lease:
+            return [node]
+        groupings = {self.settings.lock.lease_groups}
+        if self.members is not None:
+            groupings |= self.members.groupings()
+        return lock_keys(node, groupings)
 
     def observe_node(self, name: str, annotations: Mapping[str, str]) -> None:
         """A node as the informer shows it: its lock, when the lock lives on the Node."""
@@ -360,7 +383,11 @@ class LockedBinder:
                     f"yet ({', '.join(members.peers()) or 'own member Lease not renewed'})",
                     NODE_LOCK,
                 )
-            if members.alone and not self.locks.foreign(node) and node not in self._queues:
+            if (
+                members.alone
+                and not any(self.locks.foreign(key) for key in self.lock_keys(node))
+                and node not in self._queues
+            ):
                 return await self._bind_alone(members, fw, state, pod, node)
         mine = _Bind(fw, state, pod, asyncio.get_running_loop().create_future())
         queue = self._queues.get(node)
@@ -449,26 +476,27 @@ class LockedBinder:
             if cached is not None:
                 self._node_uids[node] = cached.uid
                 known = Known(cached.resource_version, cached.annotations)
-            known = self._known_for(node, known)
+            keys = self.lock_keys(node)
             try:
-                async with self.locks.hold(node, first.pod, known=known) as hold:
+                async with self.locks.hold_all(
+                    keys, first.pod, known=functools.partial(self._known_for, cached=known)
+                ) as hold:
                     if most == 1 and first.result.done():
                         continue  # HAMi's value names this pod, cancelled meanwhile: relock
                     allocatable = await self._allocatable(node, hold, cached)
                     view = await self._view(node, hold)
                     served = 0
                     while queue and served < most:
-                        if served and not await self.locks.still_ours(hold):
+                        if served and not await self.locks.still_all_ours(hold):
                             break  # out of time (or robbed): the next hold serves the rest
                         batch = _take(queue, most - served)
                         await self._serve(hold, batch, node, allocatable, view)
                         served += len(batch)
                     metrics.NODE_LOCK_BINDS_PER_HOLD.observe(served)
-                    # For our next hold here, if nobody else takes the lock meanwhile; and
-                    # for whoever holds it next, the pods bound under it, left beside it.
-                    self._records[node] = (self._epoch(), view.pods)
-                    before = hold.bound_after if hold.bound_after is not None else hold.bound_before
-                    hold.bound_after = (*(before or ()), *view.added)[-BOUND_KEPT:]
+                    # For our next hold here, if nobody else takes the locks meanwhile; and
+                    # for whoever holds them next, the pods bound under them, left beside.
+                    self._records[node] = (self._epoch(), hold.lineage, view.pods)
+                    hold.record(view.added)
             except (LockContended, KubeError) as exc:
                 failed = Status.error(f"node lock: {exc}", NODE_LOCK)
                 while queue:  # they would meet the same lock, or the same failure
@@ -476,7 +504,7 @@ class LockedBinder:
 
     async def _serve(
         self,
-        hold: Hold,
+        hold: Holds,
         batch: list[_Bind],
         node: str,
         allocatable: dict[str, int],
@@ -517,7 +545,7 @@ class LockedBinder:
             for bind in batch:  # only those not finished above: cancelled meanwhile
                 bind.finish(Status.error("bind interrupted", NODE_LOCK))
 
-    async def _bind_one(self, hold: Hold, bind: _Bind, node: str) -> Status:
+    async def _bind_one(self, hold: Holds, bind: _Bind, node: str) -> Status:
         """The bind phases and the Bind plugins for one pod already re-validated, started only
         within the hold's time budget and cut off at its cutoff (see `nodelock`)."""
         pod = bind.pod
@@ -570,7 +598,7 @@ class LockedBinder:
         version = str(meta.get("resourceVersion", ""))
         return await self._phase(pod, "allocating", stamp=stamp, version=version)
 
-    async def _allocatable(self, node: str, hold: Hold, cached: Node | None) -> dict[str, int]:
+    async def _allocatable(self, node: str, hold: Holds, cached: Node | None) -> dict[str, int]:
         """The node's allocatable: off the Node our lock write returned, else the cache's
         (a Lease lock), else read."""
         if not self.on_lease:
@@ -579,22 +607,30 @@ class LockedBinder:
             return dict(cached.allocatable)
         return dict(parse_node(await self.kube.get(f"/api/v1/nodes/{node}")).allocatable)
 
-    async def _view(self, node: str, hold: Hold) -> _NodeView:
-        """The node's pods for re-validation: our record of them when the lock object shows
-        nobody took the lock since our last hold released it (no other instance bound here
-        under it since: the record is what that hold saw, plus its own binds); else the API
-        server's list."""
+    async def _view(self, node: str, hold: Holds) -> _NodeView:
+        """The node's pods for re-validation: our record of them when the lock objects show
+        nobody took the locks since our hold that recorded it (no other instance bound here
+        since: the record is what that hold saw, plus its own binds; with lease groups, a
+        hold of ours for another node of the group that found the lock disturbed changes
+        the lineage); else the cache, once it has seen the pods recorded beside the locks;
+        else the API server's list."""
         record = self._records.pop(node, None)
-        if hold.undisturbed and record is not None and record[0] == self._epoch():
+        if (
+            hold.undisturbed
+            and record is not None
+            and record[0] == self._epoch()
+            and record[1] == hold.lineage
+        ):
             metrics.NODE_LOCK_REVALIDATIONS.labels("record").inc()
-            return _NodeView(list(record[1]), fresh=False)
+            return _NodeView(list(record[2]), fresh=False)
         trusted = self.members is None or self.members.trusted
         if self.cache is not None and hold.bound_before is not None and trusted:
             cache = self.cache
             counted = cache.pods_on(node)
-            bound = {p.uid for p in counted if not cache.is_assumed(p.uid)}
-            if all(uid in bound for uid in hold.bound_before):
-                # Every pod bound under the lock lately is in the cache as bound: it has
+            # A group's record names pods bound on any of its nodes: the cache must have
+            # seen each one bound, wherever.
+            if all(cache.bound(uid) for uid in hold.bound_before):
+                # Every pod bound under the locks lately is in the cache as bound: it has
                 # caught up with the other holders. Our own assumed pods count too (some are
                 # bound already); the ones still on their way here count once, as each is
                 # re-validated without itself.

@@ -92,6 +92,8 @@ class DeviceLocks:
         #: What the node lock's object looked like (the cache's Node, given by the caller, or
         #: the lock's own Lease when locks live on Leases): set by the binder.
         self.known_for: Callable[[str, Known | None], Known | None] = lambda _node, known: known
+        #: The locks a bind to a node takes (see `LockedBinder.lock_keys`): set by the binder.
+        self.lock_keys: Callable[[str], list[str]] = lambda node: [node]
         self.namespace = namespace
         self._leases = leases = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self.pool_locks = NodeLocks(
@@ -141,8 +143,10 @@ class DeviceLocks:
         held = Held()
         async with contextlib.AsyncExitStack() as stack:
             if node is not None:
-                taking = self.node_locks.hold(node, pod, known=self.known_for(node, known))
-                held.holds.append(await stack.enter_async_context(taking))
+                taking = self.node_locks.hold_all(
+                    self.lock_keys(node), pod, known=lambda key: self.known_for(key, known)
+                )
+                held.holds.extend((await stack.enter_async_context(taking)).holds)
             for name in sorted({lease_name(d, p) for d, p in pools}):
                 held.holds.append(await stack.enter_async_context(self.pool_locks.hold(name, pod)))
             yield held

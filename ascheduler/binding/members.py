@@ -35,6 +35,14 @@ renewed every `duration / 5` seconds, and writes in it the other members it has 
   node's pods only once it holds every pod bound at that moment (the same list and wait), and
   the records of earlier holds are dropped (`epoch` counts such changes).
 
+**Lease groups.** Each member writes on its Lease how many lease groups it locks nodes in
+(`ascheduler.io/lease-groups`; none written, as by an instance that predates them: a Lease per
+node). A bind takes its node's lock under its own grouping and under every other live member's
+(see `nodelock`). Any two instances then share a lock for every node they both bind to: of
+the two, one at least knew the other before its first bind (the newcomer lists the members
+after writing its Lease, and so does an instance coming back under a new identity, before it
+binds again), and that one takes the other's locks too.
+
 An instance that may not bind alone (`may_be_alone=False`: `ascheduler binder`, which keeps
 no cache of pods, or `nodeLock.whenAlone: lock`) still registers and acknowledges others, so
 they never bind alone beside it.
@@ -69,6 +77,8 @@ PEERS_KEY: Final = "ascheduler.io/peers"
 #: On the member Lease of an instance that never binds alone: "false" (nobody waits for its
 #: acknowledgement before binding).
 ALONE_KEY: Final = "ascheduler.io/binds-alone"
+#: On a member Lease: how many lease groups the instance locks nodes in (0: a Lease per node).
+GROUPS_KEY: Final = "ascheduler.io/lease-groups"
 #: The label that tells member Leases from node-lock Leases.
 MEMBER_LABEL: Final = ("app.kubernetes.io/component", "node-lock-member")
 MEMBER_SELECTOR: Final = "=".join(MEMBER_LABEL)
@@ -96,6 +106,15 @@ class Member:
     version: str = ""
     #: Whether it may bind alone (else its acknowledgement is not awaited).
     may_be_alone: bool = True
+    #: How many lease groups it locks nodes in (0: a Lease per node, also when not written).
+    lease_groups: int = 0
+
+
+def _groups(text: str) -> int:
+    """A member's lease groups as written; 0 (a Lease per node) unless a count in range."""
+    if not text.isdigit() or len(text) > 7:
+        return 0
+    return int(text)
 
 
 def parse_member(raw: Mapping[str, Any]) -> Member | None:
@@ -117,6 +136,7 @@ def parse_member(raw: Mapping[str, Any]) -> Member | None:
         frozenset(p for p in peers.split(",") if p),
         str(meta.get("resourceVersion", "")),
         annotations.get(ALONE_KEY) != "false",
+        _groups(str(annotations.get(GROUPS_KEY, ""))),
     )
 
 
@@ -135,6 +155,7 @@ class Members:
         may_be_alone: bool = True,
         catch_up: Callable[[], Awaitable[bool]] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        lease_groups: int = 0,
     ) -> None:
         """`catch_up` lists the bound pods and returns whether the cache came to hold them
         all; without it this instance never binds alone once it has met another."""
@@ -148,6 +169,7 @@ class Members:
         self._generation = 0
         self.duration = duration
         self.may_be_alone = may_be_alone
+        self.lease_groups = lease_groups
         self._catch_up = catch_up
         self._clock = clock
         self.name = member_lease_name(identity)
@@ -175,6 +197,8 @@ class Members:
         self._draining: asyncio.Task[None] | None = None
         #: every other member (one at least) names us among its peers
         self._acknowledged = False
+        #: back under a new identity: the members are listed again before a bind
+        self._relist = False
 
     # -- what binds ask ----------------------------------------------------------------------
 
@@ -193,7 +217,7 @@ class Members:
     def ready(self) -> bool:
         """Whether a bind may start: registered, renewed, and acknowledged by every live
         member that may bind alone (none of them does now)."""
-        if not self.fresh():
+        if not self.fresh() or self._relist:
             return False
         return all(self.identity in m.peers or not m.may_be_alone for m in self._others.values())
 
@@ -229,6 +253,11 @@ class Members:
 
     def peers(self) -> list[str]:
         return sorted(self._others)
+
+    def groupings(self) -> frozenset[int]:
+        """This instance's lease groups and every other live member's: a bind takes its
+        node's lock under each."""
+        return frozenset({self.lease_groups, *(m.lease_groups for m in self._others.values())})
 
     # -- what the informer and our reads show -----------------------------------------------
 
@@ -301,6 +330,7 @@ class Members:
                 MEMBER_KEY: self.identity,
                 PEERS_KEY: ",".join(sorted(peers)),
                 ALONE_KEY: "true" if self.may_be_alone else "false",
+                GROUPS_KEY: str(self.lease_groups),
             },
         }
         return {
@@ -331,6 +361,12 @@ class Members:
                 self._readmit()
                 body = self._body(peers)
             await self.kube.post(self._leases, body)
+        if self._relist:
+            # Back under a new identity: a member that joined meanwhile may not know it (it
+            # listed before our Lease was back), so this instance must know that member, and
+            # take its locks too, before binding again.
+            await self._list()
+            self._relist = False
         self._renewed_at = sent
         self._acked = peers
         self._changed.set()
@@ -341,6 +377,7 @@ class Members:
         self.name = member_lease_name(self.identity)
         self._acked = frozenset()
         self._acknowledged = False
+        self._relist = True
         self._set_alone(False)
         self.epoch += 1
         self.trusted = False

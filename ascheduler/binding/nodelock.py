@@ -6,6 +6,15 @@ object named after the node: the Node itself by default here (HAMi's place), or,
 configures it, the node's own Lease (`node_lease_name`), a small object nobody else watches.
 Staleness is then counted from the Lease informer's sightings instead of the node informer's.
 
+**Lease groups.** With `lease_groups = G > 0` a Lease stands for a group of nodes instead of
+one: node `n` belongs to group `digest(n) mod G`, the same in every instance, and its lock is
+the group's (`ascheduler-nodes-<G>-<index>`). A burst over many nodes then takes one lock per
+group instead of one per node (a write each), at the price of binds to different nodes of one
+group waiting for each other, here and across instances. Locks are named by *keys*: a node's
+name, or `<index>/<G>` for a group (a `/` no node name has). While another instance groups
+the nodes differently, a bind takes its node's lock under every grouping in use (see
+`lock_keys` and `members`): any two instances then share at least one lock per node.
+
 **Values.** Every value this instance writes is unique: its time carries nanoseconds, the last
 three digits random. So "is this lock ours?" is exact equality with a value we wrote, which
 also recognises an acquire whose patch landed but whose answer was lost.
@@ -55,7 +64,7 @@ import random
 import re
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple, TypeVar
 
@@ -81,6 +90,11 @@ WhenAlone = Literal["skip", "lock"]
 WHEN_ALONE: Final[tuple[WhenAlone, ...]] = ("skip", "lock")
 #: A node's lock Lease: this prefix and the node's name (a digest of it when too long).
 NODE_LEASE_PREFIX: Final = "ascheduler-node-"
+#: A group's lock Lease (lease groups): this prefix, the number of groups, '-' and the index.
+#: No node's Lease can have such a name: theirs go on with '-' where these have 's'.
+GROUP_LEASE_PREFIX: Final = "ascheduler-nodes-"
+#: The most lease groups a setting may ask for.
+MAX_LEASE_GROUPS: Final = 1_000_000
 #: The longest object name (a DNS subdomain).
 MAX_NAME: Final = 253
 HAMI_KEY: Final = "hami.io/mutex.lock"
@@ -147,6 +161,33 @@ def node_lease_name(node: str) -> str:
     return NODE_LEASE_PREFIX + hashlib.sha256(node.encode()).hexdigest()
 
 
+def group_key(node: str, groups: int) -> str:
+    """The lock key of `node` when `groups` lease groups share the nodes (0: the node's own,
+    its name). The group comes from a digest of the name, so every instance agrees on it."""
+    if groups <= 0:
+        return node
+    index = int.from_bytes(hashlib.sha256(node.encode()).digest()[:8], "big") % groups
+    return f"{index}/{groups}"
+
+
+def lock_keys(node: str, groupings: Iterable[int]) -> list[str]:
+    """The locks a bind to `node` takes, in the order every instance takes them: one per
+    grouping in use (0: a Lease per node)."""
+    return sorted({group_key(node, groups) for groups in groupings})
+
+
+def lock_lease_name(key: str) -> str:
+    """The Lease holding the lock of `key`: a group's, or a node's own."""
+    index, slash, groups = key.partition("/")
+    if slash:
+        return f"{GROUP_LEASE_PREFIX}{groups}-{index}"
+    return node_lease_name(key)
+
+
+def is_group_key(key: str) -> bool:
+    return "/" in key
+
+
 @dataclass(frozen=True)
 class LockSettings:
     key: str = DEFAULT_KEY
@@ -162,6 +203,9 @@ class LockSettings:
     when_alone: WhenAlone = "skip"
     #: Seconds an instance's member Lease stands unrenewed before the others count it gone.
     member_duration: float = DEFAULT_MEMBER_SECONDS
+    #: With locks on Leases: how many groups of nodes share a lock Lease each (0: a Lease per
+    #: node). Every instance sharing the nodes should use the same number (see the module).
+    lease_groups: int = 0
 
     def __post_init__(self) -> None:
         if not self.timeout > 0:
@@ -181,6 +225,12 @@ class LockSettings:
             )
         if self.linger < 0:
             raise ValueError(f"node lock linger must not be negative, got {self.linger:g}s")
+        if not 0 <= self.lease_groups <= MAX_LEASE_GROUPS:
+            raise ValueError(
+                f"node lock lease groups must be 0 to {MAX_LEASE_GROUPS}, got {self.lease_groups}"
+            )
+        if self.lease_groups and self.lock_object != "lease":
+            raise ValueError("node lock lease groups need the locks on Leases")
         if self.hami and self.on == "lease":
             raise ValueError(
                 f"the {HAMI_KEY} lock is HAMi's Node annotation: it cannot live on a Lease"
@@ -314,6 +364,10 @@ class Hold:
     #: known, or the lock was taken over from another holder); and the one to leave at release.
     bound_before: tuple[str, ...] | None = None
     bound_after: tuple[str, ...] | None = None
+    #: Counts this instance's holds on the lock object that were *not* undisturbed (another
+    #: holder may have bound under it since): what this instance knows of the nodes it
+    #: stands for is as good as when it was recorded while the lineage stays the same.
+    lineage: int = 0
 
     def reusable(self) -> bool:
         """Whether a parked hold may serve more binds: a margin of its write budget left."""
@@ -325,6 +379,50 @@ class Hold:
     def remaining(self) -> float:
         """Seconds until the cutoff."""
         return max(0.0, self.cutoff_at - self.clock())
+
+
+@dataclass
+class Holds:
+    """The locks binds to one node take together (`NodeLocks.hold_all`): one, unless
+    instances group the nodes differently. Writes go on while every one of them allows."""
+
+    holds: list[Hold]
+
+    def writable(self) -> bool:
+        return all(h.writable() for h in self.holds)
+
+    def remaining(self) -> float:
+        """Seconds until the first cutoff."""
+        return min((h.remaining() for h in self.holds), default=0.0)
+
+    @property
+    def undisturbed(self) -> bool:
+        return all(h.undisturbed for h in self.holds)
+
+    @property
+    def lineage(self) -> tuple[tuple[str, int], ...]:
+        return tuple((h.node, h.lineage) for h in self.holds)
+
+    @property
+    def bound_before(self) -> tuple[str, ...] | None:
+        """The pods recorded beside every lock as bound under it (None: one lock has none)."""
+        records = [h.bound_before for h in self.holds]
+        if any(r is None for r in records):
+            return None
+        return tuple(uid for r in records if r is not None for uid in r)
+
+    @property
+    def node_obj(self) -> Mapping[str, Any]:
+        """The first lock object as our lock write returned it (the Node, on Nodes)."""
+        return self.holds[0].node_obj
+
+    def record(self, added: Iterable[str]) -> None:
+        """Leave beside each lock, at its release, the pods bound under it: what it had,
+        plus `added`."""
+        uids = list(added)
+        for h in self.holds:
+            before = h.bound_after if h.bound_after is not None else h.bound_before
+            h.bound_after = (*(before or ()), *uids)[-BOUND_KEPT:]
 
 
 @dataclass
@@ -422,6 +520,8 @@ class NodeLocks:
         self._wanted: set[str] = set()
         #: node -> until when our holds there do not linger (another instance asked)
         self._yield_until: dict[str, float] = {}
+        #: lock key -> its lineage (see `Hold.lineage`)
+        self._lineage: dict[str, int] = {}
 
     # -- what this instance sees ------------------------------------------------------------
 
@@ -485,6 +585,9 @@ class NodeLocks:
                         await _uninterruptible(asyncio.ensure_future(self.release(taking.result())))
                     raise
             metrics.NODE_LOCK_WAIT.observe(self._clock() - started)
+            if not hold.undisturbed:
+                self._lineage[node] = self._lineage.get(node, 0) + 1
+            hold.lineage = self._lineage.get(node, 0)
             ok = False
             try:
                 yield hold
@@ -496,6 +599,30 @@ class NodeLocks:
                         self._wake.set()  # due before the round `run()` waits for
                 else:
                     await _uninterruptible(asyncio.ensure_future(self.release(hold)))
+
+    @contextlib.asynccontextmanager
+    async def hold_all(
+        self,
+        keys: Iterable[str],
+        pod: PodInfo,
+        *,
+        known: Callable[[str], Known | None] = lambda _key: None,
+    ) -> AsyncIterator[Holds]:
+        """`hold` each of `keys` (in sorted order, as every instance takes them); `known`
+        gives each lock object as last seen. All are released on every path."""
+        async with contextlib.AsyncExitStack() as stack:
+            holds = [
+                await stack.enter_async_context(self.hold(key, pod, known=known(key)))
+                for key in sorted(set(keys))
+            ]
+            yield Holds(holds)
+
+    async def still_all_ours(self, holds: Holds) -> bool:
+        """`still_ours` for each of `holds`."""
+        for hold in holds.holds:
+            if not await self.still_ours(hold):
+                return False
+        return True
 
     def _parkable(self, node: str, hold: Hold) -> bool:
         if node in self._wanted:
@@ -927,6 +1054,7 @@ class NodeLocks:
             self._leftover,
             self._retry_at,
             self._yield_until,
+            self._lineage,
         ):
             table.pop(node, None)
         self._wanted.discard(node)

@@ -176,6 +176,11 @@ class Cache:
     def has_pod(self, uid: str) -> bool:
         return uid in self._pods
 
+    def bound(self, uid: str) -> bool:
+        """Whether the cache counts pod `uid` as bound: seen on its node, not only assumed."""
+        state = self._pods.get(uid)
+        return state is not None and not state.assumed and bool(state.node)
+
     def pod(self, uid: str) -> PodInfo | None:
         state = self._pods.get(uid)
         return None if state is None else state.pod

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ascheduler.binding.binder import LEASE_NODE
-from ascheduler.binding.nodelock import DEFAULT_KEY, node_lease_name
+from ascheduler.binding.binder import LEASE_GROUP, LEASE_NODE
+from ascheduler.binding.nodelock import DEFAULT_KEY, group_key, is_group_key, lock_lease_name
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.devcluster.processes import ProcessRecord
@@ -144,16 +144,16 @@ async def events_for(kube: KubeClient, namespace: str, reason: str) -> list[dict
 LOCK_NAMESPACE = "kube-system"
 
 
-def lease_path(node: str) -> str:
-    return (
-        f"/apis/coordination.k8s.io/v1/namespaces/{LOCK_NAMESPACE}/leases/{node_lease_name(node)}"
-    )
+def lease_path(key: str) -> str:
+    """The lock Lease of `key`: a node's name, or a lease group's key."""
+    return f"/apis/coordination.k8s.io/v1/namespaces/{LOCK_NAMESPACE}/leases/{lock_lease_name(key)}"
 
 
 async def lock_value(
     kube: KubeClient, node: str, on: str = "lease", key: str = DEFAULT_KEY
 ) -> str | None:
-    """The node's lock as written on its Lease (`on="lease"`) or on the Node itself."""
+    """The node's lock as written on its Lease (`on="lease"`; `node` may be a lease group's
+    key) or on the Node itself."""
     try:
         obj = await kube.get(lease_path(node) if on == "lease" else f"/api/v1/nodes/{node}")
     except ApiError as exc:
@@ -178,14 +178,15 @@ async def set_lock(
     except ApiError as exc:
         if not exc.not_found:
             raise
-        annotations = {LEASE_NODE: node, **({key: value} if value is not None else {})}
+        names = {LEASE_GROUP if is_group_key(node) else LEASE_NODE: node}
+        annotations = {**names, **({key: value} if value is not None else {})}
         await kube.post(
             lease_path(node).rsplit("/", 1)[0],
             {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": {
-                    "name": node_lease_name(node),
+                    "name": lock_lease_name(node),
                     "labels": {"app.kubernetes.io/managed-by": "ascheduler"},
                     "annotations": annotations,
                 },
@@ -195,15 +196,21 @@ async def set_lock(
 
 
 async def lock_annotations(
-    kube: KubeClient, names: list[str], key: str = DEFAULT_KEY
+    kube: KubeClient, names: list[str], key: str = DEFAULT_KEY, groups: Iterable[int] = ()
 ) -> dict[str, str]:
-    """The node lock of each named node that has one, on its Lease or on the Node."""
+    """The node lock of each named node that has one, on its Lease or on the Node, and on
+    its group's Lease under each of `groups` (keyed by the group's key)."""
     found = {}
     for node in names:
         for on in ("lease", "node"):
             value = await lock_value(kube, node, on, key)
             if value:
                 found[node] = value
+        for count in groups:
+            group = group_key(node, count)
+            value = await lock_value(kube, group, "lease", key)
+            if value:
+                found[group] = value
     return found
 
 

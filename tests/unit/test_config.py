@@ -471,6 +471,30 @@ def test_when_alone_and_the_member_duration(tmp_path: Path) -> None:
         resolved(None, tmp_path, node_lock_when_alone="sometimes")
 
 
+def test_lease_groups_from_the_file_and_the_flag(tmp_path: Path) -> None:
+    assert parse(HEAD, IN_TREE).binding.lock.lease_groups == 0
+    given = {**HEAD, "ascheduler": {"nodeLock": {"leaseGroups": 64}}}
+    assert parse(given, IN_TREE).binding.lock.lease_groups == 64
+    assert problems({"ascheduler": {"nodeLock": {"leaseGroups": -1}}}) == [
+        "ascheduler.nodeLock.leaseGroups: must be in 0..1000000, got -1"
+    ]
+    assert problems({"ascheduler": {"nodeLock": {"leaseGroups": "many"}}}) == [
+        "ascheduler.nodeLock.leaseGroups: expected an integer, got 'many'"
+    ]
+    assert problems({"ascheduler": {"nodeLock": {"leaseGroups": 8, "object": "node"}}}) == [
+        "ascheduler.nodeLock.leaseGroups: lease groups need the locks on Leases"
+    ]
+    assert resolved(given, tmp_path, node_lock_lease_groups=0).binding.lock.lease_groups == 0
+    assert resolved(None, tmp_path, node_lock_lease_groups=16).binding.lock.lease_groups == 16
+    with pytest.raises(ConfigError, match="--node-lock-lease-groups: node lock lease groups"):
+        resolved(None, tmp_path, node_lock_lease_groups=16, node_lock_object="node")
+    # HAMi's key, on the Node, beside a file's lease groups: the key is what conflicts.
+    with pytest.raises(ConfigError, match="--node-lock-object: node lock lease groups need"):
+        resolved(given, tmp_path, node_lock_key="hami.io/mutex.lock")
+    document = to_document(parse(given, IN_TREE), IN_TREE)
+    assert document["ascheduler"]["nodeLock"]["leaseGroups"] == 64
+
+
 def test_the_lock_linger_is_a_duration_zero_allowed(tmp_path: Path) -> None:
     assert parse(HEAD, IN_TREE).binding.lock.linger == 10.0
     zero = {**HEAD, "ascheduler": {"nodeLock": {"linger": "0s"}}}

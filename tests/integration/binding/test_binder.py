@@ -13,7 +13,8 @@ from prometheus_client import REGISTRY
 
 from ascheduler.app import build_frameworks
 from ascheduler.binding.binder import BindSettings, LockedBinder
-from ascheduler.binding.nodelock import LockObject, LockSettings, format_time
+from ascheduler.binding.members import Members
+from ascheduler.binding.nodelock import LockObject, LockSettings, format_time, group_key
 from ascheduler.cache import Cache
 from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
 from ascheduler.devcluster.nodes import FakeNodes
@@ -24,6 +25,7 @@ from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
+    LOCK_NAMESPACE,
     create_pods,
     lease_path,
     lock_value,
@@ -183,3 +185,41 @@ async def test_the_next_hold_starts_from_our_own_release_not_a_stale_cache(
     assert after == {(write, "409"): 0, ("GET", "200"): relisted, (write, "200"): 4}
     if on == "lease":
         assert relisted == 0
+
+
+async def test_binds_take_their_node_s_lock_under_every_grouping_in_use(
+    kube: KubeClient, namespace: str, nodes: NodeFactory
+) -> None:
+    """This instance shares a lock Lease among 4 groups of nodes; another member keeps a
+    Lease per node (an older version, say): a bind takes both locks, the group's and the
+    node's, and its hold keeps both."""
+    (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
+    cache = Cache()
+    cache.add_node(parse_node(await kube.get(f"/api/v1/nodes/{node}")))
+    fw = build_frameworks(SchedulerConfig(), IN_TREE, cache, kube)[DEFAULT_SCHEDULER_NAME]
+    await create_pods(kube, namespace, [pause_pod("p0", scheduler_name="nobody")])
+    listing = await kube.get(f"/api/v1/namespaces/{namespace}/pods")
+    (pod,) = [parse_pod(p) for p in listing["items"]]
+    other = Members(kube, LOCK_NAMESPACE, f"{namespace}-other", may_be_alone=False)
+    lock = LockSettings(identity=f"{namespace}-me", linger=60.0, when_alone="lock", lease_groups=4)
+    binder = LockedBinder(kube, BindSettings(policy="all", lock=lock), register=True)
+    assert binder.members is not None
+    try:
+        await other.join()
+        await binder.members.join()
+        assert binder.members.groupings() == {0, 4}
+        status = await binder.bind(fw, CycleState(), pod, node)
+        assert status.ok, status.message
+        group = group_key(node, 4)
+        assert sorted(binder.locks.held) == sorted([node, group])
+        for key in (node, group):
+            value = await lock_value(kube, key)
+            assert value is not None
+            assert value.endswith(f",{namespace}-me")
+        await binder.locks.release_all()
+        assert await lock_value(kube, node) is None
+        assert await lock_value(kube, group) is None
+    finally:
+        await binder.locks.release_all()
+        await binder.members.leave()
+        await other.leave()

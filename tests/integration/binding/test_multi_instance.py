@@ -39,9 +39,19 @@ def gpu_pod(name: str, scheduler_name: str) -> dict[str, object]:
 
 
 @pytest.mark.parametrize(
-    ("instances", "full_nodes", "on"),
-    [(2, 3, "node"), (3, 4, "lease")],
-    ids=["two-instances-node-locks", "three-instances-lease-locks"],
+    ("instances", "full_nodes", "on", "groups"),
+    [
+        (2, 3, "node", ()),
+        (3, 4, "lease", ()),
+        (3, 4, "lease", (2, 2, 2)),
+        (3, 4, "lease", (0, 2, 3)),
+    ],
+    ids=[
+        "two-instances-node-locks",
+        "three-instances-lease-locks",
+        "three-instances-lease-groups",
+        "three-instances-each-grouping-nodes-its-own-way",
+    ],
 )
 async def test_instances_sharing_exact_fit_gpu_nodes_never_overcommit_them(
     plane: ControlPlane,
@@ -52,9 +62,12 @@ async def test_instances_sharing_exact_fit_gpu_nodes_never_overcommit_them(
     instances: int,
     full_nodes: int,
     on: str,
+    groups: tuple[int, ...],
 ) -> None:
     """`instances` schedulers race for `full_nodes` nodes of 2 GPUs with 4 pods more than
-    fit; exactly the room is used, then a node with room for the 4 takes them."""
+    fit; exactly the room is used, then a node with room for the 4 takes them. With
+    `groups`, instance i shares a lock Lease among each of `groups[i]` groups of nodes (0: a
+    Lease per node); instances that group the nodes differently still never overcommit."""
     per_node = 2
     names = await nodes(
         FakeNodes(count=full_nodes, prefix=f"{namespace}-g", extended={GPU: str(per_node)})
@@ -64,8 +77,17 @@ async def test_instances_sharing_exact_fit_gpu_nodes_never_overcommit_them(
     shared = f"{namespace}-shared"
     with contextlib.ExitStack() as running:
         for i in range(instances):
+            grouping = ("--node-lock-lease-groups", str(groups[i])) if groups else ()
             running.enter_context(
-                scheduler(plane, plane_state, f"ascheduler-{i}", shared, "--node-lock-object", on)
+                scheduler(
+                    plane,
+                    plane_state,
+                    f"ascheduler-{i}",
+                    shared,
+                    "--node-lock-object",
+                    on,
+                    *grouping,
+                )
             )
         await create_pods(kube, namespace, [gpu_pod(f"g{i}", shared) for i in range(total)])
 
@@ -91,7 +113,8 @@ async def test_instances_sharing_exact_fit_gpu_nodes_never_overcommit_them(
             for node in [*names, extra]:
                 obj = await kube.get(f"/api/v1/nodes/{node}")
                 assert DEFAULT_KEY not in (obj["metadata"].get("annotations") or {})
-    assert await lock_annotations(kube, [*names, extra]) == {}
+    # Every lock let go at the graceful stops, groups' included.
+    assert await lock_annotations(kube, [*names, extra], groups=[g for g in groups if g]) == {}
 
 
 @pytest.mark.parametrize("on", ["lease", "node"])

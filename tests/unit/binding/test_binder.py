@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -16,6 +17,7 @@ import aiohttp
 import pytest
 
 from ascheduler.binding.binder import (
+    LEASE_GROUP,
     LEASE_NODE,
     BindSettings,
     LockedBinder,
@@ -29,6 +31,9 @@ from ascheduler.binding.nodelock import (
     LockObject,
     LockSettings,
     NodeLocks,
+    group_key,
+    lock_keys,
+    lock_lease_name,
     node_lease_name,
 )
 from ascheduler.cache import Cache
@@ -100,8 +105,9 @@ def binder_for(
     on: LockObject = "node",
     linger: float = 0.0,
     cache: Cache | None = None,
+    groups: int = 0,
 ) -> LockedBinder:
-    lock = LockSettings(key=key, identity=ME, on=on, linger=linger)
+    lock = LockSettings(key=key, identity=ME, on=on, linger=linger, lease_groups=groups)
     settings = BindSettings(policy="all", lock=lock, annotation_prefix=prefix)
     binder = LockedBinder(api, settings, cache=cache)  # type: ignore[arg-type]
     if clock is not None:
@@ -360,7 +366,7 @@ async def test_a_hold_after_our_own_undisturbed_release_revalidates_from_its_rec
     # Nobody wrote the node since our release: the record stands in for the list.
     assert (await binder.bind(fw, CycleState(), pod("p1"), "n")).ok  # type: ignore[arg-type]
     assert lists(api) == 1
-    assert [p.name for p in binder._records["n"][1]] == ["p0", "p1"]
+    assert [p.name for p in binder._records["n"][2]] == ["p0", "p1"]
     # Someone else took and released the lock meanwhile (the version moved): list again.
     api.rv += 1
     assert (await binder.bind(fw, CycleState(), pod("p2"), "n")).ok  # type: ignore[arg-type]
@@ -499,3 +505,81 @@ async def test_alone_binds_skip_the_lock_but_not_a_node_someone_else_has_locked(
     assert members.ready()
     assert (await bind_all(binder, fw, ["p3"]))[0].ok
     assert api.log[-3:] == [f"lock {ME}", "bound p3", "unlock"]
+
+
+async def bind_to(binder: LockedBinder, fw: FakeFramework, name: str, node: str) -> Status:
+    return await binder.bind(fw, CycleState(), pod(name), node)  # type: ignore[arg-type]
+
+
+async def test_with_lease_groups_one_lock_serves_every_node_of_the_group() -> None:
+    """One group (the fake API server keeps one lock object): binds to two nodes take one
+    lock write; the group's Lease names the group and belongs to no node."""
+    api = FakeNodeApi()
+    binder = binder_for(api, on="lease", groups=1, linger=10.0)
+    binder._node_uids["n"] = "node-uid"
+    fw = FakeFramework(api, {})
+    assert binder.lock_keys("n") == binder.lock_keys("m") == ["0/1"]
+    assert (await bind_to(binder, fw, "p0", "n")).ok
+    assert (await bind_to(binder, fw, "p1", "m")).ok
+    assert api.log == [f"lock {ME}", "bound p0", "bound p1"]  # the hold lingers: no unlock
+    (made,) = api.created
+    assert made["metadata"]["name"] == "ascheduler-nodes-1-0"
+    assert made["metadata"]["annotations"] == {LEASE_GROUP: "0/1"}
+    assert "ownerReferences" not in made["metadata"]
+    assert parse_lock_lease(made).node == "0/1"  # the informer keys it by its lock
+    await binder.locks.release_all()
+    assert api.log[-1] == "unlock"
+
+
+async def test_with_lease_groups_a_record_is_void_once_another_holder_took_the_group() -> None:
+    """A hold of ours on n, then someone else's on the group (binding on n, perhaps), then
+    ours on m: our next hold on n is undisturbed (the lock is as our release left it), but
+    what we recorded for n is older than the other holder's binds: list again."""
+    api = FakeNodeApi()
+    binder = binder_for(api, on="lease", groups=1)
+    fw = FakeFramework(api, {})
+    assert (await bind_to(binder, fw, "p0", "n")).ok
+    assert lists(api) == 1
+    api.rv += 1  # another instance took and let go of the group's lock
+    assert (await bind_to(binder, fw, "p1", "m")).ok
+    assert lists(api) == 2
+    assert (await bind_to(binder, fw, "p2", "n")).ok
+    assert lists(api) == 3  # not from n's record
+    assert (await bind_to(binder, fw, "p3", "m")).ok
+    assert lists(api) == 3  # m's record is as current as the lock
+
+
+async def test_binds_take_the_lock_of_every_grouping_the_members_use() -> None:
+    """Another member groups the nodes its own way (or has a Lease per node): a bind takes
+    both locks, in the same order as every instance."""
+    api = FakeNodeApi()
+    binder = binder_for(api, on="lease", groups=4)
+    assert binder.lock_keys("n") == [group_key("n", 4)]
+    store = Store()
+    binder.members = Members(Client(store), NS, ME, lease_groups=4)  # type: ignore[arg-type]
+    other = Members(Client(store), NS, "instance-b")  # type: ignore[arg-type]
+    await other.join()
+    await binder.members.join()
+    assert (
+        sorted(binder.lock_keys("n")) == binder.lock_keys("n") == sorted(["n", group_key("n", 4)])
+    )
+
+
+def test_group_keys_and_lease_names() -> None:
+    counts = Counter(group_key(f"node-{i}", 8) for i in range(800))
+    assert set(counts) == {f"{i}/8" for i in range(8)}
+    assert min(counts.values()) > 50  # spread over the groups
+    assert group_key("node-1", 8) == group_key("node-1", 8)
+    assert group_key("node-1", 0) == "node-1"
+    assert lock_keys("n", [0, 4, 4, 2]) == sorted({"n", group_key("n", 4), group_key("n", 2)})
+    assert lock_lease_name("3/8") == "ascheduler-nodes-8-3"
+    assert lock_lease_name("n") == node_lease_name("n") == "ascheduler-node-n"
+    # No node's Lease is named like a group's, whatever the node's name.
+    for name in ("s-8-3", "s", "nodes-8-3", "-8-3"):
+        assert lock_lease_name(name) != "ascheduler-nodes-8-3"
+    with pytest.raises(ValueError, match="need the locks on Leases"):
+        LockSettings(on="node", lease_groups=4)
+    with pytest.raises(ValueError, match="need the locks on Leases"):
+        LockSettings(key=HAMI_KEY, lease_groups=4)
+    with pytest.raises(ValueError, match="0 to"):
+        LockSettings(lease_groups=-1)

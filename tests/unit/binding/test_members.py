@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 
 from ascheduler.binding.members import (
+    GROUPS_KEY,
     MEMBER_KEY,
     PEERS_KEY,
     START,
+    Member,
     Members,
     member_lease_name,
     parse_member,
@@ -114,7 +116,7 @@ class Catch:
 
 
 def instance(
-    store: Store, name: str, clock: Clock, *, may_be_alone: bool = True
+    store: Store, name: str, clock: Clock, *, may_be_alone: bool = True, lease_groups: int = 0
 ) -> tuple[Members, Catch]:
     catch = Catch()
     members = Members(
@@ -125,6 +127,7 @@ def instance(
         may_be_alone=may_be_alone,
         catch_up=catch,
         clock=clock,
+        lease_groups=lease_groups,
     )
     return members, catch
 
@@ -431,3 +434,84 @@ async def test_a_member_that_renewed_just_before_its_removal_stays() -> None:
     assert member_lease_name("b") in store.items
     assert a.peers() == ["b"]  # not counted gone: no binding alone beside it
     assert not a.alone
+
+
+async def test_each_member_s_lease_groups_are_known_to_the_others() -> None:
+    store, clock = Store(), Clock()
+    a, _ = instance(store, "a", clock, lease_groups=32)
+    b, _ = instance(store, "b", clock)
+    await a.join()
+    assert a.groupings() == {32}
+    await b.join()
+    assert store.items[member_lease_name("a")]["metadata"]["annotations"][GROUPS_KEY] == "32"
+    assert store.items[member_lease_name("b")]["metadata"]["annotations"][GROUPS_KEY] == "0"
+    assert b.groupings() == {0, 32}  # found by its list, before its first bind
+    observe_all(store, a)
+    assert a.groupings() == {0, 32}
+    # A member gone takes its grouping with it.
+    a.observe_gone("b")
+    assert a.groupings() == {32}
+
+
+@pytest.mark.parametrize(
+    ("written", "read"), [(None, 0), ("8", 8), ("-3", 0), ("x", 0), ("9" * 12, 0)]
+)
+def test_a_member_s_lease_groups_read_as_a_lease_per_node_unless_a_count(
+    written: str | None, read: int
+) -> None:
+    annotations = {MEMBER_KEY: "m"}
+    if written is not None:
+        annotations[GROUPS_KEY] = written
+    raw = {"metadata": {"name": member_lease_name("m"), "annotations": annotations}}
+    member = parse_member(raw)
+    assert member is not None
+    assert member.lease_groups == read
+
+
+def lease_of(store: Store, name: str) -> Member:
+    member = parse_member(store.items[member_lease_name(name)])
+    assert member is not None
+    return member
+
+
+async def test_a_member_back_under_a_new_identity_lists_the_members_before_binding() -> None:
+    """c joined while b was counted gone, listing before b's Lease was back: c does not know
+    b. b must know c (and take c's locks too) before its next bind."""
+    store, clock = Store(), Clock()
+    a, b, _ = await joined_pair(store, clock)
+    clock.now += 21.0
+    await a._round()  # b counted gone, its Lease removed
+    c, _ = instance(store, "c", clock, lease_groups=4)
+    await c.join()
+    assert c.peers() == ["a"]
+    b.observe(lease_of(store, "a"))  # a renewed: alive to b
+
+    original_get = b.kube.get
+    failing = True
+
+    async def get(path: str, *, params: Any = None) -> dict[str, Any]:
+        if failing:
+            raise ApiError(503, "ServiceUnavailable", "down", method="GET", path=path)
+        return await original_get(path, params=params)
+
+    b.kube.get = get  # type: ignore[method-assign]
+    with pytest.raises(ApiError):
+        await b._round()  # its Lease is made again; the list that follows fails
+    assert b.identity == "b~1"
+    assert member_lease_name("b~1") in store.items
+    # Acknowledged by a, b still does not bind: it has not listed the members since.
+    observe_all(store, a)
+    await a._round()
+    b.observe(lease_of(store, "a"))
+    assert "b~1" in lease_of(store, "a").peers
+    assert b.peers() == ["a"]
+    assert not b.ready()
+    failing = False
+    await b._round()
+    assert b.peers() == ["a", "c"]
+    assert b.groupings() == {0, 4}
+    observe_all(store, a, c)
+    await a._round()
+    await c._round()
+    observe_all(store, b)
+    assert b.ready()
