@@ -479,7 +479,10 @@ class LockedBinder:
             keys = self.lock_keys(node)
             try:
                 async with self.locks.hold_all(
-                    keys, first.pod, known=functools.partial(self._known_for, cached=known)
+                    keys,
+                    first.pod,
+                    known=functools.partial(self._known_for, cached=known),
+                    node=node,
                 ) as hold:
                     if most == 1 and first.result.done():
                         continue  # HAMi's value names this pod, cancelled meanwhile: relock

@@ -144,7 +144,10 @@ class DeviceLocks:
         async with contextlib.AsyncExitStack() as stack:
             if node is not None:
                 taking = self.node_locks.hold_all(
-                    self.lock_keys(node), pod, known=lambda key: self.known_for(key, known)
+                    self.lock_keys(node),
+                    pod,
+                    known=lambda key: self.known_for(key, known),
+                    node=node,
                 )
                 held.holds.extend((await stack.enter_async_context(taking)).holds)
             for name in sorted({lease_name(d, p) for d, p in pools}):

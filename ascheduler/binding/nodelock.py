@@ -426,6 +426,19 @@ class Holds:
 
 
 @dataclass
+class _Shared:
+    """A group's hold while binds to its nodes use it (see `NodeLocks.share`)."""
+
+    hold: Hold
+    users: int = 1
+    #: Whether every user so far finished without an error (else it is released, not parked).
+    ok: bool = True
+    #: Being parked or released: newcomers wait for `done` and take the lock afresh.
+    closing: bool = False
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass
 class LockStats:
     acquired: int = 0
     contended: int = 0
@@ -522,6 +535,10 @@ class NodeLocks:
         self._yield_until: dict[str, float] = {}
         #: lock key -> its lineage (see `Hold.lineage`)
         self._lineage: dict[str, int] = {}
+        #: group key -> the hold binds to the group's nodes share now
+        self._sharing: dict[str, _Shared] = {}
+        #: node -> the asyncio lock of its binds while its locks are groups'
+        self._node_local: dict[str, asyncio.Lock] = {}
 
     # -- what this instance sees ------------------------------------------------------------
 
@@ -569,36 +586,90 @@ class NodeLocks:
         lock = self._local.setdefault(node, asyncio.Lock())
         started = self._clock()
         async with lock:
-            hold = None
-            if node in self._parked:  # else nothing to take up or let go: no task for it
-                hold = await _uninterruptible(asyncio.ensure_future(self._unpark(node)))
-            if hold is None:
-                # Both writes run to completion even when the bind is cancelled meanwhile
-                # (once or again), and the asyncio lock is only let go once the annotation
-                # is (or is a leftover): a lock patch that landed is always released, and our
-                # next hold knows our own value.
-                taking = asyncio.ensure_future(self.acquire(node, pod, known=known))
-                try:
-                    hold = await _uninterruptible(taking)
-                except asyncio.CancelledError:
-                    if taking.done() and not taking.cancelled() and taking.exception() is None:
-                        await _uninterruptible(asyncio.ensure_future(self.release(taking.result())))
-                    raise
-            metrics.NODE_LOCK_WAIT.observe(self._clock() - started)
-            if not hold.undisturbed:
-                self._lineage[node] = self._lineage.get(node, 0) + 1
-            hold.lineage = self._lineage.get(node, 0)
+            hold = await self._take(node, pod, known, started)
             ok = False
             try:
                 yield hold
                 ok = True
             finally:
-                if ok and self._parkable(node, hold):
-                    self._parked[node] = (hold, self._clock())
-                    if self._parked_due(node) < self._round_at:
-                        self._wake.set()  # due before the round `run()` waits for
-                else:
-                    await _uninterruptible(asyncio.ensure_future(self.release(hold)))
+                await self._give_back(node, hold, ok=ok)
+
+    async def _take(self, node: str, pod: PodInfo, known: Known | None, started: float) -> Hold:
+        """Our parked hold on `node` taken up, else the lock acquired (under `node`'s asyncio
+        lock, which the caller holds)."""
+        hold = None
+        if node in self._parked:  # else nothing to take up or let go: no task for it
+            hold = await _uninterruptible(asyncio.ensure_future(self._unpark(node)))
+        if hold is None:
+            # Both writes run to completion even when the bind is cancelled meanwhile (once
+            # or again), and the asyncio lock is only let go once the annotation is (or is a
+            # leftover): a lock patch that landed is always released, and our next hold
+            # knows our own value.
+            taking = asyncio.ensure_future(self.acquire(node, pod, known=known))
+            try:
+                hold = await _uninterruptible(taking)
+            except asyncio.CancelledError:
+                if taking.done() and not taking.cancelled() and taking.exception() is None:
+                    await _uninterruptible(asyncio.ensure_future(self.release(taking.result())))
+                raise
+        metrics.NODE_LOCK_WAIT.observe(self._clock() - started)
+        if not hold.undisturbed:
+            self._lineage[node] = self._lineage.get(node, 0) + 1
+        hold.lineage = self._lineage.get(node, 0)
+        return hold
+
+    async def _give_back(self, node: str, hold: Hold, *, ok: bool) -> None:
+        """After a hold's binds (under `node`'s asyncio lock): parked for the next ones if it
+        may linger and nothing failed, else released."""
+        if ok and self._parkable(node, hold):
+            self._parked[node] = (hold, self._clock())
+            if self._parked_due(node) < self._round_at:
+                self._wake.set()  # due before the round `run()` waits for
+        else:
+            await _uninterruptible(asyncio.ensure_future(self.release(hold)))
+
+    @contextlib.asynccontextmanager
+    async def share(
+        self, key: str, pod: PodInfo, *, known: Known | None = None
+    ) -> AsyncIterator[Hold]:
+        """`hold` for a lock that stands for several nodes (a lease group): while it serves
+        binds to one node, binds to another node of the group join it instead of waiting
+        for it (each node's binds are still serialised by the caller). A hold is joined
+        only while it may serve more binds and no other instance has asked for it; it is
+        parked or released once its last user is done."""
+        started = self._clock()
+        while True:
+            shared = self._sharing.get(key)
+            if shared is None:
+                async with self._local.setdefault(key, asyncio.Lock()):
+                    if key in self._sharing:
+                        continue  # taken meanwhile by another node's binds: join it
+                    hold = await self._take(key, pod, known, started)
+                    shared = self._sharing[key] = _Shared(hold)
+                break
+            if not shared.closing and key not in self._wanted and shared.hold.reusable():
+                shared.users += 1
+                break
+            await shared.done.wait()
+        ok = False
+        try:
+            yield shared.hold
+            ok = True
+        finally:
+            shared.users -= 1
+            shared.ok = shared.ok and ok
+            if not shared.users:
+                shared.closing = True
+                # Parked or released even if the last user is cancelled meanwhile.
+                await _uninterruptible(asyncio.ensure_future(self._close(key, shared)))
+
+    async def _close(self, key: str, shared: _Shared) -> None:
+        try:
+            async with self._local.setdefault(key, asyncio.Lock()):
+                await self._give_back(key, shared.hold, ok=shared.ok)
+        finally:
+            del self._sharing[key]
+            shared.done.set()
 
     @contextlib.asynccontextmanager
     async def hold_all(
@@ -607,13 +678,21 @@ class NodeLocks:
         pod: PodInfo,
         *,
         known: Callable[[str], Known | None] = lambda _key: None,
+        node: str | None = None,
     ) -> AsyncIterator[Holds]:
-        """`hold` each of `keys` (in sorted order, as every instance takes them); `known`
-        gives each lock object as last seen. All are released on every path."""
+        """`hold` each of `keys` (in sorted order, as every instance takes them; a group's
+        lock shared, see `share`); `known` gives each lock object as last seen. All are
+        released on every path. Holds for `node` whose locks are all groups' are serialised
+        by an asyncio lock of the node's own, as its own lock would."""
         async with contextlib.AsyncExitStack() as stack:
+            keys = sorted(set(keys))
+            if node is not None and node not in keys:
+                await stack.enter_async_context(self._node_local.setdefault(node, asyncio.Lock()))
             holds = [
-                await stack.enter_async_context(self.hold(key, pod, known=known(key)))
-                for key in sorted(set(keys))
+                await stack.enter_async_context(
+                    (self.share if is_group_key(key) else self.hold)(key, pod, known=known(key))
+                )
+                for key in keys
             ]
             yield Holds(holds)
 
@@ -1061,6 +1140,9 @@ class NodeLocks:
         lock = self._local.get(node)
         if lock is not None and not lock.locked():
             del self._local[node]
+        lock = self._node_local.get(node)
+        if lock is not None and not lock.locked():
+            del self._node_local[node]
 
     async def release_all(self) -> None:
         """Graceful shutdown: one last try at every lock of ours still on a node."""

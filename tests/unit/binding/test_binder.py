@@ -175,15 +175,18 @@ async def test_a_hold_out_of_time_hands_the_rest_to_a_new_hold() -> None:
     clock = FakeClock()
     binder = binder_for(api, clock=clock)
 
+    first_out = asyncio.Event()
+
     def slow_first_bind(name: str) -> None:
         if name == "p0":  # p0's Binding takes longer than the hold's write budget
             clock.advance(binder.settings.lock.timeout * 0.6)
+            first_out.set()
 
     fw = FakeFramework(api, {}, during_bind=slow_first_bind)
     lead = asyncio.create_task(
         binder.bind(fw, CycleState(), pod("p0"), "n")  # type: ignore[arg-type]
     )
-    await asyncio.sleep(0.005)
+    await first_out.wait()  # p1 and p2 queue behind p0's batch
     rest = await bind_all(binder, fw, ["p1", "p2"])
     assert (await lead).ok
     assert [s.ok for s in rest] == [True, True]
@@ -583,3 +586,82 @@ def test_group_keys_and_lease_names() -> None:
         LockSettings(key=HAMI_KEY, lease_groups=4)
     with pytest.raises(ValueError, match="0 to"):
         LockSettings(lease_groups=-1)
+
+
+class Started:
+    """Which binds have gone out (FakeFramework's `during_bind`), to wait for."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._events: dict[str, asyncio.Event] = {}
+
+    def __call__(self, name: str) -> None:
+        self.names.append(name)
+        self._events.setdefault(name, asyncio.Event()).set()
+
+    async def wait(self, name: str) -> None:
+        await self._events.setdefault(name, asyncio.Event()).wait()
+
+
+async def test_binds_to_two_nodes_of_a_group_share_its_hold_at_once() -> None:
+    """While binds to n hold the group's lock, binds to m join that hold instead of waiting
+    for it: one lock write, both in flight together."""
+    api = FakeNodeApi()
+    binder = binder_for(api, on="lease", groups=1)
+    gate = asyncio.Event()
+    started = Started()
+    fw = FakeFramework(api, {}, during_bind=started, gates={"p0": gate})
+    first = asyncio.create_task(bind_to(binder, fw, "p0", "n"))
+    await started.wait("p0")
+    second = asyncio.create_task(bind_to(binder, fw, "p1", "m"))
+    await started.wait("p1")
+    assert not first.done()  # p0's bind still holds the lock; p1's went out beside it
+    gate.set()
+    assert (await first).ok
+    assert (await second).ok
+    assert api.log[0] == f"lock {ME}"
+    assert sorted(api.log[1:3]) == ["bound p0", "bound p1"]
+    assert api.log[3:] == ["unlock"]
+    assert binder.locks._sharing == {}
+
+
+async def test_a_group_hold_another_instance_asked_for_is_not_joined() -> None:
+    api = FakeNodeApi()
+    binder = binder_for(api, on="lease", groups=1, linger=10.0)
+    gate = asyncio.Event()
+    started = Started()
+    fw = FakeFramework(api, {}, during_bind=started, gates={"p0": gate})
+    first = asyncio.create_task(bind_to(binder, fw, "p0", "n"))
+    await started.wait("p0")
+    binder.locks.observe("0/1", {f"{DEFAULT_KEY}-wanted": "instance-b"})
+    second = asyncio.create_task(bind_to(binder, fw, "p1", "m"))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert started.names == ["p0"]  # p1 waits for the hold to be let go
+    gate.set()
+    assert (await first).ok
+    assert (await second).ok
+    # Let go (not parked: asked for), then taken afresh for p1.
+    assert api.log[:4] == [f"lock {ME}", "bound p0", "unlock", f"lock {ME}"]
+
+
+async def test_a_shared_group_hold_is_let_go_when_its_last_user_is_cancelled() -> None:
+    api = FakeNodeApi()
+    binder = binder_for(api, on="lease", groups=1)
+    gates = {"p0": asyncio.Event(), "p1": asyncio.Event()}
+    started = Started()
+    fw = FakeFramework(api, {}, during_bind=started, gates=gates)
+    tasks = [
+        asyncio.create_task(bind_to(binder, fw, "p0", "n")),
+        asyncio.create_task(bind_to(binder, fw, "p1", "m")),
+    ]
+    await started.wait("p0")
+    await started.wait("p1")
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert api.log == [f"lock {ME}", "unlock"]
+    assert binder.locks.held == {}
+    assert binder.locks._sharing == {}
