@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import datetime as dt
 import secrets
 import socket
@@ -28,6 +27,7 @@ from ascheduler.binding.requests import object_path as request_path
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import STRATEGIC_MERGE_PATCH
 from ascheduler.model import PodInfo
+from ascheduler.waits import wait_event
 
 log = structlog.get_logger(__name__)
 
@@ -208,8 +208,7 @@ class StatusWriter:
                 continue
             remaining = self._held[0].queued + self.defer - time.monotonic()
             if remaining > 0 and not self.idle.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.idle.wait(), remaining)
+                await wait_event(self.idle, remaining)
                 continue
             await self._write(self._held.popleft())
 

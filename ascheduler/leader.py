@@ -28,6 +28,7 @@ import structlog
 
 from ascheduler.config import LeaderElection
 from ascheduler.kube import KubeClient, KubeError
+from ascheduler.waits import wait_event
 
 log = structlog.get_logger(__name__)
 
@@ -134,8 +135,7 @@ class LeaderElector:
                     return True
             except (KubeError, TimeoutError) as exc:
                 log.warning("leader_election_error", error=str(exc))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.settings.retry_period)
+            await wait_event(stop, self.settings.retry_period)
         return False
 
     async def hold(self) -> None:

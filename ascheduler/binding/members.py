@@ -64,6 +64,7 @@ import structlog
 from ascheduler import metrics
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import MERGE_PATCH
+from ascheduler.waits import wait_event
 
 log = structlog.get_logger(__name__)
 
@@ -229,8 +230,7 @@ class Members:
             if left <= 0:
                 return False
             self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), min(left, 1.0))
+            await wait_event(self._changed, min(left, 1.0))
         return True
 
     def remaining(self) -> float:
@@ -465,8 +465,7 @@ class Members:
                 log.warning("node_lock_member_round_failed", error=str(exc))
             except Exception:  # never ends the process: binds wait while it cannot renew
                 log.exception("node_lock_member_round_crashed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), RENEW * self.duration)
+            await wait_event(self._wake, RENEW * self.duration)
 
     async def _round(self) -> None:
         # Members unchanged for `duration` are gone if a fresh read agrees.

@@ -76,6 +76,7 @@ from ascheduler.durations import parse_seconds
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import MERGE_PATCH
 from ascheduler.model import PodInfo
+from ascheduler.waits import wait_event
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -1042,11 +1043,13 @@ class NodeLocks:
             # At least a short pause per round, whatever the table says: never a hot loop.
             pause = max(min([next_sweep, *due]) - self._clock(), MIN_PAUSE)
             self._round_at = self._clock() + pause
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=pause)
+            await wait_event(self._wake, pause)
             self._wake.clear()
             sweeping = self._clock() >= next_sweep
-            await self.tend(sweep=sweeping)
+            try:
+                await self.tend(sweep=sweeping)
+            except Exception:  # never ends the process: the next round tries again
+                log.exception("node_lock_round_crashed")
             if sweeping:
                 next_sweep = self._clock() + sweep
 
@@ -1057,6 +1060,8 @@ class NodeLocks:
         for node, value in list(self._leftover.items()):
             await self._retry_leftover(node, value)
         for node in list(self._parked):
+            if node not in self._parked:
+                continue  # taken up (or let go) by a hold while an earlier one was released
             if node in self._wanted:
                 self._yield_until[node] = self._clock() + YIELD_SECONDS
                 await self._let_go(node)

@@ -56,6 +56,7 @@ from ascheduler.kube.informer import Informer
 from ascheduler.leader import LeaderElector, LostLeadership
 from ascheduler.model import Node, PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
+from ascheduler.waits import wait_event
 
 log = structlog.get_logger(__name__)
 
@@ -467,8 +468,7 @@ class RequestBinder:
             self.stopping = True
             while not self._queue.empty():
                 self._queued.discard(self._queue.get_nowait())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._idle.wait(), grace)
+            await wait_event(self._idle, grace)
             for task in (*workers, *background, synced):
                 task.cancel()
             for timer in self._timers.values():

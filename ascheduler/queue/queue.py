@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 from ascheduler.framework.interface import ClusterEvent, QueuedPodInfo, Status
 from ascheduler.model import PodInfo
+from ascheduler.waits import wait_event
 
 
 class Clock(Protocol):
@@ -455,13 +456,10 @@ class SchedulingQueue:
                 return qp
             self._wakeup.clear()
             delay = self._next_backoff_delay()
-            try:
-                if delay is None:
-                    await self._wakeup.wait()
-                else:
-                    await asyncio.wait_for(self._wakeup.wait(), timeout=max(delay, 0.001))
-            except TimeoutError:
-                pass
+            if delay is None:
+                await self._wakeup.wait()
+            else:
+                await wait_event(self._wakeup, max(delay, 0.001))
         return None
 
     def _next_backoff_delay(self) -> float | None:

@@ -143,6 +143,13 @@ def test_each_example_configuration_renders_valid(tmp_path: Path, example: Path)
     assert config["leaderElection"]["resourceNamespace"] == NAMESPACE
 
 
+def test_lease_groups_render_into_the_configuration(tmp_path: Path) -> None:
+    config = config_of(render(tmp_path, {"nodeLock": {"leaseGroups": 32}}))
+    assert validate(tmp_path, config).returncode == 0
+    assert config["ascheduler"]["nodeLock"]["leaseGroups"] == 32
+    assert config_of(render(tmp_path, {}))["ascheduler"]["nodeLock"]["leaseGroups"] == 0
+
+
 def test_the_optional_parts_render(tmp_path: Path) -> None:
     docs = render(
         tmp_path,
@@ -183,6 +190,7 @@ def test_the_optional_parts_render(tmp_path: Path) -> None:
         ({"binding": "later"}, "binding"),
         ({"replicas": 3, "leaderElection": {"enabled": False}}, "leaderElection.enabled"),
         ({"nodeLock": {"timeout": "soon"}}, "nodeLock.timeout"),
+        ({"nodeLock": {"leaseGroups": -1}}, "nodeLock.leaseGroups"),
         ({"unknownValue": 1}, "unknownValue"),
     ],
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -466,6 +467,28 @@ async def test_another_instance_asking_ends_a_lingering_hold_at_once() -> None:
     assert WANTED not in api.annotations  # the release clears the request
     hold = await other.acquire("n", a_pod())
     assert api.annotations == {DEFAULT_KEY: hold.value}
+
+
+async def test_a_parked_hold_taken_up_while_another_is_let_go_is_skipped() -> None:
+    """The background round lets one parked hold go (a write: other tasks run meanwhile)
+    while a bind takes up another parked hold: the round goes on without it."""
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock, linger=10.0)
+    async with locks.hold("n", a_pod()) as first:
+        pass
+    other = dataclasses.replace(first, node="m")
+    locks._held["m"] = other
+    locks._parked["m"] = (other, clock())
+    locks.observe("n", {**api.annotations, WANTED: "instance-b"})
+
+    def taken_up() -> None:  # a bind to m unparks its hold during n's release
+        locks._parked.pop("m", None)
+
+    api.on_patch = taken_up
+    await locks.tend(sweep=False)  # never raises
+    assert api.log[-1] == "unlock"
+    assert "n" not in locks.held
+    assert locks.held["m"] is other
 
 
 async def test_a_request_seen_while_the_hold_serves_releases_it_after() -> None:
