@@ -3,8 +3,9 @@
 kubernetes-asyncio loads kubeconfigs and in-cluster settings well; its generated model classes
 are slow to build and some responses (a Binding's) do not even deserialize. So we take its
 `Configuration` (server, TLS material, bearer token with its refresh hook) and speak JSON
-ourselves over one aiohttp session, parsing with orjson. A scheduler keeps two of these: one for
-long-lived watches, one for writes, so a burst of binds never queues behind a watch.
+ourselves, parsing with orjson: requests over a lean HTTP/1.1 pool (`transport`), watches over
+an aiohttp session. A scheduler keeps two of these: one for long-lived watches, one for writes,
+so a burst of binds never queues behind a watch.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ import ssl
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 import orjson
 from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.config import load_incluster_config, load_kube_config
 
+from ascheduler.kube.transport import Garbled, Pool, Unanswered
 from ascheduler.metrics import REST_CLIENT_REQUESTS
 
 JSON = dict[str, Any]
@@ -176,6 +179,23 @@ async def load_configuration(
     return config
 
 
+#: Characters a request path keeps as they are (RFC 3986's path characters, and `%` so that a
+#: path already escaped is not escaped twice).
+_PATH_SAFE = "/:@!$&'()*+,;=-._~%"
+
+
+def _header_value(value: str) -> str:
+    """`value` as a header value; a line break in it (which would start a header of its own)
+    or a character beyond Latin-1 is refused."""
+    if "\r" in value or "\n" in value:
+        raise ValueError("a header value may not contain a line break")
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        raise ValueError("a header value must be Latin-1 text") from None
+    return value
+
+
 def _ssl_context(config: Configuration) -> ssl.SSLContext:
     ctx = ssl.create_default_context(cafile=config.ssl_ca_cert)
     if config.cert_file:
@@ -230,9 +250,24 @@ class KubeClient:
         # Idle connections stay open for a minute (aiohttp's default is 15 s), inside
         # kube-apiserver's 90 s idle timeout: a burst after a pause reuses them instead of
         # paying a TLS handshake per connection again.
-        connector = aiohttp.TCPConnector(
-            limit=pool_size, ssl=_ssl_context(config), keepalive_timeout=KEEPALIVE
+        context = _ssl_context(config)
+        connector = aiohttp.TCPConnector(limit=pool_size, ssl=context, keepalive_timeout=KEEPALIVE)
+        url = urlsplit(self.server)
+        secure = url.scheme == "https"
+        self._prefix = url.path.rstrip("/")
+        self._pool = Pool(
+            url.hostname or "localhost",
+            url.port or (443 if secure else 80),
+            ssl_context=context if secure else None,
+            size=pool_size,
+            keepalive=KEEPALIVE,
         )
+        #: What every request's head starts with after its request line.
+        self._fixed = (
+            f"Host: {url.netloc.rpartition('@')[2]}\r\nUser-Agent: {_header_value(user_agent)}\r\n"
+            "Accept: application/json\r\nAccept-Encoding: gzip\r\n"
+        )
+        #: Streams (watches) only.
         self.session = aiohttp.ClientSession(
             connector=connector,
             headers={"User-Agent": user_agent, "Accept": "application/json"},
@@ -258,7 +293,13 @@ class KubeClient:
         )
 
     async def close(self) -> None:
+        self._pool.close()
         await self.session.close()
+
+    @property
+    def connections_opened(self) -> int:
+        """Connections the request pool has opened so far (each one a handshake)."""
+        return self._pool.opened
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -306,32 +347,37 @@ class KubeClient:
         """
         if self.limiter is not None:
             await self.limiter.wait()
-        data = None if body is None else orjson.dumps(body)
+        data = b"" if body is None else orjson.dumps(body)
         try:
-            headers = await self.headers(content_type if data is not None else None)
+            token = await self.config.get_api_key_with_prefix("BearerToken")
         except Exception as exc:  # whatever the credentials hook raises: never past this layer
             raise CredentialsFailed(method, path, exc) from exc
+        target = self._prefix + quote(path, safe=_PATH_SAFE)
+        if params:
+            target += "?" + urlencode(params)
+        head = f"{method} {target} HTTP/1.1\r\n{self._fixed}"
+        if token:
+            try:
+                head += f"Authorization: {_header_value(str(token))}\r\n"
+            except ValueError as exc:
+                raise CredentialsFailed(method, path, exc) from exc
+        if body is not None:
+            head += f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n"
+        request = head.encode("latin-1") + b"\r\n" + data
         for attempt in range(1, _RESEND + 1):
             try:
-                async with self.session.request(
-                    method,
-                    self.server + path,
-                    params=params,
-                    data=data,
-                    headers=headers,
-                    timeout=aiohttp.ClientTimeout(total=timeout),
-                ) as resp:
-                    self.count(method, resp.status)
-                    status, payload = resp.status, await resp.read()
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                async with asyncio.timeout(timeout):
+                    status, payload = await self._pool.send(request, bodiless=method == "HEAD")
+            except Unanswered as exc:
                 self.count(method, "<error>")
                 if attempt == _RESEND:
                     raise ConnectionFailed(method, path, exc) from exc
                 await asyncio.sleep(0.01 * attempt)
                 continue
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            except (Garbled, TimeoutError, OSError) as exc:
                 self.count(method, "<error>")
                 raise ConnectionFailed(method, path, exc) from exc
+            self.count(method, status)
             if status >= 400:
                 raise _api_error(status, payload, method=method, path=path)
             return Response(status, payload)

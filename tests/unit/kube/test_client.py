@@ -215,3 +215,58 @@ async def test_requests_share_the_pools_connections(
     assert most == 2
     assert len(peers) == 7
     assert len(set(peers)) == 2
+
+
+async def test_the_request_line_keeps_the_server_s_path_and_encodes_the_query(
+    serve: Callable[[Handler], Awaitable[KubeClient]],
+) -> None:
+    """A server behind a path prefix (a proxy's `https://host/k8s/clusters/c1`), selectors
+    with characters a query must escape, the bearer token and the body's type."""
+    seen: list[tuple[str, dict[str, str], str, bytes]] = []
+
+    async def record(request: web.Request) -> web.Response:
+        seen.append(
+            (request.path, dict(request.query), request.headers.get("Authorization", ""), b"")
+        )
+        seen[-1] = (*seen[-1][:3], await request.read())
+        return web.json_response({"ok": True}, status=201)
+
+    server = await serve(record)
+    config = server.config
+    config.host = f"{config.host}/k8s/clusters/c1/"
+    config.api_key = {"BearerToken": "Bearer t0ken"}
+    async with KubeClient(config) as client:
+        answer = await client.request(
+            "POST",
+            "/api/v1/namespaces/n s/pods",
+            params={"labelSelector": "app in (a,b),tier!=x", "limit": 5},
+            body={"a": 1},
+        )
+    assert answer.status == 201
+    assert answer.json() == {"ok": True}
+    assert seen == [
+        (
+            "/k8s/clusters/c1/api/v1/namespaces/n s/pods",
+            {"labelSelector": "app in (a,b),tier!=x", "limit": "5"},
+            "Bearer t0ken",
+            b'{"a":1}',
+        )
+    ]
+
+
+@pytest.mark.parametrize("token", ["Bearer a\r\nX-Evil: 1", "Bearer \u2603"])
+async def test_a_token_that_is_no_header_value_fails_as_credentials(
+    serve: Callable[[Handler], Awaitable[KubeClient]], token: str
+) -> None:
+    calls = 0
+
+    async def ok(request: web.Request) -> web.Response:
+        nonlocal calls
+        calls += 1
+        return web.json_response({})
+
+    server = await serve(ok)
+    server.config.api_key = {"BearerToken": token}
+    with pytest.raises(CredentialsFailed):
+        await server.get("/api/v1/nodes")
+    assert calls == 0
