@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import algorithm, apicost, explain, locks, memory, report, run
+from benchmarks import (
+    algorithm,
+    apicost,
+    client,
+    explain,
+    instances,
+    locks,
+    memory,
+    report,
+    run,
+)
 
 COMMANDS = {
     "algorithm": algorithm.main,
     "apicost": apicost.main,
+    "client": client.main,
     "explain": explain.main,
+    "instances": instances.main,
     "locks": locks.main,
     "memory": memory.main,
     "report": report.main,

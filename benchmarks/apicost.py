@@ -72,7 +72,8 @@ async def _binding(kube: KubeClient, ns: str, i: int, nodes: int) -> Any:
     return await kube.request("POST", f"/api/v1/namespaces/{ns}/pods/p-{i}/binding", body=body)
 
 
-async def _event(kube: KubeClient, ns: str, i: int, nodes: int) -> Any:
+def event_request(ns: str, i: int, nodes: int) -> tuple[str, dict[str, Any]]:
+    """The path and body of pod `i`'s `Scheduled` Event, as ascheduler sends it."""
     body = {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
@@ -86,7 +87,12 @@ async def _event(kube: KubeClient, ns: str, i: int, nodes: int) -> Any:
         "note": f"Successfully assigned {ns}/p-{i} to {_node(i, nodes)}",
         "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": f"p-{i}"},
     }
-    return await kube.request("POST", f"/apis/events.k8s.io/v1/namespaces/{ns}/events", body=body)
+    return f"/apis/events.k8s.io/v1/namespaces/{ns}/events", body
+
+
+async def _event(kube: KubeClient, ns: str, i: int, nodes: int) -> Any:
+    path, body = event_request(ns, i, nodes)
+    return await kube.request("POST", path, body=body)
 
 
 async def _lock_unlock(kube: KubeClient, ns: str, i: int, nodes: int) -> Any:

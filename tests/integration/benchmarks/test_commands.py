@@ -56,6 +56,17 @@ async def test_apicost_measures_every_request_of_a_bind() -> None:
 
 
 @pytest.mark.usefixtures("plane")
+async def test_client_measures_the_pool_and_aiohttp_alike() -> None:
+    (result,) = await summary("client", "--count", "50", "--repeat", "2")
+    for key in ("cpu_us_per_request", "requests_per_second"):
+        assert set(result[key]) == {"pool", "aiohttp"}
+        for runs in result[key].values():
+            assert len(runs) == 2
+            assert all(v > 0 for v in runs)
+    no_plane_left("client")
+
+
+@pytest.mark.usefixtures("plane")
 async def test_memory_reports_both_schedulers() -> None:
     (result,) = await summary("memory", "--nodes", "5", "--pods", "20")
     assert result["ascheduler_rss_bytes"] > 0
