@@ -67,6 +67,20 @@ async def test_client_measures_the_pool_and_aiohttp_alike() -> None:
 
 
 @pytest.mark.usefixtures("plane")
+async def test_instances_binds_every_pod_under_both_layouts() -> None:
+    (result,) = await summary(
+        "instances", "--nodes", "4", "--pods", "16", "--instances", "2", "--repeat", "1"
+    )
+    for layout in ("lease per node", "lease groups"):
+        runs = result[layout]
+        assert len(runs["pods_per_second"]) == 1
+        assert runs["pods_per_second"][0] > 0
+        assert runs["requests_per_pod"][0] >= 1.0  # at least each pod's Binding
+    assert set(result["throughput_groups_over_per_node"]) == {"median", "min", "max"}
+    no_plane_left("instances")
+
+
+@pytest.mark.usefixtures("plane")
 async def test_memory_reports_both_schedulers() -> None:
     (result,) = await summary("memory", "--nodes", "5", "--pods", "20")
     assert result["ascheduler_rss_bytes"] > 0
