@@ -128,6 +128,10 @@ BOUND_KEPT: Final = 64
 #: After letting a lock go for an instance that asked, our holds on that node do not linger
 #: for this long, so the other instance's next try finds the lock free between them.
 YIELD_SECONDS: Final = 30.0
+#: How long a bind that met another instance's lock, and asked for it, waits for the holder to
+#: let it go before reading the lock again (`LockSettings.handover_wait`). The holder lets a
+#: parked hold go as soon as its informer shows the request, a busy one after its binds.
+HANDOVER_WAIT: Final = 1.0
 
 _TIME = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
 
@@ -207,6 +211,9 @@ class LockSettings:
     #: With locks on Leases: how many groups of nodes share a lock Lease each (0: a Lease per
     #: node). Every instance sharing the nodes should use the same number (see the module).
     lease_groups: int = 0
+    #: Seconds a bind that meets another instance's lock (and has asked for it) waits for
+    #: the hand-over before it looks again, while it has attempts left (0: fails at once).
+    handover_wait: float = HANDOVER_WAIT
 
     def __post_init__(self) -> None:
         if not self.timeout > 0:
@@ -226,6 +233,10 @@ class LockSettings:
             )
         if self.linger < 0:
             raise ValueError(f"node lock linger must not be negative, got {self.linger:g}s")
+        if self.handover_wait < 0:
+            raise ValueError(
+                f"node lock hand-over wait must not be negative, got {self.handover_wait:g}s"
+            )
         if not 0 <= self.lease_groups <= MAX_LEASE_GROUPS:
             raise ValueError(
                 f"node lock lease groups must be 0 to {MAX_LEASE_GROUPS}, got {self.lease_groups}"
@@ -335,9 +346,11 @@ class Holder:
 class LockContended(Exception):
     """Another holder has the node's lock (or won the race for it)."""
 
-    def __init__(self, node: str, holder: str) -> None:
+    def __init__(self, node: str, holder: str, *, asked: bool = False) -> None:
         self.node = node
         self.holder = holder
+        #: Whether the holder (an instance) was asked to hand the lock over.
+        self.asked = asked
         super().__init__(f"node {node} is locked by {holder}")
 
 
@@ -520,6 +533,9 @@ class NodeLocks:
         self._retry_at: dict[str, tuple[float, float]] = {}
         #: node -> (a lock value on it, loop time this instance first saw that value)
         self._seen: dict[str, tuple[str, float]] = {}
+        #: Binds waiting for another instance to hand a lock over: (the value they met, set
+        #: once the lock object shows another).
+        self._handovers: dict[str, list[tuple[str, asyncio.Event]]] = {}
         #: node -> when our last release left it, and as what
         self._released: dict[str, tuple[float, Known]] = {}
         #: node -> the resourceVersion our last release left (kept however old)
@@ -547,6 +563,9 @@ class NodeLocks:
         """A node as the informer (or one of our reads) shows it: starts the staleness clock
         of a lock value the first time this instance sees it."""
         value = annotations.get(self.settings.key, "")
+        for awaited, changed in self._handovers.get(node, ()):
+            if value != awaited:
+                changed.set()
         if not value:
             self._seen.pop(node, None)
         elif (seen := self._seen.get(node)) is None or seen[0] != value:
@@ -823,7 +842,15 @@ class NodeLocks:
                     version, current, obj = await self._read(node)
                     record = None
                     if current and current != value and not self._ours(node, current):
-                        await self._check_takeover(node, current)
+                        try:
+                            await self._check_takeover(node, current)
+                        except LockContended as exc:
+                            if not (exc.asked and self.settings.handover_wait > 0):
+                                raise
+                            if attempt == ATTEMPTS - 1:
+                                raise
+                            await self._await_handover(node, current)
+                            continue
                     elif not current:
                         meta = obj.get("metadata") or {}
                         record = self._record(meta.get("annotations") or {})
@@ -909,9 +936,27 @@ class NodeLocks:
             return
         self.stats.contended += 1
         metrics.NODE_LOCK_CONTENDED.inc()
-        if holder is not None and holder.instance and not self.settings.hami:
+        asked = holder is not None and bool(holder.instance) and not self.settings.hami
+        if asked:
             await self._ask(node)
-        raise LockContended(node, holder.describe() if holder else f"value {value[:100]!r}")
+        described = holder.describe() if holder else f"value {value[:100]!r}"
+        raise LockContended(node, described, asked=asked)
+
+    async def _await_handover(self, node: str, value: str) -> None:
+        """Until the lock object no longer shows `value` (as the informer, or a read of ours,
+        sees it), or `handover_wait` seconds."""
+        seen = self._seen.get(node)
+        if seen is not None and seen[0] != value:
+            return  # changed already
+        entry = (value, asyncio.Event())
+        waiting = self._handovers.setdefault(node, [])
+        waiting.append(entry)
+        try:
+            await wait_event(entry[1], self.settings.handover_wait)
+        finally:
+            waiting.remove(entry)
+            if not waiting:
+                del self._handovers[node]
 
     async def _ask(self, node: str) -> None:
         """Tell the instance holding `node`'s lock that we wait for it (it lets a parked hold

@@ -107,7 +107,9 @@ def binder_for(
     cache: Cache | None = None,
     groups: int = 0,
 ) -> LockedBinder:
-    lock = LockSettings(key=key, identity=ME, on=on, linger=linger, lease_groups=groups)
+    lock = LockSettings(
+        key=key, identity=ME, on=on, linger=linger, lease_groups=groups, handover_wait=0.0
+    )
     settings = BindSettings(policy="all", lock=lock, annotation_prefix=prefix)
     binder = LockedBinder(api, settings, cache=cache)  # type: ignore[arg-type]
     if clock is not None:

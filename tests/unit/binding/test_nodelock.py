@@ -169,8 +169,13 @@ def locks_for(
     key: str = DEFAULT_KEY,
     identity: str = ME,
     linger: float = 0.0,
+    handover_wait: float = 0.0,
 ) -> NodeLocks:
-    settings = LockSettings(key=key, timeout=TIMEOUT, identity=identity, linger=linger)
+    """Locks as an instance keeps them; a bind meeting another's lock fails at once unless
+    `handover_wait` is given."""
+    settings = LockSettings(
+        key=key, timeout=TIMEOUT, identity=identity, linger=linger, handover_wait=handover_wait
+    )
     return NodeLocks(api, settings, clock=clock)  # type: ignore[arg-type]
 
 
@@ -469,6 +474,41 @@ async def test_another_instance_asking_ends_a_lingering_hold_at_once() -> None:
     assert api.annotations == {DEFAULT_KEY: hold.value}
 
 
+async def test_a_bind_meeting_another_instances_lock_waits_for_the_hand_over() -> None:
+    """It asks for the lock, and takes it once the holder lets it go (the informer shows the
+    release), instead of failing back to the queue."""
+    api, clock = FakeNodeApi(), FakeClock()
+    holder = locks_for(api, clock, identity="instance-b", linger=10.0)
+    waiter = locks_for(api, clock, handover_wait=30.0)
+    async with holder.hold("n", a_pod("theirs")):
+        pass  # parked: lingering for its next binds
+    taking = asyncio.create_task(waiter.acquire("n", a_pod()))
+    for _ in range(100):  # until it has read the lock and asked
+        if api.annotations.get(WANTED) == ME:
+            break
+        await asyncio.sleep(0)
+    assert api.annotations.get(WANTED) == ME
+    assert not taking.done()
+    # The holder's informer shows the request: the parked hold is let go; the waiter's
+    # informer shows the release.
+    holder.observe("n", dict(api.annotations))
+    await holder.tend(sweep=False)
+    waiter.observe("n", dict(api.annotations))
+    hold = await taking
+    assert api.annotations == {DEFAULT_KEY: hold.value}
+    assert api.log[-3:] == ["asked", "unlock", f"lock {ME}"]
+
+
+async def test_a_hand_over_that_never_comes_fails_after_the_attempts() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    api.annotations[DEFAULT_KEY] = "2026-11-23T00:00:00Z,instance-b"
+    waiter = locks_for(api, clock, handover_wait=0.001)
+    with pytest.raises(LockContended, match="instance instance-b"):
+        await waiter.acquire("n", a_pod())
+    assert api.log == ["asked"] * nodelock.ATTEMPTS  # it looked, and asked, each time
+    assert api.annotations[DEFAULT_KEY].endswith("instance-b")
+
+
 async def test_a_parked_hold_taken_up_while_another_is_let_go_is_skipped() -> None:
     """The background round lets one parked hold go (a write: other tasks run meanwhile)
     while a bind takes up another parked hold: the round goes on without it."""
@@ -566,7 +606,7 @@ def lease_locks(api: FakeNodeApi, clock: FakeClock, *, replace: bool = False) ->
     async def create(name: str) -> None:
         await api.post(LEASES, {"metadata": {"name": name}})
 
-    settings = LockSettings(timeout=TIMEOUT, identity=ME, linger=0.0)
+    settings = LockSettings(timeout=TIMEOUT, identity=ME, linger=0.0, handover_wait=0.0)
     return NodeLocks(
         api,  # type: ignore[arg-type]
         settings,
