@@ -13,7 +13,8 @@ NODE_LOCK_WAIT: Final = Histogram(
 )
 NODE_LOCK_CONTENDED: Final = Counter(
     "ascheduler_node_lock_contended_total",
-    "Node-lock acquisitions refused because another pod held the lock or won the race.",
+    "Times a node-lock acquisition found the lock held by another holder (it asks for it and "
+    "waits for the hand-over, or fails) or lost the race for it.",
 )
 NODE_LOCK_BINDS_PER_HOLD: Final = Histogram(
     "ascheduler_node_lock_binds_per_hold",

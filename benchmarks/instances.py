@@ -7,10 +7,10 @@ layout, a Lease per node (`leaseGroups: 0`) and `--lease-groups` groups, alterna
 in turn, so each instance has the same share; then the instances start together and the time
 from the first bind to the last, of all the pods, is measured (each pod's `spec.nodeName`
 seen set on a watch). Reported per layout: pods/s, API requests per pod (all instances
-together) and, from the instances' metrics, how they got in each other's way: lock
-acquisitions refused because another instance held the lock
-(`ascheduler_node_lock_contended_total`), the mean wait for a lock and the waits longer than
-0.1 s (`ascheduler_node_lock_wait_seconds`). Reproduce with:
+together) and, from the instances' metrics, how they got in each other's way: how often a
+bind found its lock held by the other instance (`ascheduler_node_lock_contended_total`), the
+mean wait for a lock and the waits longer than 0.1 s (`ascheduler_node_lock_wait_seconds`,
+counted from the bind's start). Reproduce with:
 
     .venv/bin/python -m benchmarks instances --nodes 500 --pods 2000 --instances 2 --repeat 3
 """
@@ -57,7 +57,7 @@ async def create_pods(
 
 
 def lock_figures(text: str) -> dict[str, float]:
-    """From one instance's metrics: requests sent, lock acquisitions refused, and the lock
+    """From one instance's metrics: requests sent, locks found held, and the lock
     waits (count, total seconds, how many took longer than `SLOW`)."""
     out = {"requests": 0.0, "contended": 0.0, "waits": 0.0, "wait_seconds": 0.0, "fast": 0.0}
     for family in text_string_to_metric_families(text):
