@@ -146,31 +146,37 @@ class _Connection(asyncio.Protocol):
             self._remaining -= n
         return self._remaining == 0
 
+    def _cut(self, end: bytes, what: str) -> bytes | None:
+        """The buffer up to the first `end`, taken out of it (`end` too); None while `end`
+        has not arrived."""
+        buf = self._buf
+        at = buf.find(end)
+        if at < 0:
+            if len(buf) > MAX_HEAD:
+                raise Garbled(f"{what} too long")
+            return None
+        piece = bytes(buf[:at])
+        del buf[: at + len(end)]
+        return piece
+
     def _parse(self) -> None:
         buf = self._buf
         while True:
             state = self._state
             if state == _HEAD:
-                end = buf.find(b"\r\n\r\n")
-                if end < 0:
-                    if len(buf) > MAX_HEAD:
-                        raise Garbled("answer headers too large")
+                head = self._cut(b"\r\n\r\n", "answer headers")
+                if head is None:
                     return
-                head = bytes(buf[:end])
-                del buf[: end + 4]
                 self._head(head)
             elif state == _LENGTH:
                 if not self._take():
                     return
                 self._done()
             elif state == _CHUNK_SIZE:
-                end = buf.find(b"\r\n")
-                if end < 0:
-                    if len(buf) > MAX_HEAD:
-                        raise Garbled("chunk size line too long")
+                size_line = self._cut(b"\r\n", "chunk size line")
+                if size_line is None:
                     return
-                line = bytes(buf[:end]).split(b";", 1)[0].strip()
-                del buf[: end + 2]
+                line = size_line.split(b";", 1)[0].strip()
                 try:
                     size = int(line, 16)
                 except ValueError:
@@ -194,13 +200,10 @@ class _Connection(asyncio.Protocol):
                 del buf[:2]
                 self._state = _CHUNK_SIZE
             elif state == _TRAILERS:
-                end = buf.find(b"\r\n")
-                if end < 0:
-                    if len(buf) > MAX_HEAD:
-                        raise Garbled("trailer too long")
+                trailer = self._cut(b"\r\n", "trailer")
+                if trailer is None:
                     return
-                del buf[: end + 2]
-                if end == 0:
+                if not trailer:
                     self._done()
             else:  # _TO_CLOSE: everything until the server closes the connection
                 if buf:
