@@ -10,6 +10,7 @@ import pytest
 from ascheduler.binding.nodelock import (
     DEFAULT_KEY,
     HAMI_KEY,
+    WANTED_SUFFIX,
     LockContended,
     LockSettings,
     NodeLocks,
@@ -45,7 +46,8 @@ async def test_acquire_release_and_ownership(
     (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
     pod = await real_pod(kube, namespace, "a")
     mine = NodeLocks(kube, LockSettings(identity="instance-a"))
-    theirs = NodeLocks(kube, LockSettings(identity="instance-b"))
+    # An instance that does not wait for a hand-over: it fails at its first look.
+    theirs = NodeLocks(kube, LockSettings(identity="instance-b", handover_wait=0.0))
 
     hold = await mine.acquire(node, pod)
     assert await annotation(kube, node) == hold.value
@@ -62,6 +64,32 @@ async def test_acquire_release_and_ownership(
     assert await annotation(kube, node) == other.value
     await theirs.release(other)
     assert await annotation(kube, node) is None
+
+
+async def test_an_instance_meeting_the_lock_waits_for_the_hand_over(
+    kube: KubeClient, namespace: str, nodes: NodeFactory
+) -> None:
+    """With the default wait, a bind that meets another instance's lock asks for it, and takes
+    it once the holder lets it go, instead of failing."""
+    (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
+    pod = await real_pod(kube, namespace, "a")
+    mine = NodeLocks(kube, LockSettings(identity="instance-a"))
+    theirs = NodeLocks(kube, LockSettings(identity="instance-b"))
+    hold = await mine.acquire(node, pod)
+    taking = asyncio.create_task(theirs.acquire(node, pod))
+    wanted = DEFAULT_KEY + WANTED_SUFFIX
+
+    async def asked() -> bool:
+        return await annotation(kube, node, wanted) == "instance-b"
+
+    await eventually(asked, what="instance-b asking for the lock")
+    assert not taking.done()
+    await mine.release(hold)
+    other = await taking
+    assert other.value.endswith(",instance-b")
+    assert await annotation(kube, node) == other.value
+    assert await annotation(kube, node, wanted) is None  # the take clears the request
+    await theirs.release(other)
 
 
 async def test_hami_locks_dangling_stale_and_garbage(
