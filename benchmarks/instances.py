@@ -33,27 +33,10 @@ from ascheduler.devcluster.plane import free_port
 from ascheduler.devcluster.processes import ProcessRecord
 from ascheduler.kube import KubeClient
 from benchmarks.common import bench_plane, start_ascheduler
-from benchmarks.locks import bound_times
-from benchmarks.workloads import basic_pod
+from benchmarks.locks import bound_times, create_pods
 
 #: The lock waits counted as slow (a histogram bucket's bound).
 SLOW: str = "0.1"
-
-
-async def create_pods(
-    kube: KubeClient, namespace: str, schedulers: Sequence[str], count: int
-) -> None:
-    await kube.post("/api/v1/namespaces", {"metadata": {"name": namespace}})
-    gate = asyncio.Semaphore(64)
-
-    async def create(i: int) -> None:
-        async with gate:
-            body = basic_pod(f"p-{i}", schedulers[i % len(schedulers)], i)
-            await kube.post(f"/api/v1/namespaces/{namespace}/pods", body)
-
-    async with asyncio.TaskGroup() as group:
-        for i in range(count):
-            group.create_task(create(i))
 
 
 def lock_figures(text: str) -> dict[str, float]:

@@ -31,15 +31,18 @@ from benchmarks.run import watch_bound
 from benchmarks.workloads import basic_pod
 
 
-async def create_pods(kube: KubeClient, namespace: str, scheduler: str, count: int) -> None:
+async def create_pods(
+    kube: KubeClient, namespace: str, schedulers: Sequence[str], count: int
+) -> None:
+    """The namespace and `count` SchedulingBasic pods in it, their scheduler names taken from
+    `schedulers` in turn."""
     await kube.post("/api/v1/namespaces", {"metadata": {"name": namespace}})
     gate = asyncio.Semaphore(64)
 
     async def create(i: int) -> None:
         async with gate:
-            await kube.post(
-                f"/api/v1/namespaces/{namespace}/pods", basic_pod(f"p-{i}", scheduler, i)
-            )
+            body = basic_pod(f"p-{i}", schedulers[i % len(schedulers)], i)
+            await kube.post(f"/api/v1/namespaces/{namespace}/pods", body)
 
     async with asyncio.TaskGroup() as group:
         for i in range(count):
@@ -114,7 +117,7 @@ def run_once(
 
     async def prepare() -> None:
         async with await KubeClient.connect(str(state.admin_kubeconfig)) as kube:
-            await create_pods(kube, namespace, scheduler, pods)
+            await create_pods(kube, namespace, [scheduler], pods)
 
     asyncio.run(prepare())
     port = free_port()
