@@ -137,7 +137,17 @@ class Cache:
 
     def add_pod(self, pod: PodInfo) -> None:
         """An assigned pod seen by the watch (confirms an assumed one)."""
-        if pod.uid in self._pods:
+        state = self._pods.get(pod.uid)
+        if state is not None:
+            row = self.table.index.get(state.node)
+            if (
+                state.node == pod.node_name
+                and row is not None
+                and self.table.replace_pod(row, state.pod, pod)
+            ):
+                # Confirmed, or a status update: counted as it was.
+                state.pod, state.assumed = pod, False
+                return
             self._unplace(pod.uid)
         self._place(pod, pod.node_name, assumed=False)
 

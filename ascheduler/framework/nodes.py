@@ -780,6 +780,33 @@ class NodeTable:
         self.n = last
         self.spec_generation += 1
 
+    def replace_pod(self, row: int, old: PodInfo, new: PodInfo) -> bool:
+        """Count `new` instead of `old` on `row` (the same pod, a newer version) without
+        taking it off and putting it back, when nothing the row's counts read differs (its
+        requests, ports, labels, namespace, deletion, pod (anti-)affinity, volumes). True if
+        done; False if the caller must remove `old` and add `new`. The row is not touched:
+        its usage is what it was, and scores kept per row stay valid."""
+        if not (
+            new.uid == old.uid
+            and new.requests == old.requests
+            and new.nonzero_cpu == old.nonzero_cpu
+            and new.nonzero_memory == old.nonzero_memory
+            and new.host_ports == old.host_ports
+            and new.namespace == old.namespace
+            and new.deleting == old.deleting
+            and new.labels == old.labels
+            and new.pod_affinity == old.pod_affinity
+            and not new.volumes
+            and not old.volumes
+        ):
+            return False
+        usage = self._usage[row]
+        if usage.pods.get(old.uid) is not old:
+            return False
+        usage.pods[new.uid] = new
+        self._ns_pods[new.namespace][new.uid] = new
+        return True
+
     def add_usage(self, row: int, pod: PodInfo, sign: int) -> None:
         """Add (sign=1) or remove (sign=-1) a pod's requests on a row."""
         usage = self._usage[row]

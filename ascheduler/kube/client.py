@@ -366,8 +366,9 @@ class KubeClient:
         request = head.encode("latin-1") + b"\r\n" + data
         for attempt in range(1, _RESEND + 1):
             try:
-                async with asyncio.timeout(timeout):
-                    status, payload = await self._pool.send(request, bodiless=method == "HEAD")
+                status, payload = await self._pool.send(
+                    request, bodiless=method == "HEAD", timeout=timeout
+                )
             except Unanswered as exc:
                 self.count(method, "<error>")
                 if attempt == _RESEND:

@@ -15,7 +15,8 @@ landed:
   another is how a client recovers.
 - `Garbled`: the answer was cut after it started, or is not HTTP. The request may have been
   served.
-- `TimeoutError` / cancellation from the caller: the connection is closed, never reused.
+- `TimeoutError` (the request's deadline passed: waiting for a connection, connecting, or
+  for the answer) / cancellation from the caller: the connection is closed, never reused.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class _Connection(asyncio.Protocol):
         self._reusable = True
         self._gzip = False
         self._bodiless = False
+        self._timer: asyncio.TimerHandle | None = None
 
     # The protocol.
 
@@ -90,15 +92,29 @@ class _Connection(asyncio.Protocol):
 
     # Requests.
 
-    def send(self, data: bytes, *, bodiless: bool) -> asyncio.Future[tuple[int, bytes]]:
+    def send(
+        self, data: bytes, *, bodiless: bool, deadline: float | None = None
+    ) -> asyncio.Future[tuple[int, bytes]]:
+        """Write a request; the future is its answer, or TimeoutError at `deadline` (the
+        loop's clock), which also closes the connection."""
         assert self.transport is not None
-        waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
         self.waiter = waiter
         self._started = False
         self._bodiless = bodiless
         self._begin()
+        if deadline is not None:
+            # A timer on the future, not asyncio.timeout around the await: the same
+            # deadline at a fraction of the cost, on every request.
+            self._timer = loop.call_at(deadline, self._expire)
         self.transport.write(data)
         return waiter
+
+    def _expire(self) -> None:
+        self._timer = None
+        self._fail(TimeoutError("no answer before the deadline"))
+        self.close()
 
     def reusable(self) -> bool:
         return self._reusable and not self.lost and not self._buf
@@ -117,10 +133,18 @@ class _Connection(asyncio.Protocol):
         self._parts = []
         self._gzip = False
 
+    def _settle(self) -> asyncio.Future[tuple[int, bytes]] | None:
+        """The request's future, if it still waits (and its timer stopped)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        waiter, self.waiter = self.waiter, None
+        return waiter if waiter is not None and not waiter.done() else None
+
     def _fail(self, exc: Exception) -> None:
         self._reusable = False
-        waiter, self.waiter = self.waiter, None
-        if waiter is not None and not waiter.done():
+        waiter = self._settle()
+        if waiter is not None:
             waiter.set_exception(exc)
 
     def _finish(self) -> None:
@@ -132,8 +156,8 @@ class _Connection(asyncio.Protocol):
             except zlib.error as exc:
                 self._fail(Garbled(f"gzip: {exc}"))
                 return
-        waiter, self.waiter = self.waiter, None
-        if waiter is not None and not waiter.done():
+        waiter = self._settle()
+        if waiter is not None:
             waiter.set_result((self._status, body))
 
     def _take(self) -> bool:
@@ -293,14 +317,19 @@ class Pool:
         #: Connections opened so far (each one a TCP, and maybe TLS, handshake).
         self.opened = 0
 
-    async def send(self, data: bytes, *, bodiless: bool = False) -> tuple[int, bytes]:
+    async def send(
+        self, data: bytes, *, bodiless: bool = False, timeout: float | None = None
+    ) -> tuple[int, bytes]:
         """Send one request (`data`: its head and body, ready to write) and return its
-        answer's status and body. `bodiless`: the answer has no body (HEAD)."""
-        await self._slot()
+        answer's status and body. `bodiless`: the answer has no body (HEAD). `timeout`:
+        seconds for all of it (waiting for a slot, connecting, the answer); TimeoutError
+        past them."""
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        await self._slot(deadline)
         conn: _Connection | None = None
         try:
-            conn = await self._connection()
-            status, body = await conn.send(data, bodiless=bodiless)
+            conn = await self._connection(deadline)
+            status, body = await conn.send(data, bodiless=bodiless, deadline=deadline)
         except BaseException:
             if conn is not None:
                 conn.close()
@@ -320,22 +349,27 @@ class Pool:
 
     # Slots: at most `size` requests in flight, served first come, first served.
 
-    async def _slot(self) -> None:
+    async def _slot(self, deadline: float | None = None) -> None:
         if self._closed:
             raise Unanswered("the client is closed")
         if self._busy < self.size and not self._waiting:
             self._busy += 1
             return
-        waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
         self._waiting.append(waiter)
+        timer = None if deadline is None else loop.call_at(deadline, _time_out, waiter)
         try:
             await waiter
         except BaseException:
-            if waiter.done() and not waiter.cancelled():
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
                 self._hand_on()  # it was handed a slot it will not use
-            else:
+            elif waiter in self._waiting:
                 self._waiting.remove(waiter)
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     def _free(self, conn: _Connection | None) -> None:
         if conn is not None:
@@ -361,7 +395,7 @@ class Pool:
         while idle and (idle[0].lost or now - idle[0].idle_since > self.keepalive):
             idle.popleft().close()
 
-    async def _connection(self) -> _Connection:
+    async def _connection(self, deadline: float | None = None) -> _Connection:
         now = asyncio.get_running_loop().time()
         while self._idle:
             conn = self._idle.pop()
@@ -370,7 +404,8 @@ class Pool:
             conn.close()
         loop = asyncio.get_running_loop()
         try:
-            async with asyncio.timeout(self.connect_timeout):
+            limit = self.connect_timeout if deadline is None else deadline - now
+            async with asyncio.timeout(min(self.connect_timeout, limit)):
                 _, conn = await loop.create_connection(
                     _Connection,
                     self.host,
@@ -379,8 +414,15 @@ class Pool:
                     server_hostname=self.host if self.ssl_context is not None else None,
                 )
         except TimeoutError as exc:
+            if deadline is not None and loop.time() >= deadline:
+                raise  # the request's own deadline, not the connection's: not resent
             raise Unanswered(f"connecting to {self.host}:{self.port}: timed out") from exc
         except OSError as exc:
             raise Unanswered(f"connecting to {self.host}:{self.port}: {exc}") from exc
         self.opened += 1
         return conn
+
+
+def _time_out(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError("no connection free before the deadline"))

@@ -543,18 +543,34 @@ def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
         _, claim_statuses = parse_pod_claims({}, status, errors)
     if errors:
         return parse_pod(obj, keep_raw=keep_raw)
-    return dataclasses.replace(
+    return _status_update(
         old,
-        node_name=node_name,
-        fingerprint=fingerprint,
-        resource_version=str(meta.get("resourceVersion", "")),
-        phase=str(status.get("phase") or "Pending"),
-        deleting=bool(meta.get("deletionTimestamp")),
-        scheduled_condition=condition,
-        nominated_node_name=str(status.get("nominatedNodeName") or ""),
-        start_time=str(status.get("startTime") or ""),
-        preempted=preempted,
-        claim_statuses=claim_statuses,
-        labels=labels,
-        raw=obj if keep_raw and not spec.get("nodeName") else None,
+        {
+            "node_name": node_name,
+            "fingerprint": fingerprint,
+            "resource_version": str(meta.get("resourceVersion", "")),
+            "phase": str(status.get("phase") or "Pending"),
+            "deleting": bool(meta.get("deletionTimestamp")),
+            "scheduled_condition": condition,
+            "nominated_node_name": str(status.get("nominatedNodeName") or ""),
+            "start_time": str(status.get("startTime") or ""),
+            "preempted": preempted,
+            "claim_statuses": claim_statuses,
+            "labels": labels,
+            "raw": obj if keep_raw and not spec.get("nodeName") else None,
+        },
     )
+
+
+#: Every PodInfo field, in order.
+_FIELDS: Final = tuple(f.name for f in dataclasses.fields(PodInfo))
+_set: Final = object.__setattr__
+
+
+def _status_update(old: PodInfo, changes: Mapping[str, Any]) -> PodInfo:
+    """`dataclasses.replace(old, **changes)` at half the cost (a watch event of every pod
+    goes through it); `changes` are values of the right types, already parsed."""
+    new = object.__new__(PodInfo)
+    for name in _FIELDS:
+        _set(new, name, changes[name] if name in changes else getattr(old, name))
+    return new

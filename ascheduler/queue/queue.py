@@ -440,10 +440,12 @@ class SchedulingQueue:
         if qp is None:
             return None
         self.scheduling_cycle += 1
-        qp = replace(
-            qp,
-            attempts=qp.attempts + 1,
-            initial_attempt_timestamp=qp.initial_attempt_timestamp or self.clock.now(),
+        qp = QueuedPodInfo(
+            qp.pod,
+            qp.timestamp,
+            qp.attempts + 1,
+            qp.initial_attempt_timestamp or self.clock.now(),
+            qp.unschedulable_plugins,
         )
         self._in_flight[qp.pod.uid] = _InFlight(qp, self._event_seq)
         return qp

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -85,6 +85,68 @@ def test_watch_add_confirms_assumed_pod_without_double_counting(cache: Cache) ->
     assert cache.has_pod("p1")
     assert cache.pod_count() == 1
     assert cache.assumed_count() == 0
+
+
+@dataclass(frozen=True)
+class _App:
+    """Pods of namespace `ns` labelled `app=<value>` (a count column's predicate)."""
+
+    value: str
+
+    @property
+    def namespaces(self) -> frozenset[str]:
+        return frozenset({"ns"})
+
+    @property
+    def hint(self) -> tuple[str, tuple[str, ...]]:
+        return "app", (self.value,)
+
+    def matches(self, pod: PodInfo) -> bool:
+        return pod.namespace == "ns" and pod.labels.get("app") == self.value
+
+    def matches_candidate(self, pod: PodInfo) -> bool:
+        return True
+
+
+def test_a_confirmation_replaces_the_pod_without_touching_its_row(cache: Cache) -> None:
+    """The informer's copy of an assumed pod (bound, nothing counted changed) takes the
+    assumed copy's place everywhere the table holds it, and the row is left as it was, so
+    what is kept per row (scores of a pod shape) is not computed again."""
+    pod = replace(make_pod("p1", cpu="500m", memory="256Mi"), labels={"app": "web"})
+    cache.assume(pod, "n1")
+    table = cache.table
+    row = table.index["n1"]
+    computed: list[int] = []
+
+    def compute(rows: Any) -> Any:
+        computed.append(len(rows))
+        return rows * 0
+
+    table.row_values("shape", compute)
+    confirmed = replace(pod, node_name="n1", resource_version="2", phase="Running")
+    cache.add_pod(confirmed)
+    table.row_values("shape", compute)
+    assert computed == [2]  # the first fill only
+    assert not cache.is_assumed("p1")
+    assert cache.pod("p1") is confirmed
+    assert table.pods(row)["p1"] is confirmed
+    assert usage(cache, "n1") == (500, 256 * MI, 1)
+    # Counted once, under the newer copy, by a column built after the confirmation.
+    assert dict(table.match_rows(_App("web"))) == {row: 1}
+
+
+def test_a_confirmation_that_changes_what_is_counted_is_counted_again(cache: Cache) -> None:
+    pod = replace(make_pod("p1", cpu="500m", memory="256Mi"), labels={"app": "web"})
+    cache.assume(pod, "n1")
+    row = cache.table.index["n1"]
+    relabelled = replace(pod, node_name="n1", labels={"app": "api"})
+    cache.add_pod(relabelled)
+    assert dict(cache.table.match_rows(_App("web"))) == {}
+    assert dict(cache.table.match_rows(_App("api"))) == {row: 1}
+    resized = replace(relabelled, requests={"cpu": 700, "memory": 256 * MI})
+    cache.add_pod(resized)
+    assert usage(cache, "n1") == (700, 256 * MI, 1)
+    assert cache.table.pods(row)["p1"] is resized
 
 
 def test_forget_restores_usage(cache: Cache) -> None:

@@ -3,6 +3,8 @@ and go and as rows move, pods grouped by their affinity terms, topology domain c
 
 from __future__ import annotations
 
+import dataclasses
+
 from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.model.topology import parse_selector
 from ascheduler.plugins.podtopologyspread import SpreadMatch
@@ -134,6 +136,19 @@ def test_the_index_agrees_with_a_brute_force_count_through_random_churn() -> Non
             info = parse_pod(raw)
             cache.add_pod(info)
             live[info.uid] = info
+        elif op < 0.75 and live:
+            # A newer copy of a placed pod: a status update (counted as it was), relabelled,
+            # or being deleted (spreading stops counting it).
+            old = live[rng.choice(sorted(live))]
+            change = rng.random()
+            if change < 0.5:
+                newer = dataclasses.replace(old, phase="Running")
+            elif change < 0.8:
+                newer = dataclasses.replace(old, labels={"app": rng.choice(apps)})
+            else:
+                newer = dataclasses.replace(old, deleting=True)
+            cache.update_pod(newer)
+            live[newer.uid] = newer
         elif live:
             uid = rng.choice(sorted(live))
             cache.remove_pod(live.pop(uid))

@@ -285,3 +285,85 @@ async def test_nothing_listening_is_unanswered() -> None:
         await pool.send(request())
     with pytest.raises(Unanswered):  # and the slot it held was given back
         await pool.send(request())
+
+
+async def test_a_request_past_its_deadline_times_out_and_its_connection_is_dropped(
+    serve: Callable[[Answer], Awaitable[tuple[Server, Pool]]],
+) -> None:
+    release = asyncio.Event()
+
+    async def slow_first(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
+    ) -> bool:
+        if n == 1:
+            await release.wait()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate")
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfresh")
+        await writer.drain()
+        return True
+
+    server, pool = await serve(slow_first)
+    with pytest.raises(TimeoutError):
+        await pool.send(request(), timeout=0.05)
+    release.set()
+    assert await pool.send(request(), timeout=5.0) == (200, b"fresh")
+    assert server.connections == 2
+    assert pool.idle == 1
+
+
+async def test_a_deadline_met_leaves_nothing_behind_to_fail_the_connection_s_next_request(
+    serve: Callable[[Answer], Awaitable[tuple[Server, Pool]]],
+) -> None:
+    """The first request's timer must stop with its answer: the second, on the same
+    connection, outlives the first one's deadline."""
+
+    async def second_slow(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
+    ) -> bool:
+        if n == 2:
+            await asyncio.sleep(0.2)
+        writer.write(f"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n{n}".encode())
+        await writer.drain()
+        return True
+
+    server, pool = await serve(second_slow)
+    assert await pool.send(request(), timeout=0.1) == (200, b"1")
+    assert await pool.send(request()) == (200, b"2")
+    assert server.connections == 1
+
+
+async def test_a_request_waiting_for_a_slot_past_its_deadline_gives_up_its_place(
+    serve: Callable[[Answer], Awaitable[tuple[Server, Pool]]],
+) -> None:
+    release = asyncio.Event()
+    first_in = asyncio.Event()
+
+    async def held(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> bool:
+        if n == 1:
+            first_in.set()
+            await release.wait()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        return True
+
+    server = Server(held)
+    server.server = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    pool = Pool("127.0.0.1", server.port, ssl_context=None, size=1, keepalive=60.0)
+    try:
+        first = asyncio.create_task(pool.send(request()))
+        await first_in.wait()
+        with pytest.raises(TimeoutError):
+            await pool.send(request(), timeout=0.05)  # the one slot stays taken
+        # Giving up did not free a slot it never had: the next request still waits.
+        third = asyncio.create_task(pool.send(request()))
+        await asyncio.sleep(0.05)
+        assert len(server.requests) == 1
+        release.set()
+        assert await first == (200, b"ok")
+        assert await asyncio.wait_for(third, 5.0) == (200, b"ok")
+        assert len(server.requests) == 2
+        assert pool.opened == 1
+    finally:
+        pool.close()
+        server.server.close()
