@@ -4,8 +4,9 @@
   bookmarks, and picks up from the last version seen after a clean server-side timeout.
 * `410 Gone` (the version was compacted away) means events were missed: relist and reconcile,
   emitting deletes for objects that vanished while we were away.
-* A silent watch is a broken watch: no byte for `inactivity` seconds (bookmarks arrive about
-  once a minute) drops the connection and re-watches; errors back off exponentially up to 30 s.
+* A silent watch may be a broken one: no byte for `inactivity` seconds (bookmarks arrive about
+  once a minute, though not on every watch of an idle resource) drops the connection and
+  watches again at once, still healthy; errors back off exponentially up to 30 s.
 * Raw JSON is parsed once, here, with orjson, into the caller's record type; raw dicts never
   outlive the event.
 * Nothing an object or the stream holds can stop the informer: an object its parser cannot
@@ -42,6 +43,10 @@ class Handler(Protocol[T_contra]):
 
 class _Gone(Exception):
     """The watch's resourceVersion is too old."""
+
+
+class _Silent(Exception):
+    """An established watch went `inactivity` seconds without a byte."""
 
 
 class _EventTooLarge(Exception):
@@ -157,6 +162,13 @@ class Informer(Generic[T]):
                 await self._watch()
                 delay = 0.5
                 continue
+            except _Silent:
+                # Nothing came for `inactivity` seconds, not even a bookmark (a watch of an
+                # idle resource can go without): watch again from the same version. Routine,
+                # not a failure: the informer stays healthy (readiness does not flap), and a
+                # server that is really gone fails the next watch.
+                log.info("watch_silent_rewatching", informer=self.name, after=self.inactivity)
+                continue
             except _Gone:
                 log.info(
                     "watch_expired_relisting",
@@ -264,9 +276,12 @@ class Informer(Generic[T]):
                 )
             self.healthy = True
             lines = LineSplitter(self.max_event_bytes)
-            async for chunk in resp.content.iter_any():
-                for line in lines.feed(chunk):
-                    self._event(orjson.loads(line))
+            try:
+                async for chunk in resp.content.iter_any():
+                    for line in lines.feed(chunk):
+                        self._event(orjson.loads(line))
+            except aiohttp.ServerTimeoutError as exc:
+                raise _Silent from exc
 
     def _parse(self, raw: Any, rv: str) -> T | None:
         try:
