@@ -85,6 +85,22 @@ def replying(*chunks: bytes, keep: bool = True) -> Answer:
     return answer
 
 
+def late_first(release: asyncio.Event) -> Answer:
+    """Answers the first request only once `release` is set (`late`), the others at once
+    (`fresh`)."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> bool:
+        if n == 1:
+            await release.wait()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate")
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfresh")
+        await writer.drain()
+        return True
+
+    return answer
+
+
 async def test_a_length_delimited_answer_is_read_and_its_connection_reused(
     serve: Callable[[Answer], Awaitable[tuple[Server, Pool]]],
 ) -> None:
@@ -225,19 +241,7 @@ async def test_a_cancelled_request_s_connection_is_never_reused(
 ) -> None:
     """An answer arriving after its request was given up must not be read as the next one's."""
     release = asyncio.Event()
-
-    async def slow_first(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> bool:
-        if n == 1:
-            await release.wait()
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate")
-        else:
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfresh")
-        await writer.drain()
-        return True
-
-    server, pool = await serve(slow_first)
+    server, pool = await serve(late_first(release))
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.1):
             await pool.send(request())
@@ -291,19 +295,7 @@ async def test_a_request_past_its_deadline_times_out_and_its_connection_is_dropp
     serve: Callable[[Answer], Awaitable[tuple[Server, Pool]]],
 ) -> None:
     release = asyncio.Event()
-
-    async def slow_first(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> bool:
-        if n == 1:
-            await release.wait()
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate")
-        else:
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfresh")
-        await writer.drain()
-        return True
-
-    server, pool = await serve(slow_first)
+    server, pool = await serve(late_first(release))
     with pytest.raises(TimeoutError):
         await pool.send(request(), timeout=0.05)
     release.set()
