@@ -163,7 +163,7 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         metavar="N",
         help="with locks on Leases: share one lock Lease among each of N groups of nodes "
         "(fewer lock writes in a burst, more waiting between binds to one group; every "
-        "instance sharing the nodes should use the same N); 0, the default: a Lease per node",
+        "instance sharing the nodes should use the same N; default 32); 0: a Lease per node",
     )
     locks.add_argument(
         "--node-lock-timeout",

@@ -33,6 +33,7 @@ from ascheduler.binding.binder import (
 from ascheduler.binding.members import DEFAULT_MEMBER_SECONDS
 from ascheduler.binding.nodelock import (
     DEFAULT_KEY,
+    DEFAULT_LEASE_GROUPS,
     DEFAULT_LINGER,
     EXPIRE_ENV,
     HAMI_KEY,
@@ -156,6 +157,9 @@ class SchedulerConfig:
     shutdown_grace: float = 30.0
     #: kube-scheduler's HTTP extenders, consulted after the plugins.
     extenders: tuple[ExtenderConfig, ...] = ()
+    #: Whether the file named `nodeLock.leaseGroups`: if not, the number follows where the
+    #: flags put the locks (`DEFAULT_LEASE_GROUPS` on Leases, none on Nodes).
+    lease_groups_named: bool = False
     #: The feature gates on (`--feature-gates`).
     features: frozenset[str] = field(default_factory=features.defaults)
 
@@ -299,7 +303,14 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
                 f"--node-lock-when-alone: must be one of {', '.join(WHEN_ALONE)}, "
                 f"got {o.node_lock_when_alone!r}"
             )
-    groups = lock.lease_groups if o.node_lock_lease_groups is None else o.node_lock_lease_groups
+    groups = o.node_lock_lease_groups
+    if groups is None:
+        groups = lock.lease_groups
+        if not config.lease_groups_named:
+            # The default, for wherever the flags put the locks.
+            key = o.node_lock_key or lock.key
+            on_leases = (on or ("node" if key == HAMI_KEY else "lease")) == "lease"
+            groups = DEFAULT_LEASE_GROUPS if on_leases else 0
     try:
         lock = dataclasses.replace(
             lock, key=o.node_lock_key or lock.key, on=on, lease_groups=groups
@@ -657,10 +668,15 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
     member_duration = p.duration(
         lock.get("memberDuration"), "ascheduler.nodeLock.memberDuration", DEFAULT_MEMBER_SECONDS
     )
+    on_leases = lock_settings.lock_object == "lease"
     lease_groups = p.int_(
-        lock.get("leaseGroups"), "ascheduler.nodeLock.leaseGroups", 0, low=0, high=MAX_LEASE_GROUPS
+        lock.get("leaseGroups"),
+        "ascheduler.nodeLock.leaseGroups",
+        DEFAULT_LEASE_GROUPS if on_leases else 0,
+        low=0,
+        high=MAX_LEASE_GROUPS,
     )
-    if lease_groups and lock_settings.lock_object != "lease":
+    if lease_groups and not on_leases:
         p.add("ascheduler.nodeLock.leaseGroups", "lease groups need the locks on Leases")
         lease_groups = 0
     lock_settings = dataclasses.replace(
@@ -746,6 +762,7 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
         http_address=address,
         debug_endpoints=debug,
         extenders=tuple(extenders),
+        lease_groups_named=lock.get("leaseGroups") is not None,
     )
 
 

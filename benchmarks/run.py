@@ -95,7 +95,8 @@ BINDREQUEST = "ascheduler-bindrequest"
 NO_LOCKS = "ascheduler-nolocks"
 HAMI = "ascheduler-hami"
 #: ascheduler taking its node locks although it is alone (as it does beside another
-#: instance): what the locks cost when nodes are shared; `ascheduler` alone skips them.
+#: instance), on a Lease per node: what the locks cost when nodes are shared; `ascheduler`
+#: alone skips them.
 LOCKED = "ascheduler-locked"
 #: As `ascheduler-locked`, with one lock Lease per group of nodes (`GROUPS` groups) instead
 #: of one per node.
@@ -104,7 +105,7 @@ GROUPS = 32
 VARIANT_ARGS: dict[str, tuple[str, ...]] = {
     NO_LOCKS: ("--node-lock-policy", "none"),
     HAMI: ("--node-lock-key", "hami.io/mutex.lock"),
-    LOCKED: ("--node-lock-when-alone", "lock"),
+    LOCKED: ("--node-lock-when-alone", "lock", "--node-lock-lease-groups", "0"),
     GROUPED: ("--node-lock-when-alone", "lock", "--node-lock-lease-groups", str(GROUPS)),
 }
 #: What `--scheduler all` (the default) runs.

@@ -9,7 +9,13 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ascheduler.binding.binder import LEASE_GROUP, LEASE_NODE
-from ascheduler.binding.nodelock import DEFAULT_KEY, group_key, is_group_key, lock_lease_name
+from ascheduler.binding.nodelock import (
+    DEFAULT_KEY,
+    DEFAULT_LEASE_GROUPS,
+    group_key,
+    is_group_key,
+    lock_lease_name,
+)
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.devcluster.processes import ProcessRecord
@@ -196,10 +202,14 @@ async def set_lock(
 
 
 async def lock_annotations(
-    kube: KubeClient, names: list[str], key: str = DEFAULT_KEY, groups: Iterable[int] = ()
+    kube: KubeClient,
+    names: list[str],
+    key: str = DEFAULT_KEY,
+    groups: Iterable[int] = (DEFAULT_LEASE_GROUPS,),
 ) -> dict[str, str]:
     """The node lock of each named node that has one, on its Lease or on the Node, and on
-    its group's Lease under each of `groups` (keyed by the group's key)."""
+    its group's Lease under each of `groups` (keyed by the group's key; by default the
+    layout a scheduler takes unless told otherwise)."""
     found = {}
     for node in names:
         for on in ("lease", "node"):

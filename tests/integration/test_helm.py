@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from ascheduler.binding.members import MEMBER_PREFIX
-from ascheduler.binding.nodelock import node_lease_name
+from ascheduler.binding.nodelock import DEFAULT_LEASE_GROUPS, group_key, lock_lease_name
 from ascheduler.devcluster import ControlPlane, ensure_built
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState
@@ -147,7 +147,14 @@ def test_lease_groups_render_into_the_configuration(tmp_path: Path) -> None:
     config = config_of(render(tmp_path, {"nodeLock": {"leaseGroups": 32}}))
     assert validate(tmp_path, config).returncode == 0
     assert config["ascheduler"]["nodeLock"]["leaseGroups"] == 32
-    assert config_of(render(tmp_path, {}))["ascheduler"]["nodeLock"]["leaseGroups"] == 0
+    assert (
+        config_of(render(tmp_path, {"nodeLock": {"leaseGroups": 0}}))["ascheduler"]["nodeLock"][
+            "leaseGroups"
+        ]
+        == 0
+    )
+    # Unset, the chart names none: the scheduler's default applies.
+    assert "leaseGroups" not in config_of(render(tmp_path, {}))["ascheduler"]["nodeLock"]
 
 
 def test_the_optional_parts_render(tmp_path: Path) -> None:
@@ -262,17 +269,19 @@ async def test_the_rendered_chart_applies_and_its_service_account_schedules(
             kube, namespace, [pause_pod(f"p{i}", scheduler_name=profile) for i in range(3)]
         )
         placed = await wait_bound(kube, namespace, [f"p{i}" for i in range(3)], timeout=90)
-        # Locked binds: their node's Lease made in the release namespace, under the chart's RBAC.
+        # Locked binds: their node's group's Lease (the default layout) made in the release
+        # namespace, under the chart's RBAC.
         leases = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
+        group = group_key(next(iter(placed.values())), DEFAULT_LEASE_GROUPS)
 
         async def lease_made() -> bool:
             try:
-                await kube.get(f"{leases}/{node_lease_name(next(iter(placed.values())))}")
+                await kube.get(f"{leases}/{lock_lease_name(group)}")
             except ApiError:
                 return False
             return True
 
-        assert await eventually(lease_made, what="the node's lock Lease")
+        assert await eventually(lease_made, what="the node group's lock Lease")
         assert set(placed.values()) <= set(names)
         # Its member Lease too (see nodeLock.whenAlone), deleted when it stops.
         assert [n for n in await lease_names(kube, leases) if n.startswith(MEMBER_PREFIX)]

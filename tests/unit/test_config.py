@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ascheduler.binding.nodelock import DEFAULT_LEASE_GROUPS
 from ascheduler.config import Overrides, parse, resolve, to_document
 from ascheduler.framework import ConfigError
 from ascheduler.plugins import IN_TREE
@@ -472,7 +473,7 @@ def test_when_alone_and_the_member_duration(tmp_path: Path) -> None:
 
 
 def test_lease_groups_from_the_file_and_the_flag(tmp_path: Path) -> None:
-    assert parse(HEAD, IN_TREE).binding.lock.lease_groups == 0
+    assert parse(HEAD, IN_TREE).binding.lock.lease_groups == DEFAULT_LEASE_GROUPS
     given = {**HEAD, "ascheduler": {"nodeLock": {"leaseGroups": 64}}}
     assert parse(given, IN_TREE).binding.lock.lease_groups == 64
     assert problems({"ascheduler": {"nodeLock": {"leaseGroups": -1}}}) == [
@@ -493,6 +494,35 @@ def test_lease_groups_from_the_file_and_the_flag(tmp_path: Path) -> None:
         resolved(given, tmp_path, node_lock_key="hami.io/mutex.lock")
     document = to_document(parse(given, IN_TREE), IN_TREE)
     assert document["ascheduler"]["nodeLock"]["leaseGroups"] == 64
+
+
+def test_lease_groups_default_follows_where_the_locks_are(tmp_path: Path) -> None:
+    """Unnamed, the number is the default on Leases and none on Nodes (HAMi's key puts
+    them there), wherever the file or the flags put the locks; named, it stays."""
+
+    def groups(document: dict[str, Any] | None, **flags: Any) -> int:
+        return int(resolved(document, tmp_path, **flags).binding.lock.lease_groups)
+
+    assert groups(None) == DEFAULT_LEASE_GROUPS
+    assert groups({}) == DEFAULT_LEASE_GROUPS
+    assert groups(None, node_lock_object="node") == 0
+    assert groups(None, node_lock_key="hami.io/mutex.lock") == 0
+    on_nodes = {"ascheduler": {"nodeLock": {"object": "node"}}}
+    assert groups(on_nodes) == 0
+    assert groups(on_nodes, node_lock_object="lease") == DEFAULT_LEASE_GROUPS
+    hami = {"ascheduler": {"nodeLock": {"key": "hami.io/mutex.lock"}}}
+    assert groups(hami) == 0
+    per_node = {"ascheduler": {"nodeLock": {"leaseGroups": 0}}}
+    assert groups(per_node) == 0
+    assert groups(per_node, node_lock_lease_groups=8) == 8
+    # A number the file named is kept, and still conflicts with locks moved off Leases.
+    with pytest.raises(ConfigError, match="lease groups need"):
+        resolved(
+            {"ascheduler": {"nodeLock": {"leaseGroups": 8}}}, tmp_path, node_lock_object="node"
+        )
+    # The effective configuration names the number: read back, it stays.
+    document = to_document(resolved(None, tmp_path, node_lock_object="node"), IN_TREE)
+    assert document["ascheduler"]["nodeLock"]["leaseGroups"] == 0
 
 
 def test_the_lock_linger_is_a_duration_zero_allowed(tmp_path: Path) -> None:

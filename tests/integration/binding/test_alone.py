@@ -17,7 +17,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from ascheduler.binding.members import MEMBER_KEY, MEMBER_PREFIX, PEERS_KEY
-from ascheduler.binding.nodelock import DEFAULT_KEY, NODE_LEASE_PREFIX
+from ascheduler.binding.nodelock import DEFAULT_KEY, GROUP_LEASE_PREFIX, NODE_LEASE_PREFIX
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.faultproxy import WriteFaults
 from ascheduler.devcluster.nodes import FakeNodes
@@ -99,7 +99,10 @@ async def test_alone_an_instance_binds_without_locks_until_another_joins(
             await create_pods(kube, namespace, [gpu(f"a{i}") for i in range(4)])
             await wait_bound(kube, namespace, [f"a{i}" for i in range(4)])
             found = await leases(kube, locks)
-            assert not [n for n in found if n.startswith(NODE_LEASE_PREFIX)]  # no lock taken
+            locks_taken = [
+                n for n in found if n.startswith((NODE_LEASE_PREFIX, GROUP_LEASE_PREFIX))
+            ]
+            assert not locks_taken
             assert list(members(found).values()) == [""]
             assert await metric(port, "ascheduler_node_lock_binds_alone_total") == 4
             assert await metric(port, "ascheduler_node_lock_alone") == 1
@@ -120,9 +123,9 @@ async def test_alone_an_instance_binds_without_locks_until_another_joins(
                 node_leases = [
                     lease
                     for name, lease in (await leases(kube, locks)).items()
-                    if name.startswith(NODE_LEASE_PREFIX)
+                    if name.startswith((NODE_LEASE_PREFIX, GROUP_LEASE_PREFIX))
                 ]
-                assert node_leases  # the binds took their nodes' locks
+                assert node_leases  # the binds took their nodes' (groups') locks
                 assert all(
                     DEFAULT_KEY in (lease["metadata"].get("annotations") or {})
                     or f"{DEFAULT_KEY}-bound" in (lease["metadata"].get("annotations") or {})

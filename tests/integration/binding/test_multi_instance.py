@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ascheduler.binding.nodelock import DEFAULT_KEY, format_time
+from ascheduler.binding.nodelock import DEFAULT_KEY, DEFAULT_LEASE_GROUPS, format_time, group_key
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState
@@ -43,12 +43,14 @@ def gpu_pod(name: str, scheduler_name: str) -> dict[str, object]:
     [
         (2, 3, "node", ()),
         (3, 4, "lease", ()),
+        (3, 4, "lease", (0, 0, 0)),
         (3, 4, "lease", (2, 2, 2)),
         (3, 4, "lease", (0, 2, 3)),
     ],
     ids=[
         "two-instances-node-locks",
-        "three-instances-lease-locks",
+        "three-instances-lease-locks-default-groups",
+        "three-instances-a-lease-per-node",
         "three-instances-lease-groups",
         "three-instances-each-grouping-nodes-its-own-way",
     ],
@@ -67,7 +69,8 @@ async def test_instances_sharing_exact_fit_gpu_nodes_never_overcommit_them(
     """`instances` schedulers race for `full_nodes` nodes of 2 GPUs with 4 pods more than
     fit; exactly the room is used, then a node with room for the 4 takes them. With
     `groups`, instance i shares a lock Lease among each of `groups[i]` groups of nodes (0: a
-    Lease per node); instances that group the nodes differently still never overcommit."""
+    Lease per node; without, the default); instances that group the nodes differently still
+    never overcommit."""
     per_node = 2
     names = await nodes(
         FakeNodes(count=full_nodes, prefix=f"{namespace}-g", extended={GPU: str(per_node)})
@@ -114,7 +117,8 @@ async def test_instances_sharing_exact_fit_gpu_nodes_never_overcommit_them(
                 obj = await kube.get(f"/api/v1/nodes/{node}")
                 assert DEFAULT_KEY not in (obj["metadata"].get("annotations") or {})
     # Every lock let go at the graceful stops, groups' included.
-    assert await lock_annotations(kube, [*names, extra], groups=[g for g in groups if g]) == {}
+    layouts = [g for g in groups if g] if groups else [DEFAULT_LEASE_GROUPS] * (on == "lease")
+    assert await lock_annotations(kube, [*names, extra], groups=layouts) == {}
 
 
 @pytest.mark.parametrize("on", ["lease", "node"])
@@ -131,7 +135,9 @@ async def test_a_crashed_holders_lock_is_recovered_after_the_timeout(
     # A lock held for a pod that is alive, as a scheduler killed mid-bind leaves it.
     await create_pods(kube, namespace, [pause_pod("holder", scheduler_name="nobody")])
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    await set_lock(kube, node, f"{now},{namespace},holder", on)
+    # Where the instance looks for the node's lock: its group's Lease (the default layout).
+    held = group_key(node, DEFAULT_LEASE_GROUPS) if on == "lease" else node
+    await set_lock(kube, held, f"{now},{namespace},holder", on)
     with scheduler(
         plane,
         plane_state,
