@@ -42,6 +42,7 @@ from ascheduler.binding.nodelock import (
     WHEN_ALONE,
     LockObject,
     LockSettings,
+    lock_object_of,
 )
 from ascheduler.debug import MODES as DEBUG_MODES
 from ascheduler.debug import is_loopback
@@ -308,8 +309,7 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
         groups = lock.lease_groups
         if not config.lease_groups_named:
             # The default, for wherever the flags put the locks.
-            key = o.node_lock_key or lock.key
-            on_leases = (on or ("node" if key == HAMI_KEY else "lease")) == "lease"
+            on_leases = lock_object_of(o.node_lock_key or lock.key, on) == "lease"
             groups = DEFAULT_LEASE_GROUPS if on_leases else 0
     try:
         lock = dataclasses.replace(

@@ -89,6 +89,8 @@ LOCK_OBJECTS: Final[tuple[LockObject, ...]] = ("lease", "node")
 #: With locks on Leases, what a bind does while no other instance shares the nodes.
 WhenAlone = Literal["skip", "lock"]
 WHEN_ALONE: Final[tuple[WhenAlone, ...]] = ("skip", "lock")
+
+
 #: A node's lock Lease: this prefix and the node's name (a digest of it when too long).
 NODE_LEASE_PREFIX: Final = "ascheduler-node-"
 #: A group's lock Lease (lease groups): this prefix, the number of groups, '-' and the index.
@@ -136,6 +138,15 @@ YIELD_SECONDS: Final = 30.0
 #: let it go before reading the lock again (`LockSettings.handover_wait`). The holder lets a
 #: parked hold go as soon as its informer shows the request, a busy one after its binds.
 HANDOVER_WAIT: Final = 1.0
+
+
+def lock_object_of(key: str, on: LockObject | None) -> LockObject:
+    """Where locks under `key` live: `on` if given, else the Node for HAMi's key and a Lease
+    for any other."""
+    if on is not None:
+        return on
+    return "node" if key == HAMI_KEY else "lease"
+
 
 _TIME = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
 
@@ -266,9 +277,7 @@ class LockSettings:
 
     @property
     def lock_object(self) -> LockObject:
-        if self.on is not None:
-            return self.on
-        return "node" if self.hami else "lease"
+        return lock_object_of(self.key, self.on)
 
     @property
     def hami(self) -> bool:
