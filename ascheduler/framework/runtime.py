@@ -643,10 +643,18 @@ class Framework:
             self._next_start = start
             return feasible
         split = int(np.searchsorted(feasible, start))
-        ordered = np.concatenate((feasible[split:], feasible[:split]))
-        chosen = ordered[:k]
-        self._next_start = (int(chosen[-1]) + 1) % n
-        return np.sort(chosen)
+        end = split + k
+        if end <= feasible.size:
+            chosen = feasible[split:end]
+            last = int(chosen[-1])
+        else:
+            # The walk wraps: the rows from the start, then the first rows again. Both runs
+            # are sorted and the wrapped one lies wholly below, so this order is sorted.
+            wrapped = end - feasible.size
+            last = int(feasible[wrapped - 1])
+            chosen = np.concatenate((feasible[:wrapped], feasible[split:]))
+        self._next_start = (last + 1) % n
+        return chosen
 
     def _diagnose(
         self,

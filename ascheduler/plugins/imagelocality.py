@@ -59,13 +59,18 @@ class ImageLocality(PreScorePlugin, ScorePlugin):
     ) -> Status:
         if not pod.images or nodes.n == 0:
             return SKIP
-        sums = np.zeros(nodes.n, dtype=np.int64)
+        held: list[tuple[list[int], int]] = []
         for image in pod.images:
             size, holders = nodes.image(normalized_image_name(image))
             rows = [nodes.index[h] for h in holders if h in nodes.index]
             if rows:
                 # int64(float64(size) * float64(numNodes) / float64(total)), as Go computes it
-                sums[rows] += int(float(size) * (len(holders) / nodes.n))
+                held.append((rows, int(float(size) * (len(holders) / nodes.n))))
+        if not held:
+            return SKIP  # no node holds any of the images: every node scores 0
+        sums = np.zeros(nodes.n, dtype=np.int64)
+        for rows, scaled in held:
+            sums[rows] += scaled
         if not sums.any():
             return SKIP  # every node scores 0
         state.write(NAME, priority(sums, len(pod.images)))

@@ -28,7 +28,7 @@ the incoming pod once per cycle, however many pods share it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -203,17 +203,21 @@ class InterPodAffinity(
             term.selector, term.namespaces | matched, term.namespace_selector, term.topology_key
         )
 
-    def _existing_anti(self, pod: PodInfo, nodes: NodeTable) -> BoolArray:
-        """Rows in a domain where a placed pod's required anti-affinity matches `pod`."""
-        fail = np.zeros(nodes.n, dtype=np.bool_)
-        ns_labels = self.objects.namespace_labels(pod.namespace)
+    def _existing_anti(self, pod: PodInfo, nodes: NodeTable) -> BoolArray | None:
+        """Rows in a domain where a placed pod's required anti-affinity matches `pod`; None
+        when there is none."""
+        fail: BoolArray | None = None
+        ns_labels: Mapping[str, str] | None = None
         for shape, kind, i in nodes.terms_for(pod.labels):
             if kind != "required_anti":
                 continue
             term = shape.required_anti[i]
+            if ns_labels is None:
+                ns_labels = self.objects.namespace_labels(pod.namespace)
             if term.matches(pod.namespace, pod.labels, ns_labels):
-                fail |= nodes.shape_domain_rows(shape, nodes.domains(term.topology_key))
-        return fail
+                rows = nodes.shape_domain_rows(shape, nodes.domains(term.topology_key))
+                fail = rows.copy() if fail is None else fail | rows
+        return fail if fail is not None and fail.any() else None
 
     # -- queueing hints (kube-scheduler's, and the symmetric case it leaves to the timeout) --
 
@@ -275,7 +279,7 @@ class InterPodAffinity(
         required = tuple(self._resolve(t) for t in pod.pod_affinity.required)
         required_anti = tuple(self._resolve(t) for t in pod.pod_affinity.required_anti)
         existing = self._existing_anti(pod, nodes)
-        if not required and not required_anti and not existing.any():
+        if not required and not required_anti and existing is None:
             return None, SKIP
         n = nodes.n
         affinity_fail: BoolArray | None = None
@@ -297,10 +301,9 @@ class InterPodAffinity(
         for term in required_anti:
             hit = nodes.domain_rows(TermsMatch.of((term,)), nodes.domains(term.topology_key))
             anti_fail = hit if anti_fail is None else anti_fail | hit
-        existing_fail = existing if existing.any() else None
         state.write(
             NAME,
-            _FilterState(affinity_fail, anti_fail, existing_fail, required, required_anti),
+            _FilterState(affinity_fail, anti_fail, existing, required, required_anti),
         )
         return None, SUCCESS
 

@@ -795,6 +795,31 @@ def test_only_a_sample_of_feasible_nodes_is_scored(
     assert result.feasible == scored
 
 
+def test_the_sample_walks_the_feasible_rows_from_a_rotating_start() -> None:
+    """The sample is the first `numFeasibleNodesToFind` feasible rows met walking the table
+    from the start, wrapping round; the next walk starts after the last row taken. Checked
+    against that walk, row by row, for feasible sets with and without a wrap."""
+    import random
+
+    import numpy as np
+
+    rng = random.Random(7)
+    cache = make_cache([node("n0")])
+    fw = build(cache)
+    n = 1000
+    k = num_feasible_nodes_to_find(n, 0)
+    for _ in range(300):
+        feasible = np.array(sorted(rng.sample(range(n), rng.randint(1, n))), dtype=np.int64)
+        start = rng.randrange(n)
+        fw._next_start = start
+        walk = [r for r in (*range(start, n), *range(start)) if r in set(feasible.tolist())]
+        taken = walk[:k]
+        chosen = fw._sample(feasible, n)
+        assert chosen.tolist() == sorted(taken)
+        expected_next = (taken[-1] + 1) % n if len(walk) > k else start
+        assert fw._next_start == expected_next
+
+
 @pytest.mark.parametrize("num_nodes", [4, 40])
 def test_assumed_pods_change_later_scores(num_nodes: int) -> None:
     """Scores follow the usage the cache records: identical pods assumed one after another
