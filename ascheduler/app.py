@@ -205,7 +205,9 @@ def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) ->
         gate_keys=gate_keys,
         settings=settings,
     )
-    queue.on_incoming = lambda name, event: metrics.QUEUE_INCOMING_PODS.labels(name, event).inc()
+    queue.on_incoming = lambda name, event: metrics.labelled(
+        metrics.QUEUE_INCOMING_PODS, name, event
+    ).inc()
     return queue
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, TypeVar
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -188,3 +188,19 @@ BINDER_PENDING: Final = Gauge(
     "ascheduler_binder_pending_requests",
     "BindRequests `ascheduler binder` knows that are not bound yet.",
 )
+
+
+_Metric = TypeVar("_Metric", Counter, Gauge, Histogram)
+_CHILDREN: dict[tuple[object, tuple[str, ...]], object] = {}
+
+
+def labelled(metric: _Metric, *values: str) -> _Metric:
+    """`metric.labels(*values)`, kept once made: the hot paths label the same few series
+    for every pod, and prometheus_client checks and locks on each `labels` call. (No series
+    is ever removed, so a kept child stays the one exported; the key holds the metric
+    itself, so it is never mistaken for another.)"""
+    key = (metric, values)
+    child = _CHILDREN.get(key)
+    if child is None:
+        child = _CHILDREN[key] = metric.labels(*values)
+    return child  # type: ignore[return-value]

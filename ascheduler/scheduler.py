@@ -235,9 +235,8 @@ class Scheduler:
                 return None
         if self._rng.random() < METRICS_SAMPLE_RATE:
             for point, seconds in state.timings.items():
-                metrics.EXTENSION_POINT_DURATION.labels(point, "Success", fw.profile).observe(
-                    seconds
-                )
+                duration = metrics.EXTENSION_POINT_DURATION
+                metrics.labelled(duration, point, "Success", fw.profile).observe(seconds)
         if result.node is None:
             if result.status.rejected:
                 rejecting = (
@@ -358,9 +357,9 @@ class Scheduler:
                 clear_nomination=clear_nomination,
             )
         result = "error" if error else "unschedulable"
-        metrics.SCHEDULE_ATTEMPTS.labels(result, fw.profile).inc()
+        metrics.labelled(metrics.SCHEDULE_ATTEMPTS, result, fw.profile).inc()
         began = self._cycle_started if started is None else started
-        metrics.SCHEDULING_ATTEMPT_DURATION.labels(result, fw.profile).observe(
+        metrics.labelled(metrics.SCHEDULING_ATTEMPT_DURATION, result, fw.profile).observe(
             time.perf_counter() - began
         )
 
@@ -414,7 +413,7 @@ class Scheduler:
         finally:
             slot.release()
         done = time.perf_counter()
-        metrics.BIND_DURATION.labels("success" if status.ok else "error").observe(
+        metrics.labelled(metrics.BIND_DURATION, "success" if status.ok else "error").observe(
             done - bind_started
         )
         if not status.ok:
@@ -424,12 +423,12 @@ class Scheduler:
         if self.diagnoses is not None:
             self.diagnoses.forget(pod.uid)
         self.stats.scheduled += 1
-        metrics.SCHEDULE_ATTEMPTS.labels("scheduled", fw.profile).inc()
-        metrics.SCHEDULING_ATTEMPT_DURATION.labels("scheduled", fw.profile).observe(
+        metrics.labelled(metrics.SCHEDULE_ATTEMPTS, "scheduled", fw.profile).inc()
+        metrics.labelled(metrics.SCHEDULING_ATTEMPT_DURATION, "scheduled", fw.profile).observe(
             done - (state.read(_STARTED) or done)
         )
         if qp.initial_attempt_timestamp is not None:
-            metrics.POD_SCHEDULING_SLI_DURATION.labels(str(qp.attempts)).observe(
+            metrics.labelled(metrics.POD_SCHEDULING_SLI_DURATION, str(qp.attempts)).observe(
                 max(self.queue.clock.now() - qp.initial_attempt_timestamp, 0.0)
             )
         fw.post_bind(state, pod, node)

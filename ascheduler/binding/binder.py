@@ -526,7 +526,7 @@ class LockedBinder:
                 if not status.ok and not view.fresh:
                     view.pods = [*await self._pods_on(node), *(b.pod for b in fitting)]
                     view.fresh = True
-                    metrics.NODE_LOCK_REVALIDATIONS.labels("refresh").inc()
+                    metrics.labelled(metrics.NODE_LOCK_REVALIDATIONS, "refresh").inc()
                     status = self._revalidate(bind.pod, node, allocatable, view.without(bind.pod))
                 if status.ok:
                     view.pods.append(bind.pod)
@@ -534,9 +534,17 @@ class LockedBinder:
                     fitting.append(bind)
                 else:
                     bind.finish(status)
-            outcomes = await asyncio.gather(
-                *(self._bind_one(hold, bind, node) for bind in fitting), return_exceptions=True
-            )
+            outcomes: list[Status | BaseException]
+            if len(fitting) == 1:  # the common case: no task to gather
+                try:
+                    outcomes = [await self._bind_one(hold, fitting[0], node)]
+                except Exception as exc:
+                    outcomes = [exc]
+            else:
+                outcomes = await asyncio.gather(
+                    *(self._bind_one(hold, bind, node) for bind in fitting),
+                    return_exceptions=True,
+                )
             for bind, outcome in zip(fitting, outcomes, strict=True):
                 if isinstance(outcome, BaseException):
                     if not isinstance(outcome, Exception):
@@ -624,7 +632,7 @@ class LockedBinder:
             and record[0] == self._epoch()
             and record[1] == hold.lineage
         ):
-            metrics.NODE_LOCK_REVALIDATIONS.labels("record").inc()
+            metrics.labelled(metrics.NODE_LOCK_REVALIDATIONS, "record").inc()
             return _NodeView(list(record[2]), fresh=False)
         trusted = self.members is None or self.members.trusted
         if self.cache is not None and hold.bound_before is not None and trusted:
@@ -637,9 +645,9 @@ class LockedBinder:
                 # caught up with the other holders. Our own assumed pods count too (some are
                 # bound already); the ones still on their way here count once, as each is
                 # re-validated without itself.
-                metrics.NODE_LOCK_REVALIDATIONS.labels("cache").inc()
+                metrics.labelled(metrics.NODE_LOCK_REVALIDATIONS, "cache").inc()
                 return _NodeView(list(counted), fresh=False)
-        metrics.NODE_LOCK_REVALIDATIONS.labels("list").inc()
+        metrics.labelled(metrics.NODE_LOCK_REVALIDATIONS, "list").inc()
         return _NodeView(await self._pods_on(node), fresh=True)
 
     def _epoch(self) -> int:

@@ -58,6 +58,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import os
 import random
@@ -181,6 +182,7 @@ def node_lease_name(node: str) -> str:
     return NODE_LEASE_PREFIX + hashlib.sha256(node.encode()).hexdigest()
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def group_key(node: str, groups: int) -> str:
     """The lock key of `node` when `groups` lease groups share the nodes (0: the node's own,
     its name). The group comes from a digest of the name, so every instance agrees on it."""

@@ -315,7 +315,7 @@ class RequestBinder:
             return
         if decision.act is Act.FAIL:
             self.stats.failed += 1
-            metrics.BINDER_REQUESTS.labels("failed").inc()
+            metrics.labelled(metrics.BINDER_REQUESTS, "failed").inc()
             await self._status(req, {"phase": FAILED, "reason": decision.reason})
             self._finish(req)
             return
@@ -329,22 +329,22 @@ class RequestBinder:
     async def _bind(self, req: BindRequest, pod: PodInfo) -> None:
         started = time.perf_counter()
         status = await self.binder.bind(self.fw, CycleState(), pod, req.node)
-        metrics.BINDER_BIND_DURATION.labels("success" if status.ok else "error").observe(
+        metrics.labelled(metrics.BINDER_BIND_DURATION, "success" if status.ok else "error").observe(
             time.perf_counter() - started
         )
         if status.ok:
             self.stats.bound += 1
-            metrics.BINDER_REQUESTS.labels("bound").inc()
+            metrics.labelled(metrics.BINDER_REQUESTS, "bound").inc()
             self._not_before.pop(req.uid, None)
             await self._succeeded(req)
             return
         update = after_failed_bind(req, status.message)
         if update["phase"] == FAILED:
             self.stats.failed += 1
-            metrics.BINDER_REQUESTS.labels("failed").inc()
+            metrics.labelled(metrics.BINDER_REQUESTS, "failed").inc()
         else:
             self.stats.retried += 1
-            metrics.BINDER_REQUESTS.labels("retried").inc()
+            metrics.labelled(metrics.BINDER_REQUESTS, "retried").inc()
             delay = backoff(update["failedAttempts"])
             self._not_before[req.uid] = asyncio.get_running_loop().time() + delay
             self._later(req.key, delay)

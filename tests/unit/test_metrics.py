@@ -1,0 +1,35 @@
+"""The kept label children of `ascheduler.metrics`."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from ascheduler import metrics
+
+
+def sample(registry: CollectorRegistry, name: str, labels: dict[str, str]) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+def test_a_kept_child_is_the_series_exported_and_each_label_set_its_own() -> None:
+    registry = CollectorRegistry()
+    attempts = Counter("t_attempts", "attempts", ["result", "profile"], registry=registry)
+    first = metrics.labelled(attempts, "scheduled", "a")
+    assert metrics.labelled(attempts, "scheduled", "a") is first
+    first.inc()
+    metrics.labelled(attempts, "scheduled", "a").inc()
+    metrics.labelled(attempts, "error", "a").inc()
+    assert sample(registry, "t_attempts_total", {"result": "scheduled", "profile": "a"}) == 2
+    assert sample(registry, "t_attempts_total", {"result": "error", "profile": "a"}) == 1
+    assert sample(registry, "t_attempts_total", {"result": "scheduled", "profile": "b"}) is None
+
+
+def test_children_of_two_metrics_with_the_same_labels_are_kept_apart() -> None:
+    registry = CollectorRegistry()
+    one = Histogram("t_one_seconds", "one", ["result"], registry=registry)
+    two = Histogram("t_two_seconds", "two", ["result"], registry=registry)
+    metrics.labelled(one, "success").observe(0.5)
+    assert sample(registry, "t_one_seconds_count", {"result": "success"}) == 1
+    assert sample(registry, "t_two_seconds_count", {"result": "success"}) is None
+    metrics.labelled(two, "success").observe(0.5)
+    assert sample(registry, "t_two_seconds_count", {"result": "success"}) == 1
