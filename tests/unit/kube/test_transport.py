@@ -101,6 +101,24 @@ def late_first(release: asyncio.Event) -> Answer:
     return answer
 
 
+def held_until(
+    release: asyncio.Event, arrived: asyncio.Event, *, arrive_at: int, hold: int | None = None
+) -> Answer:
+    """Answers `ok`, holding back each request up to the `hold`-th (every one without) until
+    `release` is set; sets `arrived` once the `arrive_at`-th request is in."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> bool:
+        if n >= arrive_at:
+            arrived.set()
+        if hold is None or n <= hold:
+            await release.wait()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        return True
+
+    return answer
+
+
 async def test_a_length_delimited_answer_is_read_and_its_connection_reused(
     serve: Callable[[Answer], Awaitable[tuple[Server, Pool]]],
 ) -> None:
@@ -251,36 +269,21 @@ async def test_a_cancelled_request_s_connection_is_never_reused(
 
 
 async def test_requests_beyond_the_pool_size_wait_for_a_connection(
-    serve: Callable[[Answer], Awaitable[tuple[Server, Pool]]],
+    serve: Callable[..., Awaitable[tuple[Server, Pool]]],
 ) -> None:
     release = asyncio.Event()
     two_in = asyncio.Event()
-
-    async def held(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> bool:
-        if n >= 2:
-            two_in.set()
-        await release.wait()
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-        await writer.drain()
-        return True
-
-    server = Server(held)
-    server.server = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-    pool = Pool("127.0.0.1", server.port, ssl_context=None, size=2, keepalive=60.0)
-    try:
-        sends = [asyncio.create_task(pool.send(request())) for _ in range(5)]
-        await two_in.wait()
-        await asyncio.sleep(0.05)
-        assert len(server.requests) == 2  # the other three wait for a slot
-        sends[2].cancel()  # one gives up waiting: its place goes to the next
-        release.set()
-        results = await asyncio.gather(*sends, return_exceptions=True)
-        assert isinstance(results[2], asyncio.CancelledError)
-        assert [r for i, r in enumerate(results) if i != 2] == [(200, b"ok")] * 4
-        assert pool.opened == 2
-    finally:
-        pool.close()
-        server.server.close()
+    server, pool = await serve(held_until(release, two_in, arrive_at=2), 2)
+    sends = [asyncio.create_task(pool.send(request())) for _ in range(5)]
+    await two_in.wait()
+    await asyncio.sleep(0.05)
+    assert len(server.requests) == 2  # the other three wait for a slot
+    sends[2].cancel()  # one gives up waiting: its place goes to the next
+    release.set()
+    results = await asyncio.gather(*sends, return_exceptions=True)
+    assert isinstance(results[2], asyncio.CancelledError)
+    assert [r for i, r in enumerate(results) if i != 2] == [(200, b"ok")] * 4
+    assert pool.opened == 2
 
 
 async def test_nothing_listening_is_unanswered() -> None:
@@ -326,36 +329,21 @@ async def test_a_deadline_met_leaves_nothing_behind_to_fail_the_connection_s_nex
 
 
 async def test_a_request_waiting_for_a_slot_past_its_deadline_gives_up_its_place(
-    serve: Callable[[Answer], Awaitable[tuple[Server, Pool]]],
+    serve: Callable[..., Awaitable[tuple[Server, Pool]]],
 ) -> None:
     release = asyncio.Event()
     first_in = asyncio.Event()
-
-    async def held(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> bool:
-        if n == 1:
-            first_in.set()
-            await release.wait()
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-        await writer.drain()
-        return True
-
-    server = Server(held)
-    server.server = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-    pool = Pool("127.0.0.1", server.port, ssl_context=None, size=1, keepalive=60.0)
-    try:
-        first = asyncio.create_task(pool.send(request()))
-        await first_in.wait()
-        with pytest.raises(TimeoutError):
-            await pool.send(request(), timeout=0.05)  # the one slot stays taken
-        # Giving up did not free a slot it never had: the next request still waits.
-        third = asyncio.create_task(pool.send(request()))
-        await asyncio.sleep(0.05)
-        assert len(server.requests) == 1
-        release.set()
-        assert await first == (200, b"ok")
-        assert await asyncio.wait_for(third, 5.0) == (200, b"ok")
-        assert len(server.requests) == 2
-        assert pool.opened == 1
-    finally:
-        pool.close()
-        server.server.close()
+    server, pool = await serve(held_until(release, first_in, arrive_at=1, hold=1), 1)
+    first = asyncio.create_task(pool.send(request()))
+    await first_in.wait()
+    with pytest.raises(TimeoutError):
+        await pool.send(request(), timeout=0.05)  # the one slot stays taken
+    # Giving up did not free a slot it never had: the next request still waits.
+    third = asyncio.create_task(pool.send(request()))
+    await asyncio.sleep(0.05)
+    assert len(server.requests) == 1
+    release.set()
+    assert await first == (200, b"ok")
+    assert await asyncio.wait_for(third, 5.0) == (200, b"ok")
+    assert len(server.requests) == 2
+    assert pool.opened == 1
