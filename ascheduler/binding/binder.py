@@ -84,6 +84,8 @@ MAX_BINDS_PER_HOLD: Final = 32
 MEMBER_WAIT: Final = 10.0
 #: How long the cache may take to show the pods of a fresh list of the bound ones.
 CATCH_UP_SECONDS: Final = 30.0
+#: How many of our own binds under a lock are remembered until the cache sees them bound.
+VOUCHED_KEPT: Final = 8192
 
 
 @dataclass(frozen=True)
@@ -265,6 +267,10 @@ class LockedBinder:
         #: node -> the pods our last hold there counted (its list, plus its binds), the
         #: members' epoch then, and the lineage of its locks (see `Hold.lineage`)
         self._records: dict[str, tuple[int, tuple[tuple[str, int], ...], list[PodInfo]]] = {}
+        #: pod uid -> the node our Binding of it under the locks put it on (the API server
+        #: said so), oldest first: the cache counts such a pod there while it is assumed, so
+        #: it need not have seen it bound yet to stand in for the API server's list.
+        self._vouched: dict[str, str] = {}
         self.locks = (
             NodeLocks(
                 kube,
@@ -586,6 +592,8 @@ class LockedBinder:
         finally:
             if not status.ok and version:  # also on cancellation: never left `allocating`
                 await self._phase_quietly(pod, "failed", version)
+        if status.ok and self.cache is not None:
+            self._vouch(pod, node)
         return status
 
     async def _allocating(self, pod: PodInfo, stamp: str) -> str:
@@ -619,19 +627,15 @@ class LockedBinder:
         return dict(parse_node(await self.kube.get(f"/api/v1/nodes/{node}")).allocatable)
 
     async def _view(self, node: str, hold: Holds) -> _NodeView:
-        """The node's pods for re-validation: our record of them when the lock objects show
-        nobody took the locks since our hold that recorded it (no other instance bound here
-        since: the record is what that hold saw, plus its own binds; with lease groups, a
-        hold of ours for another node of the group that found the lock disturbed changes
-        the lineage); else the cache, once it has seen the pods recorded beside the locks;
-        else the API server's list."""
+        """The node's pods for re-validation: our record of them while the locks' lineage is
+        the one it was recorded under (no hold of ours has found the locks taken by another
+        holder since, so nobody else bound here: the record is what that hold saw, plus its
+        own binds; a hold that went on all along, shared by the nodes of a group, keeps its
+        lineage whatever it found when it was taken); else the cache, once it has seen the
+        pods recorded beside the locks, or holds them where our own Bindings put them; else
+        the API server's list."""
         record = self._records.pop(node, None)
-        if (
-            hold.undisturbed
-            and record is not None
-            and record[0] == self._epoch()
-            and record[1] == hold.lineage
-        ):
+        if record is not None and record[0] == self._epoch() and record[1] == hold.lineage:
             metrics.labelled(metrics.NODE_LOCK_REVALIDATIONS, "record").inc()
             return _NodeView(list(record[2]), fresh=False)
         trusted = self.members is None or self.members.trusted
@@ -639,10 +643,11 @@ class LockedBinder:
             cache = self.cache
             counted = cache.pods_on(node)
             # A group's record names pods bound on any of its nodes: the cache must have
-            # seen each one bound, wherever.
-            if all(cache.bound(uid) for uid in hold.bound_before):
-                # Every pod bound under the locks lately is in the cache as bound: it has
-                # caught up with the other holders. Our own assumed pods count too (some are
+            # seen each one bound, wherever, or count it where our own Binding put it.
+            if all(cache.bound(uid) or self._counted(uid) for uid in hold.bound_before):
+                # Every pod bound under the locks lately is in the cache as bound, or is
+                # one of ours it counts where we bound it: it has caught up with the other
+                # holders. Our own assumed pods count too (some are
                 # bound already); the ones still on their way here count once, as each is
                 # re-validated without itself.
                 metrics.labelled(metrics.NODE_LOCK_REVALIDATIONS, "cache").inc()
@@ -652,6 +657,21 @@ class LockedBinder:
 
     def _epoch(self) -> int:
         return self.members.epoch if self.members is not None else 0
+
+    def _vouch(self, pod: PodInfo, node: str) -> None:
+        """Remember that our Binding put `pod` on `node` under the locks."""
+        vouched = self._vouched
+        vouched.pop(pod.uid, None)
+        vouched[pod.uid] = node
+        if len(vouched) > VOUCHED_KEPT:
+            del vouched[next(iter(vouched))]
+
+    def _counted(self, uid: str) -> bool:
+        """Whether the cache counts pod `uid` on the node our Binding put it on: assumed
+        there still, its bind confirmed by the API server's answer."""
+        assert self.cache is not None
+        node = self._vouched.get(uid)
+        return node is not None and self.cache.pod_node(uid) == node
 
     async def _pods_on(self, node: str) -> list[PodInfo]:
         """The API server's pods on `node`: the one read a hold makes."""

@@ -554,6 +554,66 @@ async def test_with_lease_groups_a_record_is_void_once_another_holder_took_the_g
     assert lists(api) == 3  # m's record is as current as the lock
 
 
+async def test_a_group_hold_taken_from_another_holder_serves_from_records_while_held() -> None:
+    """The group's lock was last someone else's, so our hold lists each node once; while we
+    hold it on (binds to m keep it), nobody else can bind under it: n's next hold joins it
+    and re-validates from n's record, without listing again."""
+    api = FakeNodeApi()
+    api.rv += 1  # another instance held the group before us
+    binder = binder_for(api, on="lease", groups=1)
+    gates = {"p0": asyncio.Event(), "p1": asyncio.Event()}
+    started = Started()
+    fw = FakeFramework(api, {}, during_bind=started, gates=gates)
+    first = asyncio.create_task(bind_to(binder, fw, "p0", "n"))
+    await started.wait("p0")
+    second = asyncio.create_task(bind_to(binder, fw, "p1", "m"))
+    await started.wait("p1")
+    assert lists(api) == 2  # n and m, once each
+    gates["p0"].set()
+    assert (await first).ok  # n's hold is over, its record kept; m's holds the group on
+    assert "n" in binder._records
+    assert (await bind_to(binder, fw, "p2", "n")).ok
+    assert lists(api) == 2
+    gates["p1"].set()
+    assert (await second).ok
+    assert api.log.count(f"lock {ME}") == 1
+    # Once the group was someone else's again, n's record is void.
+    api.rv += 1
+    assert (await bind_to(binder, fw, "p3", "n")).ok
+    assert lists(api) == 3
+
+
+async def test_our_own_recorded_binds_count_before_the_cache_sees_them_bound() -> None:
+    """The group's record names p0, which our own Binding put on n; the cache still has it
+    assumed there (its watch is behind). Taken afresh after another holder, the group's
+    lock serves m from the cache: p0 counts where it is. A recorded pod the cache has
+    elsewhere, or not at all, still sends the hold to the API server's list."""
+    api = FakeNodeApi()
+    cache = make_cache([node_info_raw("n"), node_info_raw("m")])
+    binder = binder_for(api, on="lease", groups=1, cache=cache)
+    fw = FakeFramework(api, {})
+    cache.assume(pod("p0"), "n")  # as the scheduling cycle does before the bind
+    assert (await bind_to(binder, fw, "p0", "n")).ok
+    assert lists(api) == 0  # an empty record: the cache stands in
+    assert api.annotations[f"{DEFAULT_KEY}-bound"] == "p0"
+    assert not cache.bound("p0")
+    api.rv += 1  # another instance took and let go of the group, binding nothing
+    cache.assume(pod("p1"), "m")
+    assert (await bind_to(binder, fw, "p1", "m")).ok
+    assert lists(api) == 0
+    # p1's bind is unknown to the cache (forgotten, say): the record is not all counted.
+    cache.forget(pod("p1"))
+    api.rv += 1
+    assert (await bind_to(binder, fw, "p2", "n")).ok
+    assert lists(api) == 1
+    # Nor is a pod the cache has on another node than our Binding's.
+    cache.assume(pod("p1"), "n")
+    api.annotations[f"{DEFAULT_KEY}-bound"] = "p0,p1"
+    api.rv += 1
+    assert (await bind_to(binder, fw, "p3", "m")).ok
+    assert lists(api) == 2
+
+
 async def test_binds_take_the_lock_of_every_grouping_the_members_use() -> None:
     """Another member groups the nodes its own way (or has a Lease per node): a bind takes
     both locks, in the same order as every instance."""
