@@ -113,18 +113,69 @@ class BindSettings:
 
 
 @dataclass(slots=True)
+class _Usage:
+    """What the pods counted on a node request of it, summed as they are counted: each pod
+    once (by uid), finished ones not at all."""
+
+    counted: dict[str, PodInfo] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=lambda: {"pods": 0})
+
+    def add(self, pod: PodInfo) -> None:
+        if pod.terminal or pod.uid in self.counted:
+            return
+        self.counted[pod.uid] = pod
+        totals = self.totals
+        totals["pods"] += 1
+        for name, value in pod.requests.items():
+            totals[name] = totals.get(name, 0) + value
+
+    def shortfall(self, pod: PodInfo, allocatable: Mapping[str, int]) -> list[str]:
+        """Resources `pod` does not fit in beside the pods counted (itself, if counted, not
+        among them)."""
+        own = self.counted.get(pod.uid)
+        mine = own.requests if own is not None else {}
+        totals = self.totals
+        short = []
+        if totals["pods"] - (own is not None) + 1 > allocatable.get("pods", 0):
+            short.append("pods")
+        for name, value in sorted(pod.requests.items()):
+            if value > allocatable.get(name, 0) - totals.get(name, 0) + mine.get(name, 0):
+                short.append(name)
+        return short
+
+
+@dataclass(slots=True)
 class _NodeView:
-    """The pods a hold re-validates against; `fresh`: listed from the API server in it."""
+    """The pods a hold re-validates against, each once; `fresh`: listed from the API server
+    in it. Their requests are summed as they come (`usage`), so a re-validation costs the
+    pod's own resources, not the node's pods."""
 
     pods: list[PodInfo]
     fresh: bool
     #: The uids of the pods this hold bound (or tried to: a Binding may land unanswered).
     added: list[str] = field(default_factory=list)
+    usage: _Usage = field(default_factory=_Usage)
+    _uids: set[str] = field(default_factory=set)
 
-    def without(self, pod: PodInfo) -> list[PodInfo]:
-        """The pods to count for `pod`: all but itself (a view from the cache holds it as
-        assumed)."""
-        return [p for p in self.pods if p.uid != pod.uid]
+    def __post_init__(self) -> None:
+        given, self.pods = self.pods, []
+        for pod in given:
+            self.add(pod)
+
+    def read_again(self, pods: list[PodInfo]) -> None:
+        """Count `pods` instead (the API server's list, plus this hold's fitting binds)."""
+        self.pods, self.usage, self._uids, self.fresh = [], _Usage(), set(), True
+        for pod in pods:
+            self.add(pod)
+
+    def add(self, pod: PodInfo) -> None:
+        """Count `pod` too, unless it is counted already (the cache's view holds the pods
+        of this hold's binds as assumed)."""
+        if pod.uid in self._uids:
+            return
+        self._uids.add(pod.uid)
+        self.pods.append(pod)
+        self.usage.add(pod)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,23 +246,13 @@ class _LeaseEvents:
 
 
 def shortfall(
-    pod: PodInfo, allocatable: dict[str, int], pods_on_node: Iterable[PodInfo]
+    pod: PodInfo, allocatable: Mapping[str, int], pods_on_node: Iterable[PodInfo]
 ) -> list[str]:
     """Resources `pod` does not fit in, given the node's allocatable and the pods on it."""
-    used: dict[str, int] = {"pods": 0}
+    usage = _Usage()
     for other in pods_on_node:
-        if other.uid == pod.uid or other.terminal:
-            continue
-        used["pods"] += 1
-        for name, value in other.requests.items():
-            used[name] = used.get(name, 0) + value
-    short = []
-    if used["pods"] + 1 > allocatable.get("pods", 0):
-        short.append("pods")
-    for name, value in sorted(pod.requests.items()):
-        if value > allocatable.get(name, 0) - used.get(name, 0):
-            short.append(name)
-    return short
+        usage.add(other)
+    return usage.shortfall(pod, allocatable)
 
 
 class _Taken(Exception):
@@ -264,9 +305,9 @@ class LockedBinder:
         self._leases = f"/apis/coordination.k8s.io/v1/namespaces/{lease_namespace}/leases"
         #: node -> its uid, as the cache last had it (the owner of the node's lock Lease)
         self._node_uids: dict[str, str] = {}
-        #: node -> the pods our last hold there counted (its list, plus its binds), the
-        #: members' epoch then, and the lineage of its locks (see `Hold.lineage`)
-        self._records: dict[str, tuple[int, tuple[tuple[str, int], ...], list[PodInfo]]] = {}
+        #: node -> what our last hold there counted (its list, plus its binds), the members'
+        #: epoch then, and the lineage of its locks (see `Hold.lineage`)
+        self._records: dict[str, tuple[int, tuple[tuple[str, int], ...], _NodeView]] = {}
         #: pod uid -> the node our Binding of it under the locks put it on (the API server
         #: said so), oldest first: the cache counts such a pod there while it is assumed, so
         #: it need not have seen it bound yet to stand in for the API server's list.
@@ -504,7 +545,7 @@ class LockedBinder:
                     metrics.NODE_LOCK_BINDS_PER_HOLD.observe(served)
                     # For our next hold here, if nobody else takes the locks meanwhile; and
                     # for whoever holds them next, the pods bound under them, left beside.
-                    self._records[node] = (self._epoch(), hold.lineage, view.pods)
+                    self._records[node] = (self._epoch(), hold.lineage, view)
                     hold.record(view.added)
             except (LockContended, KubeError) as exc:
                 failed = Status.error(f"node lock: {exc}", NODE_LOCK)
@@ -528,14 +569,13 @@ class LockedBinder:
         try:
             fitting: list[_Bind] = []
             for bind in batch:
-                status = self._revalidate(bind.pod, node, allocatable, view.without(bind.pod))
+                status = self._revalidate(bind.pod, node, allocatable, view)
                 if not status.ok and not view.fresh:
-                    view.pods = [*await self._pods_on(node), *(b.pod for b in fitting)]
-                    view.fresh = True
+                    view.read_again([*await self._pods_on(node), *(b.pod for b in fitting)])
                     metrics.labelled(metrics.NODE_LOCK_REVALIDATIONS, "refresh").inc()
-                    status = self._revalidate(bind.pod, node, allocatable, view.without(bind.pod))
+                    status = self._revalidate(bind.pod, node, allocatable, view)
                 if status.ok:
-                    view.pods.append(bind.pod)
+                    view.add(bind.pod)
                     view.added.append(bind.pod.uid)
                     fitting.append(bind)
                 else:
@@ -637,7 +677,10 @@ class LockedBinder:
         record = self._records.pop(node, None)
         if record is not None and record[0] == self._epoch() and record[1] == hold.lineage:
             metrics.labelled(metrics.NODE_LOCK_REVALIDATIONS, "record").inc()
-            return _NodeView(list(record[2]), fresh=False)
+            view = record[2]  # ours alone: a record is taken out to be used
+            view.fresh = False
+            view.added = []
+            return view
         trusted = self.members is None or self.members.trusted
         if self.cache is not None and hold.bound_before is not None and trusted:
             cache = self.cache
@@ -685,9 +728,9 @@ class LockedBinder:
         return [parse_pod(raw) for raw in listing.get("items") or []]
 
     def _revalidate(
-        self, pod: PodInfo, node: str, allocatable: dict[str, int], on_node: list[PodInfo]
+        self, pod: PodInfo, node: str, allocatable: dict[str, int], view: _NodeView
     ) -> Status:
-        missing = shortfall(pod, allocatable, on_node)
+        missing = view.usage.shortfall(pod, allocatable)
         if not missing:
             return Status()
         reasons = ", ".join(

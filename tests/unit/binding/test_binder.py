@@ -371,7 +371,7 @@ async def test_a_hold_after_our_own_undisturbed_release_revalidates_from_its_rec
     # Nobody wrote the node since our release: the record stands in for the list.
     assert (await binder.bind(fw, CycleState(), pod("p1"), "n")).ok  # type: ignore[arg-type]
     assert lists(api) == 1
-    assert [p.name for p in binder._records["n"][2]] == ["p0", "p1"]
+    assert [p.name for p in binder._records["n"][2].pods] == ["p0", "p1"]
     # Someone else took and released the lock meanwhile (the version moved): list again.
     api.rv += 1
     assert (await binder.bind(fw, CycleState(), pod("p2"), "n")).ok  # type: ignore[arg-type]
@@ -475,6 +475,30 @@ async def test_a_fresh_holder_whose_cache_has_seen_the_recorded_pods_does_not_li
     api.rv += 1
     assert (await binder.bind(fw, CycleState(), pod("p2"), "n")).ok  # type: ignore[arg-type]
     assert lists(api) == 2
+
+
+async def test_a_hold_counts_its_own_binds_once_on_a_view_from_the_cache() -> None:
+    """The cache holds this hold's pods as assumed; a bind that fits joins the view without
+    being counted a second time, so a node filled exactly by the batch is not read again."""
+    api = FakeNodeApi()  # cpu 10
+    others = [on("n", raw_pod(f"x{i}", namespace="ns", uid=f"x{i}", cpu="1")) for i in range(8)]
+    cache = make_cache([node_info_raw("n")], others)
+    binder = binder_for(api, cache=cache)
+    for name in ("p0", "p1"):
+        cache.assume(pod(name), "n")
+    statuses = await bind_all(binder, FakeFramework(api, {}), ["p0", "p1"])
+    assert all(s.ok for s in statuses)
+    assert api.log == [f"lock {ME}", "bound p0", "bound p1", "unlock"]  # one hold
+    assert lists(api) == 0
+    # The node's record counts each pod once: a third pod does not fit, and a list the
+    # API server answers with the ten confirms it.
+    api.listed = [
+        on("n", raw_pod(u, namespace="ns", uid=u, cpu="1")) for u in binder._records["n"][2]._uids
+    ]
+    status = await binder.bind(FakeFramework(api, {}), CycleState(), pod("p2"), "n")  # type: ignore[arg-type]
+    assert not status.ok
+    assert "Insufficient cpu" in status.message
+    assert lists(api) == 1
 
 
 async def test_alone_binds_skip_the_lock_but_not_a_node_someone_else_has_locked() -> None:

@@ -143,6 +143,9 @@ def test_shortfall_counts_the_pods_already_on_the_node() -> None:
     )
     crowded = [_pod(f"p{i}", {"cpu": "1500m"}) for i in range(3)]
     assert shortfall(incoming, alloc, crowded) == ["pods", "cpu"]
+    # A pod seen twice (the cache's assumed copy and the bind's own) counts once.
+    twice = _pod("a", gpu)
+    assert shortfall(incoming, alloc, [twice, _pod("a", gpu)]) == []
 
 
 # -- NodeLocks against an in-memory node -----------------------------------------------------
