@@ -146,35 +146,31 @@ class _Usage:
 
 @dataclass(slots=True)
 class _NodeView:
-    """The pods a hold re-validates against, each once; `fresh`: listed from the API server
-    in it. Their requests are summed as they come (`usage`), so a re-validation costs the
-    pod's own resources, not the node's pods."""
+    """The pods a hold re-validates against, each counted once as it comes (`usage`), so a
+    re-validation costs the pod's own resources, not the node's pods; `fresh`: listed from
+    the API server in this hold."""
 
-    pods: list[PodInfo]
+    usage: _Usage
     fresh: bool
     #: The uids of the pods this hold bound (or tried to: a Binding may land unanswered).
     added: list[str] = field(default_factory=list)
-    usage: _Usage = field(default_factory=_Usage)
-    _uids: set[str] = field(default_factory=set)
 
-    def __post_init__(self) -> None:
-        given, self.pods = self.pods, []
-        for pod in given:
-            self.add(pod)
+    @classmethod
+    def of(cls, pods: Iterable[PodInfo], *, fresh: bool) -> _NodeView:
+        view = cls(_Usage(), fresh)
+        for pod in pods:
+            view.add(pod)
+        return view
 
-    def read_again(self, pods: list[PodInfo]) -> None:
+    def read_again(self, pods: Iterable[PodInfo]) -> None:
         """Count `pods` instead (the API server's list, plus this hold's fitting binds)."""
-        self.pods, self.usage, self._uids, self.fresh = [], _Usage(), set(), True
+        self.usage, self.fresh = _Usage(), True
         for pod in pods:
             self.add(pod)
 
     def add(self, pod: PodInfo) -> None:
         """Count `pod` too, unless it is counted already (the cache's view holds the pods
         of this hold's binds as assumed)."""
-        if pod.uid in self._uids:
-            return
-        self._uids.add(pod.uid)
-        self.pods.append(pod)
         self.usage.add(pod)
 
 
@@ -690,13 +686,13 @@ class LockedBinder:
             if all(cache.bound(uid) or self._counted(uid) for uid in hold.bound_before):
                 # Every pod bound under the locks lately is in the cache as bound, or is
                 # one of ours it counts where we bound it: it has caught up with the other
-                # holders. Our own assumed pods count too (some are
-                # bound already); the ones still on their way here count once, as each is
-                # re-validated without itself.
+                # holders. Our own assumed pods count too (some are bound already); the
+                # ones still on their way here count once, as each is re-validated without
+                # itself.
                 metrics.labelled(metrics.NODE_LOCK_REVALIDATIONS, "cache").inc()
-                return _NodeView(list(counted), fresh=False)
+                return _NodeView.of(counted, fresh=False)
         metrics.labelled(metrics.NODE_LOCK_REVALIDATIONS, "list").inc()
-        return _NodeView(await self._pods_on(node), fresh=True)
+        return _NodeView.of(await self._pods_on(node), fresh=True)
 
     def _epoch(self) -> int:
         return self.members.epoch if self.members is not None else 0

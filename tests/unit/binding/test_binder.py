@@ -371,7 +371,7 @@ async def test_a_hold_after_our_own_undisturbed_release_revalidates_from_its_rec
     # Nobody wrote the node since our release: the record stands in for the list.
     assert (await binder.bind(fw, CycleState(), pod("p1"), "n")).ok  # type: ignore[arg-type]
     assert lists(api) == 1
-    assert [p.name for p in binder._records["n"][2].pods] == ["p0", "p1"]
+    assert [p.name for p in binder._records["n"][2].usage.counted.values()] == ["p0", "p1"]
     # Someone else took and released the lock meanwhile (the version moved): list again.
     api.rv += 1
     assert (await binder.bind(fw, CycleState(), pod("p2"), "n")).ok  # type: ignore[arg-type]
@@ -492,9 +492,8 @@ async def test_a_hold_counts_its_own_binds_once_on_a_view_from_the_cache() -> No
     assert lists(api) == 0
     # The node's record counts each pod once: a third pod does not fit, and a list the
     # API server answers with the ten confirms it.
-    api.listed = [
-        on("n", raw_pod(u, namespace="ns", uid=u, cpu="1")) for u in binder._records["n"][2]._uids
-    ]
+    counted = binder._records["n"][2].usage.counted
+    api.listed = [on("n", raw_pod(u, namespace="ns", uid=u, cpu="1")) for u in counted]
     status = await binder.bind(FakeFramework(api, {}), CycleState(), pod("p2"), "n")  # type: ignore[arg-type]
     assert not status.ok
     assert "Insufficient cpu" in status.message
