@@ -494,13 +494,15 @@ class _GangPlugin(
             return SUCCESS, 0.0
         now = self.clock()
         first = not gang.waiting
-        if gang.deadline is None or gang.deadline <= now:
-            gang.deadline = now + policy.timeout
+        deadline = gang.deadline
+        if deadline is None or deadline <= now:
+            # The whole timeout from now (`now + t - now` need not be `t` in floats).
+            gang.deadline, deadline = now + policy.timeout, None
         gang.waiting.add(pod.uid)
         if first:
             # The first to wait brings back siblings that were turned away earlier.
             self.handle.wake(gang.unscheduled())
-        wait = gang.deadline - now if self.shared_deadline else policy.timeout
+        wait = deadline - now if self.shared_deadline and deadline is not None else policy.timeout
         return Status(Code.WAIT, (self._wait_message(gang, policy),)), wait
 
     def _wait_message(self, gang: Gang, policy: _Policy) -> str:
