@@ -227,7 +227,7 @@ class _LeaseEvents:
                 self.members.observe(lease.member)
         elif lease.node:
             self.known[lease.node] = Known(lease.resource_version, lease.annotations, lease.raw)
-            self.locks.observe(lease.node, lease.annotations)
+            self.locks.observe(lease.node, lease.annotations, watched=True)
 
     def on_update(self, old: LockLease, new: LockLease) -> None:
         self.on_add(new)
@@ -238,7 +238,7 @@ class _LeaseEvents:
                 self.members.observe_gone(lease.member.identity)
         elif lease.node:
             self.known.pop(lease.node, None)
-            self.locks.observe(lease.node, {})
+            self.locks.observe(lease.node, {}, watched=True)
 
 
 def shortfall(
@@ -400,7 +400,7 @@ class LockedBinder:
     def observe_node(self, name: str, annotations: Mapping[str, str]) -> None:
         """A node as the informer shows it: its lock, when the lock lives on the Node."""
         if not self.on_lease:
-            self.locks.observe(name, annotations)
+            self.locks.observe(name, annotations, watched=True)
 
     def forget_node(self, name: str) -> None:
         self._node_uids.pop(name, None)

@@ -389,6 +389,10 @@ class Hold:
     undisturbed: bool = False
     #: Set once the lock was found not to hold our value: never parked, never reused.
     lost: bool = False
+    #: Whether the lock object's watch has shown our value since we took it: from then on
+    #: the watch, which delivers every later change in order, tells whether it still holds
+    #: it (`NodeLocks.still_ours` reads the object only until then).
+    confirmed: bool = False
     #: The record of pods bound under the lock found beside it when it was free (None: not
     #: known, or the lock was taken over from another holder); and the one to leave at release.
     bound_before: tuple[str, ...] | None = None
@@ -465,6 +469,17 @@ class _Shared:
     #: Being parked or released: newcomers wait for `done` and take the lock afresh.
     closing: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass
+class _Open:
+    """A lock held by `NodeLocks._open`: its own asyncio lock held with it, or the group's
+    hold joined."""
+
+    key: str
+    hold: Hold
+    local: asyncio.Lock | None = None
+    shared: _Shared | None = None
 
 
 @dataclass
@@ -574,10 +589,18 @@ class NodeLocks:
 
     # -- what this instance sees ------------------------------------------------------------
 
-    def observe(self, node: str, annotations: Mapping[str, str]) -> None:
-        """A node as the informer (or one of our reads) shows it: starts the staleness clock
-        of a lock value the first time this instance sees it."""
+    def observe(self, node: str, annotations: Mapping[str, str], *, watched: bool = False) -> None:
+        """A node as the informer (`watched`) or one of our reads shows it: starts the
+        staleness clock of a lock value the first time this instance sees it. The watch,
+        whose changes come in order, also confirms a hold of ours (it shows our value) and,
+        once it has, finds it lost as soon as it shows another."""
         value = annotations.get(self.settings.key, "")
+        if watched and (hold := self._held.get(node)) is not None and not hold.lost:
+            if value == hold.value:
+                hold.confirmed = True
+            elif hold.confirmed:
+                hold.lost = True
+                log.error("node_lock_lost", node=node, ours=hold.value, found=value[:200])
         for awaited, changed in self._handovers.get(node, ()):
             if value != awaited:
                 changed.set()
@@ -618,16 +641,38 @@ class NodeLocks:
     ) -> AsyncIterator[Hold]:
         """Hold both levels on `node` (`pod` is the one it binds under HAMi's key); always
         releases, also on error and cancellation."""
-        lock = self._local.setdefault(node, asyncio.Lock())
+        taken = await self._open(node, pod, known)
+        ok = False
+        try:
+            yield taken.hold
+            ok = True
+        finally:
+            await self._shut(taken, ok=ok)
+
+    async def _open(self, key: str, pod: PodInfo, known: Known | None) -> _Open:
+        """`key`'s lock held (a group's shared, see `_join`), with what `_shut` lets go."""
+        if is_group_key(key):
+            shared = await self._join(key, pod, known)
+            return _Open(key, shared.hold, shared=shared)
+        lock = self._local.setdefault(key, asyncio.Lock())
         started = self._clock()
-        async with lock:
-            hold = await self._take(node, pod, known, started)
-            ok = False
-            try:
-                yield hold
-                ok = True
-            finally:
-                await self._give_back(node, hold, ok=ok)
+        await lock.acquire()
+        try:
+            return _Open(key, await self._take(key, pod, known, started), local=lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    async def _shut(self, taken: _Open, *, ok: bool) -> None:
+        """What `_open` took, parked or released (`ok`: its binds all went well)."""
+        if taken.shared is not None:
+            await self._unjoin(taken.key, taken.shared, ok=ok)
+            return
+        assert taken.local is not None
+        try:
+            await self._give_back(taken.key, taken.hold, ok=ok)
+        finally:
+            taken.local.release()
 
     async def _take(self, node: str, pod: PodInfo, known: Known | None, started: float) -> Hold:
         """Our parked hold on `node` taken up, else the lock acquired (under `node`'s asyncio
@@ -672,6 +717,16 @@ class NodeLocks:
         for it (each node's binds are still serialised by the caller). A hold is joined
         only while it may serve more binds and no other instance has asked for it; it is
         parked or released once its last user is done."""
+        shared = await self._join(key, pod, known)
+        ok = False
+        try:
+            yield shared.hold
+            ok = True
+        finally:
+            await self._unjoin(key, shared, ok=ok)
+
+    async def _join(self, key: str, pod: PodInfo, known: Known | None) -> _Shared:
+        """`share`'s way in: the group's hold joined, or taken."""
         started = self._clock()
         while True:
             shared = self._sharing.get(key)
@@ -681,22 +736,20 @@ class NodeLocks:
                         continue  # taken meanwhile by another node's binds: join it
                     hold = await self._take(key, pod, known, started)
                     shared = self._sharing[key] = _Shared(hold)
-                break
+                return shared
             if not shared.closing and key not in self._wanted and shared.hold.reusable():
                 shared.users += 1
-                break
+                return shared
             await shared.done.wait()
-        ok = False
-        try:
-            yield shared.hold
-            ok = True
-        finally:
-            shared.users -= 1
-            shared.ok = shared.ok and ok
-            if not shared.users:
-                shared.closing = True
-                # Parked or released even if the last user is cancelled meanwhile.
-                await _uninterruptible(asyncio.ensure_future(self._close(key, shared)))
+
+    async def _unjoin(self, key: str, shared: _Shared, *, ok: bool) -> None:
+        """`share`'s way out: the last user parks or releases the hold."""
+        shared.users -= 1
+        shared.ok = shared.ok and ok
+        if not shared.users:
+            shared.closing = True
+            # Parked or released even if the last user is cancelled meanwhile.
+            await _uninterruptible(asyncio.ensure_future(self._close(key, shared)))
 
     async def _close(self, key: str, shared: _Shared) -> None:
         try:
@@ -717,19 +770,38 @@ class NodeLocks:
     ) -> AsyncIterator[Holds]:
         """`hold` each of `keys` (in sorted order, as every instance takes them; a group's
         lock shared, see `share`); `known` gives each lock object as last seen. All are
-        released on every path. Holds for `node` whose locks are all groups' are serialised
-        by an asyncio lock of the node's own, as its own lock would."""
-        async with contextlib.AsyncExitStack() as stack:
-            keys = sorted(set(keys))
-            if node is not None and node not in keys:
-                await stack.enter_async_context(self._node_local.setdefault(node, asyncio.Lock()))
-            holds = [
-                await stack.enter_async_context(
-                    (self.share if is_group_key(key) else self.hold)(key, pod, known=known(key))
-                )
-                for key in keys
-            ]
-            yield Holds(holds)
+        released on every path, the last taken first. Holds for `node` whose locks are all
+        groups' are serialised by an asyncio lock of the node's own, as its own lock would."""
+        ordered = sorted(set(keys))
+        own = None
+        if node is not None and node not in ordered:
+            own = self._node_local.setdefault(node, asyncio.Lock())
+            await own.acquire()
+        opened: list[_Open] = []
+        ok = False
+        try:
+            for key in ordered:
+                opened.append(await self._open(key, pod, known(key)))
+            yield Holds([taken.hold for taken in opened])
+            ok = True
+        finally:
+            try:
+                await self._shut_all(opened, ok=ok)
+            finally:
+                if own is not None:
+                    own.release()
+
+    async def _shut_all(self, opened: list[_Open], *, ok: bool) -> None:
+        """`_shut` each of `opened`, the last first, every one even if another fails (then
+        the ones after it count as failed too); the last failure is raised."""
+        failure: BaseException | None = None
+        for taken in reversed(opened):
+            try:
+                await self._shut(taken, ok=ok and failure is None)
+            except BaseException as exc:
+                failure = exc
+        if failure is not None:
+            raise failure
 
     async def still_all_ours(self, holds: Holds) -> bool:
         """`still_ours` for each of `holds`."""
@@ -995,9 +1067,12 @@ class NodeLocks:
 
     async def still_ours(self, hold: Hold) -> bool:
         """Whether `hold` may go on writing: within its time budget, and the node still holds
-        its value (read from the API server)."""
-        if not hold.writable():
+        its value: as the watch shows it once it has confirmed the hold (see `Hold`), else
+        read from the API server."""
+        if not hold.writable() or hold.lost:
             return False
+        if hold.confirmed:
+            return True
         _, current, _ = await self._read(hold.node)
         if current != hold.value:
             hold.lost = True

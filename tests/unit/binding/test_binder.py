@@ -164,6 +164,62 @@ async def test_the_hold_serves_every_bind_it_covers_when_its_first_pod_fails() -
     assert api.log == [f"lock {ME}", "bound p1", "bound p2", "unlock"]
 
 
+async def serve_two_batches(
+    binder: LockedBinder, api: FakeNodeApi, while_p0_binds: Callable[[], None]
+) -> list[Status]:
+    """p0 alone in its hold's first batch; p1 and p2 queue behind it and form the second,
+    which the hold serves only if its lock is still ours. `while_p0_binds` runs while p0's
+    Binding is in flight."""
+    gate = asyncio.Event()
+    started: list[str] = []
+    fw = FakeFramework(api, {}, gates={"p0": gate}, during_bind=started.append)
+    lead = asyncio.create_task(binder.bind(fw, CycleState(), pod("p0"), "n"))  # type: ignore[arg-type]
+    for _ in range(100):
+        if started:
+            break
+        await asyncio.sleep(0)
+    assert started == ["p0"]
+    others = asyncio.create_task(bind_all(binder, fw, ["p1", "p2"]))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    while_p0_binds()
+    api.reads.clear()
+    gate.set()
+    return [await lead, *await others]
+
+
+async def test_a_hold_the_watch_confirmed_serves_its_next_batch_without_a_read() -> None:
+    api = FakeNodeApi()
+    binder = binder_for(api)
+
+    def watch_shows_our_lock() -> None:
+        binder.observe_node("n", dict(api.annotations))
+
+    statuses = await serve_two_batches(binder, api, watch_shows_our_lock)
+    assert [s.ok for s in statuses] == [True, True, True]
+    assert api.log == [f"lock {ME}", "bound p0", "bound p1", "bound p2", "unlock"]
+    assert "/api/v1/nodes/n" not in api.reads
+
+
+async def test_a_hold_the_watch_shows_taken_serves_nothing_more() -> None:
+    api = FakeNodeApi()
+    binder = binder_for(api)
+    theirs = "2026-01-01T00:00:00.000000000Z,instance-b"
+
+    def watch_shows_our_lock_then_theirs() -> None:
+        binder.observe_node("n", dict(api.annotations))
+        api.annotations[DEFAULT_KEY] = theirs  # cleared and taken behind our back
+        api.rv += 1
+        binder.observe_node("n", dict(api.annotations))
+
+    statuses = await serve_two_batches(binder, api, watch_shows_our_lock_then_theirs)
+    assert [s.ok for s in statuses] == [True, False, False]
+    # Nothing more under the lost lock: the next hold meets theirs, and asks for it.
+    assert api.log == [f"lock {ME}", "bound p0", "asked"]
+    assert "instance-b" in statuses[1].message
+    assert api.annotations[DEFAULT_KEY] == theirs  # theirs is left alone
+
+
 async def test_under_hamis_key_a_hold_names_and_serves_one_pod() -> None:
     api = FakeNodeApi()
     binder = binder_for(api, key=HAMI_KEY)

@@ -362,6 +362,49 @@ async def test_a_hold_knows_its_write_budget() -> None:
     assert hold.remaining() == pytest.approx(TIMEOUT * 0.25)
 
 
+async def test_a_hold_the_watch_has_confirmed_is_checked_by_the_watch_alone() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock)
+    hold = await locks.acquire("n", a_pod())
+    locks.observe("n", {}, watched=True)  # the watch is behind: the state before our lock
+    api.reads.clear()
+    assert await locks.still_ours(hold)
+    assert api.reads == ["/api/v1/nodes/n"]  # not confirmed yet: read
+    locks.observe("n", {DEFAULT_KEY: hold.value}, watched=True)
+    api.reads.clear()
+    assert await locks.still_ours(hold)
+    assert api.reads == []  # confirmed: the watch tells from now on
+    # Someone clears the lock, and our own read (not the watch) is what shows it first:
+    # a read proves nothing about order, so the hold is only lost once a read checks it.
+    api.annotations.clear()
+    locks.observe("n", {}, watched=False)
+    assert not hold.lost
+    locks.observe("n", {DEFAULT_KEY: "2026-11-22T05:00:01Z,instance-b"}, watched=True)
+    assert hold.lost  # the watch showed another value after ours
+    assert not await locks.still_ours(hold)
+    assert api.reads == []
+    assert not hold.reusable()
+
+
+async def test_a_watch_showing_another_value_before_ours_leaves_the_hold_alone() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock)
+    first = await locks.acquire("n", a_pod())
+    await locks.release(first)
+    hold = await locks.acquire("n", a_pod("p1"))
+    # The watch catches up in order: our earlier hold, its release, then this one.
+    locks.observe("n", {DEFAULT_KEY: first.value}, watched=True)
+    locks.observe("n", {}, watched=True)
+    assert not hold.lost
+    assert not hold.confirmed
+    locks.observe("n", {DEFAULT_KEY: hold.value}, watched=True)
+    assert hold.confirmed
+    assert not hold.lost
+    api.reads.clear()
+    assert await locks.still_ours(hold)
+    assert api.reads == []
+
+
 async def test_an_acquire_that_gives_up_after_its_patch_landed_leaves_no_orphan() -> None:
     """The patch lands, its answer is lost, and every read after it fails: acquire gives up,
     but the value it may have written is kept as a leftover and cleared in the background."""
