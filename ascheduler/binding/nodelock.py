@@ -460,7 +460,7 @@ class Holds:
 
 @dataclass
 class _Shared:
-    """A group's hold while binds to its nodes use it (see `NodeLocks.share`)."""
+    """A group's hold while binds to its nodes use it (see `NodeLocks._join`)."""
 
     hold: Hold
     users: int = 1
@@ -639,8 +639,8 @@ class NodeLocks:
     async def hold(
         self, node: str, pod: PodInfo, *, known: Known | None = None
     ) -> AsyncIterator[Hold]:
-        """Hold both levels on `node` (`pod` is the one it binds under HAMi's key); always
-        releases, also on error and cancellation."""
+        """Hold both levels on `node` (`pod` is the one it binds under HAMi's key; a group's
+        lock is shared, see `_join`); always releases, also on error and cancellation."""
         taken = await self._open(node, pod, known)
         ok = False
         try:
@@ -708,25 +708,12 @@ class NodeLocks:
         else:
             await _uninterruptible(asyncio.ensure_future(self.release(hold)))
 
-    @contextlib.asynccontextmanager
-    async def share(
-        self, key: str, pod: PodInfo, *, known: Known | None = None
-    ) -> AsyncIterator[Hold]:
-        """`hold` for a lock that stands for several nodes (a lease group): while it serves
+    async def _join(self, key: str, pod: PodInfo, known: Known | None) -> _Shared:
+        """The hold of a lock that stands for several nodes (a lease group): while it serves
         binds to one node, binds to another node of the group join it instead of waiting
         for it (each node's binds are still serialised by the caller). A hold is joined
         only while it may serve more binds and no other instance has asked for it; it is
-        parked or released once its last user is done."""
-        shared = await self._join(key, pod, known)
-        ok = False
-        try:
-            yield shared.hold
-            ok = True
-        finally:
-            await self._unjoin(key, shared, ok=ok)
-
-    async def _join(self, key: str, pod: PodInfo, known: Known | None) -> _Shared:
-        """`share`'s way in: the group's hold joined, or taken."""
+        parked or released once its last user is done (`_unjoin`)."""
         started = self._clock()
         while True:
             shared = self._sharing.get(key)
@@ -743,7 +730,7 @@ class NodeLocks:
             await shared.done.wait()
 
     async def _unjoin(self, key: str, shared: _Shared, *, ok: bool) -> None:
-        """`share`'s way out: the last user parks or releases the hold."""
+        """`_join`'s way out: the last user parks or releases the hold."""
         shared.users -= 1
         shared.ok = shared.ok and ok
         if not shared.users:
@@ -769,7 +756,7 @@ class NodeLocks:
         node: str | None = None,
     ) -> AsyncIterator[Holds]:
         """`hold` each of `keys` (in sorted order, as every instance takes them; a group's
-        lock shared, see `share`); `known` gives each lock object as last seen. All are
+        lock shared, see `_join`); `known` gives each lock object as last seen. All are
         released on every path, the last taken first. Holds for `node` whose locks are all
         groups' are serialised by an asyncio lock of the node's own, as its own lock would."""
         ordered = sorted(set(keys))
