@@ -5,7 +5,9 @@ every failure path leaves no lock behind."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -185,6 +187,54 @@ async def test_the_next_hold_starts_from_our_own_release_not_a_stale_cache(
     assert after == {(write, "409"): 0, ("GET", "200"): relisted, (write, "200"): 4}
     if on == "lease":
         assert relisted == 0
+
+
+async def test_the_lease_watch_confirms_a_hold_and_finds_it_taken(
+    kube: KubeClient, namespace: str, nodes: NodeFactory
+) -> None:
+    """Between its batches a hold checks that its lock is still its own: once the Lease
+    informer has shown the hold's value, the informer answers without a read, and another
+    value written there behind the hold's back loses the hold."""
+    (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n"))
+    _, binder, pods = await setup(kube, namespace, node, 1, "lease")
+    (key,) = binder.lock_keys(node)
+    informer = binder.lease_informer(kube)
+    assert informer is not None
+    host = kube.server.split("://", 1)[-1]
+
+    def gets() -> float:
+        return REST_CLIENT_REQUESTS.labels(code="200", method="GET", host=host)._value.get()
+
+    async def until(done: Callable[[], bool]) -> None:
+        for _ in range(300):
+            if done():
+                return
+            await asyncio.sleep(0.1)
+
+    watching = asyncio.create_task(informer.run())
+    foreign = f"{format_time(dt.datetime.now(dt.UTC), 1)},instance-elsewhere"
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 30)
+        async with binder.locks.hold_all([key], pods[0], node=node) as holds:
+            (hold,) = holds.holds
+            await until(lambda: hold.confirmed)
+            assert hold.confirmed
+            before = gets()
+            assert await binder.locks.still_all_ours(holds)
+            assert gets() == before  # the watch answered
+            await set_lock(kube, key, foreign, "lease")
+            await until(lambda: hold.lost)
+            assert hold.lost
+            before = gets()
+            assert not await binder.locks.still_all_ours(holds)
+            assert gets() == before
+        # Let go without touching the lock that replaced ours.
+        assert await lock_value(kube, key, "lease") == foreign
+    finally:
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
+        await set_lock(kube, key, None, "lease")
 
 
 async def test_binds_take_their_node_s_lock_under_every_grouping_in_use(
