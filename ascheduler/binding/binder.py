@@ -241,16 +241,6 @@ class _LeaseEvents:
             self.locks.observe(lease.node, {}, watched=True)
 
 
-def shortfall(
-    pod: PodInfo, allocatable: Mapping[str, int], pods_on_node: Iterable[PodInfo]
-) -> list[str]:
-    """Resources `pod` does not fit in, given the node's allocatable and the pods on it."""
-    usage = _Usage()
-    for other in pods_on_node:
-        usage.add(other)
-    return usage.shortfall(pod, allocatable)
-
-
 class _Taken(Exception):
     """The pod was bound, deleted or recreated since it was scheduled."""
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ascheduler.binding import nodelock
-from ascheduler.binding.binder import BindSettings, shortfall
+from ascheduler.binding.binder import BindSettings, _NodeView
 from ascheduler.binding.nodelock import (
     DEFAULT_KEY,
     DEFAULT_TIMEOUT,
@@ -128,6 +128,11 @@ def _pod(uid: str, requests: dict[str, str], phase: str = "Running") -> Any:
     cpu = requests.get("cpu")
     extra = {k: v for k, v in requests.items() if k != "cpu"}
     return pod_info(uid, namespace="x", uid=uid, cpu=cpu, extra=extra, phase=phase)
+
+
+def shortfall(pod: PodInfo, allocatable: dict[str, int], on_node: list[PodInfo]) -> list[str]:
+    """What a hold's re-validation finds `pod` short of, on a view of `on_node`."""
+    return _NodeView.of(on_node, fresh=True).usage.shortfall(pod, allocatable)
 
 
 def test_shortfall_counts_the_pods_already_on_the_node() -> None:
