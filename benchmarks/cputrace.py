@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cpus import busy_ticks
+
 #: What a run's window reports for each process it traces: cores used, µs per pod.
 Window = dict[str, Any]
 
@@ -44,11 +46,21 @@ class CpuTrace:
     `pids` is asked at each sample, so a process started after the trace (the scheduler of
     a backlog run) is picked up; a process gone reads as its last sample."""
 
-    def __init__(self, pids: Callable[[], Mapping[str, int]], *, interval: float = 0.05) -> None:
+    def __init__(
+        self,
+        pids: Callable[[], Mapping[str, int]],
+        *,
+        interval: float = 0.05,
+        groups: Mapping[str, frozenset[int]] | None = None,
+    ) -> None:
         self.pids = pids
         self.interval = interval
+        #: CPU sets whose busy share a window reports besides the machine's (a split run's
+        #: plane and scheduler CPUs).
+        self.groups = dict(groups or {})
         self.times: list[float] = []
         self.machine: list[tuple[int, int]] = []
+        self.group_ticks: dict[str, list[tuple[int, int]]] = {g: [] for g in self.groups}
         self.ticks: dict[str, list[tuple[float, int]]] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -56,6 +68,8 @@ class CpuTrace:
         now = time.monotonic()
         self.times.append(now)
         self.machine.append(machine_ticks())
+        for group, cpus in self.groups.items():
+            self.group_ticks[group].append(busy_ticks(cpus))
         for name, pid in self.pids().items():
             ticks = clock_ticks(pid)
             if ticks is not None:
@@ -78,8 +92,8 @@ class CpuTrace:
 
     def window(self, first: float, last: float, pods: int) -> Window | None:
         """Between `first` and `last` (monotonic seconds): the share of the machine that was
-        busy, and per process the cores it used and its CPU µs per pod bound. None when the
-        window is shorter than two samples apart."""
+        busy (and of each group of CPUs, under `busy`), and per process the cores it used and
+        its CPU µs per pod bound. None when the window is shorter than two samples apart."""
         if last - first < 2 * self.interval or pods <= 0:
             return None
         hz = os.sysconf("SC_CLK_TCK")
@@ -93,6 +107,11 @@ class CpuTrace:
             "machine_busy": (busy1 - busy0) / max(total1 - total0, 1),
             "processes": {},
         }
+        if self.group_ticks:
+            result["busy"] = {}
+        for group, ticks in self.group_ticks.items():
+            (busy0, total0), (busy1, total1) = ticks[a], ticks[b]
+            result["busy"][group] = (busy1 - busy0) / max(total1 - total0, 1)
         for name, samples in self.ticks.items():
             times = [t for t, _ in samples]
             i = min(bisect.bisect_left(times, self.times[a]), len(samples) - 1)

@@ -1,7 +1,9 @@
 """What a benchmark run leaves behind, per mode: `<date>-<workload>-<mode>.json` (every number,
-the versions and the machine), a Markdown table, a PNG of throughput over time per scheduler;
+the versions and the machine; `...-<mode>-split.json` for a run with the plane and the
+schedulers on separate CPUs), a Markdown table, a PNG of throughput over time per scheduler;
 and README.md's performance section, regenerated from the newest result of each workload and
-mode, and the newest saved `algorithm` and `memory` results.
+mode (split runs in a table of their own), and the newest saved `algorithm` and `memory`
+results.
 
     python -m benchmarks report     # regenerate README.md's tables from benchmarks/results/
 """
@@ -13,6 +15,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from benchmarks.cpus import Split
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -38,6 +42,16 @@ MODE_TITLES = {
 def mode_of(result: Mapping[str, Any]) -> str:
     """Results from before the modes were steady runs."""
     return str(result.get("mode", "steady"))
+
+
+def is_split(result: Mapping[str, Any]) -> bool:
+    """Whether the run kept the plane and the schedulers on separate CPUs."""
+    return bool(result.get("cpus"))
+
+
+def split_of(result: Mapping[str, Any]) -> Split:
+    cpus = result["cpus"]
+    return Split(frozenset(cpus["plane"]), frozenset(cpus["schedulers"]))
 
 
 def ratio(r: Mapping[str, float] | None) -> str:
@@ -88,7 +102,8 @@ def markdown(result: Mapping[str, Any]) -> str:
     mode = mode_of(result)
     columns = _columns(mode, any("gang_latency_p50" in s for s in result["summary"].values()))
     rows = [
-        f"### {result['workload']}, {mode}",
+        f"### {result['workload']}, {mode}"
+        + (f", {split_of(result).describe()}" if is_split(result) else ""),
         "",
         f"{MODE_TITLES.get(mode, mode)}. {result['description']}. {result['repeat']} run(s) "
         f"per scheduler, medians; {result['date']}, {result['machine']['cpus']} CPUs, "
@@ -120,6 +135,8 @@ def markdown(result: Mapping[str, Any]) -> str:
 
 #: The processes of the window table, in its column order (a binder's is added when run).
 WINDOW_PROCESSES = ("scheduler", "binder", "kube-apiserver", "etcd")
+#: The CPU groups of a split run (`benchmarks.cpus`), in the window table's column order.
+BUSY_GROUPS = ("plane", "schedulers")
 
 
 def _window_table(summary: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -130,21 +147,28 @@ def _window_table(summary: Mapping[str, Mapping[str, Any]]) -> list[str]:
     ]
     if not names:
         return []
+    groups = [g for g in BUSY_GROUPS if any(f"window_busy_{g}" in s for s in summary.values())]
     rows = [
         "",
-        "From the first to the last bind (medians): the share of the machine busy, and the "
-        "CPU each process spent per pod bound, in µs.",
+        "From the first to the last bind (medians): the share of the machine busy"
+        + (" (and of the plane's and the schedulers' CPUs)" if groups else "")
+        + ", and the CPU each process spent per pod bound, in µs.",
         "",
-        "| scheduler | machine busy | " + " | ".join(names) + " | total |",
-        "| --- | ---: |" + " ---: |" * (len(names) + 1),
+        "| scheduler | machine busy | "
+        + "".join(f"{g} CPUs busy | " for g in groups)
+        + " | ".join(names)
+        + " | total |",
+        "| --- | ---: |" + " ---: |" * (len(groups) + len(names) + 1),
     ]
     for name, s in summary.items():
         if "window_machine_busy" not in s:
             continue
+        busy = [s.get(f"window_busy_{g}") for g in groups]
         cells = [s.get(f"window_us_per_pod_{n}") for n in names]
         total = sum(c for c in cells if c is not None)
         rows.append(
             f"| {name} | {100 * s['window_machine_busy']:.0f}% | "
+            + "".join("- | " if b is None else f"{100 * b:.0f}% | " for b in busy)
             + " | ".join("-" if c is None else f"{c:.0f}" for c in cells)
             + f" | {total:.0f} |"
         )
@@ -189,7 +213,8 @@ def plot(result: Mapping[str, Any], path: Path) -> None:
 
 def write(result: Mapping[str, Any], out: Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"{result['date'][:10]}-{result['workload']}-{mode_of(result)}"
+    split = "-split" if is_split(result) else ""
+    stem = out / f"{result['date'][:10]}-{result['workload']}-{mode_of(result)}{split}"
     paths = {
         "json": stem.with_suffix(".json"),
         "md": stem.with_suffix(".md"),
@@ -201,16 +226,22 @@ def write(result: Mapping[str, Any], out: Path) -> dict[str, Path]:
     return paths
 
 
-def latest(results: Path, mode: str = "steady") -> list[dict[str, Any]]:
-    """The newest result of each workload in `mode`, in the order `benchmarks.workloads`
-    lists them."""
+def latest(results: Path, mode: str = "steady", split: bool = False) -> list[dict[str, Any]]:
+    """The newest result of each workload in `mode`, of runs with the plane and schedulers
+    on separate CPUs or of the others (`split`), in the order `benchmarks.workloads` lists
+    them."""
     from benchmarks.workloads import WORKLOADS
 
     newest: dict[str, tuple[str, dict[str, Any]]] = {}
     for path in sorted(results.glob("*.json")):
         data = json.loads(path.read_text())
         name = data.get("workload")
-        wanted = name in WORKLOADS and not name.startswith("Smoke") and mode_of(data) == mode
+        wanted = (
+            name in WORKLOADS
+            and not name.startswith("Smoke")
+            and mode_of(data) == mode
+            and is_split(data) == split
+        )
         if wanted and (name not in newest or data["date"] >= newest[name][0]):
             newest[name] = (data["date"], data)
     return [newest[name][1] for name in WORKLOADS if name in newest]
@@ -229,7 +260,9 @@ def _limit(result: Mapping[str, Any]) -> str:
     return verdict.split(":", 1)[0] if verdict else "-"
 
 
-def readme_table(results: Sequence[Mapping[str, Any]], mode: str = "steady") -> str:
+def readme_table(
+    results: Sequence[Mapping[str, Any]], mode: str = "steady", split: bool = False
+) -> str:
     paced = (
         [("first bind s (a / k)", "first_bind_s"), ("last bind s (a / k)", "last_bind_s")]
         if mode == "backlog"
@@ -283,10 +316,13 @@ def readme_table(results: Sequence[Mapping[str, Any]], mode: str = "steady") -> 
         rows.append("| " + " | ".join(cells) + " |")
     dates = sorted({str(x["date"])[:10] for x in results})
     runs = sorted({int(x["repeat"]) for x in results})
+    apart = " --plane-cpus LIST" if split else ""
+    where = "; ".join(sorted({split_of(x).describe() for x in results if is_split(x)}))
     note = (
         f"Medians of {'/'.join(map(str, runs))} runs per scheduler, ratios run by run as "
-        f"median (min-max); measured {', '.join(dates)} on one local plane per workload "
-        f"(`python -m benchmarks run --workload NAME --mode {mode} --repeat 3`)."
+        f"median (min-max); measured {', '.join(dates)} on one local plane per workload"
+        + (f", {where}" if where else "")
+        + f" (`python -m benchmarks run --workload NAME --mode {mode} --repeat 3{apart}`)."
         if results
         else f"No {mode} results yet: `python -m benchmarks run --workload NAME --repeat 3`."
     )
@@ -369,11 +405,22 @@ def explain_section(result: Mapping[str, Any] | None) -> str:
     )
 
 
+SPLIT_TITLE = "The plane and the schedulers on separate CPUs"
+
+
 def readme_tables(results: Path) -> str:
     runs = "\n".join(
         f"**{MODE_TITLES[mode]}**\n\n{readme_table(latest(results, mode), mode)}"
         for mode in ("steady", "backlog")
     )
+    apart = "\n".join(
+        f"**{SPLIT_TITLE}. {MODE_TITLES[mode]}**\n\n"
+        f"{readme_table(latest(results, mode, split=True), mode, split=True)}"
+        for mode in ("steady", "backlog")
+        if latest(results, mode, split=True)
+    )
+    if apart:
+        runs = f"{runs}\n{apart}"
     return (
         f"{runs}\n{algorithm_section(newest(results, 'algorithm'))}\n"
         f"{memory_section(newest(results, 'memory'))}\n"

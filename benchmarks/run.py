@@ -2,7 +2,7 @@
 
     python -m benchmarks run --workload SchedulingBasic_500Nodes_1000Pods \\
         [--mode steady|backlog|both] [--scheduler NAME|all] [--repeat N] [--out DIR] \\
-        [--kubeconfig FILE]
+        [--kubeconfig FILE] [--plane-cpus LIST]
 
 Without `--kubeconfig` it starts a local plane in benchmark mode (no API priority-and-fairness
 or inflight limits); with it, it uses that cluster, whose kwok must keep nodes annotated
@@ -30,6 +30,11 @@ ceilings are binders without any scheduling logic (`benchmarks.ceiling`): `ceili
 client-go, `ceiling-python` on ascheduler's client; the faster of the two, run by run, is
 "the ceiling", and the result says which one the plane hits. Ratios are taken run by run
 (repeat i of ascheduler against repeat i of the other) and reported as median, min, max.
+
+With `--plane-cpus LIST` (a local plane only) the plane's processes run on the CPUs listed and
+the harness, the schedulers and the ceilings on the others (`benchmarks.cpus`): the ceiling
+then measures the plane on its own CPUs, not the plane less what a scheduler's own work takes
+from it. Such a run is written as `<date>-<workload>-<mode>-split` and tabled apart.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -58,7 +64,7 @@ from ascheduler.devcluster.nodes import create_fake_nodes, delete_fake_nodes, wa
 from ascheduler.devcluster.plane import free_port, kube_scheduler_config
 from ascheduler.devcluster.processes import ProcessRecord, is_alive, spawn, stop
 from ascheduler.kube import ApiError, KubeClient, KubeError
-from benchmarks import report
+from benchmarks import cpus, report
 from benchmarks.ceiling import go_binary
 from benchmarks.common import (
     RESULTS,
@@ -121,10 +127,18 @@ class Target:
     """Where the schedulers run: a local plane's process table, or plain processes beside a
     cluster named by a kubeconfig. Either way every process is stopped by pid."""
 
-    def __init__(self, kubeconfig: str, workdir: Path, plane: ControlPlane | None = None) -> None:
+    def __init__(
+        self,
+        kubeconfig: str,
+        workdir: Path,
+        plane: ControlPlane | None = None,
+        split: cpus.Split | None = None,
+    ) -> None:
         self.kubeconfig = kubeconfig
         self.workdir = workdir
         self.plane = plane
+        #: The plane's CPUs and the schedulers', when kept apart (`--plane-cpus`).
+        self.split = split
         self.records: list[ProcessRecord] = []
 
     def start(self, name: str, argv: Sequence[str]) -> ProcessRecord:
@@ -464,12 +478,16 @@ class Run:
         #: `ascheduler binder` beside a bindrequest run's scheduler (counted with it).
         self.binder: ProcessRecord | None = None
         self.binder_port = 0
+        #: The CPUs the scheduler's process was found to run on, in a split run.
+        self.cpus: list[int] = []
 
     def start(self) -> float:
         """A fresh scheduler process on a fresh metrics port (and a fresh binder for a
         bindrequest run); when it was started."""
         self.port = free_port()
         self.record = start_scheduler(self.target, self.workload, self.which, self.name, self.port)
+        if self.target.split is not None:
+            self.cpus = sorted(os.sched_getaffinity(self.record.pid))
         if self.which == BINDREQUEST:
             self.binder_port = free_port()
             self.binder = start_binder(self.target, self.workload, self.name, self.binder_port)
@@ -506,7 +524,9 @@ class Run:
                 named |= {p.name: p.pid for p in plane.state.processes if p.name in PLANE_TRACED}
             return named
 
-        trace = CpuTrace(pids)
+        split = self.target.split
+        groups = {} if split is None else {"plane": split.plane, "schedulers": split.schedulers}
+        trace = CpuTrace(pids, groups=groups)
         trace.start()
         return trace
 
@@ -520,6 +540,8 @@ class Run:
         if window is None:
             return {}
         figures = {"window_machine_busy": window["machine_busy"]}
+        for group, share in window.get("busy", {}).items():
+            figures[f"window_busy_{group}"] = share
         for name, p in window["processes"].items():
             figures[f"window_us_per_pod_{name}"] = p["us_per_pod"]
         return figures
@@ -674,6 +696,7 @@ class Run:
             # How fast the harness created the measured pods: a scheduler cannot bind faster.
             "created_per_s": len(self.measured) / max(created_at - start, 1e-3),
             **self.window(trace),
+            **({"cpus": self.cpus} if self.cpus else {}),
             "samples": samples,
         }
 
@@ -733,6 +756,7 @@ class Run:
             **request_counts(requests, len(self.measured)),
             "created_per_s": created_per_s,
             **self.window(trace),
+            **({"cpus": self.cpus} if self.cpus else {}),
             "samples": samples,
         }
 
@@ -852,7 +876,7 @@ async def delete_nodes(kubeconfig: str, names: list[str], workload: Workload) ->
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians over the runs of each figure they have (an unfinished run has no latencies);
     `unfinished`: how many runs stopped at the time limit before every pod was bound."""
-    skip = ("scheduler", "mode", "samples", "requests", "finished")
+    skip = ("scheduler", "mode", "samples", "requests", "finished", "cpus")
     keys = list(dict.fromkeys(k for r in runs for k in r if k not in skip))
     out = {k: statistics.median(r[k] for r in runs if k in r) for k in keys}
     out["unfinished"] = sum(1 for r in runs if not r.get("finished", True))
@@ -983,6 +1007,19 @@ def ceiling_verdict(summary: dict[str, dict[str, Any]]) -> str:
     return f"client-go's transport: the Python client binds {python:.0f} pods/s, client-go {go:.0f}"
 
 
+def keep_apart(plane: ControlPlane, split: cpus.Split) -> dict[str, list[int]]:
+    """The plane's processes, every thread, on the plane's CPUs; this process on the others,
+    so every process it starts from now on (schedulers, ceilings, binders) is there too.
+    Returns where each of the plane's processes was found to run afterwards."""
+    placed: dict[str, list[int]] = {}
+    for record in plane.require_state().processes:
+        if is_alive(record):
+            cpus.pin(record.pid, split.plane)
+            placed[record.name] = sorted(os.sched_getaffinity(record.pid))
+    cpus.pin(os.getpid(), split.schedulers)
+    return placed
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks run",
@@ -1007,6 +1044,12 @@ def main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     parser.add_argument(
+        "--plane-cpus",
+        metavar="LIST",
+        help="run the local plane on these CPUs (e.g. 0 or 0-1) and the harness, schedulers "
+        "and ceilings on the others",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=RUN_TIMEOUT,
@@ -1015,6 +1058,14 @@ def main(argv: Sequence[str]) -> int:
     )
     args = parser.parse_args(argv)
     workload = WORKLOADS[args.workload]
+    split: cpus.Split | None = None
+    if args.plane_cpus is not None:
+        if args.kubeconfig:
+            parser.error("--plane-cpus needs the local plane, not --kubeconfig")
+        try:
+            split = cpus.Split.of(args.plane_cpus)
+        except ValueError as exc:
+            parser.error(str(exc))
     chosen = args.scheduler or ["all"]
     which = ALL if "all" in chosen else tuple(dict.fromkeys(chosen))
     modes = MODES if args.mode == "both" else (args.mode,)
@@ -1023,6 +1074,7 @@ def main(argv: Sequence[str]) -> int:
         go_binary(None if args.quiet else lambda m: print(m, file=sys.stderr))
 
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {m: {w: [] for w in which} for m in modes}
+    placed: dict[str, list[int]] = {}
     with ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ascheduler-bench-")))
         if args.kubeconfig:
@@ -1030,7 +1082,9 @@ def main(argv: Sequence[str]) -> int:
             stack.callback(target.close)
         else:
             plane = stack.enter_context(bench_plane("bench", feature_gates=workload.feature_gates))
-            target = Target(str(plane.require_state().admin_kubeconfig), workdir, plane)
+            if split is not None:
+                placed = keep_apart(plane, split)
+            target = Target(str(plane.require_state().admin_kubeconfig), workdir, plane, split)
         if not args.quiet:
             print(f"creating {workload.node_count()} nodes", file=sys.stderr)
         if args.kubeconfig:  # registered first: a creation that fails half-way is undone too
@@ -1062,7 +1116,12 @@ def main(argv: Sequence[str]) -> int:
             "date": where["date"],
             "repeat": args.repeat,
             "timeout_s": args.timeout,
-            "plane": "kubeconfig" if args.kubeconfig else "local (benchmark mode)",
+            "plane": "kubeconfig"
+            if args.kubeconfig
+            else "local (benchmark mode)"
+            if split is None
+            else f"local (benchmark mode; {split.describe()})",
+            **({} if split is None else {"cpus": split.to_json() | {"placed": placed}}),
             "summary": summary,
             "ratios": ratios(runs[mode], mode),
             "ceiling_limit": ceiling_verdict(summary),

@@ -5,19 +5,23 @@ and nothing it started is left behind. No timing is asserted."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.kube import KubeClient
 from tests.integration.benchmarks.helpers import benchmarks, cmdlines
 
 
-def written(out: Path, mode: str) -> dict[str, Any]:
-    """The run's JSON for `mode`, after checking its Markdown and PNG siblings exist."""
+def written(out: Path, mode: str, row: str = "kube-scheduler") -> dict[str, Any]:
+    """The run's JSON for `mode`, after checking its Markdown (with a `row`) and PNG siblings
+    exist."""
     (result_file,) = out.glob(f"*-Smoke_10Nodes_40Pods-{mode}.json")
     assert result_file.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
-    assert "| kube-scheduler |" in result_file.with_suffix(".md").read_text()
+    assert f"| {row} |" in result_file.with_suffix(".md").read_text()
     result: dict[str, Any] = json.loads(result_file.read_text())
     return result
 
@@ -61,3 +65,42 @@ async def test_smoke_run_of_every_scheduler_in_both_modes(
     assert left["items"] == []
     pods = await kube.get("/api/v1/pods")
     assert not [p for p in pods["items"] if run_id in p["spec"].get("schedulerName", "")]
+
+
+async def test_a_split_run_keeps_the_plane_and_the_schedulers_on_their_own_cpus(
+    tmp_path: Path,
+) -> None:
+    mine = sorted(os.sched_getaffinity(0))
+    if len(mine) < 2:
+        pytest.skip("a split needs two CPUs")
+    plane_cpu, rest = mine[0], mine[1:]
+    await benchmarks(
+        "run",
+        "--workload",
+        "Smoke_10Nodes_40Pods",
+        "--scheduler",
+        "ascheduler",
+        "--scheduler",
+        "ceiling-python",
+        "--mode",
+        "backlog",
+        "--plane-cpus",
+        str(plane_cpu),
+        "--out",
+        str(tmp_path),
+        "--quiet",
+    )
+    result = written(tmp_path, "backlog-split", "ceiling-python")
+    assert result["cpus"]["plane"] == [plane_cpu]
+    assert result["cpus"]["schedulers"] == rest
+    # the plane's own processes, found on its CPU once pinned
+    placed = result["cpus"]["placed"]
+    assert {"etcd", "kube-apiserver", "kwok"} <= set(placed)
+    assert all(where == [plane_cpu] for where in placed.values()), placed
+    assert f"plane on CPU {plane_cpu}" in result["plane"]
+    for name, (run,) in result["runs"].items():
+        assert run["cpus"] == rest, name  # the scheduler started where the harness runs
+        assert sum(run["samples"]) == 40, name
+    assert "throughput_avg ascheduler/ceiling" in result["ratios"]
+    # its plane, schedulers and ceiling all stopped
+    assert not [c for c in cmdlines() if result["run_id"] in c or "ascheduler-bench-" in c]

@@ -96,3 +96,46 @@ def test_the_report_tables_the_window_per_scheduler() -> None:
     assert "| ceiling-go | 97% | 160 | - | - | 160 |" in rows
     assert not any(r.startswith("| old ") for r in rows)
     assert report._window_table({"old": summary({})}) == []
+
+
+def test_a_split_window_reports_how_busy_each_group_of_cpus_was() -> None:
+    trace = synthetic({"kube-apiserver": 1.0})
+    trace.groups = {"plane": frozenset({0}), "schedulers": frozenset({1})}
+    # the plane's CPU all busy, the schedulers' a quarter
+    trace.group_ticks = {
+        "plane": [(int(t * HZ), int(t * HZ)) for t in trace.times],
+        "schedulers": [(int(t * HZ / 4), int(t * HZ)) for t in trace.times],
+    }
+    window = trace.window(2.0, 6.0, pods=1000)
+    assert window is not None
+    assert window["busy"]["plane"] == pytest.approx(1.0, abs=0.01)
+    assert window["busy"]["schedulers"] == pytest.approx(0.25, abs=0.01)
+    assert "busy" not in (synthetic({}).window(2.0, 6.0, pods=10) or {})
+
+
+async def test_a_started_trace_samples_its_groups_of_cpus() -> None:
+    mine = frozenset(os.sched_getaffinity(0))
+    trace = CpuTrace(dict, interval=0.01, groups={"all": mine})
+    trace.start()
+    await asyncio.sleep(0.05)
+    await trace.stop()
+    assert len(trace.group_ticks["all"]) == len(trace.times) >= 2
+
+
+def test_the_window_table_shows_the_split_cpus_busy() -> None:
+    rows = report._window_table(
+        {
+            "ascheduler": summary(
+                {
+                    "window_machine_busy": 0.8,
+                    "window_busy_plane": 0.99,
+                    "window_busy_schedulers": 0.61,
+                    "window_us_per_pod_scheduler": 440.0,
+                    "window_us_per_pod_kube-apiserver": 510.0,
+                }
+            ),
+        }
+    )
+    head = "| scheduler | machine busy | plane CPUs busy | schedulers CPUs busy | scheduler |"
+    assert any(r.startswith(head) for r in rows)
+    assert "| ascheduler | 80% | 99% | 61% | 440 | 510 | 950 |" in rows

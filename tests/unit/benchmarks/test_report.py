@@ -312,3 +312,53 @@ def test_lock_variants_are_compared_with_no_locks_and_kube_scheduler() -> None:
     assert r["throughput_avg ascheduler-hami/kube-scheduler"]["median"] == 0.5
     assert r["latency_p99 ascheduler/ascheduler-nolocks"]["median"] == 1.0
     assert "throughput_avg ascheduler-nolocks/kube-scheduler" not in r
+
+
+def split_result(date: str, ascheduler: float, mode: str = "backlog") -> dict[str, Any]:
+    runs = {
+        "ascheduler": [run_result("ascheduler", ascheduler, mode=mode)],
+        "ceiling-go": [run_result("ceiling-go", 1000, mode=mode)],
+        "ceiling-python": [run_result("ceiling-python", 950, mode=mode)],
+    }
+    data = result(BASIC, date, runs, mode)
+    data["cpus"] = {"plane": [0], "schedulers": [1]}
+    data["plane"] = "local (benchmark mode; plane on CPU 0, schedulers and harness on CPU 1)"
+    return data
+
+
+def test_a_split_run_is_written_apart(tmp_path: Path) -> None:
+    paths = report.write(split_result("2026-01-02T03:04:05+00:00", 900), tmp_path)
+    assert paths["json"].name == "2026-01-02-SchedulingBasic_500Nodes_1000Pods-backlog-split.json"
+    md = paths["md"].read_text()
+    assert md.startswith(f"### {BASIC}, backlog, plane on CPU 0, schedulers and harness on CPU 1\n")
+
+
+def test_split_runs_have_a_readme_table_of_their_own(tmp_path: Path) -> None:
+    shared = {
+        "ascheduler": [run_result("ascheduler", 600, mode="backlog")],
+        "ceiling-python": [run_result("ceiling-python", 1000, mode="backlog")],
+    }
+    (tmp_path / "shared.json").write_text(
+        json.dumps(result(BASIC, "2026-01-01T00:00:00+00:00", shared, "backlog"))
+    )
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{report.BEGIN}\n{report.END}\n")
+    assert report.update_readme(tmp_path, readme)
+    assert report.SPLIT_TITLE not in readme.read_text()  # no split run yet: no table
+
+    # newer than the shared run, and the newest split run of two
+    for name, date, rate in (("s1", "2026-01-02", 800), ("s2", "2026-01-03", 900)):
+        data = split_result(f"{date}T00:00:00+00:00", rate)
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+    assert report.update_readme(tmp_path, readme)
+    text = readme.read_text()
+    shared_part, split_part = text.split(report.SPLIT_TITLE)
+    (row,) = [line for line in shared_part.splitlines() if line.startswith(f"| {BASIC}")]
+    assert row.split(" | ")[1] == "600"  # the shared table keeps the shared run
+    assert "Backlog" in split_part
+    assert "Steady" not in split_part
+    (row,) = [line for line in split_part.splitlines() if line.startswith(f"| {BASIC}")]
+    assert row.split(" | ")[1] == "900"
+    assert row.split(" | ")[5] == "0.90 (0.90-0.90)"
+    assert "plane on CPU 0, schedulers and harness on CPU 1" in split_part
+    assert "--plane-cpus LIST" in split_part
