@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import signal
 import sys
@@ -80,11 +81,26 @@ class Ceiling:
 
     async def _list_and_watch(self) -> None:
         listing = await self.watch.get("/api/v1/pods", params={"fieldSelector": self.selector})
-        for pod in listing["items"]:
+        # The watch opens at once and the listed pods are bound meanwhile, as a scheduler's
+        # informer does: the events its own binds make are then read (and paid for, by the
+        # API server) while it binds. Bound first and watched after, a backlog's events would
+        # all come after its last bind, outside the span a run measures.
+        listed = asyncio.create_task(self._dispatch_all(listing["items"]))
+        try:
+            await self._watch(listing["metadata"]["resourceVersion"])
+        finally:
+            listed.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listed
+
+    async def _dispatch_all(self, pods: list[dict[str, Any]]) -> None:
+        for pod in pods:
             await self._dispatch(pod)
+
+    async def _watch(self, version: str) -> None:
         params = {
             "watch": "true",
-            "resourceVersion": listing["metadata"]["resourceVersion"],
+            "resourceVersion": version,
             "fieldSelector": self.selector,
             "timeoutSeconds": "300",
         }
@@ -118,7 +134,11 @@ class Ceiling:
         if meta["uid"] in self.sent:
             return
         self.sent.add(meta["uid"])
-        await self.gate.acquire()
+        try:
+            await self.gate.acquire()
+        except asyncio.CancelledError:  # not sent after all: the next listing has it again
+            self.sent.discard(meta["uid"])
+            raise
         task = asyncio.create_task(self._bind(meta, next(self.targets)))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)

@@ -96,9 +96,10 @@ func (c *ceiling) run(ctx context.Context) {
 			time.Sleep(500 * time.Millisecond)
 			continue
 		}
-		for i := range list.Items {
-			c.dispatch(ctx, &list.Items[i])
-		}
+		// The watch opens at once and its events are read while the listed pods are bound, as
+		// a scheduler's informer does: the events its own binds make are then read (and paid
+		// for, by the API server) while it binds. Bound first and watched after, a backlog's
+		// events would all come after its last bind, outside the span a run measures.
 		w, err := pods.Watch(ctx, metav1.ListOptions{
 			FieldSelector:   c.selector,
 			ResourceVersion: list.ResourceVersion,
@@ -109,20 +110,30 @@ func (c *ceiling) run(ctx context.Context) {
 			time.Sleep(500 * time.Millisecond)
 			continue
 		}
-		for event := range w.ResultChan() {
-			if event.Type == watch.Error {
-				fmt.Fprintf(os.Stderr, "ceiling: watch ended: %v\n", event.Object)
-				break
+		added := make(chan *corev1.Pod, 1024)
+		go func() {
+			defer close(added)
+			for event := range w.ResultChan() {
+				if event.Type == watch.Error {
+					fmt.Fprintf(os.Stderr, "ceiling: watch ended: %v\n", event.Object)
+					return
+				}
+				if pod, ok := event.Object.(*corev1.Pod); ok && event.Type == watch.Added {
+					added <- pod
+				}
 			}
-			if pod, ok := event.Object.(*corev1.Pod); ok && event.Type == watch.Added {
-				c.dispatch(ctx, pod)
-			}
+		}()
+		for i := range list.Items {
+			c.dispatch(ctx, &list.Items[i])
+		}
+		for pod := range added {
+			c.dispatch(ctx, pod)
 		}
 		w.Stop()
 	}
 }
 
-// dispatch starts the pod's bind once a slot is free; only the watch loop calls it.
+// dispatch starts the pod's bind once a slot is free; only run's loop calls it.
 func (c *ceiling) dispatch(ctx context.Context, pod *corev1.Pod) {
 	if c.sent[pod.UID] {
 		return
