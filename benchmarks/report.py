@@ -414,10 +414,9 @@ def readme_tables(results: Path) -> str:
         for mode in ("steady", "backlog")
     )
     apart = "\n".join(
-        f"**{SPLIT_TITLE}. {MODE_TITLES[mode]}**\n\n"
-        f"{readme_table(latest(results, mode, split=True), mode, split=True)}"
+        f"**{SPLIT_TITLE}. {MODE_TITLES[mode]}**\n\n{readme_table(found, mode, split=True)}"
         for mode in ("steady", "backlog")
-        if latest(results, mode, split=True)
+        if (found := latest(results, mode, split=True))
     )
     if apart:
         runs = f"{runs}\n{apart}"
