@@ -563,6 +563,10 @@ class NodeLocks:
         self._retry_at: dict[str, tuple[float, float]] = {}
         #: node -> (a lock value on it, loop time this instance first saw that value)
         self._seen: dict[str, tuple[str, float]] = {}
+        #: node -> the lock value the watch showed last (never our own reads): the watch can
+        #: show a hold's value before the write's answer is read, and the hold is then
+        #: confirmed as it is taken
+        self._watched: dict[str, str] = {}
         #: Binds waiting for another instance to hand a lock over: (the value they met, set
         #: once the lock object shows another).
         self._handovers: dict[str, list[tuple[str, asyncio.Event]]] = {}
@@ -595,6 +599,11 @@ class NodeLocks:
         whose changes come in order, also confirms a hold of ours (it shows our value) and,
         once it has, finds it lost as soon as it shows another."""
         value = annotations.get(self.settings.key, "")
+        if watched:
+            if value:
+                self._watched[node] = value
+            else:
+                self._watched.pop(node, None)
         if watched and (hold := self._held.get(node)) is not None and not hold.lost:
             if value == hold.value:
                 hold.confirmed = True
@@ -978,6 +987,7 @@ class NodeLocks:
             clock=self._clock,
             undisturbed=undisturbed,
             bound_before=record,
+            confirmed=self._watched.get(node) == value,
         )
         self._held[node] = hold
         self._leftover.pop(node, None)  # our new value replaced it
@@ -1257,6 +1267,7 @@ class NodeLocks:
             self._released,
             self._release_version,
             self._seen,
+            self._watched,
             self._leftover,
             self._retry_at,
             self._yield_until,

@@ -391,6 +391,33 @@ async def test_a_hold_the_watch_has_confirmed_is_checked_by_the_watch_alone() ->
     assert not hold.reusable()
 
 
+async def test_a_watch_showing_our_value_before_the_write_answers_confirms_the_hold() -> None:
+    """The watch event of our lock write can be handled before the write's own answer is
+    read: the hold, made only then, is confirmed at once, not left to read forever."""
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock)
+    patch = api.patch
+
+    async def patch_then_watch(path: str, body: Any, content_type: str = "") -> dict[str, Any]:
+        answer = await patch(path, body, content_type)
+        locks.observe("n", dict(api.annotations), watched=True)  # the event comes first
+        return answer
+
+    api.patch = patch_then_watch  # type: ignore[method-assign]
+    hold = await locks.acquire("n", a_pod())
+    assert hold.confirmed
+    api.reads.clear()
+    assert await locks.still_ours(hold)
+    assert api.reads == []
+    # Our own read showing the value first is no such proof: the next hold reads.
+    await locks.release(hold)
+    api.patch = patch  # type: ignore[method-assign]
+    locks.observe("n", {}, watched=True)
+    second = await locks.acquire("n", a_pod("p1"))
+    locks.observe("n", {DEFAULT_KEY: second.value}, watched=False)
+    assert not second.confirmed
+
+
 async def test_a_watch_showing_another_value_before_ours_leaves_the_hold_alone() -> None:
     api, clock = FakeNodeApi(), FakeClock()
     locks = locks_for(api, clock)
