@@ -115,6 +115,7 @@ class Runtime:
     extenders: Extenders | None = None
 
     async def close(self) -> None:
+        await self.scheduler.cache.resources.selectors.close()
         await self.watch_client.close()
         await self.write_client.close()
         if self.extenders is not None:

@@ -22,19 +22,31 @@ an evaluation that fails on a missing domain is repeated with that domain presen
 
 A selector's result is cached per device (by slice name and resourceVersion), so each device
 is evaluated once per expression however many pods and nodes ask.
+
+**Costly selectors** (`celworker.is_costly`: comprehensions, concatenation, regular
+expressions) are never evaluated on the event loop: DynamicResources asks for their results
+before a pod's cycle (`ensure`), a child process computes them (`celworker`), and the pod
+waits outside the queue meanwhile, as other pods go on. A job that runs past the pod's
+`filterTimeout` is stopped; the devices it did not reach are *timed out* until their slice
+changes, and a search that meets one fails on that node as kube-scheduler's does when its
+deadline passes (`timed out trying to allocate devices`). A costly result the cycle needs
+but does not have (a slice changed since) counts the same way, never as a verdict.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Final
 
 import numpy as np
+import structlog
 from cel_expr_python import cel  # type: ignore[import-untyped]
 from cel_expr_python.ext import (  # type: ignore[import-untyped]
     ext_bindings,
@@ -42,10 +54,12 @@ from cel_expr_python.ext import (  # type: ignore[import-untyped]
     ext_strings,
 )
 
-from ascheduler.dra.allocator import Candidate, CompileError, EvalError
+from ascheduler.dra.allocator import Candidate, CompileError, EvalError, Timeout
+from ascheduler.dra.celworker import FAILED, Outcome, SelectorWorker, is_costly
 from ascheduler.model.dra import Semver, parse_semver
 from ascheduler.model.quantity import QuantityError, parse_fraction
 
+log = structlog.get_logger(__name__)
 _T = cel.Type
 NANO: Final = 10**9
 #: Compiled programs kept (kube-scheduler keeps 10; selectors repeat across pods).
@@ -321,10 +335,14 @@ def _not_bool(kind: str, value: Any) -> str:
     return f"{message}: {detail}" if detail else message
 
 
+#: cel-cpp's words where cel-go's (which kube-scheduler reports) differ.
+_CEL_GO_WORDS: Final = {"divide by zero": "division by zero"}
+
+
 def _kubernetes_words(message: str) -> str:
     for prefix in ("OUT_OF_RANGE: ", "INVALID_ARGUMENT: ", "NOT_FOUND: ", "UNKNOWN: "):
         message = message.removeprefix(prefix)
-    return message
+    return _CEL_GO_WORDS.get(message, message)
 
 
 # -- results per device ---------------------------------------------------------------------
@@ -332,19 +350,35 @@ def _kubernetes_words(message: str) -> str:
 
 Int8Array = np.ndarray[Any, np.dtype[np.int8]]
 
+#: Per device, besides 1 (match), 0 (no match) and -2 (failed, celworker.FAILED):
+NOT_YET: Final = -1
+TIMED_OUT: Final = -3
+
+
+class SelectorTimeout(Timeout):
+    """A costly selector's result for a device is not known: its evaluation ran past its
+    deadline, or has not run since the device's slice changed. A search meeting one gives up
+    on the node as at its own deadline."""
+
 
 class SelectorCache:
-    """Compiled programs by expression, and their results by device."""
+    """Compiled programs by expression, their results by device, and the jobs that compute
+    costly ones off the event loop."""
 
-    def __init__(self) -> None:
+    def __init__(self, worker: SelectorWorker | None = None) -> None:
         self._programs: OrderedDict[str, Program] = OrderedDict()
+        self._costly: dict[str, bool] = {}
         #: (expression, slice name, slice resourceVersion) -> per device: 1 match, 0 not,
-        #: -1 not evaluated yet, -2 failed (text in _errors).
+        #: -1 not evaluated yet, -2 failed (text in _errors), -3 timed out.
         self._results: dict[tuple[str, str, str], Int8Array] = {}
         self._errors: dict[tuple[str, str, str, int], str] = {}
         self._values: dict[tuple[str, str], list[dict[str, Any] | None]] = {}
         #: expression -> (the table, matches, failed, evaluated) over that table's rows.
         self._columns: dict[str, tuple[Any, Any, Any, Any]] = {}
+        self.worker = worker or SelectorWorker()
+        #: Costly expressions being evaluated, and the callbacks waiting for each.
+        self._jobs: dict[str, asyncio.Task[None]] = {}
+        self._waiting: dict[str, list[Callable[[], None]]] = {}
 
     def program(self, expression: str) -> Program:
         program = self._programs.get(expression)
@@ -356,6 +390,18 @@ class SelectorCache:
         else:
             self._programs.move_to_end(expression)
         return program
+
+    def costly(self, expression: str) -> bool:
+        known = self._costly.get(expression)
+        if known is None:
+            if len(self._costly) > 16 * PROGRAMS_KEPT:
+                self._costly.clear()
+            known = self._costly[expression] = is_costly(expression)
+        return known
+
+    def evaluate_here(self, expression: str, value: Mapping[str, Any]) -> bool:
+        """Evaluate on this thread, whatever it costs (the worker process's side)."""
+        return evaluate(self.program(expression), value)
 
     def _value(self, device: Candidate, position: int) -> dict[str, Any]:
         key = (device.slice.name, device.slice.resource_version)
@@ -372,23 +418,26 @@ class SelectorCache:
         key = (expression, s.name, s.resource_version)
         results = self._results.get(key)
         if results is None:
-            results = self._results[key] = np.full(len(s.devices), -1, dtype=np.int8)
+            results = self._results[key] = np.full(len(s.devices), NOT_YET, dtype=np.int8)
         return results, device.position
 
     def matches(self, expression: str, device: Candidate) -> bool:
-        """The allocator's question (`allocator.Selectors`)."""
+        """The allocator's question (`allocator.Selectors`); SelectorTimeout for a costly
+        selector whose result is not known."""
         results, i = self._slot(expression, device)
         hit = int(results[i])
         if hit >= 0:
             return hit == 1
         s = device.slice
-        if hit == -2:
+        if hit == FAILED:
             raise EvalError(self._errors[(expression, s.name, s.resource_version, i)])
         program = self.program(expression)
+        if hit == TIMED_OUT or (not program.error and self.costly(expression)):
+            raise SelectorTimeout
         try:
             ok = evaluate(program, self._value(device, i))
         except EvalError as exc:
-            results[i] = -2
+            results[i] = FAILED
             self._errors[(expression, s.name, s.resource_version, i)] = str(exc)
             raise
         results[i] = 1 if ok else 0
@@ -396,7 +445,8 @@ class SelectorCache:
 
     def column(self, expression: str, table: Any, rows: Any) -> tuple[Any, Any]:
         """Over a device table: (matches, failed) for the devices in `rows` (others False).
-        Each device is evaluated once per table; a compile error fails every one."""
+        Each device is evaluated once per table; a compile error fails every one, and so
+        does a costly result not known (the search then decides, see SelectorTimeout)."""
         entry = self._columns.get(expression)
         if entry is None or entry[0] is not table:
             entry = (
@@ -414,14 +464,103 @@ class SelectorCache:
             program = self.program(expression)
             for i in np.flatnonzero(todo).tolist():
                 if program.error:
-                    failed[i] = True
+                    failed[i] = done[i] = True
                     continue
                 try:
                     match[i] = self.matches(expression, table.candidates[i])
                 except EvalError:
                     failed[i] = True
-            done |= todo
-        return match & rows, failed & rows
+                except SelectorTimeout:
+                    continue  # not done: asked again once its job has run
+                done[i] = True
+        return match & rows, (failed | (rows & ~done)) & rows
+
+    # -- costly selectors, off the event loop --------------------------------------------
+
+    def pending(self, expression: str, table: Any) -> list[int]:
+        """The rows of `table` whose result for the costly `expression` is not evaluated yet
+        (timed-out ones are not retried until their slice changes)."""
+        if not self.costly(expression) or self.program(expression).error:
+            return []
+        out = []
+        for row, device in enumerate(table.candidates):
+            results, i = self._slot(expression, device)
+            if results[i] == NOT_YET:
+                out.append(row)
+        return out
+
+    def ensure(
+        self,
+        expressions: Collection[str],
+        table: Any,
+        *,
+        timeout: float | None,
+        done: Callable[[], None],
+    ) -> bool:
+        """True if every costly expression of `expressions` has a result (or a time-out) for
+        every device of `table`; otherwise starts the jobs that compute them (one per
+        expression at a time; `timeout` seconds each, None for none) and calls `done` once
+        they have all ended."""
+        missing = [e for e in dict.fromkeys(expressions) if self.pending(e, table)]
+        if not missing:
+            return True
+        remaining = set(missing)
+
+        def ended(expression: str) -> None:
+            remaining.discard(expression)
+            if not remaining:
+                done()
+
+        for expression in missing:
+            self._waiting.setdefault(expression, []).append(
+                lambda e=expression: ended(e)  # type: ignore[misc]
+            )
+            if expression not in self._jobs:
+                task = asyncio.get_running_loop().create_task(self._run(expression, table, timeout))
+                self._jobs[expression] = task
+        return False
+
+    async def _run(self, expression: str, table: Any, timeout: float | None) -> None:
+        try:
+            candidates = [table.candidates[r] for r in self.pending(expression, table)]
+            items = [(d.index, self._value(d, d.position)) for d in candidates]
+
+            def store(results: list[tuple[Any, Outcome]]) -> None:
+                for row, outcome in results:
+                    self._store(expression, table.candidates[row], outcome)
+
+            deadline = time.monotonic() + timeout if timeout else None
+            finished = await self.worker.evaluate(
+                expression, items, deadline=deadline, on_results=store
+            )
+            if not finished:
+                for device in candidates:
+                    results, i = self._slot(expression, device)
+                    if results[i] == NOT_YET:
+                        results[i] = TIMED_OUT
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the worker died: these devices fail, the pod is told
+            log.error("cel_selector_job_failed", expression=expression[:200], error=str(exc))
+            for r in self.pending(expression, table):
+                self._store(expression, table.candidates[r], Outcome(FAILED, str(exc)))
+        finally:
+            self._jobs.pop(expression, None)
+            for callback in self._waiting.pop(expression, ()):
+                callback()
+
+    def _store(self, expression: str, device: Candidate, outcome: Outcome) -> None:
+        results, i = self._slot(expression, device)
+        results[i] = outcome.code
+        if outcome.code == FAILED:
+            s = device.slice
+            self._errors[(expression, s.name, s.resource_version, i)] = outcome.error
+
+    async def close(self) -> None:
+        for task in list(self._jobs.values()):
+            task.cancel()
+        await asyncio.gather(*self._jobs.values(), return_exceptions=True)
+        await self.worker.close()
 
     def forget(self, live: set[tuple[str, str]]) -> None:
         """Drop results of slices (name, resourceVersion) no longer in the table."""

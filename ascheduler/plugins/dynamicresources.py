@@ -103,6 +103,8 @@ NAME: Final = "DynamicResources"
 CANNOT_ALLOCATE: Final = "cannot allocate all claims"
 NOT_AVAILABLE: Final = "resourceclaim not available on the node"
 TIMED_OUT: Final = "timed out trying to allocate devices"
+#: Why a pod waits before its cycle (PreEnqueue; never shown as a condition).
+SELECTORS_PENDING: Final = "waiting for costly device selectors to be evaluated"
 #: Where explain keeps the per-node device counts of the claims to allocate.
 _COUNTS: Final = f"{NAME}/explain-counts"
 IN_USE: Final = "resourceclaim in use"
@@ -252,10 +254,41 @@ class DynamicResources(
         if not pod.resource_claims:
             return SUCCESS
         try:
-            pod_claims(pod, self.objects)
+            claims = pod_claims(pod, self.objects)
         except ClaimsUnavailable as exc:
             return Status.unschedulable(str(exc), resolvable=False)
+        if not self._selectors_known(pod, claims):
+            return Status.unschedulable(SELECTORS_PENDING, resolvable=False)
         return SUCCESS
+
+    def _selectors_known(self, pod: PodInfo, claims: Sequence[ResourceClaim]) -> bool:
+        """Whether the costly selectors of the claims to allocate have their results for
+        every device (`dra.cel`); if not, their evaluation starts off the event loop and the
+        pod is woken when it ends. One with no loop to run on (a dry run) is never known."""
+        expressions: list[str] = []
+        for claim in claims:
+            if claim.allocation is not None:
+                continue
+            for req in claim.requests:
+                for sub in req.first_available or ((req.exactly,) if req.exactly else ()):
+                    klass = self.objects.device_class(sub.class_name)
+                    if klass is not None:
+                        expressions += [e for e in klass.selectors if e is not None]
+                    expressions += [e for e in sub.selectors if e is not None]
+        if not any(self.selectors.costly(e) for e in expressions):
+            return True
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        uid = pod.uid
+        timeout = self.args.filter_timeout
+        return self.selectors.ensure(
+            expressions,
+            self.objects.table(),
+            timeout=timeout if timeout > 0 else None,
+            done=lambda: self.handle.wake((uid,)),
+        )
 
     def gate_keys(self, pod: PodInfo, event: ClusterEvent) -> frozenset[str] | None:
         """A pod held back waits for the claims it names to exist (or to stop being
@@ -325,6 +358,9 @@ class DynamicResources(
             status = self._check_requests(claim)
             if not status.ok:
                 return None, status
+        # A slice changed since PreEnqueue: the costly results missing count as timed out
+        # on their nodes this time, and the pod is woken once they are known.
+        self._selectors_known(pod, [s.claims[i] for i in s.to_allocate])
         state.write(NAME, s)
         return None, SUCCESS
 
@@ -629,6 +665,8 @@ class DynamicResources(
             found = allocator.allocate()
         except (AllocationError, InvalidPools) as exc:
             return Status.error(str(exc))
+        except Timeout:
+            return Status.error(TIMED_OUT)
         if found is None:
             return Status.error("claim allocation not found for node")
         return found

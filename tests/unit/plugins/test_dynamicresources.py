@@ -3,6 +3,7 @@ search, Reserve's in-flight allocations, the firstAvailable score, and the claim
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,9 @@ from ascheduler.plugins.dynamicresources import (
     CANNOT_ALLOCATE,
     NO_NEW_CLAIMS,
     NOT_AVAILABLE,
+    SELECTORS_PENDING,
     STATE_NOT_FOUND,
+    TIMED_OUT,
     _pool_labels,
     _State,
 )
@@ -363,3 +366,65 @@ def test_explain_counts_the_devices_each_request_needs_on_the_node() -> None:
     assert explained(plugin, claiming("held"), cache)["n1"] == [
         "resourceclaim held is allocated devices this node cannot reach"
     ]
+
+
+async def test_a_pod_with_a_costly_selector_waits_outside_the_queue_until_it_is_evaluated() -> None:
+    """PreEnqueue holds the pod while a child process evaluates the selector, wakes it when
+    done; the cycle then has every result and never evaluates a costly one itself."""
+    costly = 'device.attributes["gpu.example.com"].model.matches("^a1")'
+    cache = cluster({"n1": 1, "n2": 2, "n3": 4})
+    add_claim(cache, claim("c", exactly("r", "gpu", 2, costly)))
+    plugin = make_plugin(NAME, cache)
+    woken: list[str] = []
+    done = asyncio.Event()
+
+    def wake(uids: Any) -> None:
+        woken.extend(uids)
+        done.set()
+
+    plugin.handle.wake = wake
+    info = parse_pod(claiming("c"))
+    try:
+        status = plugin.pre_enqueue(info)
+        assert not status.ok
+        assert status.message == SELECTORS_PENDING
+        await asyncio.wait_for(done.wait(), 60)
+        assert woken == ["pod-uid"]
+        assert plugin.pre_enqueue(info).ok
+        state = CycleState()
+        _, status = plugin.pre_filter(state, info, cache.table)
+        assert status.ok
+        result = plugin.filter(state, info, cache.table)
+        assert sorted(rejected_reasons(result, cache)) == ["n1", "n2", "n4"]
+    finally:
+        await cache.resources.selectors.close()
+
+
+async def test_costly_results_the_cycle_lacks_time_the_nodes_out() -> None:
+    """A slice that changed after PreEnqueue: its devices' costly results are not known in
+    the cycle, so their nodes fail as at filterTimeout, and the pod is woken when known."""
+    costly = 'device.attributes["gpu.example.com"].model.matches("^a1")'
+    cache = cluster({"n1": 2, "n2": 2})
+    add_claim(cache, claim("c", exactly("r", "gpu", 1, costly)))
+    plugin = make_plugin(NAME, cache)
+    done = asyncio.Event()
+    plugin.handle.wake = lambda _uids: done.set()
+    info = parse_pod(claiming("c"))
+    try:
+        state = CycleState()
+        _, status = plugin.pre_filter(state, info, cache.table)
+        assert status.ok
+        result = plugin.filter(state, info, cache.table)
+        assert rejected_reasons(result, cache) == {
+            "n1": [TIMED_OUT],
+            "n2": [TIMED_OUT],
+            "n3": [CANNOT_ALLOCATE],
+            "n4": [CANNOT_ALLOCATE],
+        }
+        await asyncio.wait_for(done.wait(), 60)
+        state = CycleState()
+        plugin.pre_filter(state, info, cache.table)
+        result = plugin.filter(state, info, cache.table)
+        assert sorted(rejected_reasons(result, cache)) == ["n3", "n4"]
+    finally:
+        await cache.resources.selectors.close()

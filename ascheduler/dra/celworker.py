@@ -1,0 +1,310 @@
+"""Costly CEL selectors, evaluated in a child process: never on the event loop, and stopped
+when they run past their deadline.
+
+A selector's expression comes from whoever may create a ResourceClaim (or a DeviceClass).
+Most selectors compare a few attributes and cost microseconds per device; those are
+evaluated where the scheduler asks for them. An expression that can cost more than its
+length suggests (a comprehension, a string built by concatenation or `replace`, a regular
+expression) is **costly** (`is_costly`, a conservative reading of its tokens): its results
+are computed here, in a process of its own, so that the event loop (Lease renewals,
+`/healthz`, every other pod) never waits on it, and a run that passes its deadline (the
+DynamicResources `filterTimeout`) is ended by killing that process, which Python cannot do
+to a thread. The next costly job starts a new one.
+
+The parent talks to the child over its stdin/stdout, in frames of a length and a pickle
+(both ends are this package; nothing else writes to the pipe). A job is one expression over
+a list of devices (`device_value`s); the child answers as it goes, in chunks, so the devices
+evaluated before a deadline keep their results. The child exits when its stdin closes, and
+the kernel kills it when its parent dies (`PR_SET_PDEATHSIG`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import pickle
+import signal
+import struct
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Final
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+_LENGTH: Final = struct.Struct("!I")
+#: How long the child gathers results before sending what it has.
+CHUNK_SECONDS: Final = 0.05
+
+#: Outcome codes per device, as SelectorCache keeps them.
+MATCH: Final = 1
+NO_MATCH: Final = 0
+FAILED: Final = -2
+
+# -- which expressions are costly -----------------------------------------------------------
+
+#: Calls whose cost grows with more than the expression's own length: comprehensions (macros),
+#: and functions that build strings or lists, or run a regular expression.
+COSTLY_CALLS: Final = frozenset(
+    {
+        "all",
+        "exists",
+        "exists_one",
+        "existsOne",
+        "map",
+        "filter",
+        "transformList",
+        "transformMap",
+        "transformMapEntry",
+        "sortBy",
+        "matches",
+        "replace",
+        "join",
+        "split",
+        "format",
+        "find",
+        "findAll",
+    }
+)
+
+
+def is_costly(expression: str) -> bool:
+    """Whether `expression` may cost more at run time than a walk over its own text: it calls
+    one of COSTLY_CALLS or uses `+` (concatenation repeated, `cel.bind` doubling). String
+    literals and comments are skipped, so their contents never count; anything the reading
+    is unsure of counts as costly."""
+    text = expression
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "+":
+            return True
+        if c == "/" and text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+            continue
+        if c in "\"'":
+            end = _string_end(text, i)
+            if end < 0:
+                return True
+            i = end
+            continue
+        if c.isalpha() or c == "_":
+            j = i + 1
+            while j < n and (text[j].isalnum() or text[j] == "_"):
+                j += 1
+            word = text[i:j]
+            if j < n and text[j] in "\"'" and word.lower() in ("r", "b", "rb", "br"):
+                end = _string_end(text, j, raw="r" in word.lower())
+                if end < 0:
+                    return True
+                i = end
+                continue
+            k = j
+            while k < n and text[k] in " \t\r\n":
+                k += 1
+            if k < n and text[k] == "(" and word in COSTLY_CALLS:
+                return True
+            i = j
+            continue
+        i += 1
+    return False
+
+
+def _string_end(text: str, start: int, *, raw: bool = False) -> int:
+    """The index just past the string literal opening at `start`; -1 if it never closes."""
+    quote = text[start]
+    triple = text.startswith(quote * 3, start)
+    delimiter = quote * 3 if triple else quote
+    i = start + len(delimiter)
+    while i < len(text):
+        if text[i] == "\\" and not raw:
+            i += 2
+            continue
+        if text.startswith(delimiter, i):
+            return i + len(delimiter)
+        if text[i] == "\n" and not triple:
+            return -1
+        i += 1
+    return -1
+
+
+# -- the child ------------------------------------------------------------------------------
+
+
+def _write(stream: BinaryIO, message: Any) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_LENGTH.pack(len(data)) + data)
+    stream.flush()
+
+
+def _read(stream: BinaryIO) -> Any:
+    head = stream.read(_LENGTH.size)
+    if len(head) < _LENGTH.size:
+        return None
+    (size,) = _LENGTH.unpack(head)
+    return pickle.loads(stream.read(size))
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() == 1:
+        os._exit(0)
+
+
+Evaluate = Callable[[str, Any], bool]
+
+
+def serve(source: BinaryIO, sink: BinaryIO, evaluate: Evaluate) -> None:
+    """The child's loop: a job is (job id, expression, [(key, device value), ...]); its answer
+    is chunks of (job id, [(key, code, error text), ...]) and a closing (job id, None)."""
+    from ascheduler.dra.allocator import CompileError, EvalError
+
+    while (job := _read(source)) is not None:
+        job_id, expression, items = job
+        out: list[tuple[Any, int, str]] = []
+        sent = time.monotonic()
+        for key, value in items:
+            try:
+                out.append((key, MATCH if evaluate(expression, value) else NO_MATCH, ""))
+            except (CompileError, EvalError) as exc:
+                out.append((key, FAILED, str(exc)))
+            except Exception as exc:  # a library fault is this device's failure, not the job's
+                out.append((key, FAILED, f"{type(exc).__name__}: {exc}"))
+            if time.monotonic() - sent >= CHUNK_SECONDS:
+                _write(sink, (job_id, out))
+                out, sent = [], time.monotonic()
+        if out:
+            _write(sink, (job_id, out))
+        _write(sink, (job_id, None))
+
+
+def main() -> None:
+    _die_with_parent()
+    from ascheduler.dra.cel import SelectorCache
+
+    cache = SelectorCache()
+
+    def evaluate(expression: str, value: Any) -> bool:
+        return cache.evaluate_here(expression, value)
+
+    serve(sys.stdin.buffer, sys.stdout.buffer, evaluate)
+
+
+# -- the parent -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One device's result: MATCH, NO_MATCH or FAILED (with the error's text)."""
+
+    code: int
+    error: str = ""
+
+
+class SelectorWorker:
+    """The child process, started on the first job, one job at a time (a job queued behind
+    another waits its turn: the child has one core's worth of work to give). `close()` ends
+    it by pid."""
+
+    def __init__(self, command: Sequence[str] | None = None) -> None:
+        self._command = list(command or (sys.executable, "-m", "ascheduler.dra.celworker"))
+        self._process: asyncio.subprocess.Process | None = None
+        self._turn = asyncio.Lock()
+        self._jobs = 0
+        #: How many children were killed at a deadline (for tests and logs).
+        self.killed = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    async def _start(self) -> asyncio.subprocess.Process:
+        process = self._process
+        if process is not None and process.returncode is None:
+            return process
+        self._process = process = await asyncio.create_subprocess_exec(
+            *self._command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=2**26,
+        )
+        log.info("cel_worker_started", pid=process.pid)
+        return process
+
+    async def evaluate(
+        self,
+        expression: str,
+        items: Iterable[tuple[Any, Any]],
+        *,
+        deadline: float | None,
+        on_results: Callable[[list[tuple[Any, Outcome]]], None],
+    ) -> bool:
+        """Evaluate `expression` for each (key, device value), handing results to
+        `on_results` as they come; False if the deadline (time.monotonic()) passed first
+        (the child is killed, the devices not reached have no result)."""
+        async with self._turn:
+            process = await self._start()
+            assert process.stdin is not None
+            assert process.stdout is not None
+            self._jobs += 1
+            job_id = self._jobs
+            data = pickle.dumps((job_id, expression, list(items)), protocol=pickle.HIGHEST_PROTOCOL)
+            process.stdin.write(_LENGTH.pack(len(data)) + data)
+            try:
+                async with asyncio.timeout_at(_loop_time(deadline)):
+                    await process.stdin.drain()
+                    while True:
+                        head = await process.stdout.readexactly(_LENGTH.size)
+                        (size,) = _LENGTH.unpack(head)
+                        got_id, results = pickle.loads(await process.stdout.readexactly(size))
+                        if got_id != job_id:
+                            continue
+                        if results is None:
+                            return True
+                        on_results([(k, Outcome(code, error)) for k, code, error in results])
+            except TimeoutError:
+                self.killed += 1
+                log.warning("cel_worker_deadline", pid=process.pid, expression=expression[:200])
+                await self._kill()
+                return False
+            except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError) as exc:
+                log.error("cel_worker_died", pid=process.pid, error=repr(exc))
+                await self._kill()
+                raise WorkerDied(f"the CEL worker process exited: {exc!r}") from None
+            except BaseException:
+                await self._kill()  # cancelled mid-job: its answer would be read by the next
+                raise
+
+    async def _kill(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+
+    async def close(self) -> None:
+        await self._kill()
+
+
+class WorkerDied(Exception):
+    """The child exited in the middle of a job (killed from outside, out of memory)."""
+
+
+def _loop_time(deadline: float | None) -> float | None:
+    """A time.monotonic() deadline on the running loop's clock."""
+    if deadline is None:
+        return None
+    return asyncio.get_running_loop().time() + (deadline - time.monotonic())
+
+
+if __name__ == "__main__":
+    main()
