@@ -15,7 +15,8 @@ The parent talks to the child over its stdin/stdout, in frames of a length and a
 (both ends are this package; nothing else writes to the pipe). A job is one expression over
 a list of devices (`device_value`s); the child answers as it goes, in chunks, so the devices
 evaluated before a deadline keep their results. The child exits when its stdin closes, and
-the kernel kills it when its parent dies (`PR_SET_PDEATHSIG`).
+the kernel kills it when its parent dies (`PR_SET_PDEATHSIG`). Its address space is capped
+(MEMORY_LIMIT), so an expression that builds huge strings fails in the child alone.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import contextlib
 import ctypes
 import os
 import pickle
+import resource
 import signal
 import struct
 import sys
@@ -151,12 +153,19 @@ def _read(stream: BinaryIO) -> Any:
     return pickle.loads(stream.read(size))
 
 
-def _die_with_parent() -> None:
+#: The child's address space: a selector that builds a string of gigabytes fails there (the
+#: device's evaluation, or the child, which the next job replaces), never in the scheduler.
+MEMORY_LIMIT: Final = 4 << 30
+
+
+def _confine() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() == 1:
         os._exit(0)
+    with contextlib.suppress(OSError, ValueError):
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
 Evaluate = Callable[[str, Any], bool]
@@ -187,7 +196,7 @@ def serve(source: BinaryIO, sink: BinaryIO, evaluate: Evaluate) -> None:
 
 
 def main() -> None:
-    _die_with_parent()
+    _confine()
     from ascheduler.dra.cel import SelectorCache
 
     cache = SelectorCache()
@@ -235,6 +244,7 @@ class SelectorWorker:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=2**26,
+            env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
         )
         log.info("cel_worker_started", pid=process.pid)
         return process

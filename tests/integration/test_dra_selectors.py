@@ -1,0 +1,167 @@
+"""CEL device selectors that a claim's author made costly, on the real plane: other pods keep
+being scheduled and health keeps answering while one is evaluated, and DynamicResources'
+filterTimeout ends it with kube-scheduler's message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from ascheduler.devcluster import ControlPlane
+from ascheduler.devcluster.nodes import FakeNodes
+from ascheduler.devcluster.plane import PlaneState, free_port
+from ascheduler.devcluster.processes import is_alive
+from ascheduler.kube import KubeClient
+from tests.integration.conftest import NodeFactory
+from tests.integration.helpers import (
+    claiming_pod,
+    create_pods,
+    eventually,
+    get_pod,
+    pause_pod,
+    scheduled_condition,
+    scheduler,
+    wait_bound,
+    wait_unschedulable,
+)
+
+RESOURCE = "/apis/resource.k8s.io/v1"
+DRIVER = "gpu.example.com"
+#: Per device: 400 matches of a regular expression over a 20,000-character string built in
+#: the expression (seconds in any CEL runtime).
+COSTLY = (
+    'cel.bind(s, "aaaaaaaaaa", cel.bind(t, s + s + s + s + s + s + s + s + s + s, '
+    "cel.bind(u, t + t + t + t + t + t + t + t + t + t, cel.bind(v, u + u + u + u + u + u + u + u"
+    " + u + u, [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19].all(i, [0,1,2,3,4,5,6,7,8,9,"
+    "10,11,12,13,14,15,16,17,18,19].all(j, (v + v).matches('^(a|b)*$')))))))"
+)
+FILTER_TIMEOUT = 30
+
+
+async def slices(kube: KubeClient, created: list[str], node: str, count: int) -> None:
+    """`count` devices on `node`, 125 to a slice."""
+    per = 125
+    n_slices = (count + per - 1) // per
+    for s in range(n_slices):
+        name = f"{node}-gpus-{s}"
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": name},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": n_slices},
+                "devices": [
+                    {"name": f"gpu-{s}-{i}", "attributes": {"index": {"int": i}}}
+                    for i in range(min(per, count - s * per))
+                ],
+            },
+        }
+        await kube.post(f"{RESOURCE}/resourceslices", body)
+        created.append(f"{RESOURCE}/resourceslices/{name}")
+
+
+def claim(name: str, klass: str, *selectors: str) -> dict[str, Any]:
+    request: dict[str, Any] = {"deviceClassName": klass, "allocationMode": "ExactCount"}
+    if selectors:
+        request["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}},
+    }
+
+
+def config(profile: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [
+            {
+                "schedulerName": profile,
+                "pluginConfig": [
+                    {"name": "DynamicResources", "args": {"filterTimeout": f"{FILTER_TIMEOUT}s"}}
+                ],
+            }
+        ],
+    }
+
+
+async def test_a_costly_selector_holds_up_no_other_pod_and_ends_at_filter_timeout(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+    cluster_objects: list[str],
+    tmp_path: Path,
+) -> None:
+    names = await nodes(FakeNodes(count=2, prefix=f"{namespace}-n"))
+    await slices(kube, cluster_objects, names[0], 1000)
+    klass = f"{namespace}-gpu"
+    await kube.post(
+        f"{RESOURCE}/deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": klass},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        },
+    )
+    cluster_objects.append(f"{RESOURCE}/deviceclasses/{klass}")
+    ns = f"{RESOURCE}/namespaces/{namespace}"
+    await kube.post(f"{ns}/resourceclaims", claim("costly", klass, COSTLY))
+    await kube.post(
+        f"{ns}/resourceclaims",
+        claim("plain", klass, 'device.attributes["gpu.example.com"].index == 7'),
+    )
+    profile = f"{namespace}-cel"
+    path = tmp_path / "cel.yaml"
+    path.write_text(json.dumps(config(profile)))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with scheduler(
+        plane,
+        plane_state,
+        "ascheduler-cel",
+        None,
+        "--config",
+        str(path),
+        http_address=f"127.0.0.1:{port}",
+    ) as me:
+
+        async def ready() -> bool:
+            try:
+                async with aiohttp.ClientSession() as session, session.get(f"{base}/readyz") as r:
+                    return r.status == 200
+            except aiohttp.ClientError:
+                return False
+
+        await eventually(ready, what="/readyz ok once informers synced")
+        await create_pods(
+            kube, namespace, [claiming_pod("hog", claim="costly", scheduler_name=profile)]
+        )
+        others = [pause_pod(f"p{i}", scheduler_name=profile) for i in range(20)]
+        others.append(claiming_pod("device", claim="plain", scheduler_name=profile))
+        await create_pods(kube, namespace, others)
+        where = await wait_bound(kube, namespace, [p["metadata"]["name"] for p in others])
+        assert where["device"] == names[0]
+        # All of them were placed while the costly selector was still being evaluated: the
+        # pod that asked for it has no verdict yet, and health answers.
+        hog = await get_pod(kube, namespace, "hog")
+        assert not hog["spec"].get("nodeName")
+        assert scheduled_condition(hog) is None
+        async with aiohttp.ClientSession() as session, session.get(f"{base}/healthz") as r:
+            assert r.status == 200
+        message = await wait_unschedulable(kube, namespace, "hog", timeout=FILTER_TIMEOUT + 90)
+        assert message == (
+            "0/2 nodes are available: 1 cannot allocate all claims, 1 timed out trying to "
+            "allocate devices. still not schedulable, preemption: 0/2 nodes are available: "
+            "2 Preemption is not helpful for scheduling."
+        ), message
+        assert is_alive(me)
