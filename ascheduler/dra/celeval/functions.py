@@ -116,10 +116,10 @@ def _neg(a: Any) -> Any:
 
 def _order(a: Any, b: Any) -> int:
     if _num(a) and _num(b):
-        return (a > b) - (a < b)
+        return int((a > b) - (a < b))
     ka = type(a)
     if ka is type(b) and (ka is str or ka is bool):
-        return (a > b) - (a < b)
+        return int((a > b) - (a < b))
     raise Fail(NO_OVERLOAD)
 
 
@@ -193,9 +193,8 @@ def _index_of(s: Any, sub: Any, start: Any = 0) -> int:
     _strs(s, sub)
     if type(start) is not int:
         raise Fail(NO_OVERLOAD)
-    if start < 0 or start >= len(s) and not (start == 0 and not s):
-        if not (sub == "" and start == len(s)):
-            raise Fail(f"index out of range: {start}")
+    if start < 0 or start > len(s):
+        raise Fail(f"index out of range: {start}")
     return int(s.find(sub, start))
 
 
@@ -235,7 +234,7 @@ def _split(s: Any, sep: Any, n: Any = -1) -> list[str]:
         return []
     if sep == "":
         chars = list(s)
-        return chars if n < 0 or n >= len(chars) else chars[: n - 1] + ["".join(chars[n - 1 :])]
+        return chars if n < 0 or n >= len(chars) else [*chars[: n - 1], "".join(chars[n - 1 :])]
     return list(s.split(sep, n - 1 if n > 0 else -1))
 
 
@@ -253,10 +252,13 @@ def _substring(s: Any, start: Any, *end: Any) -> str:
     return str(s[start:stop])
 
 
-_SPACE: Final = "".join(
-    chr(c)
-    for c in (*range(9, 14), 32, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029)
-) + "\u202f\u205f\u3000"
+_SPACE: Final = (
+    "".join(
+        chr(c)
+        for c in (*range(9, 14), 32, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029)
+    )
+    + "\u202f\u205f\u3000"
+)
 
 
 def _trim(s: Any) -> str:
@@ -390,9 +392,7 @@ FUNCTIONS: Final[dict[str, Function]] = {
     "semver": _fn(_k8s(_Q._semver), "k8s_semver_string"),
     "isSemver": _fn(_k8s(_Q._is_semver), "k8s_isSemver_string"),
     "compareTo": _fn(_k8s(_Q._compare), "k8s_compareTo_bytes_bytes"),
-    "isGreaterThan": _fn(
-        _k8s(lambda a, b: _Q._compare(a, b) > 0), "k8s_isGreaterThan_bytes_bytes"
-    ),
+    "isGreaterThan": _fn(_k8s(lambda a, b: _Q._compare(a, b) > 0), "k8s_isGreaterThan_bytes_bytes"),
     "isLessThan": _fn(_k8s(lambda a, b: _Q._compare(a, b) < 0), "k8s_isLessThan_bytes_bytes"),
     "major": _fn(_k8s(lambda v: _Q._v(v).major), "k8s_major_bytes"),
     "minor": _fn(_k8s(lambda v: _Q._v(v).minor), "k8s_minor_bytes"),
@@ -400,9 +400,7 @@ FUNCTIONS: Final[dict[str, Function]] = {
     "sign": _fn(_k8s(lambda q: (_Q._q(q) > 0) - (_Q._q(q) < 0)), "k8s_sign_bytes"),
     "isInteger": _fn(_k8s(lambda q: _Q._q(q).denominator == 1), "k8s_isInteger_bytes"),
     "asInteger": _fn(_k8s(_Q._as_integer), "k8s_asInteger_bytes"),
-    "asApproximateFloat": _fn(
-        _k8s(lambda q: float(_Q._q(q))), "k8s_asApproximateFloat_bytes"
-    ),
+    "asApproximateFloat": _fn(_k8s(lambda q: float(_Q._q(q))), "k8s_asApproximateFloat_bytes"),
     "add": _fn(_k8s(_Q._add), "k8s_add_bytes_bytes", "k8s_add_bytes_int"),
     "sub": _fn(_k8s(_Q._sub), "k8s_sub_bytes_bytes", "k8s_sub_bytes_int"),
 }
@@ -417,7 +415,16 @@ _UNIT_BY_NAME: Final = frozenset(
     }
 )  # fmt: skip
 _TRAVERSE_BY_NAME: Final = frozenset(
-    {"lowerAscii", "upperAscii", "substring", "trim", "quantity", "isQuantity", "semver", "isSemver"}
+    {
+        "lowerAscii",
+        "upperAscii",
+        "substring",
+        "trim",
+        "quantity",
+        "isQuantity",
+        "semver",
+        "isSemver",
+    }
 )
 _PREFIX_BY_ID: Final = frozenset({"starts_with_string", "ends_with_string"})
 _MIN_BY_ID: Final = frozenset(

@@ -219,7 +219,6 @@ class Compiler:
     def _index(self, args: list[Expr], base: bool, optional: bool) -> Node:
         operand = self._operand(args[0], base)
         key = self.expr(args[1], False)
-        extra = 0 if _is_attribute(args[1]) or _constant(args[1])[0] else 0
 
         if optional:
 
@@ -237,7 +236,7 @@ class Compiler:
             k = key(run, scope)
             if type(target) is Optional:
                 return _optional_step(run, target, k)
-            run.cost += 1 + extra
+            run.cost += 1
             return _qualify(target, k)
 
         return index
