@@ -131,7 +131,7 @@ c("list_index_oob", "[1, 2][5] == 1")
 N = "x" * 200
 c(
     "regex_heavy",
-    f'[{", ".join(str(i) for i in range(100))}]'
+    f"[{', '.join(str(i) for i in range(100))}]"
     f'.all(i, ("{N}" + string(i)).matches("^(x+x+)+y$") == false)',
 )
 c(
