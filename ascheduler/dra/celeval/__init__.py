@@ -23,7 +23,7 @@ from ascheduler.dra.allocator import EvalError
 from ascheduler.dra.cel import Program, _not_bool
 from ascheduler.dra.celeval.ast import MalformedAst, parse_checked
 from ascheduler.dra.celeval.program import Compiler, Run, Unsupported
-from ascheduler.dra.celeval.values import CostExceeded, Domains, Fail, type_name
+from ascheduler.dra.celeval.values import MESSAGE_COST, CostExceeded, Domains, Fail, type_name
 
 __all__ = ["COST_LIMIT", "MeteredProgram", "Unsupported", "meter"]
 
@@ -63,20 +63,17 @@ class MeteredProgram:
         except Fail as exc:
             self.cost = run.cost
             if run.cost > limit:
-                raise EvalError(CostExceeded.__name__ and _COST_MESSAGE) from None
+                raise EvalError(MESSAGE_COST) from None
             raise EvalError(str(exc)) from None
         except CostExceeded as exc:
             self.cost = run.cost
             raise EvalError(str(exc)) from None
         self.cost = run.cost
         if run.cost > limit:
-            raise EvalError(_COST_MESSAGE)
+            raise EvalError(MESSAGE_COST)
         if type(result) is not bool:
             raise EvalError(_not_bool(type_name(result), result))
         return result
-
-
-_COST_MESSAGE: Final = "operation cancelled: actual cost limit exceeded"
 
 
 def meter(source: bytes | Program | Any) -> MeteredProgram:
