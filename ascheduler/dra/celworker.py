@@ -5,11 +5,13 @@ A selector's expression comes from whoever may create a ResourceClaim (or a Devi
 Most selectors compare a few attributes and cost microseconds per device; those are
 evaluated where the scheduler asks for them. An expression that can cost more than its
 length suggests (a comprehension, a string built by concatenation or `replace`, a regular
-expression) is **costly** (`is_costly`, a conservative reading of its tokens): its results
-are computed here, in a process of its own, so that the event loop (Lease renewals,
-`/healthz`, every other pod) never waits on it, and a run that passes its deadline (the
-DynamicResources `filterTimeout`) is ended by killing that process, which Python cannot do
-to a thread. The next costly job starts a new one.
+expression) is **costly** (`is_costly`, a conservative reading of its tokens). Its results
+are computed here, in a process of its own, on the evaluator that meters Kubernetes'
+runtime cost (`celeval`: a selector past `CELSelectorExpressionMaxCost` fails as in
+kube-scheduler, one under it is evaluated however many iterations it takes). So the event
+loop (Lease renewals, `/healthz`, every other pod) never waits on it, and a run that passes
+its deadline (DynamicResources' `filterTimeout`) is ended by killing that process, which
+Python cannot do to a thread. The next costly job starts a new one.
 
 The parent talks to the child over its stdin/stdout, in frames of a length and a pickle
 (both ends are this package; nothing else writes to the pipe). A job is one expression over
@@ -195,16 +197,42 @@ def serve(source: BinaryIO, sink: BinaryIO, evaluate: Evaluate) -> None:
         _write(sink, (job_id, None))
 
 
+#: Metered programs the child keeps (selectors repeat across jobs).
+METERED_KEPT: Final = 256
+
+
 def main() -> None:
+    """The child: costly selectors run on the metered evaluator (`celeval`: Kubernetes'
+    runtime cost limit, no iteration budget); one it does not model runs on cel-cpp."""
     _confine()
+    # The results travel on a copy of stdout; whatever prints (logs, a library) goes to stderr.
+    results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    from ascheduler.dra.allocator import CompileError
     from ascheduler.dra.cel import SelectorCache
+    from ascheduler.dra.celeval import MeteredProgram, Unsupported, meter
 
     cache = SelectorCache()
+    metered: dict[str, MeteredProgram | None] = {}
 
     def evaluate(expression: str, value: Any) -> bool:
-        return cache.evaluate_here(expression, value)
+        if expression not in metered:
+            program = cache.program(expression)
+            if program.error:
+                raise CompileError(program.error)
+            if len(metered) >= METERED_KEPT:
+                metered.pop(next(iter(metered)))
+            try:
+                metered[expression] = meter(program)
+            except Unsupported as exc:
+                log.info("cel_selector_not_metered", reason=str(exc), expression=expression[:200])
+                metered[expression] = None
+        program_ = metered[expression]
+        if program_ is None:
+            return cache.evaluate_here(expression, value)
+        return program_.evaluate(value)
 
-    serve(sys.stdin.buffer, sys.stdout.buffer, evaluate)
+    serve(sys.stdin.buffer, results, evaluate)
 
 
 # -- the parent -----------------------------------------------------------------------------

@@ -1093,6 +1093,9 @@ def claiming(name: str, *claims: str, templates: tuple[str, ...] = (), **kw: Any
 
 
 MODEL = f'device.attributes["{DRIVER}"].model'
+FORTY = "[" + ",".join(str(i) for i in range(40)) + "]"
+#: 40^3 = 64,000 iterations (cel-cpp alone stops at 10,000), under Kubernetes' cost limit.
+MANY = f"{FORTY}.all(a, {FORTY}.all(b, {FORTY}.all(c, a + b + c >= 0)))"
 MEMORY = f'device.capacity["{DRIVER}"].memory'
 
 SCENARIOS += [
@@ -1270,6 +1273,22 @@ SCENARIOS += [
         # The API server admits it (an attribute's type is only known at run time).
         objects=[device_claim("not-a-bool", want("r", "gpu", 1, MODEL))],
         pods=[claiming("not-a-bool", "not-a-bool")],
+        dry_run=False,
+    ),
+    Scenario(
+        "dra: selectors are bounded by their runtime cost, not by a count of iterations",
+        nodes=THREE,
+        devices=[
+            device_class("gpu"),
+            device_slice("a-gpus", [gpu("g0", "t4"), gpu("g1", "a100")], node="a"),
+        ],
+        # The API server admits it (its estimate: 598,971 of 1,000,000). One past the limit
+        # it refuses, so that case is checked against Kubernetes' own evaluation in
+        # tests/unit/dra/celcost instead.
+        objects=[
+            device_claim("iterations", want("r", "gpu", 1, f"{MANY} && {MODEL} == 'a100'")),
+        ],
+        pods=[claiming("iterations", "iterations")],
         dry_run=False,
     ),
     Scenario(
