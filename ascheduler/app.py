@@ -453,6 +453,12 @@ async def _serve(
             await stopping
         log.info("shutting_down", binding_in_flight=scheduler.binding_in_flight)
         scheduler.queue.close()
+        # Pods waiting on Permit have started no bind: they go back now rather than hold
+        # the stop (and the locks let go after it) until their group's timeout.
+        for fw in scheduler.frameworks.values():
+            for waiting in fw.handle.waiting_pods:
+                plugin = min(waiting.pending_plugins, default="")
+                waiting.reject(plugin, "the scheduler is stopping")
         if loop is not None:
             # The loop returns once the binding cycles in flight have finished; past the
             # grace period they are cancelled (each still unreserves, forgets, unlocks).
