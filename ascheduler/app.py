@@ -454,6 +454,12 @@ async def _serve(
             await stopping
         log.info("shutting_down", binding_in_flight=scheduler.binding_in_flight)
         scheduler.queue.close()
+        # Pods waiting on Permit have started no bind: they go back now rather than hold
+        # the stop (and the locks let go after it) until their group's timeout.
+        for fw in scheduler.frameworks.values():
+            for waiting in fw.handle.waiting_pods:
+                plugin = min(waiting.pending_plugins, default="")
+                waiting.reject(plugin, "the scheduler is stopping")
         if loop is not None:
             # The loop returns once the binding cycles in flight have finished; past the
             # grace period they are cancelled (each still unreserves, forgets, unlocks).
@@ -464,11 +470,23 @@ async def _serve(
                 loop.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await loop
+        # No bind is in hand any more: every lock of ours goes now, first, before the
+        # flushes below can hold the stop up past the supervisor's patience (a lock left
+        # behind blocks its nodes for every other instance until it goes stale).
+        await release_locks(runtime)
         await scheduler.evictions.drain(timeout=5.0)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(runtime.writer.queue.join(), timeout=5.0)
         for task in (*background, *waits):
             task.cancel()
+
+
+async def release_locks(runtime: Runtime) -> None:
+    """Every node and device pool lock this instance still holds let go, within
+    `RELEASE_ALL_SECONDS` (see `NodeLocks.release_all`); a second call finds none."""
+    binder = runtime.scheduler.binder
+    if binder is not None:
+        await binder.release_all()
 
 
 def _members(runtime: Runtime) -> Members | None:
@@ -544,9 +562,9 @@ async def main(config: SchedulerConfig, registry: Registry = IN_TREE) -> int:
                 log.error("stopped_leading", reason=str(lost.exceptions[0]))
                 return 1
     finally:
-        if runtime.scheduler.binder is not None:
-            await runtime.scheduler.binder.locks.release_all()
-            await runtime.scheduler.binder.devices.release_all()
+        # Also after a lost leadership or a crash of the serving tasks (their binds were
+        # cancelled, each releasing its own hold): parked holds and leftovers go here.
+        await release_locks(runtime)
         if elector is not None:
             await elector.release()
             await elector.kube.close()

@@ -140,6 +140,9 @@ class Scheduler:
             going=self._pod_going,
             gated=lambda uid: queue.where(uid) == "gated",
         )
+        if binder is not None:
+            # A pod that met another instance's lock is retried as soon as it is let go.
+            binder.locks.on_free = self._lock_freed
         for fw in self.frameworks.values():
             fw.handle.wake = self._wake
             for plugin in fw.post_filter_plugins:
@@ -150,6 +153,12 @@ class Scheduler:
         """A plugin's `handle.wake`: the pods are woken, keeping their backoff."""
         for uid in uids:
             self.queue.wake(uid)
+
+    def _lock_freed(self, uids: Iterable[str]) -> None:
+        """The node lock these pods waited for was let go: they are tried again now, their
+        backoff cut short (they waited for the lock, not for a failure to clear)."""
+        for uid in uids:
+            self.queue.activate(uid)
 
     def _pod_going(self, uid: str) -> bool:
         """A pod deleting, or gone from the cache."""
@@ -310,6 +319,7 @@ class Scheduler:
         *,
         rejected_by: frozenset[str] = frozenset(),
         error: bool = False,
+        backoff: bool = False,
         reason: str = "Unschedulable",
         started: float | None = None,
         nominated_node: str = "",
@@ -317,7 +327,8 @@ class Scheduler:
         diagnosis: Diagnosis | None = None,
     ) -> None:
         """Put the pod back and report why; `started` is when its attempt began (default:
-        the current scheduling cycle's start)."""
+        the current scheduling cycle's start). `backoff`: not an error, but the pod waits out
+        its backoff all the same, as one does (nothing it could be parked for would tell)."""
         if error:
             self.stats.errors += 1
         else:
@@ -336,7 +347,9 @@ class Scheduler:
             # this attempt ran: nothing to retry, nobody to report to.
             self.queue.done(qp.pod.uid)
         else:
-            self.queue.requeue(replace(qp, pod=current), rejected_by=rejected_by, error=error)
+            self.queue.requeue(
+                replace(qp, pod=current), rejected_by=rejected_by, error=error or backoff
+            )
             if self.diagnoses is not None:
                 self.diagnoses.record(
                     current,
@@ -445,12 +458,17 @@ class Scheduler:
         if self.cache.is_assumed(pod.uid):
             self.cache.forget(pod)
         rejected = status.rejected
+        # Pending (another instance's node lock): no plugin rejected the pod, so it goes
+        # back with backoff, never popped early (kube-scheduler's way with a PreBind
+        # rejection), reported Unschedulable, not as an error.
+        pending = status.code is Code.PENDING
         self.handle_scheduling_failure(
             fw,
             qp,
             status,
             error=not rejected,
-            rejected_by=frozenset({status.plugin}) if rejected else frozenset(),
+            backoff=pending,
+            rejected_by=frozenset({status.plugin}) if rejected and not pending else frozenset(),
             reason="Unschedulable" if rejected else "SchedulerError",
             started=state.read(_STARTED),
         )

@@ -40,6 +40,7 @@ from ascheduler import metrics
 from ascheduler.binding.devicelocks import DeviceLocks
 from ascheduler.binding.members import Member, Members, parse_member
 from ascheduler.binding.nodelock import (
+    RELEASE_ALL_SECONDS,
     Holds,
     Known,
     LockContended,
@@ -48,6 +49,7 @@ from ascheduler.binding.nodelock import (
     is_group_key,
     lock_keys,
     lock_lease_name,
+    lock_wait_message,
 )
 from ascheduler.cache import Cache
 from ascheduler.framework import Code, CycleState, Framework, Status
@@ -377,6 +379,14 @@ class LockedBinder:
         Leases, the Lease of `key` as the informer has it."""
         return self._lease_events.known.get(key) if self.on_lease else cached
 
+    async def release_all(self, timeout: float = RELEASE_ALL_SECONDS) -> dict[str, str]:
+        """Stopping: every node lock and device pool lock of this instance let go at once,
+        within `timeout` seconds; returns those left (lock key or pool Lease -> value)."""
+        nodes, pools = await asyncio.gather(
+            self.locks.release_all(timeout), self.devices.release_all(timeout)
+        )
+        return {**nodes, **pools}
+
     def lock_keys(self, node: str) -> list[str]:
         """The locks a bind to `node` takes: the node's own (on Nodes, or a Lease per node),
         or its group's, under this instance's grouping and every other member's."""
@@ -533,9 +543,16 @@ class LockedBinder:
                     # for whoever holds them next, the pods bound under them, left beside.
                     self._records[node] = (self._epoch(), hold.lineage, view)
                     hold.record(view.added)
-            except (LockContended, KubeError) as exc:
+            except LockContended as exc:
+                # Another instance binds there: the pods wait for it, not fail (see `waiting`).
+                waiting = [b for b in queue if not b.result.done()]
+                self.locks.wait_for(exc.node, exc.value, [b.pod.uid for b in waiting])
+                status = Status.pending(lock_wait_message(node, exc), NODE_LOCK)
+                while queue:  # they would meet the same lock
+                    queue.popleft().finish(status)
+            except KubeError as exc:
                 failed = Status.error(f"node lock: {exc}", NODE_LOCK)
-                while queue:  # they would meet the same lock, or the same failure
+                while queue:  # they would meet the same failure
                     queue.popleft().finish(failed)
 
     async def _serve(

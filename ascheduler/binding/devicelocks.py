@@ -14,8 +14,9 @@ a claim's *new* allocation only inside `DeviceLocks.hold`, which holds
   (`ascheduler-pool-<hash>` in the scheduler's namespace, created on first use).
 
 Locks are taken in one order (the node first, then the pools by name), so instances never wait
-on each other in a cycle; a lock held by another instance fails the bind at once, and the pod
-is tried again.
+on each other in a cycle; a lock held by another instance ends the attempt at once: the pod
+waits (PreBind says `Pending`, not an error) and is tried again with backoff (a node's lock:
+as soon as its Lease shows it let go).
 
 Under the locks, the allocation is checked against the API server itself: every claim this
 project allocates carries one label per pool it draws devices from (`pool_label`), so one
@@ -32,7 +33,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-from ascheduler.binding.nodelock import Hold, Known, LockSettings, NodeLocks
+from ascheduler.binding.nodelock import RELEASE_ALL_SECONDS, Hold, Known, LockSettings, NodeLocks
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import parse_resource_claim
@@ -125,8 +126,9 @@ class DeviceLocks:
         """The pool locks' background work (the node locks' is the binder's)."""
         await self.pool_locks.run()
 
-    async def release_all(self) -> None:
-        await self.pool_locks.release_all()
+    async def release_all(self, timeout: float = RELEASE_ALL_SECONDS) -> dict[str, str]:
+        """The pool locks still ours, let go (the node locks are the binder's)."""
+        return await self.pool_locks.release_all(timeout)
 
     @contextlib.asynccontextmanager
     async def hold(

@@ -132,6 +132,8 @@ WANTED_SUFFIX: Final = "-wanted"
 BOUND_SUFFIX: Final = "-bound"
 #: How many uids that record keeps.
 BOUND_KEPT: Final = 64
+#: How long a stopping instance tries to clear its locks (`NodeLocks.release_all`).
+RELEASE_ALL_SECONDS: Final = 5.0
 #: After letting a lock go for an instance that asked, our holds on that node do not linger
 #: for this long, so the other instance's next try finds the lock free between them.
 YIELD_SECONDS: Final = 30.0
@@ -359,14 +361,27 @@ class Holder:
 
 
 class LockContended(Exception):
-    """Another holder has the node's lock (or won the race for it)."""
+    """Another holder has the node's lock (or won the race for it): a reason to wait and try
+    again, never an error of the pod's."""
 
-    def __init__(self, node: str, holder: str, *, asked: bool = False) -> None:
+    def __init__(self, node: str, holder: str, *, asked: bool = False, value: str = "") -> None:
         self.node = node
         self.holder = holder
         #: Whether the holder (an instance) was asked to hand the lock over.
         self.asked = asked
+        #: The lock value met ("" when none was: a race lost to concurrent writers).
+        self.value = value
         super().__init__(f"node {node} is locked by {holder}")
+
+
+def lock_wait_message(node: str, exc: LockContended) -> str:
+    """What a pod that met another holder's lock on its way to `node` is told (its
+    PodScheduled condition, reason `Unschedulable`): who holds it, and that it waits."""
+    where = f"node {node}" if exc.node == node else f"node {node} (lock {exc.node})"
+    return (
+        f"{where} is locked by {exc.holder}: waiting for the lock to be released, "
+        "the pod will be retried"
+    )
 
 
 @dataclass
@@ -590,6 +605,11 @@ class NodeLocks:
         self._sharing: dict[str, _Shared] = {}
         #: node -> the asyncio lock of its binds while its locks are groups'
         self._node_local: dict[str, asyncio.Lock] = {}
+        #: lock key -> pods that met another holder's value there (uid -> that value)
+        self._waiters: dict[str, dict[str, str]] = {}
+        #: Told which pods' lock was let go (`wait_for`), so they are retried at once rather
+        #: than at the end of their backoff; None: nobody listens (no pod is remembered).
+        self.on_free: Callable[[list[str]], None] | None = None
 
     # -- what this instance sees ------------------------------------------------------------
 
@@ -617,6 +637,8 @@ class NodeLocks:
             self._seen.pop(node, None)
         elif (seen := self._seen.get(node)) is None or seen[0] != value:
             self._seen[node] = (value, self._clock())
+        if node in self._waiters:
+            self._free_waiters(node, value)
         wanted = annotations.get(self.settings.wanted_key, "")
         if wanted and wanted != self.settings.identity:
             self._wanted.add(node)
@@ -624,6 +646,30 @@ class NodeLocks:
                 self._wake.set()  # let it go now
         else:
             self._wanted.discard(node)
+
+    def wait_for(self, node: str, value: str, uids: Iterable[str]) -> None:
+        """Pods that met another holder's lock `value` on `node` and wait for it: `on_free`
+        is told of them once the lock object shows another value (at once if it does by
+        now). Nothing is remembered without a listener, or without a value to wait out."""
+        if self.on_free is None or not value:
+            return
+        waiting = self._waiters.setdefault(node, {})
+        for uid in uids:
+            waiting[uid] = value
+        seen = self._seen.get(node)
+        self._free_waiters(node, seen[0] if seen is not None else "")
+
+    def _free_waiters(self, node: str, value: str) -> None:
+        waiting = self._waiters.get(node, {})
+        freed = [uid for uid, met in waiting.items() if met != value]
+        if not freed:
+            return
+        for uid in freed:
+            del waiting[uid]
+        if not waiting:
+            del self._waiters[node]
+        if self.on_free is not None:
+            self.on_free(freed)
 
     def foreign(self, node: str) -> bool:
         """Whether `node`'s lock object, as last seen, holds a lock that is not ours."""
@@ -893,6 +939,11 @@ class NodeLocks:
         sent: list[bool] = []
         try:
             return await self._acquire(node, value, started, known, sent)
+        except LockContended as exc:
+            if sent:
+                self._leave(node, value)
+            self.wait_for(node, exc.value, [pod.uid])
+            raise
         except BaseException:
             if sent:
                 self._leave(node, value)
@@ -1024,7 +1075,7 @@ class NodeLocks:
         if asked:
             await self._ask(node)
         described = holder.describe() if holder else f"value {value[:100]!r}"
-        raise LockContended(node, described, asked=asked)
+        raise LockContended(node, described, asked=asked, value=value)
 
     async def _await_handover(self, node: str, value: str) -> None:
         """Until the lock object no longer shows `value` (as the informer, or a read of ours,
@@ -1275,6 +1326,9 @@ class NodeLocks:
         ):
             table.pop(node, None)
         self._wanted.discard(node)
+        waiting = self._waiters.pop(node, None)
+        if waiting and self.on_free is not None:
+            self.on_free(list(waiting))  # its lock went with it
         lock = self._local.get(node)
         if lock is not None and not lock.locked():
             del self._local[node]
@@ -1282,18 +1336,54 @@ class NodeLocks:
         if lock is not None and not lock.locked():
             del self._node_local[node]
 
-    async def release_all(self) -> None:
-        """Graceful shutdown: one last try at every lock of ours still on a node."""
-        values = {node: hold.value for node, hold in self._held.items()}
+    async def release_all(self, timeout: float = RELEASE_ALL_SECONDS) -> dict[str, str]:
+        """Stopping: every lock of ours still taken (held, parked, or a release that failed)
+        cleared, all at once, within `timeout` seconds; returns those that were not (node ->
+        value): they stand until they go stale for the others (`timeout` of the settings).
+        Binds must be over or cancelled by now: a lock is cleared whoever uses it."""
+        holds = dict(self._held)
+        values = {node: hold.value for node, hold in holds.items()}
         values.update(self._leftover)
         self._parked.clear()
-        for node, value in values.items():
-            try:
-                await self._clear(node, value)
-            except (KubeError, LockContended) as exc:
-                log.warning("node_lock_release_failed", node=node, error=str(exc), retry="never")
         self._held.clear()
         self._leftover.clear()
+        self._retry_at.clear()
+        left = dict(values)
+
+        async def clear(node: str, value: str) -> None:
+            hold = holds.get(node)
+            if hold is not None and hold.value == value:
+                # The pods bound under it are left beside it, as a release leaves them.
+                done = self._clear(
+                    node, value, version=hold.version, record=hold.bound_after, obj=hold.node_obj
+                )
+            else:
+                done = self._clear(node, value)
+            try:
+                await done
+            except (KubeError, LockContended) as exc:
+                log.warning("node_lock_release_failed", node=node, error=str(exc), retry="never")
+                return
+            del left[node]
+
+        if values:
+            try:
+                async with asyncio.timeout(timeout):
+                    outcomes = await asyncio.gather(
+                        *(clear(n, v) for n, v in values.items()), return_exceptions=True
+                    )
+            except TimeoutError:
+                outcomes = []
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+                    raise outcome
+                if isinstance(outcome, Exception):
+                    log.error("node_lock_release_crashed", error=repr(outcome))
+        if left:
+            log.warning("node_locks_left", locks=sorted(left), until="stale for the others")
+        else:
+            log.info("node_locks_released", locks=len(values))
+        return left
 
     @property
     def held(self) -> dict[str, Hold]:

@@ -47,6 +47,11 @@ class Code(enum.IntEnum):
     UNSCHEDULABLE_AND_UNRESOLVABLE = 3
     WAIT = 4
     SKIP = 5
+    #: kube-scheduler's Pending: the placement stands, but the pod must wait for something
+    #: outside the scheduler before it can be bound (another instance's node lock, here).
+    #: A rejection (`Unschedulable`, not an error); from PreBind or Bind the pod goes back
+    #: with backoff, as kube-scheduler puts back a pod no plugin rejected in a FitError.
+    PENDING = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +66,7 @@ class Status:
 
     @property
     def rejected(self) -> bool:
-        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
 
     @property
     def message(self) -> str:
@@ -78,6 +83,10 @@ class Status:
     def unschedulable(cls, *reasons: str, plugin: str = "", resolvable: bool = True) -> Status:
         code = Code.UNSCHEDULABLE if resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
         return cls(code, reasons, plugin)
+
+    @classmethod
+    def pending(cls, message: str, plugin: str = "") -> Status:
+        return cls(Code.PENDING, (message,), plugin)
 
 
 SUCCESS = Status()

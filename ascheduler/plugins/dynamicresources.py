@@ -46,7 +46,7 @@ import numpy as np
 import structlog
 
 from ascheduler.binding.devicelocks import LABEL_PREFIX, DeviceTaken, pool_label
-from ascheduler.binding.nodelock import Known, LockContended
+from ascheduler.binding.nodelock import Known, LockContended, lock_wait_message
 from ascheduler.dra.allocator import (
     INVALID_POOLS,
     AllocationError,
@@ -709,8 +709,8 @@ class DynamicResources(
         except DeviceTaken as exc:
             log.info("device_taken", pod=pod.key, node=node, error=str(exc))
             return Status.error(f"{exc} (by another scheduler)")
-        except LockContended as exc:
-            return Status.error(f"device lock: {exc}")
+        except LockContended as exc:  # another instance allocates there: wait, no error
+            return Status.pending(f"device lock: {lock_wait_message(node, exc)}")
         except KubeError as exc:
             return Status.error(f"device lock: {exc}")
         except TimeoutError:
