@@ -7,10 +7,19 @@
             from the second batch on: read the node back, stop if the lock is not ours
             re-validate each fit against that list plus the binds before it in this hold
             then, for the ones that fit, concurrently (each within the hold's cutoff):
-                HAMi mode only: pod <prefix>/bind-phase=allocating, <prefix>/bind-time=<unix s>
-                Bind plugins (POST pods/binding, carrying bind-phase=success and bind-time)
-                HAMi mode only, on failure: pod <prefix>/bind-phase=failed
+                Bind plugins (POST pods/binding, carrying <prefix>/bind-phase and bind-time)
     (released on every path: success, error, cancellation)
+
+**The bind phase rides on the Binding.** The API server copies a Binding's
+`metadata.annotations` onto the pod in the same write that binds it, so the pod never needs a
+write of its own, and the scheduler needs no `patch pods`: its role is no wider than
+kube-scheduler's. The phase the Binding carries is `success`, or under HAMi's prefix
+(`hami.io`) `allocating`: the state HAMi's own scheduler leaves a bound pod in, for HAMi's
+device plugin to find on its node and mark `success` or `failed` after its allocation. A bind
+that fails binds nothing, so nothing lands on the pod: the failure is reported as any other
+(a FailedScheduling event and the pod's PodScheduled=False condition, through `pods/status`),
+and the pod is scheduled again. A Binding that landed unanswered carries its phase all the
+same.
 
 Binds to one node are coalesced: the first binding cycle to reach a node leads, takes the lock
 and serves, in order, every bind that queues for the node while it holds it; the others wait
@@ -55,7 +64,6 @@ from ascheduler.cache import Cache
 from ascheduler.framework import Code, CycleState, Framework, Status
 from ascheduler.framework.interface import BINDING_ANNOTATIONS
 from ascheduler.kube import KubeClient, KubeError
-from ascheduler.kube.client import MERGE_PATCH
 from ascheduler.kube.informer import Informer
 from ascheduler.model import Node, PodInfo, parse_node, parse_pod
 
@@ -99,11 +107,10 @@ class BindSettings:
     mode: BindingMode = "direct"
 
     @property
-    def writes_allocating(self) -> bool:
-        """Whether a locked bind marks its pod `allocating` before the Binding (a write per
-        pod): only in HAMi mode (its lock key, or its `hami.io` annotations), where HAMi's
-        device plugin looks for that pod. Otherwise the Binding alone carries the phase."""
-        return self.lock.hami or self.annotation_prefix == HAMI_PREFIX
+    def bound_phase(self) -> str:
+        """The bind phase a Binding carries onto its pod: `allocating` under HAMi's prefix
+        (HAMi's device plugin finishes the protocol), `success` otherwise."""
+        return "allocating" if self.annotation_prefix == HAMI_PREFIX else "success"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -241,10 +248,6 @@ class _LeaseEvents:
         elif lease.node:
             self.known.pop(lease.node, None)
             self.locks.observe(lease.node, {}, watched=True)
-
-
-class _Taken(Exception):
-    """The pod was bound, deleted or recreated since it was scheduled."""
 
 
 @dataclass
@@ -454,9 +457,7 @@ class LockedBinder:
         """A bind without the node's lock (no other instance shares the nodes), cut off in
         time for the others' count of our member Lease (see `members`)."""
         self._records.pop(node, None)  # no record of ours counts this bind
-        state.write(
-            BINDING_ANNOTATIONS, {self.phase_key: "success", self.time_key: str(int(time.time()))}
-        )
+        state.write(BINDING_ANNOTATIONS, self._phase_annotations(str(int(time.time()))))
         metrics.NODE_LOCK_BINDS_ALONE.inc()
         with members.lockless():
             try:
@@ -606,59 +607,25 @@ class LockedBinder:
                 bind.finish(Status.error("bind interrupted", NODE_LOCK))
 
     async def _bind_one(self, hold: Holds, bind: _Bind, node: str) -> Status:
-        """The bind phases and the Bind plugins for one pod already re-validated, started only
-        within the hold's time budget and cut off at its cutoff (see `nodelock`)."""
+        """The Bind plugins for one pod already re-validated, started only within the hold's
+        time budget and cut off at its cutoff (see `nodelock`). The Binding carries the bind
+        phase and time (see the module's docstring)."""
         pod = bind.pod
         if not hold.writable():
             return Status.error(f"node lock on {node}: the hold ran out of time", NODE_LOCK)
-        stamp = str(int(time.time()))
-        version = ""
-        if self.settings.writes_allocating:
-            try:
-                async with asyncio.timeout(hold.remaining()):
-                    version = await self._allocating(pod, stamp)
-            except KubeError as exc:
-                return Status.error(f"pod {pod.key}: {exc}", NODE_LOCK)  # e.g. deleted meanwhile
-            except _Taken as exc:
-                return Status.error(str(exc), NODE_LOCK)
-            except TimeoutError:
-                return Status.error(f"node lock on {node}: the hold ran out of time", NODE_LOCK)
-        # `success` rides on the Binding itself: the API server copies its annotations
-        # onto the pod in the same write that binds it.
-        bind.state.write(BINDING_ANNOTATIONS, {self.phase_key: "success", self.time_key: stamp})
-        status = Status.error("bind interrupted", NODE_LOCK)
+        bind.state.write(BINDING_ANNOTATIONS, self._phase_annotations(str(int(time.time()))))
         try:
             async with asyncio.timeout(hold.remaining()):
                 status = await bind.fw.bind(bind.state, pod, node)
         except TimeoutError:
             status = Status.error(f"node lock on {node}: bind cut off with the hold", NODE_LOCK)
-        finally:
-            if not status.ok and version:  # also on cancellation: never left `allocating`
-                await self._phase_quietly(pod, "failed", version)
         if status.ok and self.cache is not None:
             self._vouch(pod, node)
         return status
 
-    async def _allocating(self, pod: PodInfo, stamp: str) -> str:
-        """Mark the pod `allocating`, guarded by the version this scheduling decision saw; on
-        a conflict, read it back: still unbound and the same pod (its PodScheduled condition
-        was written meanwhile, say), mark that version; bound or recreated, `_Taken` (this
-        instance must not touch it). Returns the pod's new version."""
-        try:
-            return await self._phase(pod, "allocating", stamp=stamp, version=pod.resource_version)
-        except KubeError as exc:
-            if not exc.conflict:
-                raise
-        current = await self.kube.get(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
-        meta = current.get("metadata") or {}
-        if (
-            meta.get("uid") != pod.uid
-            or (current.get("spec") or {}).get("nodeName")
-            or meta.get("deletionTimestamp")
-        ):
-            raise _Taken(f"pod {pod.key} changed since it was scheduled")
-        version = str(meta.get("resourceVersion", ""))
-        return await self._phase(pod, "allocating", stamp=stamp, version=version)
+    def _phase_annotations(self, stamp: str) -> dict[str, str]:
+        """What a Binding carries onto its pod: the bind phase, and the bind time (unix s)."""
+        return {self.phase_key: self.settings.bound_phase, self.time_key: stamp}
 
     async def _allocatable(self, node: str, hold: Holds, cached: Node | None) -> dict[str, int]:
         """The node's allocatable: off the Node our lock write returned, else the cache's
@@ -741,23 +708,3 @@ class LockedBinder:
         )
         log.info("bind_revalidation_failed", pod=pod.key, node=node, reasons=reasons)
         return Status(Code.UNSCHEDULABLE, (f"node {node} no longer fits: {reasons}",), NODE_LOCK)
-
-    async def _phase(
-        self, pod: PodInfo, phase: str, *, version: str, stamp: str | None = None
-    ) -> str:
-        """Set the bind phase if the pod is still at `version`; returns its new version."""
-        annotations = {self.phase_key: phase}
-        if stamp is not None:
-            annotations[self.time_key] = stamp
-        updated = await self.kube.patch(
-            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
-            {"metadata": {"resourceVersion": version, "annotations": annotations}},
-            content_type=MERGE_PATCH,
-        )
-        return str((updated.get("metadata") or {}).get("resourceVersion", ""))
-
-    async def _phase_quietly(self, pod: PodInfo, phase: str, version: str) -> None:
-        try:
-            await self._phase(pod, phase, version=version)
-        except KubeError as exc:
-            log.warning("bind_phase_patch_failed", pod=pod.key, phase=phase, error=str(exc))

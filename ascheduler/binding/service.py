@@ -5,7 +5,7 @@ queued by key and handled by one of `workers` tasks, one at a time per request:
 
 * the decision is `reconcile.decide`'s (bind, succeed, fail, delete, leave);
 * a bind goes through `LockedBinder`: under the node's lock when the lock policy asks (the
-  pods on the node listed and the fit checked again, the bind phases written on the pod),
+  pods on the node listed and the fit checked again, the bind phase carried by the Binding),
   as a plain Binding carrying the pod's UID otherwise;
 * a bind that fails counts an attempt in the request's status and is tried again after its
   backoff (1, 2, 4 .. 60 s); at `backoffLimit` attempts the request is Failed and the scheduler

@@ -125,7 +125,7 @@ async def test_deploy_base_applies_and_its_service_account_can_schedule(
     kubeconfig = await service_account_kubeconfig(kube, plane_state, "ascheduler", tmp_path)
 
     # The deployed configuration, with its own profile name and node locks on every bind
-    # (so the node and pod patches are exercised too).
+    # (so the lock Lease writes are exercised too).
     configmap = next(d for d in docs if d["kind"] == "ConfigMap")
     config = yaml.safe_load(configmap["data"]["config.yaml"])
     profile = f"{namespace}-deployed"

@@ -29,6 +29,7 @@ from tests.integration.test_deploy import (
     assert_authorized,
     service_account_kubeconfig,
 )
+from tests.integration.test_rbac import allowed
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "ascheduler"
@@ -189,6 +190,50 @@ def test_the_optional_parts_render(tmp_path: Path) -> None:
     }
 
 
+def node_lock_roles(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {d["kind"]: d for d in docs if d["metadata"]["name"] == f"{RELEASE}-node-locks"}
+
+
+@pytest.mark.parametrize(
+    ("values", "on_nodes"),
+    [
+        ({}, False),
+        ({"nodeLock": {"object": "lease"}}, False),
+        ({"nodeLock": {"object": "node"}}, True),
+        ({"nodeLock": {"key": "hami.io/mutex.lock"}}, True),
+        ({"schedulerConfig": {"ascheduler": {"nodeLock": {"object": "node"}}}}, True),
+        ({"nodeLock": {"object": "node"}, "binding": "bindrequest"}, True),
+    ],
+)
+def test_patch_nodes_only_with_the_node_locks_on_nodes(
+    tmp_path: Path, values: dict[str, Any], on_nodes: bool
+) -> None:
+    """No role of the chart writes a pod (but its binding, status, deletion) or a Node; the
+    Node lock's ClusterRole (patch nodes) comes with the locks on Nodes, bound to the
+    scheduler's account and the binder's when there is one."""
+    docs = render(tmp_path, values)
+    for role in (d for d in docs if d["kind"] == "ClusterRole"):
+        for rule in role["rules"]:
+            if "" not in rule.get("apiGroups", ()):
+                continue
+            if "pods" in rule["resources"]:
+                assert not {"patch", "update", "*"} & set(rule["verbs"]), role["metadata"]
+            if "nodes" in rule["resources"] and role["metadata"]["name"] != (
+                f"{RELEASE}-node-locks"
+            ):
+                assert not {"patch", "update", "*"} & set(rule["verbs"]), role["metadata"]
+    roles = node_lock_roles(docs)
+    if not on_nodes:
+        assert roles == {}
+        return
+    assert roles["ClusterRole"]["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}
+    ]
+    subjects = {s["name"] for s in roles["ClusterRoleBinding"]["subjects"]}
+    binder = values.get("binding") == "bindrequest"
+    assert subjects == ({RELEASE, f"{RELEASE}-binder"} if binder else {RELEASE})
+
+
 @pytest.mark.parametrize(
     ("values", "problem"),
     [
@@ -251,6 +296,11 @@ async def test_the_rendered_chart_applies_and_its_service_account_schedules(
             cluster_objects.append(
                 f"/apis/rbac.authorization.k8s.io/v1/{doc['kind'].lower()}s/{doc['metadata']['name']}"
             )
+    # Its ServiceAccount may not change a pod (spec or metadata) nor patch a Node.
+    for verb in ("patch", "update"):
+        assert not await allowed(kube, RELEASE, verb, "pods", namespace=namespace)
+        assert not await allowed(kube, RELEASE, verb, "nodes", name="any")
+    assert await allowed(kube, RELEASE, "patch", "pods", namespace=namespace, subresource="status")
     kubeconfig = await service_account_kubeconfig(kube, plane_state, RELEASE, tmp_path)
     config = config_of(docs)
     config["ascheduler"]["httpAddress"] = "127.0.0.1:0"

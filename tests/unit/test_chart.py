@@ -1,6 +1,7 @@
 """deploy/helm's chart and deploy/base cannot drift: the chart's CRDs are deploy/crds' files and
-its RBAC rules are deploy/base's, byte for byte and rule for rule; its values file documents
-every value its schema knows."""
+its RBAC rules are deploy/base's (and the node-lock overlay's), byte for byte and rule for rule;
+its values file documents every value its schema knows. The roles write no pod but through
+pods/binding, pods/status and deletions, and no Node but in the node-lock overlay."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "ascheduler"
 BASE = ROOT / "deploy" / "base"
+NODE_LOCKS = ROOT / "deploy" / "overlays" / "node-lock-object-node"
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
@@ -45,6 +47,9 @@ def test_the_chart_s_rbac_rules_are_deploy_base_s() -> None:
     assert yaml.safe_load((files / "binder.yaml").read_text()) == rules(
         BASE / "binder.yaml", "ClusterRole", "ascheduler-binder"
     )
+    assert yaml.safe_load((files / "node-locks.yaml").read_text()) == rules(
+        NODE_LOCKS / "rbac.yaml", "ClusterRole", "ascheduler-node-locks"
+    )
     # The namespaced Lease rules: the chart's template writes them out; same verbs.
     template = (CHART / "templates" / "rbac.yaml").read_text()
     for rule in rules(BASE / "rbac.yaml", "Role", "ascheduler-leader-election"):
@@ -62,3 +67,40 @@ def test_every_value_is_in_the_schema_and_the_schema_has_no_unknown_value() -> N
         at = next(i for i, line in enumerate(lines) if line.startswith(f"{key}:"))
         above = lines[at - 1].strip()
         assert above.startswith("#"), key
+
+
+def granted(rules: list[dict[str, Any]], group: str, resource: str) -> set[str]:
+    verbs: set[str] = set()
+    for rule in rules:
+        if group in rule.get("apiGroups", ()) and resource in rule.get("resources", ()):
+            verbs |= set(rule["verbs"])
+    return verbs
+
+
+def test_no_role_writes_pods_or_nodes_but_the_node_lock_overlay() -> None:
+    """kube-scheduler's system:kube-scheduler reads pods and nodes, deletes pods, creates
+    Bindings and patches pods/status: so do ascheduler's roles. A pod's spec is never theirs
+    to change (the bind-phase annotations ride on the Binding), nor a Node but for its lock."""
+    scheduler = rules(BASE / "rbac.yaml", "ClusterRole", "ascheduler")
+    binder = rules(BASE / "binder.yaml", "ClusterRole", "ascheduler-binder")
+    assert granted(scheduler, "", "pods") == {"get", "list", "watch", "delete"}
+    assert granted(binder, "", "pods") == {"get", "list", "watch"}
+    for role in (scheduler, binder):
+        assert granted(role, "", "nodes") == {"get", "list", "watch"}
+        assert granted(role, "", "pods/binding") == {"create"}
+        assert not [r for r in role if "*" in r["verbs"] or "*" in r.get("resources", ())]
+    assert granted(scheduler, "", "pods/status") == {"patch"}
+    # What the secure HTTP port needs to check its callers.
+    assert granted(scheduler, "authentication.k8s.io", "tokenreviews") == {"create"}
+    assert granted(scheduler, "authorization.k8s.io", "subjectaccessreviews") == {"create"}
+    # The overlay: patch nodes, for both ServiceAccounts, and both run with the flag.
+    overlay = rules(NODE_LOCKS / "rbac.yaml", "ClusterRole", "ascheduler-node-locks")
+    assert overlay == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}]
+    (binding,) = [d for d in documents(NODE_LOCKS / "rbac.yaml") if d["kind"] != "ClusterRole"]
+    assert {s["name"] for s in binding["subjects"]} == {"ascheduler", "ascheduler-binder"}
+    kustomization = yaml.safe_load((NODE_LOCKS / "kustomization.yaml").read_text())
+    assert kustomization["resources"] == ["../../base", "rbac.yaml"]
+    patched = {p["target"]["name"]: yaml.safe_load(p["patch"]) for p in kustomization["patches"]}
+    assert set(patched) == {"ascheduler", "ascheduler-binder"}
+    for ops in patched.values():
+        assert [op["value"] for op in ops] == ["--node-lock-object", "node"]

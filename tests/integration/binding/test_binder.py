@@ -110,7 +110,7 @@ async def test_each_bind_in_a_hold_counts_the_ones_before_it(
     assert all("no longer fits: Too many pods" in s.message for s in statuses[5:])
     on_api = await pods_in(kube, namespace)
     assert sum(1 for p in on_api.values() if p["spec"].get("nodeName")) == 5
-    # Refused before their `allocating` write: no phase at all.
+    # Refused before their Binding: no phase at all (nothing but a Binding carries it).
     assert not (on_api["p5"]["metadata"].get("annotations") or {}).get(PHASE)
     assert await lock_value(kube, node, on) is None
 

@@ -47,7 +47,6 @@ class FakeNodeApi:
     #: Raised by every call while set (a failure that is not the API server's).
     crash: BaseException | None = None
     #: Pod patches to answer 409 before one lands.
-    pod_conflicts: int = 0
     pod_patches: list[str] = field(default_factory=list)
     #: Lock Leases: the lock object is the Lease once it exists (made by a POST), which
     #: answers like the node otherwise; bodies POSTed, in order.
@@ -110,12 +109,9 @@ class FakeNodeApi:
         if self.crash is not None:
             raise self.crash
         if not path.startswith("/api/v1/nodes/") and LEASES not in path:
-            version = body["metadata"].get("resourceVersion")
-            if self.pod_conflicts > 0:
-                self.pod_conflicts -= 1
-                raise ApiError(409, "Conflict", "modified", method="PATCH", path=path)
-            self.pod_patches.append(f"{path.rsplit('/', 1)[-1]}@{version}")
-            return {"metadata": {"resourceVersion": "7"}}
+            # A pod write: the binder has no `patch pods` (its Bindings carry the annotations).
+            self.pod_patches.append(path.rsplit("/", 1)[-1])
+            raise ApiError(403, "Forbidden", "cannot patch pods", method="PATCH", path=path)
         if LEASES in path and not self.lease_exists:
             raise ApiError(404, "NotFound", "no such lease", method="PATCH", path=path)
         meta = body["metadata"]

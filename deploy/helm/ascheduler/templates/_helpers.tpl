@@ -58,3 +58,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $cfg := include "ascheduler.config" . | fromYaml -}}
 {{- if eq (default "direct" $cfg.ascheduler.binding) "bindrequest" -}}true{{- end -}}
 {{- end -}}
+
+{{/* Whether node locks live on Nodes (nodeLock.object node, or HAMi's key with no object), as
+the rendered configuration has it: only then may the ServiceAccounts patch Nodes. */}}
+{{- define "ascheduler.nodeLocksOnNodes" -}}
+{{- $cfg := include "ascheduler.config" . | fromYaml -}}
+{{- $lock := default dict $cfg.ascheduler.nodeLock -}}
+{{- $object := default "" $lock.object -}}
+{{- if or (eq $object "node") (and (eq $object "") (eq (default "" $lock.key) "hami.io/mutex.lock")) -}}true{{- end -}}
+{{- end -}}
