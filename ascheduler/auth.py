@@ -34,16 +34,13 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 import orjson
 import structlog
 from aiohttp import web
 
 from ascheduler.kube.client import KubeError
-
-if TYPE_CHECKING:
-    from ascheduler.kube import KubeClient
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +55,12 @@ MAX_CACHED: Final = 10_000
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+
+
+class Reviewer(Protocol):
+    """Where reviews are created: a `KubeClient`."""
+
+    async def post(self, path: str, body: Any) -> Any: ...
 
 
 class Unauthenticated(Exception):
@@ -229,8 +232,8 @@ class DelegatedAuth:
 
     def __init__(
         self,
-        authentication: KubeClient,
-        authorization: KubeClient,
+        authentication: Reviewer,
+        authorization: Reviewer,
         settings: AuthSettings = AuthSettings(),
         *,
         clock: Callable[[], float] = time.monotonic,
