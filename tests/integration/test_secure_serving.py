@@ -6,6 +6,8 @@ is per path; and plain HTTP is not spoken there."""
 from __future__ import annotations
 
 import json
+import ssl
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -147,3 +149,36 @@ async def test_metrics_on_the_secure_port_only_for_who_may_get_them(
 
         with pytest.raises(aiohttp.ClientError):
             await fetch(f"http://127.0.0.1:{port}/healthz")
+
+
+async def test_a_client_certificate_of_the_ca_given_authenticates(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    tmp_path: Path,
+) -> None:
+    """`--client-ca-file`: the plane's admin certificate (group system:masters) reads
+    /metrics with no token; the certificate made at start, written to `--cert-dir`, is one
+    a client verifies for 127.0.0.1."""
+    port = free_port()
+    url = f"https://127.0.0.1:{port}/metrics"
+    with scheduler(
+        plane,
+        plane_state,
+        "secure-sched-certs",
+        SCHEDULER,
+        f"--client-ca-file={plane_state.ca_cert}",
+        f"--cert-dir={tmp_path}",
+        secure_port=port,
+        http_address=None,
+    ):
+        await eventually(lambda: ready(f"https://127.0.0.1:{port}"), what="the secure port ready")
+        served = tmp_path / "ascheduler.crt"
+        verified = ssl.create_default_context(cafile=str(served))
+        admin = ssl.create_default_context(cafile=str(served))
+        admin.load_cert_chain(str(plane_state.admin_cert), str(plane_state.admin_key))
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url, ssl=verified) as resp:
+                assert resp.status == 401  # verified TLS, but no credentials
+            async with session.get(url, ssl=admin) as resp:
+                assert resp.status == 200
+                assert "scheduler_pending_pods" in await resp.text()
