@@ -210,9 +210,12 @@ async def test_authorized_mode_asks_the_api_server_about_each_token(
             assert status == 401, path
             status, _ = await fetch(base + path, "not-a-token")
             assert status == 401, path
-            status, text = await fetch(base + path, nobody)
+            status, refusal = await fetch(base + path, nobody)
             assert status == 403, path
-            assert f"system:serviceaccount:{namespace}:nobody" in text
+            assert refusal["message"] == (
+                f'forbidden: User "system:serviceaccount:{namespace}:nobody" '
+                f'cannot get path "{path}"'
+            )
             status, doc = await fetch(base + path, reader)
             assert status == 200, (path, doc)
         _, pod = await fetch(f"{base}/debug/pods/{namespace}/p", reader)
