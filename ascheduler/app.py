@@ -26,7 +26,7 @@ from ascheduler.binding.binder import LockedBinder
 from ascheduler.binding.members import Members, witnessing
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
-from ascheduler.debug import Authorizer, DebugEndpoints, Diagnoses, log_cache_check
+from ascheduler.debug import DebugEndpoints, Diagnoses, log_cache_check
 from ascheduler.eventhandlers import EventRouter
 from ascheduler.events import StatusWriter
 from ascheduler.framework import (
@@ -41,7 +41,7 @@ from ascheduler.framework.extender import Extenders
 from ascheduler.framework.gangs import POD_GROUP_API, WORKLOAD_API, parse_pod_group, parse_workload
 from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.objects import parse_budget, parse_namespace, parse_selecting
-from ascheduler.http import HealthServer
+from ascheduler.http import HealthServer, open_server
 from ascheduler.kube import KubeClient
 from ascheduler.kube.client import RateLimiter
 from ascheduler.kube.informer import Informer
@@ -495,17 +495,18 @@ def _members(runtime: Runtime) -> Members | None:
 
 
 def enable_debug(runtime: Runtime, health: HealthServer, *, authorized: bool) -> None:
-    """`/debug/pods`, `/debug/queue` and `/debug/cache` on the health server; the last
-    failed attempt of each pending pod is kept from now on (see `ascheduler.debug`)."""
+    """`/debug/pods`, `/debug/queue` and `/debug/cache` on the secure port (`authorized`)
+    or the plain loopback listener; the last failed attempt of each pending pod is kept
+    from now on (see `ascheduler.debug`)."""
+    app = health.secure_app if authorized else health.plain_app
+    if app is None:
+        raise ValueError("the debug endpoints' listener is not served")  # config checks it
     scheduler = runtime.scheduler
     diagnoses = scheduler.diagnoses = Diagnoses()
     scheduler.queue.on_delete = diagnoses.forget
     DebugEndpoints(
-        scheduler,
-        pods=lambda: runtime.pod_informer.store,
-        kube=runtime.write_client,
-        authorizer=Authorizer(runtime.write_client) if authorized else None,
-    ).attach(health.app)
+        scheduler, pods=lambda: runtime.pod_informer.store, kube=runtime.write_client
+    ).attach(app)
 
 
 async def main(config: SchedulerConfig, registry: Registry = IN_TREE) -> int:
@@ -523,10 +524,15 @@ async def main(config: SchedulerConfig, registry: Registry = IN_TREE) -> int:
         task.add_done_callback(checks.discard)
 
     loop.add_signal_handler(signal.SIGUSR2, check_cache)
-    health = None
-    if config.http_address:
-        # Up before the election, so standby replicas answer /livez (and are not ready).
-        health = HealthServer(config.http_address, pending=runtime.scheduler.queue.pending)
+    # Up before the election, so standby replicas answer /livez (and are not ready).
+    health = await open_server(
+        config.http_address,
+        config.secure_serving,
+        kubeconfig=config.kubeconfig,
+        context=config.context,
+        pending=runtime.scheduler.queue.pending,
+    )
+    if health is not None:
         if config.debug_endpoints != "off":
             enable_debug(runtime, health, authorized=config.debug_endpoints == "authorized")
         await health.start()

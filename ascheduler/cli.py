@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascheduler import __version__
+from ascheduler.auth import DEFAULT_ALWAYS_ALLOW_PATHS, AuthSettings
 from ascheduler.binding.binder import MODES, POLICIES
 
 if TYPE_CHECKING:
     from ascheduler.config import SchedulerConfig
     from ascheduler.framework import Registry
+    from ascheduler.http import SecureServing
 
 
 def _say(message: str) -> None:
@@ -72,20 +74,15 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     _plugins_option(run)
     run.add_argument(
-        "--http-address",
-        default=None,
-        metavar="HOST:PORT",
-        help="serve /metrics, /healthz, /livez, /readyz here (default: the config file's "
-        "ascheduler.httpAddress, else 0.0.0.0:10251; empty to disable)",
-    )
-    run.add_argument(
         "--debug-endpoints",
         default=None,
         choices=("off", "loopback", "authorized"),
-        help="serve /debug/pods/NS/NAME, /debug/queue and /debug/cache on the HTTP address: "
-        "loopback (only on a loopback address, no token) or authorized (bearer tokens the API "
-        "server authenticates and authorizes for get on the path); default: off",
+        help="serve /debug/pods/NS/NAME, /debug/queue and /debug/cache: loopback (on the "
+        "plain HTTP listener, which must be on a loopback address; no token) or authorized "
+        "(on the secure port, to users the API server authorizes for get on the path); "
+        "default: off",
     )
+    _serving_options(run)
     election = run.add_argument_group(
         "leader election",
         "one active replica per Lease; standbys take over within the "
@@ -175,6 +172,146 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "--annotation-prefix",
         default=None,
         help="prefix of the pod's bind-phase and bind-time annotations",
+    )
+
+
+def _serving_options(run: argparse.ArgumentParser) -> None:
+    """kube-scheduler's secure serving, delegated authentication and authorization flags,
+    and the plain listener."""
+    secure = run.add_argument_group(
+        "secure serving",
+        "/healthz, /livez, /readyz, /metrics (and /debug/* when authorized) over TLS, each "
+        "request authenticated (TokenReview, client certificates) and authorized "
+        "(SubjectAccessReview) by the API server, as kube-scheduler's secure port",
+    )
+    secure.add_argument(
+        "--bind-address", default="0.0.0.0", help="the secure port's address (default: 0.0.0.0)"
+    )
+    secure.add_argument(
+        "--secure-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="HTTPS port (default: 10259 for run, 10260 for binder); 0 turns it off",
+    )
+    secure.add_argument(
+        "--tls-cert-file",
+        default="",
+        metavar="FILE",
+        help="the serving certificate (PEM, with its chain); without it and "
+        "--tls-private-key-file, a self-signed one is made at start",
+    )
+    secure.add_argument("--tls-private-key-file", default="", metavar="FILE")
+    secure.add_argument(
+        "--cert-dir",
+        default="",
+        metavar="DIR",
+        help="where the self-signed certificate is written (ascheduler.crt, .key) and read "
+        "back; default: in memory only",
+    )
+    secure.add_argument(
+        "--client-ca-file",
+        default="",
+        metavar="FILE",
+        help="client certificates signed by these CAs authenticate as their common name, "
+        "in their organizations as groups",
+    )
+    secure.add_argument(
+        "--authentication-kubeconfig",
+        default=None,
+        metavar="FILE",
+        help="the API server that reviews tokens (default: the scheduler's kubeconfig)",
+    )
+    secure.add_argument(
+        "--authorization-kubeconfig",
+        default=None,
+        metavar="FILE",
+        help="the API server that reviews access (default: the scheduler's kubeconfig)",
+    )
+    secure.add_argument(
+        "--authorization-always-allow-paths",
+        default=",".join(DEFAULT_ALWAYS_ALLOW_PATHS),
+        metavar="PATHS",
+        help="paths anyone may get, without credentials (a trailing * matches a prefix; "
+        "default: %(default)s)",
+    )
+    secure.add_argument(
+        "--authentication-token-webhook-cache-ttl",
+        default="10s",
+        metavar="DURATION",
+        help="how long a TokenReview's answer is reused (default: 10s)",
+    )
+    secure.add_argument(
+        "--authorization-webhook-cache-authorized-ttl",
+        default="10s",
+        metavar="DURATION",
+        help="how long an allowing SubjectAccessReview's answer is reused (default: 10s)",
+    )
+    secure.add_argument(
+        "--authorization-webhook-cache-unauthorized-ttl",
+        default="10s",
+        metavar="DURATION",
+        help="how long a denying SubjectAccessReview's answer is reused (default: 10s)",
+    )
+    plain = run.add_argument_group(
+        "plain HTTP",
+        "the same endpoints without TLS or authentication, off unless asked for",
+    )
+    plain.add_argument(
+        "--http-address",
+        default=None,
+        metavar="HOST:PORT",
+        help="serve /metrics, /healthz, /livez, /readyz here, to anyone (default: the config "
+        "file's ascheduler.httpAddress, else none; empty for none); a loopback address only, "
+        "unless --allow-non-loopback-http",
+    )
+    plain.add_argument(
+        "--allow-non-loopback-http",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="let --http-address be another than a loopback address: anyone who reaches it "
+        "reads the metrics (ascheduler.allowNonLoopbackHTTP)",
+    )
+
+
+def _secure_serving(args: argparse.Namespace, default_port: int) -> SecureServing:
+    """The secure serving flags; ConfigError naming the durations that are not."""
+    from ascheduler.durations import parse_seconds
+    from ascheduler.framework import ConfigError
+    from ascheduler.http import SecureServing
+    from ascheduler.tls import ServingCertificate
+
+    problems = []
+    ttls = {}
+    for flag in (
+        "authentication_token_webhook_cache_ttl",
+        "authorization_webhook_cache_authorized_ttl",
+        "authorization_webhook_cache_unauthorized_ttl",
+    ):
+        try:
+            ttls[flag] = parse_seconds(getattr(args, flag))
+        except ValueError as exc:
+            problems.append(f"--{flag.replace('_', '-')}: {exc}")
+    if problems:
+        raise ConfigError(problems)
+    paths = tuple(p.strip() for p in args.authorization_always_allow_paths.split(",") if p.strip())
+    return SecureServing(
+        bind_address=args.bind_address,
+        port=default_port if args.secure_port is None else args.secure_port,
+        certificate=ServingCertificate(
+            cert_file=args.tls_cert_file,
+            key_file=args.tls_private_key_file,
+            cert_dir=args.cert_dir,
+            client_ca_file=args.client_ca_file,
+        ),
+        authentication_kubeconfig=args.authentication_kubeconfig,
+        authorization_kubeconfig=args.authorization_kubeconfig,
+        auth=AuthSettings(
+            always_allow_paths=paths,
+            token_ttl=ttls["authentication_token_webhook_cache_ttl"],
+            allowed_ttl=ttls["authorization_webhook_cache_authorized_ttl"],
+            denied_ttl=ttls["authorization_webhook_cache_unauthorized_ttl"],
+        ),
     )
 
 
@@ -324,8 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Watch BindRequests and bind their pods, under the node locks the lock "
         "policy asks for; retry failed binds with backoff up to each request's backoffLimit. "
         "Reads the scheduler's configuration file and flags (kubeconfig, client, leader "
-        "election, node locks, HTTP address); its Lease defaults to ascheduler-binder and its "
-        "HTTP address to 0.0.0.0:10252.",
+        "election, node locks, serving); its Lease defaults to ascheduler-binder and its "
+        "secure port to 10260.",
     )
     _run_options(binder)
     binder.add_argument(
@@ -443,14 +580,22 @@ async def _create_nodes(kubeconfig: Path, count: int) -> None:
         await wait_nodes_ready(kube, names)
 
 
-def _config_of(args: argparse.Namespace) -> tuple[SchedulerConfig, Registry] | None:
-    """The configuration `run` and `binder` start from: the file, then the flags; None after
-    printing every problem."""
+def _config_of(
+    args: argparse.Namespace, secure_port: int
+) -> tuple[SchedulerConfig, Registry] | None:
+    """The configuration `run` and `binder` start from: the file, then the flags (the
+    secure port `secure_port` unless --secure-port); None after printing every problem."""
     from ascheduler import logs
     from ascheduler.config import Overrides, resolve
     from ascheduler.framework import ConfigError
 
     logs.configure(args.log_level)
+    try:
+        secure = _secure_serving(args, secure_port)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"ascheduler: {problem}", file=sys.stderr)
+        return None
     overrides = Overrides(
         kubeconfig=args.kubeconfig,
         scheduler_names=tuple(args.scheduler_names) if args.scheduler_names else None,
@@ -458,6 +603,8 @@ def _config_of(args: argparse.Namespace) -> tuple[SchedulerConfig, Registry] | N
         feature_gates=args.feature_gates,
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
         http_address=args.http_address,
+        allow_non_loopback_http=args.allow_non_loopback_http,
+        secure_serving=secure,
         debug_endpoints=args.debug_endpoints,
         leader_elect=args.leader_elect,
         leader_elect_resource_namespace=args.leader_elect_resource_namespace,
@@ -491,8 +638,9 @@ def _run(args: argparse.Namespace) -> int:
     import uvloop
 
     from ascheduler import app
+    from ascheduler.http import DEFAULT_SECURE_PORT
 
-    resolved = _config_of(args)
+    resolved = _config_of(args, DEFAULT_SECURE_PORT)
     if resolved is None:
         return 2
     config, registry = resolved
@@ -505,23 +653,19 @@ def _binder(args: argparse.Namespace) -> int:
     import uvloop
 
     from ascheduler.binding import service
-    from ascheduler.http import DEFAULT_ADDRESS
 
     if args.workers < 1:
         print(f"ascheduler: --workers: must be at least 1, got {args.workers}", file=sys.stderr)
         return 2
-    resolved = _config_of(args)
+    # Its own secure port and Lease unless told otherwise: it runs beside the scheduler.
+    resolved = _config_of(args, service.BINDER_SECURE_PORT)
     if resolved is None:
         return 2
     config, _ = resolved
-    # Its own Lease and port unless told otherwise: it runs beside the scheduler.
     election = config.leader_election
     if args.leader_elect_resource_name is None and election.resource_name == "ascheduler":
         election = dataclasses.replace(election, resource_name=service.BINDER_LEASE)
-    address = config.http_address
-    if args.http_address is None and address == DEFAULT_ADDRESS:
-        address = service.BINDER_ADDRESS
-    config = dataclasses.replace(config, leader_election=election, http_address=address)
+    config = dataclasses.replace(config, leader_election=election)
     return uvloop.run(
         service.main(config, workers=args.workers, finished_ttl=max(args.finished_ttl, 0.0))
     )

@@ -14,6 +14,7 @@ plugins to every extension point they implement (or changes a default plugin's w
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any, Final
 import yaml
 
 from ascheduler import features
+from ascheduler.auth import PathMatcher
 from ascheduler.binding.binder import (
     DEFAULT_DEVICE_RESOURCES,
     MODES,
@@ -62,7 +64,7 @@ from ascheduler.framework.args import decode, encode
 from ascheduler.framework.extender import ExtenderConfig, ignored_by_scheduler
 from ascheduler.framework.extender import validate as validate_extenders
 from ascheduler.framework.interface import ExtensionPoint, PluginSet
-from ascheduler.http import DEFAULT_ADDRESS, parse_address
+from ascheduler.http import SecureServing, parse_address
 from ascheduler.queue import QueueSettings
 
 API_VERSION: Final = "kubescheduler.config.k8s.io/v1"
@@ -104,6 +106,7 @@ _OWN: Final = {
     "annotationPrefix",
     "binding",
     "debugEndpoints",
+    "allowNonLoopbackHTTP",
 }
 _LOCK: Final = {
     "policy",
@@ -144,10 +147,15 @@ class SchedulerConfig:
     leader_election: LeaderElection = field(default_factory=LeaderElection)
     binding: BindSettings = field(default_factory=BindSettings)
     binding_concurrency: int = 256
-    #: None: no HTTP server (`--http-address ""`).
-    http_address: str | None = DEFAULT_ADDRESS
-    #: `/debug/...` on the HTTP server: off, loopback (a loopback address only, no token) or
-    #: authorized (bearer tokens the API server authenticates and authorizes).
+    #: The plain HTTP listener, with no authentication (None: none, the default).
+    http_address: str | None = None
+    #: Whether `http_address` may be another than a loopback address.
+    allow_non_loopback_http: bool = False
+    #: The secure port, its certificate and its delegated authentication and authorization
+    #: (flags only, as kube-scheduler's).
+    secure_serving: SecureServing = field(default_factory=SecureServing)
+    #: `/debug/...`: off, loopback (on the plain listener, which must be on loopback) or
+    #: authorized (on the secure port, to users the API server authorizes).
     debug_endpoints: str = "off"
     #: Connections of the client for writes (binds, events, locks): HTTP/1.1 carries one
     #: request in flight per connection, and each new one costs a TLS handshake (about 0.9 ms
@@ -174,6 +182,8 @@ class Overrides:
     binding_concurrency: int | None = None
     percentage_of_nodes_to_score: int | None = None
     http_address: str | None = None
+    allow_non_loopback_http: bool | None = None
+    secure_serving: SecureServing | None = None
     debug_endpoints: str | None = None
     leader_elect: bool | None = None
     leader_elect_resource_namespace: str | None = None
@@ -252,6 +262,11 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
             except ValueError as exc:
                 problems.append(f"--http-address: {exc}")
         changes["http_address"] = o.http_address or None
+    if o.allow_non_loopback_http is not None:
+        changes["allow_non_loopback_http"] = o.allow_non_loopback_http
+    if o.secure_serving is not None:
+        problems.extend(secure_problems(o.secure_serving))
+        changes["secure_serving"] = o.secure_serving
     election = config.leader_election
     if o.leader_elect is not None:
         election = dataclasses.replace(election, leader_elect=o.leader_elect)
@@ -349,27 +364,82 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
     if problems:
         raise ConfigError(problems)
     out = dataclasses.replace(config, **changes)
-    problem = debug_problem(out)
-    if problem:
-        raise ConfigError([problem])
+    found = [p for p in (plain_problem(out), debug_problem(out)) if p]
+    if found:
+        raise ConfigError(found)
     return out
 
 
-def debug_problem(config: SchedulerConfig) -> str:
-    """Why the debug endpoints cannot be served as configured ("" when they can): they
-    need an HTTP address, and `loopback` a loopback one."""
-    mode = config.debug_endpoints
-    if mode == "off":
+def secure_problems(s: SecureServing) -> list[str]:
+    """What is wrong with the secure serving flags (kube-scheduler's checks)."""
+    problems = []
+    if not 0 <= s.port < 65536:
+        problems.append(f"--secure-port: must be in 0..65535, got {s.port}")
+    if s.bind_address != "localhost":
+        try:
+            ipaddress.ip_address(s.bind_address)
+        except ValueError:
+            problems.append(f"--bind-address: not an IP address: {s.bind_address!r}")
+    cert = s.certificate
+    if bool(cert.cert_file) != bool(cert.key_file):
+        problems.append("--tls-cert-file and --tls-private-key-file: give both or neither")
+    for flag, name in (
+        ("--tls-cert-file", cert.cert_file),
+        ("--tls-private-key-file", cert.key_file),
+        ("--client-ca-file", cert.client_ca_file),
+    ):
+        if name and not Path(name).is_file():
+            problems.append(f"{flag}: no such file: {name}")
+    try:
+        PathMatcher(s.auth.always_allow_paths)
+    except ValueError as exc:
+        problems.append(f"--authorization-always-allow-paths: {exc}")
+    for flag, ttl in (
+        ("--authentication-token-webhook-cache-ttl", s.auth.token_ttl),
+        ("--authorization-webhook-cache-authorized-ttl", s.auth.allowed_ttl),
+        ("--authorization-webhook-cache-unauthorized-ttl", s.auth.denied_ttl),
+    ):
+        if ttl < 0:
+            problems.append(f"{flag}: must not be negative, got {ttl:g}s")
+    return problems
+
+
+def plain_problem(config: SchedulerConfig) -> str:
+    """Why the plain HTTP listener cannot be where it is asked for ("" when it can): it
+    authenticates no one, so it stays on loopback unless explicitly allowed elsewhere."""
+    if not config.http_address or config.allow_non_loopback_http:
         return ""
-    if not config.http_address:
-        return f"debugEndpoints: {mode} needs an HTTP address (ascheduler.httpAddress)"
     host, _ = parse_address(config.http_address)
-    if mode == "loopback" and not is_loopback(host):
-        return (
-            f"debugEndpoints: loopback serves them without a token, so only on a loopback "
-            f"address (127.0.0.1:PORT), not {config.http_address}; use authorized to serve "
-            f"them there"
-        )
+    if is_loopback(host):
+        return ""
+    return (
+        f"httpAddress: the plain HTTP listener answers anyone, so only on a loopback address "
+        f"(127.0.0.1:PORT), not {config.http_address}; serve on the secure port "
+        f"(--secure-port), or allow it there with --allow-non-loopback-http "
+        f"(ascheduler.allowNonLoopbackHTTP)"
+    )
+
+
+def debug_problem(config: SchedulerConfig) -> str:
+    """Why the debug endpoints cannot be served as configured ("" when they can):
+    `loopback` needs the plain listener on a loopback address, `authorized` the secure
+    port."""
+    mode = config.debug_endpoints
+    if mode == "loopback":
+        if not config.http_address:
+            return (
+                "debugEndpoints: loopback serves them on the plain HTTP listener, so it needs "
+                "one (--http-address 127.0.0.1:PORT)"
+            )
+        host, _ = parse_address(config.http_address)
+        if not is_loopback(host):
+            return (
+                f"debugEndpoints: loopback serves them without a token, so only on a loopback "
+                f"address (127.0.0.1:PORT), not {config.http_address}; use authorized to serve "
+                f"them on the secure port"
+            )
+    if mode == "authorized" and not config.secure_serving.port:
+        return "debugEndpoints: authorized serves them on the secure port, so it needs one"
     return ""
 
 
@@ -699,12 +769,14 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
         or "ascheduler.io",
         lock=lock_settings,
     )
-    address = p.str_(own.get("httpAddress"), "ascheduler.httpAddress", "") or DEFAULT_ADDRESS
-    try:
-        parse_address(address)
-    except ValueError as exc:
-        p.add("ascheduler.httpAddress", str(exc))
-        address = DEFAULT_ADDRESS
+    address: str | None = p.str_(own.get("httpAddress"), "ascheduler.httpAddress", "") or None
+    if address is not None:
+        try:
+            parse_address(address)
+        except ValueError as exc:
+            p.add("ascheduler.httpAddress", str(exc))
+            address = None
+    anywhere = p.bool_(own.get("allowNonLoopbackHTTP"), "ascheduler.allowNonLoopbackHTTP", False)
     concurrency = p.int_(own.get("bindingConcurrency"), "ascheduler.bindingConcurrency", 256, low=1)
     connections = p.int_(
         own.get("writeConnections"), "ascheduler.writeConnections", WRITE_CONNECTIONS, low=1
@@ -760,6 +832,7 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
         binding_concurrency=concurrency,
         write_pool=connections,
         http_address=address,
+        allow_non_loopback_http=anywhere,
         debug_endpoints=debug,
         extenders=tuple(extenders),
         lease_groups_named=lock.get("leaseGroups") is not None,
@@ -830,7 +903,8 @@ def to_document(config: SchedulerConfig, registry: Registry) -> dict[str, Any]:
         },
         "profiles": profiles,
         "ascheduler": {
-            "httpAddress": config.http_address,
+            "httpAddress": config.http_address or "",
+            "allowNonLoopbackHTTP": config.allow_non_loopback_http,
             "debugEndpoints": config.debug_endpoints,
             "bindingConcurrency": config.binding_concurrency,
             "writeConnections": config.write_pool,

@@ -13,24 +13,22 @@
   has that the API server does not, pods on another node than the cache says.
 
 They reveal pods and nodes, so they are off unless enabled (`ascheduler.debugEndpoints`,
-`--debug-endpoints`): `loopback` serves them only on a loopback HTTP address, with no token;
-`authorized` serves them anywhere to bearer tokens the API server authenticates
-(TokenReview) and authorizes for `get` on the path (SubjectAccessReview, non-resource URL),
-as kube-scheduler's secure port does; grant it with a ClusterRole rule
-`nonResourceURLs: ["/debug/*"], verbs: ["get"]`. `/healthz`, `/livez`, `/readyz` and
-`/metrics` are not affected.
+`--debug-endpoints`): `loopback` serves them on the plain HTTP listener, which must then be
+on a loopback address, with no token; `authorized` serves them on the secure port, whose
+gate (`ascheduler.auth`) lets through the users the API server authorizes for `get` on the
+path, as kube-scheduler's secure port does; grant it with a ClusterRole rule
+`nonResourceURLs: ["/debug/*"], verbs: ["get"]`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import hashlib
 import ipaddress
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -52,8 +50,6 @@ MODES: Final = ("off", "loopback", "authorized")
 MAX_RECORDS: Final = 100_000
 #: Example nodes kept per reason of a failed attempt.
 EXAMPLES: Final = 3
-#: How long an authentication or authorization answer is reused.
-AUTH_TTL: Final = 10.0
 
 
 def is_loopback(host: str) -> bool:
@@ -159,81 +155,6 @@ def _examples(diag: Diagnosis, names: Sequence[str]) -> dict[str, list[str]]:
     return out
 
 
-# -- authentication and authorization ------------------------------------------------------
-
-
-@dataclass
-class _Decision:
-    until: float
-    status: int
-    text: str
-
-
-@dataclass
-class Authorizer:
-    """Bearer tokens checked with the API server: TokenReview, then SubjectAccessReview for
-    `get` on the request's path; answers reused for `AUTH_TTL` seconds."""
-
-    kube: KubeClient
-    clock: Callable[[], float] = time.monotonic
-    _seen: dict[tuple[str, str], _Decision] = field(default_factory=dict)
-
-    async def check(self, request: web.Request) -> web.Response | None:
-        """None when the request may go on; else the 401 or 403 to answer."""
-        header = request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return web.Response(status=401, text="Unauthorized: a bearer token is required\n")
-        digest = hashlib.sha256(token.strip().encode()).hexdigest()
-        key = (digest, request.path)
-        now = self.clock()
-        seen = self._seen.get(key)
-        if seen is None or seen.until < now:
-            status, text = await self._review(token.strip(), request.path)
-            if len(self._seen) > 10_000:
-                self._seen = {k: v for k, v in self._seen.items() if v.until >= now}
-            seen = self._seen[key] = _Decision(now + AUTH_TTL, status, text)
-        if seen.status == 200:
-            return None
-        return web.Response(status=seen.status, text=seen.text)
-
-    async def _review(self, token: str, path: str) -> tuple[int, str]:
-        try:
-            review = await self.kube.post(
-                "/apis/authentication.k8s.io/v1/tokenreviews",
-                {
-                    "apiVersion": "authentication.k8s.io/v1",
-                    "kind": "TokenReview",
-                    "spec": {"token": token},
-                },
-            )
-            status = review.get("status") or {}
-            if not status.get("authenticated"):
-                return 401, "Unauthorized\n"
-            user = status.get("user") or {}
-            access = await self.kube.post(
-                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-                {
-                    "apiVersion": "authorization.k8s.io/v1",
-                    "kind": "SubjectAccessReview",
-                    "spec": {
-                        "user": user.get("username", ""),
-                        "uid": user.get("uid", ""),
-                        "groups": list(user.get("groups") or []),
-                        "extra": dict(user.get("extra") or {}),
-                        "nonResourceAttributes": {"path": path, "verb": "get"},
-                    },
-                },
-            )
-        except Exception as exc:
-            log.warning("debug_auth_failed", path=path, error=str(exc))
-            return 503, f"authorization unavailable: {exc}\n"
-        if (access.get("status") or {}).get("allowed"):
-            return 200, ""
-        name = user.get("username", "")
-        return 403, f'forbidden: User "{name}" cannot get path "{path}"\n'
-
-
 # -- the endpoints -------------------------------------------------------------------------
 
 
@@ -246,29 +167,16 @@ class DebugEndpoints:
         *,
         pods: Callable[[], Mapping[str, PodInfo]],
         kube: KubeClient | None = None,
-        authorizer: Authorizer | None = None,
     ) -> None:
         self.scheduler = scheduler
         #: The pod informer's store (uid -> pod), read at request time.
         self.pods = pods
         self.kube = kube
-        self.authorizer = authorizer
 
     def attach(self, app: web.Application) -> None:
-        app.router.add_get("/debug/pods/{namespace}/{name}", self._guard(self.pod))
-        app.router.add_get("/debug/queue", self._guard(self.queue))
-        app.router.add_get("/debug/cache", self._guard(self.cache))
-
-    def _guard(self, handler: Callable[[web.Request], Any]) -> Callable[[web.Request], Any]:
-        async def guarded(request: web.Request) -> web.StreamResponse:
-            if self.authorizer is not None:
-                refused = await self.authorizer.check(request)
-                if refused is not None:
-                    return refused
-            result: web.StreamResponse = await handler(request)
-            return result
-
-        return guarded
+        app.router.add_get("/debug/pods/{namespace}/{name}", self.pod)
+        app.router.add_get("/debug/queue", self.queue)
+        app.router.add_get("/debug/cache", self.cache)
 
     def _find(self, namespace: str, name: str) -> PodInfo | None:
         for p in self.pods().values():

@@ -12,11 +12,14 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+import aiohttp
 
 from ascheduler.devcluster import ControlPlane, ensure_built, versions
 from ascheduler.devcluster.nodes import FakeNodes, create_fake_nodes, wait_nodes_ready
 from ascheduler.devcluster.plane import ascheduler_argv as plane_argv
+from ascheduler.devcluster.plane import free_port
 from ascheduler.devcluster.processes import ProcessRecord
 from ascheduler.kube import KubeClient
 
@@ -86,24 +89,35 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def ascheduler_argv(
-    kubeconfig: str, *args: str, http_port: int = 0, command: str = "run"
-) -> list[str]:
-    """`ascheduler run` (or `command`) against `kubeconfig`, quiet, serving HTTP on
-    `http_port` (0: any free port); `args` add to it."""
+#: What kube-scheduler is run with in the benchmarks, and ascheduler too: the secure port on
+#: loopback, /metrics readable without a token so the harness scrapes both the same way.
+OPEN_METRICS: Final = "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"
+
+
+def ascheduler_argv(kubeconfig: str, *args: str, port: int = 0, command: str = "run") -> list[str]:
+    """`ascheduler run` (or `command`) against `kubeconfig`, quiet, serving on the secure
+    port `port` of 127.0.0.1 (0: a free one) as kube-scheduler is served here (see
+    `scrape`); `args` add to it."""
     return plane_argv(
         kubeconfig,
         "--log-level",
         "warning",
+        OPEN_METRICS,
         *args,
-        http_address=f"127.0.0.1:{http_port}",
+        http_address=None,
+        secure_port=port or free_port(),
         command=command,
     )
 
 
-def start_ascheduler(
-    plane: ControlPlane, name: str, *args: str, http_port: int = 0
-) -> ProcessRecord:
+def start_ascheduler(plane: ControlPlane, name: str, *args: str, port: int = 0) -> ProcessRecord:
     """`ascheduler_argv` as the plane's admin, one of the plane's processes."""
     kubeconfig = str(plane.require_state().admin_kubeconfig)
-    return plane.start_process(name, ascheduler_argv(kubeconfig, *args, http_port=http_port))
+    return plane.start_process(name, ascheduler_argv(kubeconfig, *args, port=port))
+
+
+async def scrape(session: aiohttp.ClientSession, port: int, path: str = "/metrics") -> str:
+    """`path` from a scheduler's secure port on 127.0.0.1 (its certificate is self-signed)."""
+    async with session.get(f"https://127.0.0.1:{port}{path}", ssl=False) as resp:
+        resp.raise_for_status()
+        return await resp.text()

@@ -156,7 +156,9 @@ def main(argv: Sequence[str]) -> int:
             for _ in range(args.repeat)
         ]
         port = free_port()
-        start_ascheduler(plane, "ascheduler", "--debug-endpoints", "loopback", http_port=port)
+        start_ascheduler(
+            plane, "ascheduler", "--debug-endpoints", "loopback", f"--http-address=127.0.0.1:{port}"
+        )
         served = asyncio.run(live(port, max(args.repeat, 20)))
     result: dict[str, Any] = {
         "nodes": args.nodes,

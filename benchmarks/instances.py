@@ -32,7 +32,7 @@ from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.plane import free_port
 from ascheduler.devcluster.processes import ProcessRecord
 from ascheduler.kube import KubeClient
-from benchmarks.common import bench_plane, start_ascheduler
+from benchmarks.common import bench_plane, scrape, start_ascheduler
 from benchmarks.locks import bound_times, create_pods
 
 #: The lock waits counted as slow (a histogram bucket's bound).
@@ -61,13 +61,9 @@ def lock_figures(text: str) -> dict[str, float]:
     return out
 
 
-async def scrape(port: int) -> str:
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(f"http://127.0.0.1:{port}/metrics") as resp,
-    ):
-        resp.raise_for_status()
-        return await resp.text()
+async def scrape_metrics(port: int) -> str:
+    async with aiohttp.ClientSession() as session:
+        return await scrape(session, port)
 
 
 def config_file(plane: ControlPlane, scheduler: str, groups: int) -> str:
@@ -111,7 +107,7 @@ def run_once(
                     f"ascheduler-{scheduler}",
                     "--config",
                     config_file(plane, scheduler, groups),
-                    http_port=port,
+                    port=port,
                 )
             )
 
@@ -119,7 +115,7 @@ def run_once(
             async with await KubeClient.connect(str(state.admin_kubeconfig)) as kube:
                 first, last = await bound_times(kube, namespace, pods, timeout=600)
             await asyncio.sleep(2.0)  # the Events trail the binds
-            return first, last, [await scrape(port) for port in ports]
+            return first, last, [await scrape_metrics(port) for port in ports]
 
         first, last, texts = asyncio.run(measure())
     finally:

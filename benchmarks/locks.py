@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.plane import free_port
 from ascheduler.kube import KubeClient
-from benchmarks.common import bench_plane, start_ascheduler
+from benchmarks.common import bench_plane, scrape, start_ascheduler
 from benchmarks.run import watch_bound
 from benchmarks.workloads import basic_pod
 
@@ -65,11 +65,8 @@ async def bound_times(
 
 async def binds_per_hold(port: int) -> dict[str, float]:
     """`ascheduler_node_lock_binds_per_hold` from the process: holds, binds, binds/hold."""
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(f"http://127.0.0.1:{port}/metrics") as resp,
-    ):
-        text = await resp.text()
+    async with aiohttp.ClientSession() as session:
+        text = await scrape(session, port)
     values = {
         sample.name: sample.value
         for family in text_string_to_metric_families(text)
@@ -126,7 +123,7 @@ def run_once(
         f"ascheduler-{policy}-{index}",
         "--config",
         config_file(plane, scheduler, policy, scoring),
-        http_port=port,
+        port=port,
     )
     try:
 

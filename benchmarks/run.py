@@ -67,6 +67,7 @@ from ascheduler.kube import ApiError, KubeClient, KubeError
 from benchmarks import cpus, report
 from benchmarks.ceiling import go_binary
 from benchmarks.common import (
+    OPEN_METRICS,
     RESULTS,
     ascheduler_argv,
     bench_plane,
@@ -181,7 +182,7 @@ def start_scheduler(
             f"--config={config}",
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",
-            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+            OPEN_METRICS,
             "--v=1",
             *([f"--feature-gates={workload.feature_gates}"] if workload.feature_gates else []),
         ]
@@ -214,7 +215,7 @@ def start_scheduler(
         *mode,
         *workload.ascheduler_args,
         *VARIANT_ARGS.get(which, ()),
-        http_port=port,
+        port=port,
     )
     return target.start(f"ascheduler-{name}", argv)
 
@@ -222,14 +223,14 @@ def start_scheduler(
 def start_binder(target: Target, workload: Workload, name: str, port: int) -> ProcessRecord:
     """`ascheduler binder` for a bindrequest run, with the run's lock settings."""
     argv = ascheduler_argv(
-        target.kubeconfig, *workload.ascheduler_args, http_port=port, command="binder"
+        target.kubeconfig, *workload.ascheduler_args, port=port, command="binder"
     )
     return target.start(f"ascheduler-binder-{name}", argv)
 
 
 async def requests_total(session: aiohttp.ClientSession, which: str, port: int) -> dict[str, float]:
     """The process's `rest_client_requests_total` by "METHOD CODE"."""
-    scheme = "https" if which == "kube-scheduler" else "http"
+    scheme = "http" if which in CEILINGS else "https"
     async with session.get(f"{scheme}://127.0.0.1:{port}/metrics", ssl=False) as resp:
         resp.raise_for_status()
         text = await resp.text()

@@ -49,7 +49,7 @@ from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
 from ascheduler.framework import CycleState, Framework, Handle
 from ascheduler.framework.runtime import PluginRef, multipoint
-from ascheduler.http import HealthServer
+from ascheduler.http import open_server
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import MERGE_PATCH, RateLimiter
 from ascheduler.kube.informer import Informer
@@ -481,7 +481,9 @@ class RequestBinder:
 
 #: The binder's own defaults where it would otherwise share the scheduler's.
 BINDER_LEASE: Final = "ascheduler-binder"
-BINDER_ADDRESS: Final = "0.0.0.0:10252"
+#: Beside the scheduler's 10259, as kube-controller-manager's 10257 and the cloud
+#: controller manager's 10258 are.
+BINDER_SECURE_PORT: Final = 10260
 
 
 async def main(
@@ -517,12 +519,15 @@ async def main(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    health = None
-    if config.http_address:
-        health = HealthServer(
-            config.http_address,
-            not_ready=lambda: "" if service.synced() else "informers have not synced",
-        )
+    health = await open_server(
+        config.http_address,
+        config.secure_serving,
+        kubeconfig=config.kubeconfig,
+        context=config.context,
+        user_agent="ascheduler-binder/auth",
+        not_ready=lambda: "" if service.synced() else "informers have not synced",
+    )
+    if health is not None:
         await health.start()
     elector = None
     if config.leader_election.leader_elect:

@@ -107,11 +107,14 @@ def ascheduler_argv(
     *args: str,
     http_address: str | None = "127.0.0.1:0",
     command: str = "run",
+    secure_port: int = 0,
 ) -> list[str]:
     """`ascheduler run` (or `command`: `binder`) with this interpreter against `kubeconfig`;
-    `args` add to it. HTTP on `http_address` (default: any free loopback port, so several can
-    run; None: the config's)."""
+    `args` add to it. Plain HTTP on `http_address` (default: any free loopback port, so
+    several can run; None: the config's); the secure port on 127.0.0.1:`secure_port`
+    (default 0: none, as the plane's kube-scheduler, so instances never race for 10259)."""
     argv = [sys.executable, "-m", "ascheduler", command, "--kubeconfig", kubeconfig]
+    argv += ["--bind-address", "127.0.0.1", "--secure-port", str(secure_port)]
     if http_address is not None:
         argv += ["--http-address", http_address]
     return [*argv, *args]
@@ -459,11 +462,14 @@ class ControlPlane:
         http_address: str | None = "127.0.0.1:0",
         env: dict[str, str] | None = None,
         command: str = "run",
+        secure_port: int = 0,
     ) -> ProcessRecord:
         """`ascheduler run` (or `command`, see `ascheduler_argv`) as the plane's admin unless
         `kubeconfig` says otherwise, one of the plane's processes."""
         kubeconfig = kubeconfig or str(self.require_state().admin_kubeconfig)
-        argv = ascheduler_argv(kubeconfig, *args, http_address=http_address, command=command)
+        argv = ascheduler_argv(
+            kubeconfig, *args, http_address=http_address, command=command, secure_port=secure_port
+        )
         return self.start_process(name, argv, env=env)
 
     # -- internals -------------------------------------------------------------------------

@@ -238,7 +238,8 @@ def scheduler(
     *extra: str,
     env: dict[str, str] | None = None,
     kubeconfig: str | None = None,
-    http_address: str = "127.0.0.1:0",
+    http_address: str | None = "127.0.0.1:0",
+    secure_port: int = 0,
 ) -> Iterator[ProcessRecord]:
     """An `ascheduler run` process of the test's own (profile `scheduler_name`; None when a
     `--config` in `extra` names the profiles), stopped by pid when the block ends; as the
@@ -252,6 +253,7 @@ def scheduler(
         *extra,
         kubeconfig=kubeconfig,
         http_address=http_address,
+        secure_port=secure_port,
         env={**os.environ, **(env or {})},
     )
     try:

@@ -8,12 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
-from ascheduler.devcluster.plane import PlaneState
+from ascheduler.devcluster.plane import PlaneState, free_port
 from ascheduler.kube import ApiError, KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
@@ -141,12 +142,14 @@ async def test_deploy_base_applies_and_its_service_account_can_schedule(
         assert denied.value.status == 403  # it really is the ServiceAccount, not an admin
 
     await nodes(FakeNodes(count=2, prefix=f"{namespace}-n"))
+    port = free_port()
     record = plane.start_ascheduler(
         "ascheduler-deployed",
         "--config",
         str(config_file),
         kubeconfig=str(kubeconfig),
         http_address=None,  # the deployed config's
+        secure_port=port,
     )
     try:
         await create_pods(
@@ -167,6 +170,18 @@ async def test_deploy_base_applies_and_its_service_account_can_schedule(
             f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/ascheduler"
         )
         assert lease["spec"]["holderIdentity"]
+        # The secure port reviews tokens and access under the deployed role: the
+        # ServiceAccount's own token is authenticated (not 401) and its access reviewed and
+        # refused (403, not the 500 of a review the role does not allow).
+        token = json.loads(kubeconfig.read_text())["users"][0]["user"]["token"]
+        async with aiohttp.ClientSession() as session:
+            url = f"https://127.0.0.1:{port}/metrics"
+            headers = {"Authorization": f"Bearer {token}"}
+            async with session.get(url, headers=headers, ssl=False) as resp:
+                assert resp.status == 403, await resp.text()
+                assert "system:serviceaccount:ascheduler-system:ascheduler" in await resp.text()
+            async with session.get(url, ssl=False) as resp:
+                assert resp.status == 401
         assert_authorized(await asyncio.to_thread(Path(record.log).read_text))
     finally:
         plane.stop_process(record)

@@ -127,6 +127,18 @@ def test_default_values_render_a_valid_second_scheduler(tmp_path: Path) -> None:
     assert config["ascheduler"]["nodeLock"]["policy"] == "devices"
     (deployment,) = kinds["Deployment"]
     assert deployment["spec"]["replicas"] == 2
+    # The secure port: HTTPS probes, the Service on it, no plain listener configured; the
+    # metrics reader ClusterRole, bound to no one unless told.
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["args"][-2:] == ["--secure-port", "10259"]
+    assert container["ports"] == [{"name": "https", "containerPort": 10259}]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["scheme"] == "HTTPS"
+    (service,) = kinds["Service"]
+    assert service["spec"]["ports"][0]["port"] == 10259
+    assert "httpAddress" not in config["ascheduler"]
+    reader = [d for d in kinds["ClusterRole"] if d["metadata"]["name"].endswith("metrics-reader")]
+    assert reader[0]["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     # The Lease Role names the Lease the configuration leads on.
     (role,) = kinds["Role"]
     named = [r for r in role["rules"] if r.get("resourceNames")]
@@ -167,6 +179,12 @@ def test_the_optional_parts_render(tmp_path: Path) -> None:
             "crds": {"podGroups": True},
             "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
             "nodeLock": {"key": "hami.io/mutex.lock", "policy": "all"},
+            "tls": {"secretName": "ascheduler-serving"},
+            "metricsReader": {
+                "subjects": [
+                    {"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}
+                ]
+            },
         },
     )
     kinds = by_kind(docs)
@@ -184,6 +202,21 @@ def test_the_optional_parts_render(tmp_path: Path) -> None:
         assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     (monitor,) = kinds["ServiceMonitor"]
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["scheme"]) == ("https", "https")
+    assert endpoint["path"] == "/metrics"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+    # The serving certificate from the Secret, in both Deployments.
+    for deployment in kinds["Deployment"]:
+        pod = deployment["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        assert "--tls-cert-file" in container["args"]
+        assert {"name": "tls", "secret": {"secretName": "ascheduler-serving"}} in pod["volumes"]
+    (binding,) = [
+        d for d in kinds["ClusterRoleBinding"] if d["metadata"]["name"].endswith("metrics-reader")
+    ]
+    assert binding["subjects"][0]["name"] == "prometheus"
     assert {d["metadata"]["name"] for d in kinds["ServiceAccount"]} == {
         RELEASE,
         f"{RELEASE}-binder",

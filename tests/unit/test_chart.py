@@ -56,6 +56,12 @@ def test_the_chart_s_rbac_rules_are_deploy_base_s() -> None:
         assert f"verbs: [{', '.join(rule['verbs'])}]" in template
 
 
+def test_the_chart_s_metrics_reader_is_deploy_base_s() -> None:
+    assert yaml.safe_load((CHART / "files" / "metrics-reader.yaml").read_text()) == rules(
+        BASE / "metrics-reader.yaml", "ClusterRole", "ascheduler-metrics-reader"
+    )
+
+
 def test_every_value_is_in_the_schema_and_the_schema_has_no_unknown_value() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     schema = json.loads((CHART / "values.schema.json").read_text())

@@ -11,6 +11,7 @@ import pytest
 from ascheduler.config import Overrides, SchedulerConfig, apply, debug_problem
 from ascheduler.debug import Diagnoses, is_loopback
 from ascheduler.framework import ConfigError, Diagnosis, FilterResult, Rejection
+from ascheduler.http import SecureServing
 from tests.kit import pod_info
 
 
@@ -94,16 +95,22 @@ def test_loopback_hosts(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
 
 
-def test_debug_endpoints_need_a_loopback_address_unless_authorized() -> None:
+def test_debug_endpoints_need_the_loopback_listener_or_the_secure_port() -> None:
     config = SchedulerConfig()
     assert debug_problem(config) == ""
-    assert "loopback" in debug_problem(dataclasses.replace(config, debug_endpoints="loopback"))
+    assert "needs one" in debug_problem(dataclasses.replace(config, debug_endpoints="loopback"))
     local = dataclasses.replace(config, http_address="127.0.0.1:10251", debug_endpoints="loopback")
     assert debug_problem(local) == ""
+    anywhere = dataclasses.replace(
+        local, http_address="0.0.0.0:10251", allow_non_loopback_http=True
+    )
+    assert "without a token" in debug_problem(anywhere)
     assert debug_problem(dataclasses.replace(config, debug_endpoints="authorized")) == ""
-    none = dataclasses.replace(config, http_address=None, debug_endpoints="authorized")
-    assert "needs an HTTP address" in debug_problem(none)
-    with pytest.raises(ConfigError, match="loopback serves them without a token"):
+    no_port = dataclasses.replace(
+        config, secure_serving=SecureServing(port=0), debug_endpoints="authorized"
+    )
+    assert "secure port" in debug_problem(no_port)
+    with pytest.raises(ConfigError, match="needs one"):
         apply(config, Overrides(debug_endpoints="loopback"))
     with pytest.raises(ConfigError, match="--debug-endpoints: must be one of"):
         apply(config, Overrides(debug_endpoints="everyone"))

@@ -37,7 +37,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $lock := dict "policy" $v.nodeLock.policy "deviceResources" $v.nodeLock.deviceResources "key" $v.nodeLock.key "timeout" $v.nodeLock.timeout "linger" $v.nodeLock.linger "whenAlone" $v.nodeLock.whenAlone "memberDuration" $v.nodeLock.memberDuration -}}
 {{- if $v.nodeLock.object -}}{{- $_ := set $lock "object" $v.nodeLock.object -}}{{- end -}}
 {{- if not (kindIs "invalid" $v.nodeLock.leaseGroups) -}}{{- $_ := set $lock "leaseGroups" (int $v.nodeLock.leaseGroups) -}}{{- end -}}
-{{- $own := dict "httpAddress" (printf "0.0.0.0:%v" $v.port) "annotationPrefix" $v.annotationPrefix "binding" $v.binding "debugEndpoints" $v.debugEndpoints "nodeLock" $lock -}}
+{{- $own := dict "annotationPrefix" $v.annotationPrefix "binding" $v.binding "debugEndpoints" $v.debugEndpoints "nodeLock" $lock -}}
 {{- $cfg := dict "apiVersion" "kubescheduler.config.k8s.io/v1" "kind" "KubeSchedulerConfiguration" "leaderElection" $le "profiles" $profiles "ascheduler" $own -}}
 {{- with $v.extenders -}}{{- $_ := set $cfg "extenders" . -}}{{- end -}}
 {{- if not (kindIs "invalid" $v.percentageOfNodesToScore) -}}{{- $_ := set $cfg "percentageOfNodesToScore" $v.percentageOfNodesToScore -}}{{- end -}}
