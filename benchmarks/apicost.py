@@ -2,14 +2,14 @@
 
 A plain bind makes two requests: the Binding and its `Scheduled` Event. A bind under a node
 lock adds, per hold of the node's lock, the Node's lock and unlock patches and one LIST of
-the node's pods; in HAMi mode also the pod's `allocating` patch. With locks on Leases (the
+the node's pods (in HAMi mode too: the Binding carries the pod's `allocating` phase, no
+patch does). With locks on Leases (the
 default) a hold lingers, so a lock costs one write to the node's Lease when it is taken.
 Where the plane is the bottleneck (it is on a small machine: `benchmarks locks` shows
 ascheduler binding as fast as a no-logic binder), throughput follows the plane's CPU per pod,
 so with `k` binds per hold (per lock write, on Leases):
 
     all / none  <=  (binding + event) / (binding + event + (lock + unlock + list) / k)
-    HAMi mode:  <=  (binding + event) / (binding + event + allocating + (lock + unlock + list) / k)
     Leases:     <=  (binding + event) / (binding + event + lease lock write / k)
 
 Each request is sent `--count` times, 64 at a time, the way ascheduler sends it, against
@@ -55,11 +55,6 @@ def _node(i: int, nodes: int) -> str:
 
 async def _create(kube: KubeClient, ns: str, i: int, nodes: int) -> Any:
     return await kube.post(f"/api/v1/namespaces/{ns}/pods", basic_pod(f"p-{i}", "nobody", i))
-
-
-async def _allocating(kube: KubeClient, ns: str, i: int, nodes: int) -> Any:
-    patch = {"metadata": {"annotations": {"ascheduler.io/bind-phase": "allocating"}}}
-    return await kube.patch(f"/api/v1/namespaces/{ns}/pods/p-{i}", patch, content_type=MERGE_PATCH)
 
 
 async def _binding(kube: KubeClient, ns: str, i: int, nodes: int) -> Any:
@@ -158,7 +153,6 @@ async def _list_node_pods(kube: KubeClient, ns: str, i: int, nodes: int) -> Any:
 #: In the order they run: each needs the objects the ones before it made.
 REQUESTS: Final[list[tuple[str, Send, int]]] = [
     ("create pod", _create, 1),
-    ("allocating patch (pod)", _allocating, 1),
     ("binding", _binding, 1),
     ("event", _event, 1),
     ("lock + unlock patches (node)", _lock_unlock, 2),
@@ -175,12 +169,12 @@ def lease_bound(cost: dict[str, float], per_write: float) -> float:
     return plain / locked if locked > 0 else 1.0
 
 
-def bound(cost: dict[str, float], per_hold: float, *, hami: bool = False) -> float:
+def bound(cost: dict[str, float], per_hold: float) -> float:
     """The ratio all/none the plane's CPU allows at `per_hold` binds per hold (inf: no
-    per-hold cost at all); `hami`: with the pod's `allocating` patch."""
+    per-hold cost at all)."""
     plain = cost["binding"] + cost["event"]
     hold = cost["lock + unlock patches (node)"] * 2 + cost["list the node's pods"]
-    locked = plain + (cost["allocating patch (pod)"] if hami else 0.0) + hold / per_hold
+    locked = plain + hold / per_hold
     return plain / locked if locked > 0 else 1.0  # too few requests to cost a CPU tick
 
 
@@ -267,9 +261,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"{n:<30} {api:>18.2f} {whole:>10.2f}", file=sys.stderr)
     per_hold = (1.0, 2.0, 4.0, float("inf"))
     bounds = {str(k): round(bound(median["plane_ms"], k), 2) for k in per_hold}
-    hami = {str(k): round(bound(median["plane_ms"], k, hami=True), 2) for k in per_hold}
     print(f"bound on locks all/none by binds per hold: {bounds}", file=sys.stderr)
-    print(f"the same in HAMi mode: {hami}", file=sys.stderr)
     leases = {str(k): round(lease_bound(median["plane_ms"], k), 2) for k in per_hold}
     print(f"bound on locks on Leases by binds per lock write: {leases}", file=sys.stderr)
     summary = {
@@ -281,7 +273,6 @@ def main(argv: Sequence[str]) -> int:
         },
         "runs": runs,
         "bound_all_over_none_by_binds_per_hold": bounds,
-        "bound_hami_mode_by_binds_per_hold": hami,
         "bound_leases_by_binds_per_lock_write": leases,
     }
     print(json.dumps(summary))
