@@ -1,6 +1,6 @@
 """CEL device selectors that a claim's author made costly, on the real plane: other pods keep
-being scheduled and health keeps answering while one is evaluated, and DynamicResources'
-filterTimeout ends it with kube-scheduler's message."""
+being scheduled, health keeps answering and the leader keeps its Lease while one is
+evaluated, and DynamicResources' filterTimeout ends it with kube-scheduler's message."""
 
 from __future__ import annotations
 
@@ -130,6 +130,12 @@ async def test_a_costly_selector_holds_up_no_other_pod_and_ends_at_filter_timeou
         None,
         "--config",
         str(path),
+        # A short Lease: an event loop held for seconds would lose it, and the process exit.
+        "--leader-elect",
+        "--leader-elect-resource-namespace",
+        namespace,
+        "--leader-elect-lease-duration",
+        "3",
         http_address=f"127.0.0.1:{port}",
     ) as me:
 
