@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -350,6 +349,8 @@ def _kubernetes_words(message: str) -> str:
 
 Int8Array = np.ndarray[Any, np.dtype[np.int8]]
 
+#: Device values built per turn of the event loop for a costly job (~10 us each).
+VALUES_PER_TURN: Final = 200
 #: Per device, besides 1 (match), 0 (no match) and -2 (failed, celworker.FAILED):
 NOT_YET: Final = -1
 TIMED_OUT: Final = -3
@@ -379,6 +380,8 @@ class SelectorCache:
         #: Costly expressions being evaluated, and the callbacks waiting for each.
         self._jobs: dict[str, asyncio.Task[None]] = {}
         self._waiting: dict[str, list[Callable[[], None]]] = {}
+        #: expression -> the device table for which it has nothing left to evaluate.
+        self._settled: dict[str, Any] = {}
 
     def program(self, expression: str) -> Program:
         program = self._programs.get(expression)
@@ -482,11 +485,18 @@ class SelectorCache:
         (timed-out ones are not retried until their slice changes)."""
         if not self.costly(expression) or self.program(expression).error:
             return []
+        if self._settled.get(expression) is table:
+            return []
         out = []
         for row, device in enumerate(table.candidates):
             results, i = self._slot(expression, device)
             if results[i] == NOT_YET:
                 out.append(row)
+        if not out:
+            # Every pod asking again costs a lookup, not a walk over the devices.
+            self._settled[expression] = table
+            if len(self._settled) > PROGRAMS_KEPT:
+                self._settled.pop(next(iter(self._settled)))
         return out
 
     def ensure(
@@ -523,15 +533,21 @@ class SelectorCache:
     async def _run(self, expression: str, table: Any, timeout: float | None) -> None:
         try:
             candidates = [table.candidates[r] for r in self.pending(expression, table)]
-            items = [(d.index, self._value(d, d.position)) for d in candidates]
+            items = []
+            for start in range(0, len(candidates), VALUES_PER_TURN):
+                if start:
+                    await asyncio.sleep(0)  # device values for thousands: a turn at a time
+                items += [
+                    (d.index, self._value(d, d.position))
+                    for d in candidates[start : start + VALUES_PER_TURN]
+                ]
 
             def store(results: list[tuple[Any, Outcome]]) -> None:
                 for row, outcome in results:
                     self._store(expression, table.candidates[row], outcome)
 
-            deadline = time.monotonic() + timeout if timeout else None
             finished = await self.worker.evaluate(
-                expression, items, deadline=deadline, on_results=store
+                expression, items, timeout=timeout or None, on_results=store
             )
             if not finished:
                 for device in candidates:

@@ -282,11 +282,12 @@ class SelectorWorker:
         expression: str,
         items: Iterable[tuple[Any, Any]],
         *,
-        deadline: float | None,
+        timeout: float | None,
         on_results: Callable[[list[tuple[Any, Outcome]]], None],
     ) -> bool:
         """Evaluate `expression` for each (key, device value), handing results to
-        `on_results` as they come; False if the deadline (time.monotonic()) passed first
+        `on_results` as they come; False if `timeout` seconds (counted from its turn: a job
+        waiting behind another is not charged for it) passed first
         (the child is killed, the devices not reached have no result)."""
         async with self._turn:
             process = await self._start()
@@ -294,10 +295,14 @@ class SelectorWorker:
             assert process.stdout is not None
             self._jobs += 1
             job_id = self._jobs
-            data = pickle.dumps((job_id, expression, list(items)), protocol=pickle.HIGHEST_PROTOCOL)
+            # Thousands of devices take tens of milliseconds to pickle: off the loop's thread
+            # (which gets the interpreter back at every switch interval meanwhile).
+            data = await asyncio.to_thread(
+                pickle.dumps, (job_id, expression, list(items)), pickle.HIGHEST_PROTOCOL
+            )
             process.stdin.write(_LENGTH.pack(len(data)) + data)
             try:
-                async with asyncio.timeout_at(_loop_time(deadline)):
+                async with asyncio.timeout(timeout):
                     await process.stdin.drain()
                     while True:
                         head = await process.stdout.readexactly(_LENGTH.size)
@@ -335,13 +340,6 @@ class SelectorWorker:
 
 class WorkerDied(Exception):
     """The child exited in the middle of a job (killed from outside, out of memory)."""
-
-
-def _loop_time(deadline: float | None) -> float | None:
-    """A time.monotonic() deadline on the running loop's clock."""
-    if deadline is None:
-        return None
-    return asyncio.get_running_loop().time() + (deadline - time.monotonic())
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """CEL device selectors that a claim's author made costly, on the real plane: other pods keep
-being scheduled, health keeps answering and the leader keeps its Lease while one is
-evaluated, and DynamicResources' filterTimeout ends it with kube-scheduler's message."""
+being scheduled, health keeps answering and the leader keeps its Lease while they are
+evaluated; one that finishes places its pod, and DynamicResources' filterTimeout ends one
+that does not with kube-scheduler's message."""
 
 from __future__ import annotations
 
@@ -33,8 +34,17 @@ DRIVER = "gpu.example.com"
 FORTY = "[" + ",".join(str(i) for i in range(40)) + "]"
 #: 64,000 iterations a device, under Kubernetes' cost limit (the API server admits it): a
 #: fifth of a second a device here, over a minute for a thousand devices.
-COSTLY = f"{FORTY}.all(a, {FORTY}.all(b, {FORTY}.all(c, a + b + c >= 0)))"
-FILTER_TIMEOUT = 30
+ITERATIONS = f"{FORTY}.all(a, {FORTY}.all(b, {FORTY}.all(c, a + b + c >= 0)))"
+#: 40 regular expressions over a 100,000-character string built in the expression (the API
+#: server admits it): over a millisecond a device, so seconds for a thousand devices, which
+#: an event loop that ran them would spend away from its Lease.
+MATCHES = (
+    "cel.bind(s, 'aaaaaaaaaa', cel.bind(t, s+s+s+s+s+s+s+s+s+s, cel.bind(u, "
+    "t+t+t+t+t+t+t+t+t+t, cel.bind(v, u+u+u+u+u+u+u+u+u+u, "
+    + " && ".join(["v.matches('^(a|b)*$')"] * 40)
+    + "))))"
+)
+FILTER_TIMEOUT = 45
 
 
 async def slices(kube: KubeClient, created: list[str], node: str, count: int) -> None:
@@ -111,9 +121,13 @@ async def test_a_costly_selector_holds_up_no_other_pod_and_ends_at_filter_timeou
     )
     cluster_objects.append(f"{RESOURCE}/deviceclasses/{klass}")
     ns = f"{RESOURCE}/namespaces/{namespace}"
-    # Only the last of the thousand devices matches: the evaluation never gets there in time.
-    last = f'{COSTLY} && device.attributes["{DRIVER}"].index == 999'
-    await kube.post(f"{ns}/resourceclaims", claim("costly", klass, last))
+    # Only the last device of the thousand matches each: the regular expressions get there
+    # (seconds, off the event loop); the iterations do not before the filterTimeout.
+    index = f'device.attributes["{DRIVER}"].index'
+    await kube.post(f"{ns}/resourceclaims", claim("matches", klass, f"{MATCHES} && {index} == 999"))
+    await kube.post(
+        f"{ns}/resourceclaims", claim("iterations", klass, f"{ITERATIONS} && {index} == 998")
+    )
     await kube.post(
         f"{ns}/resourceclaims",
         claim("plain", klass, 'device.attributes["gpu.example.com"].index == 7'),
@@ -148,21 +162,35 @@ async def test_a_costly_selector_holds_up_no_other_pod_and_ends_at_filter_timeou
 
         await eventually(ready, what="/readyz ok once informers synced")
         await create_pods(
-            kube, namespace, [claiming_pod("hog", claim="costly", scheduler_name=profile)]
+            kube,
+            namespace,
+            [
+                claiming_pod("matches", claim="matches", scheduler_name=profile),
+                claiming_pod("iterations", claim="iterations", scheduler_name=profile),
+            ],
         )
         others = [pause_pod(f"p{i}", scheduler_name=profile) for i in range(20)]
         others.append(claiming_pod("device", claim="plain", scheduler_name=profile))
         await create_pods(kube, namespace, others)
         where = await wait_bound(kube, namespace, [p["metadata"]["name"] for p in others])
         assert where["device"] == names[0]
-        # All of them were placed while the costly selector was still being evaluated: the
-        # pod that asked for it has no verdict yet, and health answers.
-        hog = await get_pod(kube, namespace, "hog")
+        # All of them were placed while the costly selectors were still being evaluated (the
+        # iterations wait their turn behind the regular expressions, then run for the
+        # filterTimeout): that pod has no verdict yet, and health answers.
+        hog = await get_pod(kube, namespace, "iterations")
         assert not hog["spec"].get("nodeName")
         assert scheduled_condition(hog) is None
         async with aiohttp.ClientSession() as session, session.get(f"{base}/healthz") as r:
             assert r.status == 200
-        message = await wait_unschedulable(kube, namespace, "hog", timeout=FILTER_TIMEOUT + 90)
+        # Every device evaluated: the one that matches is allocated, as kube-scheduler's.
+        where = await wait_bound(kube, namespace, ["matches"], timeout=180)
+        assert where["matches"] == names[0]
+        body = await kube.get(f"{ns}/resourceclaims/matches")
+        (result,) = body["status"]["allocation"]["devices"]["results"]
+        assert result["device"] == "gpu-999"
+        message = await wait_unschedulable(
+            kube, namespace, "iterations", timeout=FILTER_TIMEOUT + 180
+        )
         assert message == (
             "0/2 nodes are available: 1 cannot allocate all claims, 1 timed out trying to "
             "allocate devices. still not schedulable, preemption: 0/2 nodes are available: "

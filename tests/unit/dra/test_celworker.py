@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from typing import Any
 
 import pytest
@@ -68,7 +67,7 @@ async def test_the_worker_evaluates_in_a_process_of_its_own() -> None:
         finished = await worker.evaluate(
             'device.driver.matches("^gpu") || 1 / (size(device.driver) - 5) >= 0',
             items,
-            deadline=None,
+            timeout=None,
             on_results=lambda rs: got.update(rs),
         )
         assert worker.pid is not None
@@ -95,10 +94,9 @@ async def test_a_job_past_its_deadline_is_killed_and_the_next_one_gets_a_new_pro
     task = asyncio.create_task(ticker())
     try:
         loop = asyncio.get_running_loop()
-        deadline = time.monotonic() + 1.0
         got: list[Any] = []
         finished = await worker.evaluate(
-            SLOW, [(i, value) for i in range(30)], deadline=deadline, on_results=got.extend
+            SLOW, [(i, value) for i in range(30)], timeout=1.0, on_results=got.extend
         )
         assert not finished
         assert len(got) < 30
@@ -110,7 +108,7 @@ async def test_a_job_past_its_deadline_is_killed_and_the_next_one_gets_a_new_pro
         finished = await worker.evaluate(
             "device.driver.matches('d')",
             [(0, value)],
-            deadline=None,
+            timeout=None,
             on_results=got.extend,
         )
         assert finished
@@ -209,7 +207,7 @@ async def test_the_worker_meters_cost_as_kubernetes_with_no_iteration_budget() -
     try:
         for key, expression in ((0, SLOW), (1, OVER)):
             assert await worker.evaluate(
-                expression, [(key, value)], deadline=None, on_results=lambda rs: got.update(rs)
+                expression, [(key, value)], timeout=None, on_results=lambda rs: got.update(rs)
             )
     finally:
         await worker.close()
