@@ -15,6 +15,7 @@ from ascheduler.devcluster.plane import PlaneState, free_port
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
 from ascheduler.framework.gangs import POD_GROUP_LABEL
 from ascheduler.kube import KubeClient
+from benchmarks.common import OPEN_METRICS
 from benchmarks.locks import binds_per_hold
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
@@ -281,7 +282,8 @@ async def test_members_bound_to_one_node_share_one_lock_hold_and_a_rejected_grou
         profile,
         "--node-lock-policy",
         "all",
-        http_address=f"127.0.0.1:{port}",
+        OPEN_METRICS,
+        secure_port=port,
     ):
 
         async def serving() -> bool:

@@ -41,7 +41,6 @@ async def test_apicost_measures_every_request_of_a_bind() -> None:
     costs = result["cpu_ms_per_request_median"]["plane_ms"]
     assert set(costs) == {
         "create pod",
-        "allocating patch (pod)",
         "binding",
         "event",
         "lock + unlock patches (node)",
