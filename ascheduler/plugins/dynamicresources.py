@@ -25,12 +25,17 @@ allocation in memory (in flight: no other pod gets those devices); Unreserve dro
 PreBind writes each claim: the finalizer (an update), then `status.allocation` and the pod in
 `status.reservedFor` (an update of the status with the claim's resourceVersion, so a
 concurrent writer conflicts instead of being overwritten; on a conflict the claim is read
-again and the write retried unless someone allocated it meanwhile). With node locks on, new
-allocations are written under the locks of their node and network-attached pools, after the
-API server's claims show none of their devices taken (`binding.devicelocks`), so several
-instances never allocate one device twice. PostFilter deallocates
-one allocated claim that kept the pod off every node and that no other pod uses, as
-kube-scheduler does, so the next attempt can allocate it afresh.
+again and the write retried unless someone allocated it meanwhile). A claim already reserved
+for the pod is reused only if its allocation admits the node being bound: several instances
+on one schedulerName may run binding cycles for one pod at once, and the allocation decides
+where the pod may go (`dra.reservations`); otherwise PreBind fails and the pod is tried again.
+Unreserve undoes only the claim writes of its own cycle, and only those the pod will not use,
+as the API server shows the pod: none once it is bound where the allocation admits it. With
+node locks on, new allocations are written under the locks of their node and network-attached
+pools, after the API server's claims show none of their devices taken (`binding.devicelocks`),
+so several instances never allocate one device twice. PostFilter deallocates one allocated
+claim that kept the pod off every node and that no other pod uses, as kube-scheduler does, so
+the next attempt can allocate it afresh.
 """
 
 from __future__ import annotations
