@@ -173,24 +173,23 @@ async def test_instances_on_one_scheduler_name_bind_pods_where_their_claims_are(
                 )
             )
 
-        async def all_bound() -> dict[str, dict[str, Any]] | None:
+        async def state() -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
             pods = await pods_in(kube, namespace)
-            return pods if sum(1 for p in pods.values() if node_of(p)) == total else None
-
-        await eventually(all_bound, what=f"{total} claiming pods bound", timeout=60)
+            return pods, (await kube.get(f"{ns}/resourceclaims")).get("items") or []
 
         async def settled() -> bool:
-            # The instances that lost a pod undo their claim writes in the background.
-            pods = await pods_in(kube, namespace)
-            claims = (await kube.get(f"{ns}/resourceclaims")).get("items") or []
-            return not problems(pods, claims)
+            # Every pod bound, and the instances that lost a pod done undoing their claim
+            # writes (in the background).
+            pods, claims = await state()
+            return all(node_of(p) for p in pods.values()) and not problems(pods, claims)
 
         try:
-            await eventually(settled, what="claims matching their pods' nodes", timeout=15)
+            await eventually(settled, what=f"{total} claiming pods bound where their claims are")
         except AssertionError:
-            pods = await pods_in(kube, namespace)
-            claims = (await kube.get(f"{ns}/resourceclaims")).get("items") or []
+            pods, claims = await state()
             assert problems(pods, claims) == []
+            assert sorted(n for n, p in pods.items() if not node_of(p)) == []
+            raise
     pods = await pods_in(kube, namespace)
     assert len(pods) == total
     assert set(Counter(node_of(p) for p in pods.values())) <= set(names)
