@@ -22,9 +22,9 @@ from tests.integration.helpers import claiming_pod, eventually, node_of, pods_in
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 NODES = 4
-DEVICES_PER_NODE = 4
-BURSTS = 3
-BURST = 4
+DEVICES_PER_NODE = 24
+BURSTS = 8
+BURST = 10
 
 
 def node_slice(name: str, driver: str, node: str) -> dict[str, Any]:
@@ -161,7 +161,14 @@ async def test_instances_on_one_scheduler_name_bind_pods_where_their_claims_are(
     total = BURSTS * BURST
     with contextlib.ExitStack() as running:
         for i in range(instances):
-            running.enter_context(scheduler(plane, plane_state, f"ascheduler-{i}", shared))
+            running.enter_context(
+                scheduler(
+                    plane,
+                    plane_state,
+                    f"ascheduler-{i}",
+                    shared,
+                )
+            )
         for b in range(BURSTS):
             await asyncio.gather(
                 *(
