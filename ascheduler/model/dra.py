@@ -207,6 +207,17 @@ class Allocation:
     #: `nodeSelector` as written (what Filter matches and what is written back).
     node_selector: Mapping[str, Any] | None = None
 
+    def admits(self, node: str, labels: Mapping[str, str]) -> bool:
+        """Whether a pod on `node` may use these devices: no selector (available everywhere),
+        or one of its terms matches the node by name or labels. An allocation made here
+        carries only the selector as it will be written; it is read the same way."""
+        terms = self.node_terms
+        if terms is None and self.node_selector is not None:
+            terms = _node_selector(self.node_selector, "nodeSelector", [])
+        if terms is None:
+            return True
+        return any(t.matches(node, labels) for t in terms)
+
     def to_api(self) -> dict[str, Any]:
         devices: dict[str, Any] = {"results": [d.to_api() for d in self.devices]}
         if self.config:

@@ -25,12 +25,17 @@ allocation in memory (in flight: no other pod gets those devices); Unreserve dro
 PreBind writes each claim: the finalizer (an update), then `status.allocation` and the pod in
 `status.reservedFor` (an update of the status with the claim's resourceVersion, so a
 concurrent writer conflicts instead of being overwritten; on a conflict the claim is read
-again and the write retried unless someone allocated it meanwhile). With node locks on, new
-allocations are written under the locks of their node and network-attached pools, after the
-API server's claims show none of their devices taken (`binding.devicelocks`), so several
-instances never allocate one device twice. PostFilter deallocates
-one allocated claim that kept the pod off every node and that no other pod uses, as
-kube-scheduler does, so the next attempt can allocate it afresh.
+again and the write retried unless someone allocated it meanwhile). A claim already reserved
+for the pod is reused only if its allocation admits the node being bound: several instances
+on one schedulerName may run binding cycles for one pod at once, and the allocation decides
+where the pod may go (`dra.reservations`); otherwise PreBind fails and the pod is tried again.
+Unreserve undoes only the claim writes of its own cycle, and only those the pod will not use,
+as the API server shows the pod: none once it is bound where the allocation admits it. With
+node locks on, new allocations are written under the locks of their node and network-attached
+pools, after the API server's claims show none of their devices taken (`binding.devicelocks`),
+so several instances never allocate one device twice. PostFilter deallocates one allocated
+claim that kept the pod off every node and that no other pod uses, as kube-scheduler does, so
+the next attempt can allocate it afresh.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -54,6 +59,7 @@ from ascheduler.dra.allocator import (
     InvalidPools,
     Timeout,
 )
+from ascheduler.dra.reservations import Placed, Reuse, placed, release, reuse
 from ascheduler.dra.store import DeviceTable, ResourceObjects
 from ascheduler.framework.args import Seconds
 from ascheduler.framework.errors import PluginArgsError
@@ -84,7 +90,7 @@ from ascheduler.framework.interface import (
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import Registration
-from ascheduler.kube import KubeError
+from ascheduler.kube import KubeClient, KubeError
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import (
     ALL,
@@ -225,6 +231,9 @@ class _State:
     found: dict[str, list[Allocation]] = field(default_factory=dict)
     #: Set by Reserve, written by PreBind (claim index -> allocation).
     allocations: dict[int, Allocation] = field(default_factory=dict)
+    #: The claims whose reservation PreBind wrote, with the allocation it wrote beside it
+    #: (None: the claim was allocated already): all a failed cycle may undo.
+    written: dict[int, Allocation | None] = field(default_factory=dict)
 
 
 class DynamicResources(
@@ -247,6 +256,9 @@ class DynamicResources(
         self.objects: ResourceObjects = handle.resources
         self.selectors = handle.resources.selectors
         self._cleanups: set[asyncio.Task[None]] = set()
+        #: Per pod uid: the undoing of a failed cycle's claim writes, which the pod's next
+        #: PreBind waits for (it could otherwise reuse a reservation about to go).
+        self._releasing: dict[str, asyncio.Task[None]] = {}
 
     # -- queueing ------------------------------------------------------------------------
 
@@ -678,9 +690,12 @@ class DynamicResources(
         for claim in s.claims:
             if self.objects.remove_pending(claim.uid):
                 self.objects.restore(claim.namespace, claim.name)
-            latest = self.objects.claim(claim.namespace, claim.name) or claim
-            if latest.allocation is not None and latest.reserved_for_pod(pod.uid):
-                self._spawn(self._unreserve_claim(latest, pod))
+        # Only what this cycle wrote is undone (`dra.reservations`): a reservation found in
+        # place may be another instance's, for a bind of this pod that is going through.
+        written = [(s.claims[i], ours) for i, ours in sorted(s.written.items())]
+        s.written.clear()
+        if written:
+            self._spawn_release(pod, written)
 
     # -- binding cycle -------------------------------------------------------------------
 
@@ -690,7 +705,7 @@ class DynamicResources(
             return SUCCESS
         locks = self.handle.device_locks
         if locks is None or not s.allocations:
-            return await self._write_claims(s, pod)
+            return await self._write_claims(s, pod, node)
         local, pools = self._lock_targets(s)
         busy = [
             d.device_id for a in s.allocations.values() for d in a.devices if not d.admin_access
@@ -705,7 +720,7 @@ class DynamicResources(
                 if not held.writable():
                     return Status.error("device locks: the hold ran out of time")
                 async with asyncio.timeout(held.remaining()):
-                    return await self._write_claims(s, pod)
+                    return await self._write_claims(s, pod, node)
         except DeviceTaken as exc:
             log.info("device_taken", pod=pod.key, node=node, error=str(exc))
             return Status.error(f"{exc} (by another scheduler)")
@@ -733,13 +748,29 @@ class DynamicResources(
                     pools.add((d.driver, d.pool))
         return local, sorted(pools)
 
-    async def _write_claims(self, s: _State, pod: PodInfo) -> Status:
+    def _labels(self, node: str) -> Mapping[str, str]:
+        """A node's labels as the cache has them (none for a node it does not know: a term
+        naming the node still matches it)."""
+        info = self.handle.nodes.node(node)
+        return info.labels if info is not None else {}
+
+    async def _write_claims(self, s: _State, pod: PodInfo, node: str) -> Status:
+        releasing = self._releasing.get(pod.uid)
+        if releasing is not None:
+            await asyncio.wait({releasing})
+        labels = self._labels(node)
         for i, claim in enumerate(s.claims):
             current = self.objects.claim(claim.namespace, claim.name) or claim
-            if current.uid == claim.uid and current.reserved_for_pod(pod.uid):
-                continue
+            if current.uid == claim.uid:
+                found = reuse(current, pod.uid, node, labels)
+                if found is Reuse.DONE:
+                    continue
+                if found is Reuse.ELSEWHERE:
+                    log.info("claim_reserved_elsewhere", pod=pod.key, node=node, claim=claim.key)
+                    return Status.error(f"claim {claim.key}: {NOT_AVAILABLE}")
+            allocation = s.allocations.get(i)
             try:
-                s.claims[i] = await self._bind_claim(claim, s.allocations.get(i), pod)
+                s.claims[i], wrote = await self._bind_claim(claim, allocation, pod, node, labels)
             except _WriteFailed as exc:
                 return Status.error(str(exc))
             except KubeError as exc:
@@ -747,11 +778,20 @@ class DynamicResources(
             finally:
                 if i in s.allocations:
                     self.objects.remove_pending(claim.uid)
+            if wrote:
+                s.written[i] = allocation
         return SUCCESS
 
     async def _bind_claim(
-        self, claim: ResourceClaim, allocation: Allocation | None, pod: PodInfo
-    ) -> ResourceClaim:
+        self,
+        claim: ResourceClaim,
+        allocation: Allocation | None,
+        pod: PodInfo,
+        node: str,
+        labels: Mapping[str, str],
+    ) -> tuple[ResourceClaim, bool]:
+        """The claim as written (or as found reserved for the pod, for this node, by another
+        instance meanwhile), and whether this call wrote it."""
         kube = self.handle.kube
         if kube is None:
             raise _WriteFailed("no API client to write the claim with")
@@ -766,20 +806,29 @@ class DynamicResources(
             refresh = True
             if claim.deleting:
                 raise _WriteFailed(f"claim {ref} got deleted in the meantime")
+            found = reuse(claim, pod.uid, node, labels)
+            if found is Reuse.DONE:
+                return claim, False
+            if found is Reuse.ELSEWHERE:
+                raise _WriteFailed(f"claim {ref}: {NOT_AVAILABLE}")
             try:
                 if allocation is not None:
                     if claim.allocation is not None:
                         raise _WriteFailed(f"claim {ref} got allocated elsewhere in the meantime")
                     meta = dict(body.get("metadata") or {})
-                    labels = _pool_labels(meta.get("labels"), allocation)
-                    if FINALIZER not in claim.finalizers or labels != meta.get("labels"):
-                        meta["labels"] = labels
+                    labels_now = _pool_labels(meta.get("labels"), allocation)
+                    if FINALIZER not in claim.finalizers or labels_now != meta.get("labels"):
+                        meta["labels"] = labels_now
                         if FINALIZER not in claim.finalizers:
                             meta["finalizers"] = [*claim.finalizers, FINALIZER]
                         body = (
                             await kube.request("PUT", path, body={**body, "metadata": meta})
                         ).json()
                         claim = parse_resource_claim(body)
+                elif claim.allocation is None or not claim.allocation.admits(node, labels):
+                    # Allocated at PreFilter, deallocated or reallocated since (by PostFilter
+                    # or another instance): the pod must not go where the devices are not.
+                    raise _WriteFailed(f"claim {ref}: {NOT_AVAILABLE}")
                 status = dict(body.get("status") or {})
                 if allocation is not None:
                     status["allocation"] = allocation.to_api()
@@ -798,7 +847,7 @@ class DynamicResources(
                 raise _WriteFailed(f"add {what} to claim {ref}: {exc}") from exc
             written = parse_resource_claim(answer)
             self.objects.assume_written(written)
-            return written
+            return written, True
         raise _WriteFailed(f"claim {ref}: too many conflicts")
 
     async def _deallocate(self, claim: ResourceClaim) -> None:
@@ -817,31 +866,108 @@ class DynamicResources(
         )
         await kube.request("PUT", path, body={**body, "status": status})
 
-    async def _unreserve_claim(self, claim: ResourceClaim, pod: PodInfo) -> None:
-        kube = self.handle.kube
-        if kube is None:
-            return
-        patch = {
-            "metadata": {"uid": claim.uid},
-            "status": {"reservedFor": [{"$patch": "delete", "uid": pod.uid}]},
-        }
-        await kube.patch(
-            f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims/"
-            f"{claim.name}/status",
-            patch,
-            content_type="application/strategic-merge-patch+json",
-        )
+    # -- undoing a failed cycle's writes ---------------------------------------------------
 
-    def _spawn(self, work: Any) -> None:
+    def _spawn_release(
+        self, pod: PodInfo, written: list[tuple[ResourceClaim, Allocation | None]]
+    ) -> None:
+        task = self._spawn(self._release(pod, written, self._releasing.get(pod.uid)))
+        if task is not None:
+            self._releasing[pod.uid] = task
+
+    async def _release(
+        self,
+        pod: PodInfo,
+        written: list[tuple[ResourceClaim, Allocation | None]],
+        before: asyncio.Task[None] | None,
+    ) -> None:
+        """Undo what a failed binding cycle wrote on `written` (`dra.reservations`): read the
+        pod back, then each claim, and write what the plan says with the claim's
+        resourceVersion (a conflict reads both again)."""
+        try:
+            if before is not None:
+                await asyncio.wait({before})
+            kube = self.handle.kube
+            if kube is None:
+                return
+            for claim, ours in written:
+                await self._release_claim(kube, pod, claim, ours)
+        finally:
+            if self._releasing.get(pod.uid) is asyncio.current_task():
+                del self._releasing[pod.uid]
+
+    async def _release_claim(
+        self, kube: KubeClient, pod: PodInfo, claim: ResourceClaim, ours: Allocation | None
+    ) -> None:
+        path = f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
+        for attempt in range(WRITE_ATTEMPTS):
+            raw_pod = await _read(kube, f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
+            body = await _read(kube, path)
+            if body is None:
+                return
+            current = parse_resource_claim(body)
+            if current.uid != claim.uid:
+                return
+            where = placed(raw_pod, pod.uid, current, self._labels)
+            plan = release(current, pod.uid, ours, where)
+            if not plan.unreserve and not plan.deallocate:
+                return
+            status = dict(body.get("status") or {})
+            if plan.deallocate:
+                for key in ("allocation", "reservedFor", "devices"):
+                    status.pop(key, None)
+            else:
+                status["reservedFor"] = [
+                    r
+                    for r in status.get("reservedFor") or []
+                    if not (isinstance(r, dict) and r.get("uid") == pod.uid)
+                ]
+            try:
+                answer = (
+                    await kube.request("PUT", f"{path}/status", body={**body, "status": status})
+                ).json()
+            except KubeError as exc:
+                if exc.conflict and attempt + 1 < WRITE_ATTEMPTS:
+                    continue
+                raise
+            self.objects.assume_written(parse_resource_claim(answer))
+            log.info(
+                "resourceclaim_released",
+                pod=pod.key,
+                claim=claim.key,
+                placed=where.value,
+                deallocated=plan.deallocate,
+            )
+            if where is Placed.PENDING:
+                await self._keep_if_bound(kube, pod, claim)
+            return
+
+    async def _keep_if_bound(self, kube: KubeClient, pod: PodInfo, claim: ResourceClaim) -> None:
+        """After the reservation of a pending pod went: if another instance bound the pod
+        meanwhile, to a node the allocation admits, relying on that reservation, put it
+        back (the bind may have come after the pod was read, so it is read again)."""
+        raw_pod = await _read(kube, f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
+        latest = self.objects.claim(claim.namespace, claim.name) or claim
+        if placed(raw_pod, pod.uid, latest, self._labels) is not Placed.USING:
+            return
+        assert raw_pod is not None
+        node = str(raw_pod["spec"]["nodeName"])
+        try:
+            await self._bind_claim(latest, None, pod, node, self._labels(node))
+        except _WriteFailed as exc:
+            log.warning("resourceclaim_not_kept", pod=pod.key, claim=claim.key, error=str(exc))
+
+    def _spawn(self, work: Any) -> asyncio.Task[None] | None:
         """A best-effort write outside the cycle (Unreserve and PostFilter cannot await): kept
         until done, its failure logged; the next attempt recovers either way."""
         try:
-            task = asyncio.get_running_loop().create_task(work)
+            task: asyncio.Task[None] = asyncio.get_running_loop().create_task(work)
         except RuntimeError:
             work.close()
-            return
+            return None
         self._cleanups.add(task)
         task.add_done_callback(self._cleaned)
+        return task
 
     def _cleaned(self, task: asyncio.Task[None]) -> None:
         self._cleanups.discard(task)
@@ -851,6 +977,16 @@ class DynamicResources(
 
 class _WriteFailed(Exception):
     pass
+
+
+async def _read(kube: KubeClient, path: str) -> Any:
+    """An object as the API server has it; None once it is gone."""
+    try:
+        return await kube.get(path)
+    except KubeError as exc:
+        if exc.not_found:
+            return None
+        raise
 
 
 def _status(claim: ResourceClaim) -> Any:
