@@ -309,3 +309,18 @@ def stateful_set_body(
         "metadata": {"name": name},
         "spec": spec,
     }
+
+
+async def create_device_class(kube: KubeClient, created: list[str], name: str, driver: str) -> None:
+    """A DeviceClass selecting every device of `driver`; its path joins `created` (the
+    `cluster_objects` fixture deletes them after the test)."""
+    await kube.post(
+        "/apis/resource.k8s.io/v1/deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+        },
+    )
+    created.append(f"/apis/resource.k8s.io/v1/deviceclasses/{name}")

@@ -19,6 +19,7 @@ from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
     claiming_pod,
+    create_device_class,
     create_pods,
     eventually,
     get_pod,
@@ -110,16 +111,7 @@ async def test_a_costly_selector_holds_up_no_other_pod_and_ends_at_filter_timeou
     names = await nodes(FakeNodes(count=2, prefix=f"{namespace}-n"))
     await slices(kube, cluster_objects, names[0], 1000)
     klass = f"{namespace}-gpu"
-    await kube.post(
-        f"{RESOURCE}/deviceclasses",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": klass},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
-        },
-    )
-    cluster_objects.append(f"{RESOURCE}/deviceclasses/{klass}")
+    await create_device_class(kube, cluster_objects, klass, DRIVER)
     ns = f"{RESOURCE}/namespaces/{namespace}"
     # Only the last device of the thousand matches each: the regular expressions get there
     # (seconds, off the event loop); the iterations do not before the filterTimeout.

@@ -15,6 +15,7 @@ from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
     claiming_pod,
+    create_device_class,
     create_pods,
     eventually,
     lock_annotations,
@@ -69,16 +70,7 @@ async def _race(
     instances at once (`extra`: their flags); returns where the bound ones went, once every
     device is taken, and every device allocated (one entry per claim allocation)."""
     klass = f"{namespace}-race"
-    await kube.post(
-        f"{RESOURCE}/deviceclasses",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": klass},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
-        },
-    )
-    cluster_objects.append(f"{RESOURCE}/deviceclasses/{klass}")
+    await create_device_class(kube, cluster_objects, klass, DRIVER)
     for body in slices:
         await kube.post(f"{RESOURCE}/resourceslices", body)
         cluster_objects.append(f"{RESOURCE}/resourceslices/{body['metadata']['name']}")

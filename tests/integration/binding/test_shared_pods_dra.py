@@ -18,7 +18,14 @@ from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
-from tests.integration.helpers import claiming_pod, eventually, node_of, pods_in, scheduler
+from tests.integration.helpers import (
+    claiming_pod,
+    create_device_class,
+    eventually,
+    node_of,
+    pods_in,
+    scheduler,
+)
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 NODES = 4
@@ -142,16 +149,7 @@ async def test_instances_on_one_scheduler_name_bind_pods_where_their_claims_are(
     names = await nodes(FakeNodes(count=NODES, prefix=f"{namespace}-n"))
     driver = f"{namespace}.example.com"
     klass = f"{namespace}-dev"
-    await kube.post(
-        f"{RESOURCE}/deviceclasses",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": klass},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
-        },
-    )
-    cluster_objects.append(f"{RESOURCE}/deviceclasses/{klass}")
+    await create_device_class(kube, cluster_objects, klass, driver)
     for node in names:
         await kube.post(f"{RESOURCE}/resourceslices", node_slice(f"{node}-dev", driver, node))
         cluster_objects.append(f"{RESOURCE}/resourceslices/{node}-dev")
