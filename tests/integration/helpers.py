@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import aiohttp
+
 from ascheduler.binding.binder import LEASE_GROUP, LEASE_NODE
 from ascheduler.binding.nodelock import (
     DEFAULT_KEY,
@@ -324,3 +326,26 @@ async def create_device_class(kube: KubeClient, created: list[str], name: str, d
         },
     )
     created.append(f"/apis/resource.k8s.io/v1/deviceclasses/{name}")
+
+
+async def fetch(url: str, token: str | None = None) -> tuple[int, str]:
+    """GET `url` from a scheduler's HTTP endpoints (with a bearer `token`): (status, body).
+    On the secure port the certificate is the self-signed one made at start, not verified,
+    as a scraper that skips verification sees it."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(
+            url, headers=headers, ssl=False, timeout=aiohttp.ClientTimeout(total=10)
+        ) as resp,
+    ):
+        return resp.status, await resp.text()
+
+
+async def serving(base: str) -> bool:
+    """Whether the scheduler at `base` answers /readyz 200 (its informers synced)."""
+    try:
+        status, _ = await fetch(f"{base}/readyz")
+    except aiohttp.ClientError:
+        return False
+    return status == 200

@@ -12,8 +12,6 @@ import signal
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState, free_port
@@ -24,35 +22,28 @@ from tests.integration.helpers import (
     eventually,
     pause_pod,
     scheduler,
+    serving,
     wait_bound,
     wait_unschedulable,
+)
+from tests.integration.helpers import (
+    fetch as fetch_text,
 )
 
 SCHEDULER = "debug-sched"
 
 
 async def fetch(url: str, token: str | None = None) -> tuple[int, Any]:
-    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-    async with (
-        aiohttp.ClientSession() as session,
-        # ssl=False: the secure port's certificate is the self-signed one made at start.
-        session.get(
-            url, headers=headers, ssl=False, timeout=aiohttp.ClientTimeout(total=10)
-        ) as resp,
-    ):
-        text = await resp.text()
-        try:
-            return resp.status, json.loads(text)
-        except ValueError:
-            return resp.status, text
+    """`helpers.fetch`, its body parsed as JSON where it is."""
+    status, text = await fetch_text(url, token)
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
 
 
 async def served(port: int, scheme: str = "http") -> bool:
-    try:
-        status, _ = await fetch(f"{scheme}://127.0.0.1:{port}/readyz")
-    except aiohttp.ClientError:
-        return False
-    return status == 200
+    return await serving(f"{scheme}://127.0.0.1:{port}")
 
 
 async def test_a_pending_pod_s_last_attempt_queue_and_cache_from_the_live_scheduler(

@@ -9,8 +9,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState, free_port
@@ -22,10 +20,12 @@ from tests.integration.helpers import (
     create_device_class,
     create_pods,
     eventually,
+    fetch,
     get_pod,
     pause_pod,
     scheduled_condition,
     scheduler,
+    serving,
     wait_bound,
     wait_unschedulable,
 )
@@ -144,15 +144,7 @@ async def test_a_costly_selector_holds_up_no_other_pod_and_ends_at_filter_timeou
         "3",
         http_address=f"127.0.0.1:{port}",
     ) as me:
-
-        async def ready() -> bool:
-            try:
-                async with aiohttp.ClientSession() as session, session.get(f"{base}/readyz") as r:
-                    return r.status == 200
-            except aiohttp.ClientError:
-                return False
-
-        await eventually(ready, what="/readyz ok once informers synced")
+        await eventually(lambda: serving(base), what="/readyz ok once informers synced")
         await create_pods(
             kube,
             namespace,
@@ -172,8 +164,7 @@ async def test_a_costly_selector_holds_up_no_other_pod_and_ends_at_filter_timeou
         hog = await get_pod(kube, namespace, "iterations")
         assert not hog["spec"].get("nodeName")
         assert scheduled_condition(hog) is None
-        async with aiohttp.ClientSession() as session, session.get(f"{base}/healthz") as r:
-            assert r.status == 200
+        assert await fetch(f"{base}/healthz") == (200, "ok")
         # Every device evaluated: the one that matches is allocated, as kube-scheduler's.
         where = await wait_bound(kube, namespace, ["matches"], timeout=180)
         assert where["matches"] == names[0]

@@ -19,30 +19,17 @@ from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState, free_port
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
-from tests.integration.helpers import create_pods, eventually, pause_pod, scheduler, wait_bound
+from tests.integration.helpers import (
+    create_pods,
+    eventually,
+    fetch,
+    pause_pod,
+    scheduler,
+    serving,
+    wait_bound,
+)
 
 SCHEDULER = "secure-sched"
-
-
-async def fetch(url: str, token: str | None = None) -> tuple[int, str]:
-    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-    async with (
-        aiohttp.ClientSession() as session,
-        # The certificate is the one made at start (self-signed), as a scraper that skips
-        # verification sees it.
-        session.get(
-            url, headers=headers, ssl=False, timeout=aiohttp.ClientTimeout(total=10)
-        ) as resp,
-    ):
-        return resp.status, await resp.text()
-
-
-async def ready(base: str) -> bool:
-    try:
-        status, _ = await fetch(f"{base}/readyz")
-    except aiohttp.ClientError:
-        return False
-    return status == 200
 
 
 async def service_account_token(kube: KubeClient, namespace: str, account: str) -> str:
@@ -111,7 +98,7 @@ async def test_metrics_on_the_secure_port_only_for_who_may_get_them(
     with scheduler(
         plane, plane_state, "secure-sched", SCHEDULER, secure_port=port, http_address=None
     ):
-        await eventually(lambda: ready(base), what="the secure port ready")
+        await eventually(lambda: serving(base), what="the secure port ready")
         await create_pods(kube, namespace, [pause_pod("p", scheduler_name=SCHEDULER)])
         await wait_bound(kube, namespace, ["p"])
 
@@ -171,7 +158,7 @@ async def test_a_client_certificate_of_the_ca_given_authenticates(
         secure_port=port,
         http_address=None,
     ):
-        await eventually(lambda: ready(f"https://127.0.0.1:{port}"), what="the secure port ready")
+        await eventually(lambda: serving(f"https://127.0.0.1:{port}"), what="the secure port ready")
         served = tmp_path / "ascheduler.crt"
         verified = ssl.create_default_context(cafile=str(served))
         admin = ssl.create_default_context(cafile=str(served))
