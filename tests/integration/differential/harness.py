@@ -560,14 +560,14 @@ class Runner:
                 return Outcome("", NO_DECISION, f"after {wait:.0f}s")
             await asyncio.sleep(0.05)
 
-    async def _write_status(self, s: Scenario, run: str, raw: Json) -> None:
-        """The scenario's status for an existing pod, merged into what the API has."""
+    async def write_status(self, s: Scenario, run: str, raw: Json, fragment: Json) -> None:
+        """A status fragment (`Scenario.statuses`) for an existing pod, merged into what the
+        API has."""
         name = raw["metadata"]["name"]
         ns = self.namespace(s, run, raw["metadata"].get("namespace", "default"))
         path = f"/api/v1/namespaces/{ns}/pods/{name}"
         node = next(n for n in s.nodes if n["metadata"]["name"] == raw["spec"]["nodeName"])
         kwok = FAKE_NODE_ANNOTATION in (node["metadata"].get("annotations") or {})
-        fragment = s.statuses[name]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + DECISION_TIMEOUT
         while True:
@@ -739,7 +739,7 @@ class Runner:
             await self.kube.post(f"/api/v1/namespaces/{ns}/pods", self._rewrite(s, run, raw, None))
         for raw in s.existing:
             if raw["metadata"]["name"] in s.statuses:
-                await self._write_status(s, run, raw)
+                await self.write_status(s, run, raw, s.statuses[raw["metadata"]["name"]])
         await self._settle_budgets(s, run)
         outcomes: dict[str, Outcome] = {}
         for path, obj in s.controllers:
