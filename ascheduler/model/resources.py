@@ -30,8 +30,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import orjson
-
 from ascheduler.model.quantity import QuantityError, parse_resource, saturating_add
 
 #: kube-scheduler's defaults for containers that request no cpu / memory, used for scoring only.
@@ -276,12 +274,19 @@ def pod_requests(
     )
 
 
+def _items(value: Any) -> Any:
+    """A resource list as a hashable tuple (what the API sends; anything else as it is)."""
+    return tuple(value.items()) if isinstance(value, Mapping) else value
+
+
 def resize_digest(status: Mapping[str, Any]) -> int:
     """A digest of everything `pod_requests` reads of a pod's status (each container
     status's `resources.requests`, whether it reports `resources` at all, its
     `allocatedResources`, and whether a resize is infeasible); 0 when no status reports
     resources, the usual case before a pod runs. Equal digests, equal readings: an update
-    of a pod's status that keeps the digest keeps its requests."""
+    of a pod's status that keeps the digest keeps its requests. Every watch event of a
+    running pod computes it, so it hashes tuples of the API's strings, serializing
+    nothing; -1 for what cannot be read (a full parse reports it)."""
     parts: list[Any] = []
     for key in ("containerStatuses", "initContainerStatuses"):
         statuses = status.get(key)
@@ -289,15 +294,15 @@ def resize_digest(status: Mapping[str, Any]) -> int:
             continue
         for cs in statuses:
             if not isinstance(cs, Mapping):
-                return -1  # unreadable: never equal to a readable one's (see `reparse_pod`)
+                return -1
             resources = cs.get("resources")
             if resources is None:
                 continue
             requests = resources.get("requests") if isinstance(resources, Mapping) else resources
-            parts.append((cs.get("name"), requests, cs.get("allocatedResources")))
+            parts.append((cs.get("name"), _items(requests), _items(cs.get("allocatedResources"))))
     if not parts:
         return 0
     try:
-        return hash(orjson.dumps((parts, resize_infeasible(status)))) or 1
-    except (TypeError, orjson.JSONEncodeError):
+        return hash((tuple(parts), resize_infeasible(status))) or 1
+    except TypeError:
         return -1
