@@ -23,7 +23,7 @@ from ascheduler.model.affinity import (
     parse_toleration,
 )
 from ascheduler.model.dra import PodClaim, parse_pod_claims
-from ascheduler.model.quantity import QuantityError, parse_resource, saturating_add
+from ascheduler.model.resources import pod_requests, resize_digest
 from ascheduler.model.topology import (
     NO_POD_AFFINITY,
     PodAffinity,
@@ -32,12 +32,6 @@ from ascheduler.model.topology import (
     parse_spread_constraint,
 )
 from ascheduler.model.volumes import PodVolume, parse_volumes
-
-#: kube-scheduler's defaults for containers that request no cpu / memory, used for scoring only.
-DEFAULT_MILLI_CPU_REQUEST: Final = 100
-DEFAULT_MEMORY_REQUEST: Final = 200 * 1024 * 1024
-#: Pod-level `spec.resources` may set only these; they replace the containers' aggregate.
-_POD_LEVEL_RESOURCES: Final = ("cpu", "memory")
 
 HostPort = tuple[str, str, int]  # (hostIP, protocol, port)
 
@@ -59,9 +53,12 @@ class PodInfo:
     phase: str
     deleting: bool
     scheduling_gates: tuple[str, ...]
-    #: Effective requests (cpu in millicores, others in base units), zero entries dropped.
+    #: Effective requests (cpu in millicores, others in base units), zero entries dropped:
+    #: what the pod holds on its node, an in-place resize's status included
+    #: (`ascheduler.model.resources`).
     requests: Mapping[str, int]
-    #: cpu and memory with kube-scheduler's non-zero defaults, for scoring.
+    #: cpu and memory with kube-scheduler's non-zero defaults: what the pod holds on its
+    #: node for scoring.
     nonzero_cpu: int
     nonzero_memory: int
     host_ports: tuple[HostPort, ...]
@@ -101,6 +98,29 @@ class PodInfo:
     #: A digest of what was parsed from the spec and the stable metadata (`reparse_pod`);
     #: 0 when there is none. Never compared.
     fingerprint: int = field(default=0, compare=False, repr=False)
+    #: The non-zero cpu and memory the pod is scored with while being scheduled, when they
+    #: differ from `nonzero_cpu`/`nonzero_memory` (pod-level requests); else None.
+    score_nonzero: tuple[int, int] | None = None
+    #: The spec's requests, which NodeResourcesFit filters the pod with, when they differ
+    #: from `requests` (status resources); else None.
+    spec_requests: Mapping[str, int] | None = None
+    #: `resources.resize_digest` of the status this was parsed from (`reparse_pod`).
+    resize_digest: int = field(default=0, compare=False, repr=False)
+
+    @property
+    def fit_requests(self) -> Mapping[str, int]:
+        """The requests NodeResourcesFit checks when scheduling this pod."""
+        return self.requests if self.spec_requests is None else self.spec_requests
+
+    @property
+    def score_cpu(self) -> int:
+        """The non-zero cpu this pod is scored with while being scheduled."""
+        return self.nonzero_cpu if self.score_nonzero is None else self.score_nonzero[0]
+
+    @property
+    def score_memory(self) -> int:
+        """The non-zero memory this pod is scored with while being scheduled."""
+        return self.nonzero_memory if self.score_nonzero is None else self.score_nonzero[1]
 
     @property
     def key(self) -> str:
@@ -119,6 +139,7 @@ class PodInfo:
         labels (which matter only to plugins that count pods: the queue asks them)."""
         return (
             self.requests == other.requests
+            and self.spec_requests == other.spec_requests
             and self.priority == other.priority
             and self.scheduling_gates == other.scheduling_gates
             and self.tolerations == other.tolerations
@@ -157,40 +178,6 @@ def _seq(value: Any, path: str, errors: list[str]) -> list[Any]:
     return []
 
 
-def _add(total: dict[str, int], extra: Mapping[str, int]) -> None:
-    for name, value in extra.items():
-        total[name] = saturating_add(total.get(name, 0), value)
-
-
-def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
-    for name, value in other.items():
-        if value > total.get(name, 0):
-            total[name] = value
-
-
-def _requests(raw: Any, path: str, errors: list[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for name, text in _map(raw, path, errors).items():
-        try:
-            value = parse_resource(str(name), text)
-        except QuantityError as exc:
-            errors.append(f"{path}.{name}: {exc}")
-            continue
-        if value < 0:
-            errors.append(f"{path}.{name}: negative quantity {text!r}")
-            continue
-        out[str(name)] = value
-    return out
-
-
-def _with_defaults(requests: Mapping[str, int], raw: Any) -> dict[str, int]:
-    has = raw if isinstance(raw, Mapping) else {}
-    return {
-        "cpu": requests.get("cpu", 0) if "cpu" in has else DEFAULT_MILLI_CPU_REQUEST,
-        "memory": requests.get("memory", 0) if "memory" in has else DEFAULT_MEMORY_REQUEST,
-    }
-
-
 def _containers(
     spec: Mapping[str, Any], field: str, errors: list[str]
 ) -> list[tuple[int, Mapping[str, Any]]]:
@@ -201,63 +188,6 @@ def _containers(
         if container:
             out.append((i, container))
     return out
-
-
-def _container_requests(
-    c: Mapping[str, Any], path: str, errors: list[str]
-) -> tuple[dict[str, int], dict[str, int]]:
-    resources = _map(c.get("resources"), f"{path}.resources", errors)
-    raw = resources.get("requests")
-    req = _requests(raw, f"{path}.resources.requests", errors)
-    return req, _with_defaults(req, raw)
-
-
-def effective_requests(
-    spec: Mapping[str, Any], errors: list[str]
-) -> tuple[dict[str, int], dict[str, int]]:
-    """(requests, non-zero cpu/memory) by Kubernetes' rules (component-helpers `PodRequests`):
-    max(sum of containers, each init container over the sidecars started before it), pod-level
-    requests replacing the aggregate, plus overhead. Sums saturate at `MAX_QUANTITY`."""
-    total: dict[str, int] = {}
-    nonzero: dict[str, int] = {}
-    for i, c in _containers(spec, "containers", errors):
-        req, req_nonzero = _container_requests(c, f"spec.containers[{i}]", errors)
-        _add(total, req)
-        _add(nonzero, req_nonzero)
-
-    init_max: dict[str, int] = {}
-    init_nonzero_max: dict[str, int] = {}
-    sidecars: dict[str, int] = {}
-    sidecars_nonzero: dict[str, int] = {}
-    for i, c in _containers(spec, "initContainers", errors):
-        req, req_nonzero = _container_requests(c, f"spec.initContainers[{i}]", errors)
-        if c.get("restartPolicy") == "Always":
-            _add(total, req)
-            _add(nonzero, req_nonzero)
-            _add(sidecars, req)
-            _add(sidecars_nonzero, req_nonzero)
-            candidate, candidate_nonzero = dict(sidecars), dict(sidecars_nonzero)
-        else:
-            candidate, candidate_nonzero = dict(req), dict(req_nonzero)
-            _add(candidate, sidecars)
-            _add(candidate_nonzero, sidecars_nonzero)
-        _max_into(init_max, candidate)
-        _max_into(init_nonzero_max, candidate_nonzero)
-    _max_into(total, init_max)
-    _max_into(nonzero, init_nonzero_max)
-
-    pod_resources = _map(spec.get("resources"), "spec.resources", errors)
-    pod_level = _requests(pod_resources.get("requests"), "spec.resources.requests", errors)
-    for name, value in pod_level.items():
-        if name in _POD_LEVEL_RESOURCES or name.startswith("hugepages-"):
-            total[name] = value
-            if name in nonzero:
-                nonzero[name] = value
-    overhead = _requests(spec.get("overhead"), "spec.overhead", errors)
-    _add(total, overhead)
-    for name in ("cpu", "memory"):
-        nonzero[name] = saturating_add(nonzero.get(name, 0), overhead.get(name, 0))
-    return {k: v for k, v in total.items() if v}, nonzero
 
 
 def _host_ports(spec: Mapping[str, Any], errors: list[str]) -> tuple[HostPort, ...]:
@@ -376,7 +306,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
     spec = _map(obj.get("spec"), "spec", errors)
     status = _map(obj.get("status"), "status", errors)
 
-    requests, nonzero = effective_requests(spec, errors)
+    reqs = pod_requests(spec, status, errors)
     tolerations: list[Toleration] = []
     for i, t in enumerate(_seq(spec.get("tolerations"), "spec.tolerations", errors)):
         try:
@@ -423,9 +353,9 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
         phase=str(status.get("phase") or "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),
         scheduling_gates=tuple(gates),
-        requests=requests,
-        nonzero_cpu=nonzero.get("cpu", 0),
-        nonzero_memory=nonzero.get("memory", 0),
+        requests=reqs.requests,
+        nonzero_cpu=reqs.nonzero[0],
+        nonzero_memory=reqs.nonzero[1],
         host_ports=_host_ports(spec, errors),
         tolerations=tuple(tolerations),
         node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
@@ -449,6 +379,9 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
         workload_ref=workload_ref,
         raw=obj if keep_raw and not spec.get("nodeName") and isinstance(obj, Mapping) else None,
         fingerprint=_fingerprint(spec, meta),
+        score_nonzero=reqs.score_nonzero,
+        spec_requests=reqs.spec_requests,
+        resize_digest=resize_digest(status),
     )
 
 
@@ -504,7 +437,8 @@ def _fingerprint(spec: Mapping[str, Any], meta: Mapping[str, Any]) -> int:
 
 
 def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
-    """`parse_pod` for a new version of `old`: when only its status, labels (and
+    """`parse_pod` for a new version of `old`: when only its status (but what an in-place
+    resize reports of its containers' resources), labels (and
     resourceVersion or deletionTimestamp) changed, which is what most updates of a bound pod
     are (the kubelet's phase and conditions), or it was just bound (`spec.nodeName` set,
     nothing else of the spec changed: what a Binding does, the API server adding the node's
@@ -518,6 +452,9 @@ def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
     if status is None:
         status = {}
     if not isinstance(status, Mapping):
+        return parse_pod(obj, keep_raw=keep_raw)
+    if resize_digest(status) != old.resize_digest:
+        # An in-place resize moved what the kubelet reports: the requests change.
         return parse_pod(obj, keep_raw=keep_raw)
     fingerprint = _fingerprint(spec, meta)
     node_name = old.node_name

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +30,7 @@ from ascheduler.framework.interface import (
     ExplainFilterPlugin,
     FilterResult,
     PreScorePlugin,
+    QueueingHintPlugin,
     Rejection,
     RowLocalScorePlugin,
     Status,
@@ -180,7 +181,7 @@ class _ResourceScorer:
         for spec in self.resources:
             if spec.name in ("cpu", "memory") and not self.use_requested:
                 row = CPU if spec.name == "cpu" else MEMORY
-                pod_req = pod.nonzero_cpu if spec.name == "cpu" else pod.nonzero_memory
+                pod_req = pod.score_cpu if spec.name == "cpu" else pod.score_memory
                 node_req = nodes.nonzero[row].take(feasible)
             else:
                 pod_req = pod.requests.get(spec.name, 0)
@@ -203,7 +204,7 @@ class _ResourceScorer:
         for spec in self.resources:
             if spec.name in ("cpu", "memory") and not self.use_requested:
                 res = CPU if spec.name == "cpu" else MEMORY
-                pod_req = pod.nonzero_cpu if spec.name == "cpu" else pod.nonzero_memory
+                pod_req = pod.score_cpu if spec.name == "cpu" else pod.score_memory
                 node_req = int(nodes.nonzero[res, row])
             else:
                 pod_req = pod.requests.get(spec.name, 0)
@@ -219,7 +220,9 @@ class _ResourceScorer:
         return out
 
 
-class NodeResourcesFit(WhatIfFilterPlugin, ExplainFilterPlugin, RowLocalScorePlugin):
+class NodeResourcesFit(
+    WhatIfFilterPlugin, ExplainFilterPlugin, RowLocalScorePlugin, QueueingHintPlugin
+):
     name = FIT
 
     def __init__(
@@ -245,12 +248,27 @@ class NodeResourcesFit(WhatIfFilterPlugin, ExplainFilterPlugin, RowLocalScorePlu
         return name not in self.ignored and name.split("/", 1)[0] not in self.ignored_groups
 
     def score_key(self, pod: PodInfo) -> Hashable:
-        return (pod.nonzero_cpu, pod.nonzero_memory, tuple(sorted(pod.requests.items())))
+        return (pod.score_cpu, pod.score_memory, tuple(sorted(pod.requests.items())))
+
+    # -- queueing hint -----------------------------------------------------------------------
+
+    def queueing_hint(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        """kube-scheduler's `isSchedulableAfterPodScaleDown` for an assigned pod's update (an
+        in-place resize, or its end, shrinking what it holds): only a resource the pod asks
+        for that the other pod now holds less of can help. Other events: always."""
+        if event is not ClusterEvent.ASSIGNED_POD_UPDATE:
+            return True
+        if not isinstance(old, PodInfo) or not isinstance(new, PodInfo) or not new.assigned:
+            return False
+        return any(
+            value > 0 and new.requests.get(name, 0) < old.requests.get(name, 0)
+            for name, value in pod.requests.items()
+        )
 
     # -- filter ------------------------------------------------------------------------------
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
-        wanted = tuple((n, v) for n, v in pod.requests.items() if v > 0 and self._checked(n))
+        wanted = tuple((n, v) for n, v in pod.fit_requests.items() if v > 0 and self._checked(n))
         # Which rows this request shape does not fit, kept per shape and recomputed only for
         # the rows whose usage changed: a stream of similar pods pays for one row a cycle.
         # The reasons are worked out only when some row does not fit.
@@ -327,7 +345,7 @@ class NodeResourcesFit(WhatIfFilterPlugin, ExplainFilterPlugin, RowLocalScorePlu
         if free_pods < 1:
             used, cap = int(nodes.requested[PODS, row]), int(nodes.alloc[PODS, row])
             lines.append(f"pods: {used} of {cap} running or assumed, no room for one more")
-        for name, value in pod.requests.items():
+        for name, value in pod.fit_requests.items():
             if value <= 0 or not self._checked(name):
                 continue
             res = nodes.resource_row(name)
@@ -368,7 +386,7 @@ class NodeResourcesFit(WhatIfFilterPlugin, ExplainFilterPlugin, RowLocalScorePlu
         free = nodes.free[:, row].tolist()
         if free[PODS] + len(removed) - len(added) < 1:
             reasons.append("Too many pods")
-        for name, value in pod.requests.items():
+        for name, value in pod.fit_requests.items():
             if value <= 0 or not self._checked(name):
                 continue
             res = nodes.resource_row(name)

@@ -403,3 +403,74 @@ def test_another_instances_pending_request_takes_room_too() -> None:
     assert p.uid not in env.queue  # still not ours
     # Its own scheduler deletes it: this one only forgets the room.
     assert not [w for w in env.written() if type(w).__name__ == "_DropRequest"]
+
+
+def _resized(
+    name: str, *, spec_cpu: str, status_cpu: str, infeasible: bool = False, **meta: Any
+) -> PodInfo:
+    """A pod of `spec_cpu` running on n1 whose kubelet reports `status_cpu` actuated and
+    allocated (an in-place resize), the resize infeasible if told."""
+    raw = pod(name, namespace="ns", cpu=spec_cpu, node_name="n1", **meta)
+    status: dict[str, Any] = {
+        "phase": "Running",
+        "containerStatuses": [
+            {
+                "name": raw["spec"]["containers"][0]["name"],
+                "resources": {"requests": {"cpu": status_cpu}},
+                "allocatedResources": {"cpu": status_cpu},
+            }
+        ],
+    }
+    if infeasible:
+        status["conditions"] = [
+            {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}
+        ]
+    raw["status"] = status
+    return parse_pod(raw)
+
+
+async def test_assigned_pod_resize_counts_and_its_end_wakes_pods_waiting_for_room() -> None:
+    env = Env(make_node("n1", cpu="4"))
+    row = env.cache.table.index["n1"]
+    running = _resized("running", spec_cpu="1", status_cpu="3")
+    env.router.pods.on_add(running)
+    assert int(env.cache.table.requested[CPU, row]) == 3000
+    pod = make_pod("p", cpu="2")
+    await env.attempt(pod)
+    assert env.queue.where(pod.uid) == "unschedulable"
+    # The kubelet finished the resize down to the spec: room for the pending pod.
+    done = _resized("running", spec_cpu="1", status_cpu="1")
+    env.router.pods.on_update(running, done)
+    assert int(env.cache.table.requested[CPU, row]) == 1000
+    assert env.queue.where(pod.uid) in ("backoff", "active")
+    env.clock.advance(1)
+    bind, _ = await env.attempt(pod)
+    assert bind is not None
+    assert bind.node == "n1"
+
+
+async def test_infeasible_resize_holds_only_what_is_actuated() -> None:
+    env = Env(make_node("n1", cpu="4"))
+    row = env.cache.table.index["n1"]
+    env.router.pods.on_add(_resized("running", spec_cpu="8", status_cpu="1", infeasible=True))
+    assert int(env.cache.table.requested[CPU, row]) == 1000
+    bind, _ = await env.attempt(make_pod("p", cpu="3"))
+    assert bind is not None
+
+
+async def test_assigned_pod_relabel_does_not_wake_pods_waiting_for_room() -> None:
+    """NodeResourcesFit registers an assigned pod's scale-down, not its relabelling."""
+    env = Env(make_node("n1", cpu="4"))
+    running = _resized("running", spec_cpu="3", status_cpu="3", labels={"a": "1"})
+    env.router.pods.on_add(running)
+    pod = make_pod("p", cpu="2")
+    await env.attempt(pod)
+    assert env.queue.where(pod.uid) == "unschedulable"
+    relabelled = _resized("running", spec_cpu="3", status_cpu="3", labels={"a": "2"})
+    env.router.pods.on_update(running, relabelled)
+    assert env.queue.where(pod.uid) == "unschedulable"
+    # A scale-down of a resource the pod does not ask for does not help it either.
+    grown = _resized("running", spec_cpu="3", status_cpu="3", labels={"a": "2"}, memory="1Gi")
+    env.router.pods.on_update(relabelled, grown)
+    env.router.pods.on_update(grown, relabelled)
+    assert env.queue.where(pod.uid) == "unschedulable"

@@ -212,6 +212,10 @@ class Scenario:
     #: Permit for siblings that never come); they are read once the others are decided and
     #: `HELD_SETTLE` more seconds have passed, and agree when both are still undecided.
     held: frozenset[str] = frozenset()
+    #: Existing pods' status, by pod name, written after the pod is placed (and, on a node
+    #: kwok runs, once kwok has made it Running): an in-place resize as the kubelet reports
+    #: it. Container statuses are merged by name, conditions by type, other fields set.
+    statuses: Mapping[str, Json] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -556,6 +560,41 @@ class Runner:
                 return Outcome("", NO_DECISION, f"after {wait:.0f}s")
             await asyncio.sleep(0.05)
 
+    async def write_status(self, s: Scenario, run: str, raw: Json, fragment: Json) -> None:
+        """A status fragment (`Scenario.statuses`) for an existing pod, merged into what the
+        API has."""
+        name = raw["metadata"]["name"]
+        ns = self.namespace(s, run, raw["metadata"].get("namespace", "default"))
+        path = f"/api/v1/namespaces/{ns}/pods/{name}"
+        node = next(n for n in s.nodes if n["metadata"]["name"] == raw["spec"]["nodeName"])
+        kwok = FAKE_NODE_ANNOTATION in (node["metadata"].get("annotations") or {})
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DECISION_TIMEOUT
+        while True:
+            pod = await self.kube.get(path)
+            status = pod.setdefault("status", {})
+            if kwok and status.get("phase") != "Running":
+                # kwok's pod-ready stage writes the container statuses once: after it.
+                if loop.time() > deadline:
+                    raise AssertionError(f"{path}: not Running after {DECISION_TIMEOUT}s")
+                await asyncio.sleep(0.05)
+                continue
+            for key, value in fragment.items():
+                if key in ("containerStatuses", "initContainerStatuses", "conditions"):
+                    by = "type" if key == "conditions" else "name"
+                    merged = {e[by]: e for e in status.get(key) or []}
+                    for entry in value:
+                        merged[entry[by]] = {**merged.get(entry[by], {}), **entry}
+                    status[key] = list(merged.values())
+                else:
+                    status[key] = value
+            try:
+                await self.kube.put(f"{path}/status", pod)
+                return
+            except ApiError as exc:
+                if exc.status != 409:  # written meanwhile: read it again
+                    raise
+
     async def _preempted(
         self, s: Scenario, run: str, namespace: str, name: str
     ) -> tuple[str, frozenset[str]]:
@@ -698,6 +737,9 @@ class Runner:
         for raw in s.existing:
             ns = self.namespace(s, run, raw["metadata"].get("namespace", "default"))
             await self.kube.post(f"/api/v1/namespaces/{ns}/pods", self._rewrite(s, run, raw, None))
+        for raw in s.existing:
+            if raw["metadata"]["name"] in s.statuses:
+                await self.write_status(s, run, raw, s.statuses[raw["metadata"]["name"]])
         await self._settle_budgets(s, run)
         outcomes: dict[str, Outcome] = {}
         for path, obj in s.controllers:

@@ -15,6 +15,7 @@ from tests.integration.differential.harness import (
     fake_node,
     pause,
 )
+from tests.integration.differential.scenarios_resize import RESIZE_SCENARIOS
 from tests.integration.helpers import stateful_set_body
 
 MB = 1024 * 1024
@@ -1409,3 +1410,6 @@ SCENARIOS += [
         held=frozenset({"job-0", "job-1"}),
     ),
 ]
+
+# In-place pod resize and pod-level resources: requests read from the status too.
+SCENARIOS += RESIZE_SCENARIOS

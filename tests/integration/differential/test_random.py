@@ -30,6 +30,7 @@ from tests.integration.differential.harness import (
     fake_node,
     pause,
 )
+from tests.integration.differential.scenarios_resize import resized
 
 APPS = ("web", "db", "cache")
 KEYS = (ZONE, HOSTNAME)
@@ -139,8 +140,30 @@ def random_scenario(seed: int, pods: int) -> Scenario:
             )
         )
     return Scenario(
-        f"random seed {seed}", nodes=nodes, existing=existing, pods=to_place, independent=True
+        f"random seed {seed}",
+        nodes=nodes,
+        existing=existing,
+        pods=to_place,
+        independent=True,
+        statuses=_resizes(seed, existing),
     )
+
+
+def _resizes(seed: int, existing: list[Json]) -> dict[str, Json]:
+    """Some existing pods in the middle of an in-place resize (up or down, admitted or not
+    yet actuated, or infeasible), drawn from a generator of their own so that a seed's
+    cluster is otherwise what it always was."""
+    rng = random.Random(f"resize-{seed}")
+    out = {}
+    for raw in existing:
+        if rng.random() < 0.7:
+            continue
+        actuated = f"{rng.randint(1, 20) * 100}m"
+        allocated = f"{rng.randint(1, 20) * 100}m" if rng.random() < 0.7 else None
+        out[raw["metadata"]["name"]] = resized(
+            actuated, allocated_cpu=allocated, infeasible=rng.random() < 0.25
+        )
+    return out
 
 
 @pytest.mark.parametrize("seed", _seeds())

@@ -211,6 +211,28 @@ def test_update_pod_replaces_its_usage(cache: Cache) -> None:
     assert usage(cache, "n1") == (500, GI, 1)
 
 
+def test_update_pod_counts_a_resize_reported_in_the_status(cache: Cache) -> None:
+    """Only the status differs (the kubelet resized the container in place): the node's
+    sums, exact and non-zero, follow the larger of spec and status."""
+    from tests.kit import pod
+
+    def resized(status_cpu: str | None) -> PodInfo:
+        raw = pod("p1", uid="p1", namespace="ns", node_name="n1", cpu="1", memory="1Gi")
+        if status_cpu is not None:
+            raw["status"] = {
+                "containerStatuses": [{"name": "c", "resources": {"requests": {"cpu": status_cpu}}}]
+            }
+        return parse_pod(raw)
+
+    cache.add_pod(resized(None))
+    cache.update_pod(resized("2500m"))
+    assert usage(cache, "n1") == (2500, GI, 1)
+    assert nonzero(cache, "n1") == (2500, GI)
+    cache.update_pod(resized("1"))
+    assert usage(cache, "n1") == (1000, GI, 1)
+    assert nonzero(cache, "n1") == (1000, GI)
+
+
 def test_remove_pod(cache: Cache) -> None:
     pod = make_pod("p1", node="n1")
     cache.add_pod(pod)

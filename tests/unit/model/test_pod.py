@@ -8,7 +8,8 @@ import pytest
 
 from ascheduler.model import parse_pod
 from ascheduler.model.affinity import NodeSelectorTerm, PreferredTerm, Requirement, Toleration
-from ascheduler.model.pod import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, PodInfo
+from ascheduler.model.pod import PodInfo
+from ascheduler.model.resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
 
 MI = 2**20
 GI = 2**30
@@ -785,6 +786,27 @@ def test_an_update_reparsed_from_the_old_record_equals_a_full_parse() -> None:
             ]
         ),
         lambda o: o.pop("status", None),
+        # In-place resizes: what the kubelet reports of the container's resources.
+        lambda o: o.setdefault("status", {}).update(
+            containerStatuses=[
+                {"name": "c", "resources": {"requests": {"cpu": "100m"}}, "ready": True}
+            ]
+        ),
+        lambda o: o.setdefault("status", {}).update(
+            containerStatuses=[
+                {
+                    "name": "c",
+                    "resources": {"requests": {"cpu": "500m"}},
+                    "allocatedResources": {"cpu": "1"},
+                }
+            ]
+        ),
+        lambda o: o.setdefault("status", {}).update(
+            conditions=[{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+        ),
+        lambda o: o.setdefault("status", {}).update(
+            containerStatuses=[{"name": "c", "resources": {"requests": {"cpu": "x"}}}]
+        ),  # an error: full parse reports it
     ]
     cheap = 0
     for trial in range(300):
@@ -837,3 +859,61 @@ def test_a_bind_is_reparsed_without_a_full_parse(monkeypatch: pytest.MonkeyPatch
     after["spec"]["priority"] = 9
     assert pod_module.reparse_pod(after, old) == parse(after)
     assert full
+
+
+def test_a_resize_in_the_status_changes_the_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A status update that moves what the kubelet reports of the containers' resources is
+    parsed in full (the requests change); the kubelet's other updates of a pod that reports
+    resources stay on the cheap path."""
+    import copy
+
+    from ascheduler.model import pod as pod_module
+
+    running = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "1"},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        },
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {
+                    "name": "c",
+                    "resources": {"requests": {"cpu": "1"}},
+                    "allocatedResources": {"cpu": "1"},
+                }
+            ],
+        },
+    }
+    old = parse_pod(running)
+    full: list[object] = []
+    parse = pod_module.parse_pod
+    monkeypatch.setattr(pod_module, "parse_pod", lambda *a, **k: full.append(a) or parse(*a, **k))
+
+    ready = copy.deepcopy(running)
+    ready["metadata"]["resourceVersion"] = "2"
+    ready["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    got = pod_module.reparse_pod(ready, old)
+    assert not full
+    assert got.requests == {"cpu": 1000}
+
+    resized = copy.deepcopy(ready)
+    resized["metadata"]["resourceVersion"] = "3"
+    resized["status"]["containerStatuses"][0]["allocatedResources"] = {"cpu": "3"}
+    got = pod_module.reparse_pod(resized, got)
+    assert full
+    assert got.requests == {"cpu": 3000}
+    assert got.spec_requests == {"cpu": 1000}
+    assert got.fit_requests == {"cpu": 1000}
+
+    infeasible = copy.deepcopy(resized)
+    infeasible["metadata"]["resourceVersion"] = "4"
+    infeasible["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "8"
+    infeasible["status"]["containerStatuses"][0]["allocatedResources"] = {"cpu": "1"}
+    infeasible["status"]["conditions"] = [
+        {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}
+    ]
+    got = pod_module.reparse_pod(infeasible, got)
+    assert got.requests == {"cpu": 1000}
+    assert got == parse(infeasible)

@@ -448,3 +448,35 @@ def test_the_kept_misfit_rows_follow_every_change_of_usage_and_nodes() -> None:
             assert fast is not None, step
             assert fast.rejected.tolist() == slow.rejected.tolist(), step
     assert rejected_seen > 100
+
+
+# -- in-place resize and pod-level resources -------------------------------------------------
+
+
+def test_a_pod_being_scheduled_is_filtered_by_its_spec_not_its_status() -> None:
+    """kube-scheduler's PreFilter reads the spec only (`computePodResourceRequest`); the
+    status resources of a pod count once it is on a node."""
+    cache = make_cache(FILTER_NODES, FILTER_PODS)
+    plugin = make_plugin(FIT, cache)
+    raw = pod(cpu="2")
+    raw["status"] = {"containerStatuses": [{"name": "c", "resources": {"requests": {"cpu": "8"}}}]}
+    assert parsed(raw).requests["cpu"] == 8000
+    got = rejected_reasons(run(plugin, raw, cache), cache)
+    assert got == rejected_reasons(run(plugin, pod(cpu="2"), cache), cache)
+    assert got != rejected_reasons(run(plugin, pod(cpu="8"), cache), cache)
+
+
+def test_a_pod_level_pod_is_scored_with_every_container_defaulted() -> None:
+    """The pod being scheduled scores as `resourceAllocationScorer` reads it: each container
+    without a memory request at 200Mi, pod-level cpu replacing the containers'."""
+    cache = make_cache(SCORE_NODES, SCORE_PODS)
+    plugin = make_plugin(FIT, cache, {"scoringStrategy": {"type": "LeastAllocated"}})
+    levelled = pod(containers=[container("a", memory="1Gi"), container("b")])
+    levelled["spec"]["resources"] = {"requests": {"cpu": "1"}}
+    defaulted = pod(containers=[container("a", cpu="1", memory="1Gi"), container("b", cpu="0")])
+    undefaulted = pod(
+        containers=[container("a", cpu="1", memory="1Gi"), container("b", cpu="0", memory="0")]
+    )
+    got = run_score(plugin, levelled, cache)
+    assert got == run_score(plugin, defaulted, cache)
+    assert got != run_score(plugin, undefaulted, cache)
