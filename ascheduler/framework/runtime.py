@@ -23,7 +23,7 @@ import numpy as np
 import structlog
 
 from ascheduler.framework.errors import ConfigError
-from ascheduler.framework.extender import EXTENDER, Extenders
+from ascheduler.framework.extender import EXTENDER, ExtenderError, Extenders, ExtenderVerdicts
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
     EXTENSION_POINTS,
@@ -35,6 +35,7 @@ from ascheduler.framework.interface import (
     CycleState,
     Diagnosis,
     EnqueueExtensions,
+    ExtenderPostFilterPlugin,
     ExtensionPoint,
     FilterPlugin,
     FilterResult,
@@ -44,6 +45,7 @@ from ascheduler.framework.interface import (
     PluginSet,
     PostBindPlugin,
     PostFilterPlugin,
+    PostFilterResult,
     PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
@@ -171,6 +173,48 @@ class ScheduleResult:
     clear_nomination: bool = False
 
 
+class _PostFiltering:
+    """PostFilter plugins' outcomes gathered as kube-scheduler's RunPostFilterPlugins does:
+    the first success (a nomination) or error ends the run; rejections' messages join the
+    failure message, an unresolvable one ends the run too."""
+
+    def __init__(self, pod: PodInfo) -> None:
+        self.pod = pod
+        self.nominated = ""
+        self.clear = False
+        self.reasons: list[str] = []
+
+    def done(self, plugin: str, outcome: PostFilterResult) -> bool:
+        status = outcome.status
+        self.clear = self.clear or outcome.clear_nomination
+        if status.ok:
+            self.nominated = outcome.nominated_node
+            self.reasons = list(status.reasons)
+            return True
+        if status.code is Code.ERROR:
+            # kube-scheduler ends PostFilter on an error, and the pod is unschedulable all
+            # the same: the error's text is the message's PostFilter part.
+            log.error("post_filter_failed", pod=self.pod.key, plugin=plugin, error=status.message)
+            self.reasons = list(status.reasons)
+            return True
+        self.reasons.extend(status.reasons)
+        return status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+
+    def result(self, diag: Diagnosis) -> ScheduleResult:
+        diag.postfilter_message = ", ".join(self.reasons)
+        status = Status.unschedulable(diag.message(), resolvable=not diag.unresolvable)
+        if diag.prefilter_status is not None:
+            prefilter = diag.prefilter_status
+            status = Status(prefilter.code, (diag.message(),), prefilter.plugin)
+        return ScheduleResult(
+            None,
+            status,
+            diag,
+            nominated_node=self.nominated,
+            clear_nomination=self.clear and not self.nominated,
+        )
+
+
 @dataclass
 class DryRun:
     """`Framework.dry_run`: what an attempt would find, each plugin's part kept."""
@@ -191,6 +235,10 @@ class DryRun:
     #: Where preemption would make room (its victims are in the state, under
     #: DefaultPreemption's CHOSEN key).
     nominated_node: str
+    #: Extender name -> what its filter and prioritize said (`dry_run_with_extenders`).
+    extenders: dict[str, ExtenderVerdicts] = field(default_factory=dict)
+    #: Extender name -> its weighted score per feasible row (`total` includes them).
+    extender_scores: dict[str, IntArray] = field(default_factory=dict)
 
 
 def num_feasible_nodes_to_find(num_nodes: int, percentage: int) -> int:
@@ -394,26 +442,18 @@ class Framework:
     ) -> ScheduleResult:
         """`find_nodes` with the HTTP extenders where kube-scheduler consults them: their
         filter after the plugins' (on the sampled feasible nodes), their prioritize beside
-        the plugins' scores. The table may change while an extender is awaited, so nodes
-        cross each await by name. ExtenderError from an extender that is not ignorable."""
+        the plugins' scores, their preempt verb in PostFilter. The table may change while an
+        extender is awaited, so nodes cross each await by name. ExtenderError from an
+        extender that is not ignorable."""
         assert self.extenders is not None
-        filtered = self._filter(state, pod, nodes)
+        filtered = self._filter_or_diagnose(state, pod, nodes)
+        if isinstance(filtered, Diagnosis):
+            return await self._unschedulable_with_extenders(state, pod, nodes, filtered)
         if isinstance(filtered, ScheduleResult):
             return filtered
-        # The diagnosis is taken now, on the table the filters saw, in case nothing is left.
-        diag = self._diagnose(nodes.n, filtered.candidates, filtered.narrowed_by, filtered.applied)
-        diag.node_names = tuple(nodes.names)
-        candidates = [nodes.infos[int(r)] for r in filtered.feasible]
-        outcome = await self.extenders.filter(pod, candidates)
-        kept = [name for name in outcome.kept if name in nodes.index]
+        kept, diag = await self._extender_filter(state, pod, nodes, filtered)
         if not kept:
-            diag.add_external(outcome.statuses)
-            if outcome.filtered:
-                # kube-scheduler: extenders register no events, so a pod they turned away
-                # is retried on any (and nothing says it is beyond help).
-                diag.rejecting_plugins.add(EXTENDER)
-                diag.unresolvable = False
-            return self._unschedulable(state, pod, nodes, diag)
+            return await self._unschedulable_with_extenders(state, pod, nodes, diag)
         if len(kept) == 1:
             return ScheduleResult(kept[0], SUCCESS, feasible=1)
         extra = await self.extenders.prioritize(pod, [nodes.infos[nodes.index[n]] for n in kept])
@@ -421,6 +461,31 @@ class Framework:
         rows = np.array([nodes.index[name] for name in kept], dtype=np.int64)
         scores = np.array([extra.get(name, 0) for name in kept], dtype=np.int64)
         return self._select(state, pod, nodes, rows, scores)
+
+    async def _extender_filter(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        filtered: _Filtered,
+        record: dict[str, ExtenderVerdicts] | None = None,
+    ) -> tuple[list[str], Diagnosis]:
+        """The extenders' filter on the feasible rows: the names they kept (still in the
+        table), and the diagnosis with their rejections (to report when they kept none)."""
+        assert self.extenders is not None
+        # The diagnosis is taken now, on the table the filters saw, in case nothing is left.
+        diag = self._diagnose(nodes.n, filtered.candidates, filtered.narrowed_by, filtered.applied)
+        diag.node_names = tuple(nodes.names)
+        candidates = [nodes.infos[int(r)] for r in filtered.feasible]
+        outcome = await self.extenders.filter(pod, candidates, record)
+        kept = [name for name in outcome.kept if name in nodes.index]
+        diag.add_external(outcome.statuses)
+        if not kept and outcome.filtered:
+            # kube-scheduler: extenders register no events, so a pod they turned away
+            # is retried on any (and nothing says it is beyond help).
+            diag.rejecting_plugins.add(EXTENDER)
+            diag.unresolvable = False
+        return kept, diag
 
     def _filter(
         self,
@@ -434,6 +499,15 @@ class Framework:
         """PreFilter and Filter over every node, then the sample to score (every feasible row
         unless `sample`); or the result when no node fits (PostFilter has run, unless
         `post_filter` is false) or a plugin failed."""
+        filtered = self._filter_or_diagnose(state, pod, nodes, sample=sample)
+        if isinstance(filtered, Diagnosis):
+            return self._unschedulable(state, pod, nodes, filtered, post_filter)
+        return filtered
+
+    def _filter_or_diagnose(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, *, sample: bool = True
+    ) -> _Filtered | ScheduleResult | Diagnosis:
+        """`_filter` before PostFilter: the diagnosis when no node fits."""
         n = nodes.n
         if n == 0:
             return ScheduleResult(
@@ -475,7 +549,7 @@ class Framework:
                 rejecting_plugins={refused.plugin},
                 unresolvable=refused.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
             )
-            return self._unschedulable(state, pod, nodes, diag, post_filter)
+            return diag
         now = time.perf_counter()
         timings["PreFilter"], mark = now - mark, now
         applied: list[tuple[str, FilterResult]] = []
@@ -498,8 +572,7 @@ class Framework:
         feasible: IntArray = np.flatnonzero(~rejected)
         timings["Filter"] = time.perf_counter() - mark
         if feasible.size == 0:
-            diag = self._diagnose(n, candidates, narrowed_by, applied)
-            return self._unschedulable(state, pod, nodes, diag, post_filter)
+            return self._diagnose(n, candidates, narrowed_by, applied)
         chosen = self._sample(feasible, n) if sample else feasible
         return _Filtered(chosen, candidates, narrowed_by, applied)
 
@@ -601,36 +674,29 @@ class Framework:
         """No node fits: PostFilter plugins run in order until one succeeds (it nominates a
         node) or fails outright; the rejections' messages join the failure message, as
         kube-scheduler's RunPostFilterPlugins does."""
-        nominated = ""
-        clear = False
-        reasons: list[str] = []
+        run = _PostFiltering(pod)
         for plugin in self.post_filter_plugins if post_filter else ():
-            outcome = plugin.post_filter(state, pod, nodes, diag)
-            status = outcome.status
-            clear = clear or outcome.clear_nomination
-            if status.ok:
-                nominated = outcome.nominated_node
-                reasons = list(status.reasons)
+            if run.done(plugin.name, plugin.post_filter(state, pod, nodes, diag)):
                 break
-            if status.code is Code.ERROR:
-                # kube-scheduler ends PostFilter on an error, and the pod is unschedulable all
-                # the same: the error's text is the message's PostFilter part.
-                log.error(
-                    "post_filter_failed", pod=pod.key, plugin=plugin.name, error=status.message
+        return run.result(diag)
+
+    async def _unschedulable_with_extenders(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, diag: Diagnosis
+    ) -> ScheduleResult:
+        """`_unschedulable` in a profile with extenders: a PostFilter that consults them
+        (preemption) is awaited."""
+        assert self.extenders is not None
+        run = _PostFiltering(pod)
+        for plugin in self.post_filter_plugins:
+            if isinstance(plugin, ExtenderPostFilterPlugin):
+                outcome = await plugin.post_filter_with_extenders(
+                    state, pod, nodes, diag, self.extenders
                 )
-                reasons = list(status.reasons)
+            else:
+                outcome = plugin.post_filter(state, pod, nodes, diag)
+            if run.done(plugin.name, outcome):
                 break
-            reasons.extend(status.reasons)
-            if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                break
-        diag.postfilter_message = ", ".join(reasons)
-        status = Status.unschedulable(diag.message(), resolvable=not diag.unresolvable)
-        if diag.prefilter_status is not None:
-            prefilter = diag.prefilter_status
-            status = Status(prefilter.code, (diag.message(),), prefilter.plugin)
-        return ScheduleResult(
-            None, status, diag, nominated_node=nominated, clear_nomination=clear and not nominated
-        )
+        return run.result(diag)
 
     def _sample(self, feasible: IntArray, n: int) -> IntArray:
         """The first `numFeasibleNodesToFind` feasible rows from a start that rotates by the
@@ -734,6 +800,60 @@ class Framework:
         parts: dict[str, IntArray] = {}
         total = self._totals(state, pod, nodes, rows, parts=parts) if rows.size else empty
         return DryRun(SUCCESS, state, diag, rows, parts, total, "")
+
+    async def dry_run_with_extenders(self, pod: PodInfo, nodes: NodeTable) -> DryRun:
+        """`dry_run` with the HTTP extenders asked where the cycle asks them: their filter on
+        every feasible node, their prioritize (when more than one node is left, as
+        kube-scheduler asks it), their preempt verb when no node fits; what each said is in
+        `DryRun.extenders`, their weighted scores in the totals. An extender's failure is the
+        dry run's error status. `nodes` may change during the awaits: rows are read by name
+        after them."""
+        assert self.extenders is not None
+        state = CycleState(dry_run=True)
+        empty: IntArray = np.zeros(0, dtype=np.int64)
+        record: dict[str, ExtenderVerdicts] = {}
+
+        def unfit(result: ScheduleResult) -> DryRun:
+            return DryRun(
+                result.status,
+                state,
+                result.diagnosis,
+                empty,
+                {},
+                empty,
+                result.nominated_node,
+                record,
+            )
+
+        try:
+            filtered = self._filter_or_diagnose(state, pod, nodes, sample=False)
+            if isinstance(filtered, ScheduleResult):
+                return unfit(filtered)
+            if isinstance(filtered, Diagnosis):
+                return unfit(await self._unschedulable_with_extenders(state, pod, nodes, filtered))
+            kept, diag = await self._extender_filter(state, pod, nodes, filtered, record)
+            if not kept:
+                return unfit(await self._unschedulable_with_extenders(state, pod, nodes, diag))
+            if len(kept) > 1:
+                infos = [nodes.infos[nodes.index[n]] for n in kept if n in nodes.index]
+                await self.extenders.prioritize(pod, infos, record)
+        except ExtenderError as exc:
+            return unfit(ScheduleResult(None, Status.error(f"extender: {exc}", EXTENDER)))
+        rows: IntArray = np.array(
+            sorted(nodes.index[n] for n in kept if n in nodes.index), dtype=np.int64
+        )
+        names = [nodes.names[int(r)] for r in rows]
+        weighted = {
+            name: np.array([v.weighted(v.scores.get(n, 0)) for n in names], dtype=np.int64)
+            for name, v in record.items()
+            if v.scores
+        }
+        extra: IntArray = np.zeros(rows.size, dtype=np.int64)
+        for scores in weighted.values():
+            extra += scores
+        parts: dict[str, IntArray] = {}
+        total = self._totals(state, pod, nodes, rows, extra, parts=parts) if rows.size else empty
+        return DryRun(SUCCESS, state, diag, rows, parts, total, "", record, weighted)
 
     def place(self, pod: PodInfo, nodes: NodeTable) -> tuple[str | None, str]:
         """The node a scheduling cycle would pick for `pod` (the sampled feasible nodes
