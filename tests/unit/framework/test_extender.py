@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from ascheduler.framework.extender import (
     ExtenderError,
     Extenders,
 )
-from ascheduler.model import parse_node, parse_pod
+from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.defaultpreemption import CHOSEN
 from tests.kit import make_cache, node, on, pod
@@ -644,7 +644,11 @@ async def test_the_scheduler_evicts_the_victims_the_extender_kept(extender: Exte
         for victim in cache.table.pods(cache.table.index[name]).values():
             env.cache.add_pod(victim)
     started: list[tuple[str, list[str]]] = []
-    env.scheduler.evictions.start = lambda p, n, vs: started.append((n, [v.name for v in vs]))  # type: ignore[method-assign]
+
+    def start(preemptor: PodInfo, node: str, victims: Sequence[PodInfo]) -> None:
+        started.append((node, [v.name for v in victims]))
+
+    env.scheduler.evictions.start = start  # type: ignore[method-assign]
     fw = env.frameworks["default-scheduler"]
     assert fw.extenders is not None
     try:
