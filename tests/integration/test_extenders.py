@@ -6,8 +6,12 @@ kube-scheduler evicts with the same extender."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +22,12 @@ from aiohttp import web
 
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
-from ascheduler.devcluster.plane import PlaneState, kube_scheduler_config
+from ascheduler.devcluster.plane import PlaneState, free_port, kube_scheduler_config
 from ascheduler.kube import ApiError, KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
     create_pods,
+    fetch,
     get_pod,
     pause_pod,
     scheduler,
@@ -320,3 +325,124 @@ async def test_the_preempt_verb_moves_preemption_as_it_moves_kube_scheduler_s(
             f"{run}-cheap",
             f"{run}-dear",
         ], (run, outcome)
+
+
+async def explain_json(state: PlaneState, *args: str) -> dict[str, Any]:
+    """What `ascheduler explain ARGS -o json` prints."""
+    env = {**os.environ, "KUBECONFIG": str(state.admin_kubeconfig)}
+    argv = [sys.executable, "-m", "ascheduler", "explain", *args, "-o", "json"]
+    proc = await asyncio.create_subprocess_exec(
+        *argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    data: dict[str, Any] = json.loads(out)
+    return data
+
+
+async def test_explain_shows_what_the_extender_said_of_each_node(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+    device_extender: DeviceExtender,
+    tmp_path: Path,
+) -> None:
+    (plain,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-plain"))
+    (silver,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-s", labels={"accel": "yes"}))
+    (gold,) = await nodes(
+        FakeNodes(count=1, prefix=f"{namespace}-g", labels={"accel": "yes", "tier": "gold"})
+    )
+    profile = f"{namespace}-ext"
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"schedulerName": profile}],
+                "extenders": [
+                    {
+                        "urlPrefix": device_extender.url,
+                        "filterVerb": "filter",
+                        "prioritizeVerb": "prioritize",
+                        "weight": 5,
+                        "nodeCacheCapable": True,
+                        "managedResources": [{"name": DEVICE, "ignoredByScheduler": True}],
+                    }
+                ],
+            }
+        )
+    )
+    ours = {plain, silver, gold}
+    selector = {"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(ours)}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [selector]}]
+            }
+        }
+    }
+    manifest = tmp_path / "wants.json"
+    manifest.write_text(
+        json.dumps(
+            pause_pod("wants", scheduler_name=profile, extra={DEVICE: "1"}, affinity=affinity)
+        )
+    )
+    port = free_port()
+    with scheduler(
+        plane,
+        plane_state,
+        "ascheduler-ext-explain",
+        None,
+        "--config",
+        str(config),
+        "--debug-endpoints",
+        "loopback",
+        http_address=f"127.0.0.1:{port}",
+    ):
+        await create_pods(
+            kube,
+            namespace,
+            [
+                pause_pod(
+                    "picky",
+                    scheduler_name=profile,
+                    extra={DEVICE: "1"},
+                    nodeSelector={"kubernetes.io/hostname": plain},
+                )
+            ],
+        )
+        message = await wait_unschedulable(kube, namespace, "picky")
+        cold = await explain_json(
+            plane_state, f"{namespace}/picky", "--config", str(config), "--limit", "0"
+        )
+        _, text = await fetch(f"http://127.0.0.1:{port}/debug/pods/{namespace}/picky")
+        live = json.loads(text)["now"]
+        placed = await explain_json(
+            plane_state, "-f", str(manifest), "-n", namespace, "--config", str(config)
+        )
+    no_accelerator = "node(s) had no accelerator"
+    for doc in (cold, live):
+        # The scheduler's own message, the extender's reason in it, and its verdict per node.
+        assert doc["message"] == message
+        (said,) = doc["extenders"]
+        assert said["name"] == device_extender.url
+        assert said["filter"]["sent"] == 1
+        assert said["filter"]["failed"] == {plain: no_accelerator}
+        rejected = {n["name"]: g["plugin"] for g in doc["rejected"] for n in g["nodes"]}
+        assert rejected[plain] == f"Extender {device_extender.url}"
+    # Where a pod that fits would go: the extender's scores, weighted, in the totals.
+    assert placed["chosen"] == gold
+    assert placed["feasible"] == 2
+    (said,) = placed["extenders"]
+    assert said["filter"]["failed"] == {plain: no_accelerator}
+    assert said["prioritize"]["scores"] == {
+        gold: {"score": 10, "weighted": 500},
+        silver: {"score": 0, "weighted": 0},
+    }
+    scores = {s["name"]: s for s in placed["scores"]["nodes"]}
+    plugins = {n: sum(p["weighted"] for p in s["plugins"].values()) for n, s in scores.items()}
+    assert scores[gold]["total"] == plugins[gold] + 500
+    assert scores[silver]["total"] == plugins[silver]
