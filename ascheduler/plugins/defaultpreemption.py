@@ -12,6 +12,10 @@ kube-scheduler v1.35's rules (`pkg/scheduler/framework/preemption` and the plugi
 * the choice among candidate nodes: fewest PDB violations, then the lowest highest-victim
   priority, the smallest sum of priorities, the fewest victims, the latest start time of the
   highest-priority victims, then the first found.
+
+In a profile with HTTP extenders, the cycle awaits `post_filter_with_extenders` instead: the
+candidates go to the extenders' preempt verbs between the dry run and the choice, and what
+they return is chosen from (kube-scheduler's callExtenders).
 """
 
 from __future__ import annotations
