@@ -22,8 +22,9 @@ from typing import Any, Final
 import numpy as np
 import structlog
 
+from ascheduler.framework import withextenders
 from ascheduler.framework.errors import ConfigError
-from ascheduler.framework.extender import EXTENDER, ExtenderError, Extenders, ExtenderVerdicts
+from ascheduler.framework.extender import Extenders
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
     EXTENSION_POINTS,
@@ -35,7 +36,6 @@ from ascheduler.framework.interface import (
     CycleState,
     Diagnosis,
     EnqueueExtensions,
-    ExtenderPostFilterPlugin,
     ExtensionPoint,
     FilterPlugin,
     FilterResult,
@@ -45,7 +45,6 @@ from ascheduler.framework.interface import (
     PluginSet,
     PostBindPlugin,
     PostFilterPlugin,
-    PostFilterResult,
     PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
@@ -60,6 +59,7 @@ from ascheduler.framework.interface import (
     WhatIfFilterPlugin,
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
+from ascheduler.framework.outcomes import DryRun, Filtered, PostFiltering, ScheduleResult
 from ascheduler.framework.registry import Registry
 from ascheduler.framework.waiting import WaitingPod
 from ascheduler.model import PodInfo
@@ -118,16 +118,6 @@ def default_plugins(registry: Registry) -> tuple[PluginRef, ...]:
     return tuple(PluginRef(name, weight) for name, weight in registry.default_profile())
 
 
-@dataclass
-class _Filtered:
-    """What the filters left: the sampled feasible rows, and what to diagnose with."""
-
-    feasible: IntArray
-    candidates: BoolArray | None
-    narrowed_by: list[str]
-    applied: list[tuple[str, FilterResult]]
-
-
 def recorded_status(recorded: Sequence[tuple[str, FilterResult]], plugin: str, row: int) -> Status:
     """A plugin's verdict on one row from its columnar result: its reasons there, the worst
     code among them (SUCCESS when it rejected nothing there)."""
@@ -159,86 +149,6 @@ class Evaluation:
             return set()
         top = max(self.scores.values())
         return {name for name, score in self.scores.items() if score == top}
-
-
-@dataclass
-class ScheduleResult:
-    node: str | None
-    status: Status
-    diagnosis: Diagnosis | None = None
-    feasible: int = 0
-    #: A node a PostFilter plugin nominated the pod to (it made room there).
-    nominated_node: str = ""
-    #: A PostFilter plugin found the pod's earlier nomination pointless: clear it.
-    clear_nomination: bool = False
-
-
-class _PostFiltering:
-    """PostFilter plugins' outcomes gathered as kube-scheduler's RunPostFilterPlugins does:
-    the first success (a nomination) or error ends the run; rejections' messages join the
-    failure message, an unresolvable one ends the run too."""
-
-    def __init__(self, pod: PodInfo) -> None:
-        self.pod = pod
-        self.nominated = ""
-        self.clear = False
-        self.reasons: list[str] = []
-
-    def done(self, plugin: str, outcome: PostFilterResult) -> bool:
-        status = outcome.status
-        self.clear = self.clear or outcome.clear_nomination
-        if status.ok:
-            self.nominated = outcome.nominated_node
-            self.reasons = list(status.reasons)
-            return True
-        if status.code is Code.ERROR:
-            # kube-scheduler ends PostFilter on an error, and the pod is unschedulable all
-            # the same: the error's text is the message's PostFilter part.
-            log.error("post_filter_failed", pod=self.pod.key, plugin=plugin, error=status.message)
-            self.reasons = list(status.reasons)
-            return True
-        self.reasons.extend(status.reasons)
-        return status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-
-    def result(self, diag: Diagnosis) -> ScheduleResult:
-        diag.postfilter_message = ", ".join(self.reasons)
-        status = Status.unschedulable(diag.message(), resolvable=not diag.unresolvable)
-        if diag.prefilter_status is not None:
-            prefilter = diag.prefilter_status
-            status = Status(prefilter.code, (diag.message(),), prefilter.plugin)
-        return ScheduleResult(
-            None,
-            status,
-            diag,
-            nominated_node=self.nominated,
-            clear_nomination=self.clear and not self.nominated,
-        )
-
-
-@dataclass
-class DryRun:
-    """`Framework.dry_run`: what an attempt would find, each plugin's part kept."""
-
-    #: SUCCESS when some node fits; else the pod's failure, as its condition would say.
-    status: Status
-    #: The attempt's state (after PreFilter; ExplainFilterPlugin reads it).
-    state: CycleState
-    #: Which filter rejected which node (also when some node fits); None when the attempt
-    #: failed before any node was looked at by a filter (a PreFilter error, no nodes).
-    diagnosis: Diagnosis | None
-    #: Every feasible row, ascending.
-    feasible: IntArray
-    #: Score plugin -> its normalized score per feasible row (before its weight).
-    scores: dict[str, IntArray]
-    #: The weighted total per feasible row.
-    total: IntArray
-    #: Where preemption would make room (its victims are in the state, under
-    #: DefaultPreemption's CHOSEN key).
-    nominated_node: str
-    #: Extender name -> what its filter and prioritize said (`dry_run_with_extenders`).
-    extenders: dict[str, ExtenderVerdicts] = field(default_factory=dict)
-    #: Extender name -> its weighted score per feasible row (`total` includes them).
-    extender_scores: dict[str, IntArray] = field(default_factory=dict)
 
 
 def num_feasible_nodes_to_find(num_nodes: int, percentage: int) -> int:
@@ -440,52 +350,13 @@ class Framework:
     async def find_nodes_with_extenders(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable
     ) -> ScheduleResult:
-        """`find_nodes` with the HTTP extenders where kube-scheduler consults them: their
-        filter after the plugins' (on the sampled feasible nodes), their prioritize beside
-        the plugins' scores, their preempt verb in PostFilter. The table may change while an
-        extender is awaited, so nodes cross each await by name. ExtenderError from an
-        extender that is not ignorable."""
-        assert self.extenders is not None
-        filtered = self._filter_or_diagnose(state, pod, nodes)
-        if isinstance(filtered, Diagnosis):
-            return await self._unschedulable_with_extenders(state, pod, nodes, filtered)
-        if isinstance(filtered, ScheduleResult):
-            return filtered
-        kept, diag = await self._extender_filter(state, pod, nodes, filtered)
-        if not kept:
-            return await self._unschedulable_with_extenders(state, pod, nodes, diag)
-        if len(kept) == 1:
-            return ScheduleResult(kept[0], SUCCESS, feasible=1)
-        extra = await self.extenders.prioritize(pod, [nodes.infos[nodes.index[n]] for n in kept])
-        kept = [name for name in kept if name in nodes.index]  # and again, after that await
-        rows = np.array([nodes.index[name] for name in kept], dtype=np.int64)
-        scores = np.array([extra.get(name, 0) for name in kept], dtype=np.int64)
-        return self._select(state, pod, nodes, rows, scores)
+        """`find_nodes` with the HTTP extenders where kube-scheduler consults them
+        (`withextenders.find_nodes`). ExtenderError from an extender that is not ignorable."""
+        return await withextenders.find_nodes(self, state, pod, nodes)
 
-    async def _extender_filter(
-        self,
-        state: CycleState,
-        pod: PodInfo,
-        nodes: NodeTable,
-        filtered: _Filtered,
-        record: dict[str, ExtenderVerdicts] | None = None,
-    ) -> tuple[list[str], Diagnosis]:
-        """The extenders' filter on the feasible rows: the names they kept (still in the
-        table), and the diagnosis with their rejections (to report when they kept none)."""
-        assert self.extenders is not None
-        # The diagnosis is taken now, on the table the filters saw, in case nothing is left.
-        diag = self._diagnose(nodes.n, filtered.candidates, filtered.narrowed_by, filtered.applied)
-        diag.node_names = tuple(nodes.names)
-        candidates = [nodes.infos[int(r)] for r in filtered.feasible]
-        outcome = await self.extenders.filter(pod, candidates, record)
-        kept = [name for name in outcome.kept if name in nodes.index]
-        diag.add_external(outcome.statuses)
-        if not kept and outcome.filtered:
-            # kube-scheduler: extenders register no events, so a pod they turned away
-            # is retried on any (and nothing says it is beyond help).
-            diag.rejecting_plugins.add(EXTENDER)
-            diag.unresolvable = False
-        return kept, diag
+    async def dry_run_with_extenders(self, pod: PodInfo, nodes: NodeTable) -> DryRun:
+        """`dry_run` with the HTTP extenders asked (`withextenders.dry_run`)."""
+        return await withextenders.dry_run(self, pod, nodes)
 
     def _filter(
         self,
@@ -495,7 +366,7 @@ class Framework:
         *,
         post_filter: bool = True,
         sample: bool = True,
-    ) -> _Filtered | ScheduleResult:
+    ) -> Filtered | ScheduleResult:
         """PreFilter and Filter over every node, then the sample to score (every feasible row
         unless `sample`); or the result when no node fits (PostFilter has run, unless
         `post_filter` is false) or a plugin failed."""
@@ -506,7 +377,7 @@ class Framework:
 
     def _filter_or_diagnose(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, *, sample: bool = True
-    ) -> _Filtered | ScheduleResult | Diagnosis:
+    ) -> Filtered | ScheduleResult | Diagnosis:
         """`_filter` before PostFilter: the diagnosis when no node fits."""
         n = nodes.n
         if n == 0:
@@ -574,7 +445,7 @@ class Framework:
         if feasible.size == 0:
             return self._diagnose(n, candidates, narrowed_by, applied)
         chosen = self._sample(feasible, n) if sample else feasible
-        return _Filtered(chosen, candidates, narrowed_by, applied)
+        return Filtered(chosen, candidates, narrowed_by, applied)
 
     def _with_nominated(
         self,
@@ -674,27 +545,9 @@ class Framework:
         """No node fits: PostFilter plugins run in order until one succeeds (it nominates a
         node) or fails outright; the rejections' messages join the failure message, as
         kube-scheduler's RunPostFilterPlugins does."""
-        run = _PostFiltering(pod)
+        run = PostFiltering(pod)
         for plugin in self.post_filter_plugins if post_filter else ():
             if run.done(plugin.name, plugin.post_filter(state, pod, nodes, diag)):
-                break
-        return run.result(diag)
-
-    async def _unschedulable_with_extenders(
-        self, state: CycleState, pod: PodInfo, nodes: NodeTable, diag: Diagnosis
-    ) -> ScheduleResult:
-        """`_unschedulable` in a profile with extenders: a PostFilter that consults them
-        (preemption) is awaited."""
-        assert self.extenders is not None
-        run = _PostFiltering(pod)
-        for plugin in self.post_filter_plugins:
-            if isinstance(plugin, ExtenderPostFilterPlugin):
-                outcome = await plugin.post_filter_with_extenders(
-                    state, pod, nodes, diag, self.extenders
-                )
-            else:
-                outcome = plugin.post_filter(state, pod, nodes, diag)
-            if run.done(plugin.name, outcome):
                 break
         return run.result(diag)
 
@@ -800,60 +653,6 @@ class Framework:
         parts: dict[str, IntArray] = {}
         total = self._totals(state, pod, nodes, rows, parts=parts) if rows.size else empty
         return DryRun(SUCCESS, state, diag, rows, parts, total, "")
-
-    async def dry_run_with_extenders(self, pod: PodInfo, nodes: NodeTable) -> DryRun:
-        """`dry_run` with the HTTP extenders asked where the cycle asks them: their filter on
-        every feasible node, their prioritize (when more than one node is left, as
-        kube-scheduler asks it), their preempt verb when no node fits; what each said is in
-        `DryRun.extenders`, their weighted scores in the totals. An extender's failure is the
-        dry run's error status. `nodes` may change during the awaits: rows are read by name
-        after them."""
-        assert self.extenders is not None
-        state = CycleState(dry_run=True)
-        empty: IntArray = np.zeros(0, dtype=np.int64)
-        record: dict[str, ExtenderVerdicts] = {}
-
-        def unfit(result: ScheduleResult) -> DryRun:
-            return DryRun(
-                result.status,
-                state,
-                result.diagnosis,
-                empty,
-                {},
-                empty,
-                result.nominated_node,
-                record,
-            )
-
-        try:
-            filtered = self._filter_or_diagnose(state, pod, nodes, sample=False)
-            if isinstance(filtered, ScheduleResult):
-                return unfit(filtered)
-            if isinstance(filtered, Diagnosis):
-                return unfit(await self._unschedulable_with_extenders(state, pod, nodes, filtered))
-            kept, diag = await self._extender_filter(state, pod, nodes, filtered, record)
-            if not kept:
-                return unfit(await self._unschedulable_with_extenders(state, pod, nodes, diag))
-            if len(kept) > 1:
-                infos = [nodes.infos[nodes.index[n]] for n in kept if n in nodes.index]
-                await self.extenders.prioritize(pod, infos, record)
-        except ExtenderError as exc:
-            return unfit(ScheduleResult(None, Status.error(f"extender: {exc}", EXTENDER)))
-        rows: IntArray = np.array(
-            sorted(nodes.index[n] for n in kept if n in nodes.index), dtype=np.int64
-        )
-        names = [nodes.names[int(r)] for r in rows]
-        weighted = {
-            name: np.array([v.weighted(v.scores.get(n, 0)) for n in names], dtype=np.int64)
-            for name, v in record.items()
-            if v.scores
-        }
-        extra: IntArray = np.zeros(rows.size, dtype=np.int64)
-        for scores in weighted.values():
-            extra += scores
-        parts: dict[str, IntArray] = {}
-        total = self._totals(state, pod, nodes, rows, extra, parts=parts) if rows.size else empty
-        return DryRun(SUCCESS, state, diag, rows, parts, total, "", record, weighted)
 
     def place(self, pod: PodInfo, nodes: NodeTable) -> tuple[str | None, str]:
         """The node a scheduling cycle would pick for `pod` (the sampled feasible nodes
