@@ -3,7 +3,9 @@
 Plugins are enabled kube-scheduler's `multiPoint` way by default: a plugin listed once takes
 part in every extension point it implements. The scheduling cycle calls `find_nodes` (PreFilter,
 Filter, PostFilter when no node fits, PreScore, Score, NormalizeScore), then `reserve` and
-`permit`; the binding cycle calls `wait_on_permit`, `pre_bind`, `bind` and `post_bind`.
+`permit`; the binding cycle calls `wait_on_permit`, `pre_bind`, `bind` and `post_bind`. A
+profile with HTTP extenders calls `find_nodes_with_extenders` instead (`withextenders`: the
+only steps that await).
 
 When no node fits, `Diagnosis` says why the way kube-scheduler's FitError does: each node counts
 under the reasons of the first filter that rejected it, and the message reads
