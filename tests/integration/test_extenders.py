@@ -212,11 +212,13 @@ async def going(kube: KubeClient, namespace: str, name: str) -> bool:
 @dataclass
 class Preempted:
     """What one scheduler did: where the preemptor went, which victims went, and what the
-    extender was sent (node -> victim pod names)."""
+    extender was sent (node -> victim pod names, whole or by UID)."""
 
     bound: str
     evicted: list[str]
     sent: dict[str, list[str]]
+    #: The request's fields, and whether each was null.
+    fields: dict[str, bool]
 
 
 async def preemption_through_extender(
@@ -263,17 +265,23 @@ async def preemption_through_extender(
         priorityClassName="ext-top",
         nodeSelector=labels,
     )
+    names = {(await get_pod(kube, namespace, name))["metadata"]["uid"]: name for name in victims}
     await create_pods(kube, namespace, [preemptor])
     placed = await wait_bound(kube, namespace, [f"{run}-vip"], timeout=90)
     evicted = [name for name in victims if await going(kube, namespace, name)]
+    (body, *_) = extender.seen["preempt"]
     sent: dict[str, list[str]] = {}
-    for body in extender.seen.get("preempt", [])[:1]:
-        for node, v in (body.get("NodeNameToVictims") or {}).items():
-            sent[node] = [p["metadata"]["name"] for p in v["Pods"]]
-    return Preempted(placed[f"{run}-vip"], evicted, sent)
+    for node, v in (body.get("NodeNameToVictims") or {}).items():
+        sent[node] = [p["metadata"]["name"] for p in v["Pods"]]
+    for node, v in (body.get("NodeNameToMetaVictims") or {}).items():
+        sent[node] = [names[p["UID"]] for p in v["Pods"]]
+    fields = {key: value is None for key, value in body.items()}
+    return Preempted(placed[f"{run}-vip"], evicted, sent, fields)
 
 
+@pytest.mark.parametrize("cache_capable", [False, True], ids=["whole-pods", "uids"])
 async def test_the_preempt_verb_moves_preemption_as_it_moves_kube_scheduler_s(
+    cache_capable: bool,
     plane: ControlPlane,
     plane_state: PlaneState,
     kube: KubeClient,
@@ -284,7 +292,14 @@ async def test_the_preempt_verb_moves_preemption_as_it_moves_kube_scheduler_s(
     tmp_path: Path,
 ) -> None:
     profile = f"{namespace}-ext"
-    extenders = [{"urlPrefix": device_extender.url, "preemptVerb": "preempt", "httpTimeout": "10s"}]
+    extenders = [
+        {
+            "urlPrefix": device_extender.url,
+            "preemptVerb": "preempt",
+            "nodeCacheCapable": cache_capable,
+            "httpTimeout": "10s",
+        }
+    ]
     ours = tmp_path / "ascheduler.yaml"
     ours.write_text(
         json.dumps(
@@ -320,11 +335,14 @@ async def test_the_preempt_verb_moves_preemption_as_it_moves_kube_scheduler_s(
         # Not where the cheaper victim is: the extender took that node away.
         assert outcome.bound == f"ext-{namespace[-6:]}-{run}-second-0", (run, outcome)
         assert outcome.evicted == [f"{run}-dear"], (run, outcome)
-        # Both candidates were sent with their one victim each, whole.
+        # Both candidates were sent with their one victim each.
         assert sorted(n for ns in outcome.sent.values() for n in ns) == [
             f"{run}-cheap",
             f"{run}-dear",
         ], (run, outcome)
+    # The request as kube-scheduler writes it: the same fields, the same one left null.
+    assert by_us.fields == by_kube.fields
+    assert by_us.fields["NodeNameToMetaVictims"] is not cache_capable
 
 
 async def explain_json(state: PlaneState, *args: str) -> dict[str, Any]:
