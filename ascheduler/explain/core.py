@@ -99,6 +99,8 @@ class ExtenderOpinion:
     filters: bool
     prioritizes: bool
     weight: int
+    #: False: `managedResources` the pod asks for none of; the extender is not asked.
+    interested: bool = True
     sent: int = 0
     passed: tuple[str, ...] = ()
     failed: Mapping[str, str] = field(default_factory=dict)
@@ -115,6 +117,7 @@ class ExtenderOpinion:
         return {
             "name": self.name,
             "ignorable": self.ignorable,
+            "interested": self.interested,
             "filter": (
                 {
                     "sent": self.sent,
@@ -317,8 +320,8 @@ def explain(
         out.prefilter = (diag.prefilter_status.plugin, diag.prefilter_status.message)
     elif diag is not None and diag.num_nodes == nodes.n:
         out.rejected = _groups(fw, dry.state, pod, nodes, diag, limit)
-    if dry.extenders:
-        out.extenders = _opinions(fw, dry)
+    if fw.extenders is not None:
+        out.extenders = _opinions(fw, pod, dry)
         out.rejected += _extender_groups(out.extenders, limit)
         out.rejected.sort(key=lambda g: (-g.count, g.plugin, g.reasons))
     if dry.nominated_node:
@@ -448,12 +451,24 @@ def _scores(out: Explanation, fw: Framework, dry: DryRun, nodes: NodeTable, limi
         out.runner_up = score(candidates[0])
 
 
-def _opinions(fw: Framework, dry: DryRun) -> list[ExtenderOpinion]:
-    """Each configured extender that said something, in the configuration's order."""
+def _opinions(fw: Framework, pod: PodInfo, dry: DryRun) -> list[ExtenderOpinion]:
+    """Each configured extender that said something, or was not asked because the pod asks
+    for none of its `managedResources`, in the configuration's order."""
     out: list[ExtenderOpinion] = []
     for extender in fw.extenders.all if fw.extenders is not None else ():
         said = dry.extenders.get(extender.name)
         if said is None:
+            if not extender.is_interested(pod):
+                out.append(
+                    ExtenderOpinion(
+                        extender.name,
+                        extender.config.ignorable,
+                        filters=False,
+                        prioritizes=False,
+                        weight=extender.config.weight,
+                        interested=False,
+                    )
+                )
             continue
         out.append(
             ExtenderOpinion(

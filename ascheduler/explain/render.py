@@ -103,6 +103,8 @@ def table(exp: Explanation, cap: Capacity | None = None) -> str:
         say("Extenders:")
         for e in exp.extenders:
             say(f"  {_short(exp, e.name)} {e.name}{' (ignorable)' if e.ignorable else ''}")
+            if not e.interested:
+                say("    not asked: the pod asks for none of its managedResources")
             if e.filter_error:
                 skipped = "skipped" if e.ignorable else "the attempt fails"
                 say(f"    filter failed ({skipped}): {e.filter_error}")

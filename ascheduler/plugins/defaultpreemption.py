@@ -246,22 +246,23 @@ class DefaultPreemption(ExtenderPostFilterPlugin, PreEnqueuePlugin):
     ) -> PostFilterResult:
         """`post_filter` with the extenders' preempt verbs between the dry run and the
         choice (kube-scheduler's callExtenders): what they return replaces the candidates.
-        Their victims are looked up on the table as it is after the await (among the pods
-        the dry run chose first: a victim deleted meanwhile is still evicted, as
-        kube-scheduler's snapshot still holds it)."""
+        The pods they name are looked up among the dry run's victims, then on the table as
+        it is after the await: kube-scheduler reads its cycle's snapshot, so a victim the
+        dry run chose that was deleted meanwhile is still found (its eviction then finds it
+        gone)."""
         now = time.time()
         found = self.find_candidates(state, pod, nodes, diagnosis, now)
         if isinstance(found, PostFilterResult):
             return found
         if not extenders.supports_preemption:
             return self.nominate(state, pod, found, now)
-        chosen = {c.node: {p.uid: p for p in c.victims} for c in found}
+        dry_victims = {c.node: {p.uid: p for p in c.victims} for c in found}
 
         def pods_on(node: str) -> Mapping[str, PodInfo] | None:
             row = nodes.index.get(node)
             if row is None:
-                return chosen.get(node)
-            return {**nodes.pods(row), **chosen.get(node, {})}
+                return dry_victims.get(node)
+            return {**nodes.pods(row), **dry_victims.get(node, {})}
 
         sent = {c.node: Victims(c.victims, c.pdb_violations) for c in found}
         try:

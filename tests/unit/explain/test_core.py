@@ -420,3 +420,19 @@ async def test_preemption_shown_is_the_one_the_preempt_verb_leaves(
     assert exp.preemption.node == "b"
     assert [v.name for v in exp.preemption.victims] == ["dear"]
     assert cache.table.pods(cache.table.index["a"])  # nothing evicted
+
+
+async def test_an_extender_the_pod_is_no_business_of_is_shown_as_not_asked(
+    extender: FakeExtender,
+) -> None:
+    cache = make_cache([node(n) for n in ("a", "b")])
+    extender.failed = {"a": "node(s) had no free device"}
+    p = parsed(pod("web", cpu="1"))
+    managed = [{"name": "example.com/gpu"}]
+    async with with_extender(cache, extender, filterVerb="filter", managedResources=managed) as fw:
+        exp = await explain_with_extenders(fw, p, cache.table)
+    assert exp.feasible == 2  # never asked, so "a" was not failed
+    (said,) = exp.to_dict()["extenders"]
+    assert said["interested"] is False
+    assert said["filter"] is None
+    assert "not asked: the pod asks for none of its managedResources" in table(exp)

@@ -657,3 +657,23 @@ async def test_the_scheduler_evicts_the_victims_the_extender_kept(extender: Exte
         await fw.extenders.close()
     assert started == [("b", ["b-low0"])]
     assert env.scheduler.nominator.node_of("uid-big") == "b"
+
+
+@pytest.mark.parametrize(
+    ("fields", "bound_keeps_object"),
+    [
+        ({"preemptVerb": "p"}, True),  # whole victims are sent
+        ({"preemptVerb": "p", "nodeCacheCapable": True}, False),  # UIDs only
+        ({"filterVerb": "f"}, False),
+    ],
+)
+def test_bound_pods_keep_their_object_only_for_a_preempt_verb_sent_whole_victims(
+    fields: dict[str, Any], bound_keeps_object: bool
+) -> None:
+    parse_, reparse = Extenders([config(urlPrefix="http://x", **fields)]).pod_parsers()
+    pending = pod("p", cpu="1")
+    bound = on("n", pending)
+    assert parse_(pending).raw == pending  # extenders are sent the pod being scheduled
+    assert (parse_(bound).raw == bound) is bound_keeps_object
+    newer = {**bound, "status": {"phase": "Running"}}
+    assert (reparse(newer, parse_(bound)).raw == newer) is bound_keeps_object
