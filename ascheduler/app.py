@@ -46,7 +46,7 @@ from ascheduler.kube import KubeClient
 from ascheduler.kube.client import RateLimiter
 from ascheduler.kube.informer import Informer
 from ascheduler.leader import LeaderElector, LostLeadership
-from ascheduler.model import Node, PodInfo, dra, parse_node, parse_pod, reparse_pod, storage
+from ascheduler.model import Node, PodInfo, dra, parse_node, storage
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.bindrequest import with_bind_requests
 from ascheduler.plugins.coscheduling import GANG_GATE
@@ -257,17 +257,18 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
     )
     scheduler.lock_binds = config.binding.mode == "direct"
     router = EventRouter(scheduler)
+    # Extenders are sent the pods they are asked about, whole.
+    parse, reparse = extenders.pod_parsers()
     pods: Informer[PodInfo] = Informer(
         watch_client,
         "/api/v1/pods",
-        # Extenders are sent the pods they are asked about, whole.
-        parse=functools.partial(parse_pod, keep_raw=bool(extenders)),
+        parse=parse,
         key=lambda p: p.uid,
         version=lambda p: p.resource_version,
         handler=router.pods,
         field_selector=POD_FIELD_SELECTOR,
         name="pods",
-        reparse=functools.partial(reparse_pod, keep_raw=bool(extenders)),
+        reparse=reparse,
         raw_key=lambda raw: str((raw.get("metadata") or {}).get("uid", "")),
     )
     nodes = Informer(

@@ -4,7 +4,8 @@
 * `/debug/pods/NS/NAME`: the pod's last failed attempt as this instance saw it (`Diagnoses`:
   kept compactly per pending pod, dropped once it is bound or deleted), where it waits in the
   queue, and (unless `?now=false`) an explanation on the live cache right now: a dry run of
-  its profile's plugins (`ascheduler explain`'s document), which changes nothing.
+  its profile's plugins, and its HTTP extenders asked as a cycle asks them (`ascheduler
+  explain`'s document), which changes nothing.
 * `/debug/queue`: the pending pods per queue, with attempts, backoff left, the plugins that
   rejected them and the cluster events that would move them.
 * `/debug/cache`: per-node usage against allocatable, the assumed pods, the node locks held;
@@ -185,7 +186,7 @@ class DebugEndpoints:
         return None
 
     async def pod(self, request: web.Request) -> web.Response:
-        from ascheduler.explain.core import explain
+        from ascheduler.explain.core import explain_with_extenders
 
         namespace, name = request.match_info["namespace"], request.match_info["name"]
         pod = self._find(namespace, name)
@@ -211,7 +212,8 @@ class DebugEndpoints:
         elif not out["boundTo"] and request.query.get("now", "true") != "false":
             limit = _int(request.query.get("limit"), 10)
             started = time.perf_counter()
-            out["now"] = explain(fw, pod, s.cache.table, limit=limit).to_dict()
+            explained = await explain_with_extenders(fw, pod, s.cache.table, limit=limit)
+            out["now"] = explained.to_dict()
             out["now"]["timings"] = {"dryRun": round(time.perf_counter() - started, 4)}
         return web.json_response(out)
 

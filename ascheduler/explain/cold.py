@@ -6,6 +6,7 @@ never started, and every plugin runs with `CycleState.dry_run`."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import time
 from collections.abc import Mapping
@@ -15,7 +16,7 @@ from typing import Any
 from ascheduler.app import Runtime, build
 from ascheduler.binding.binder import LEASE_INFORMER
 from ascheduler.config import SchedulerConfig
-from ascheduler.explain.core import Capacity, Explanation, capacity, explain
+from ascheduler.explain.core import Capacity, Explanation, capacity, explain_with_extenders
 from ascheduler.framework import Registry
 from ascheduler.kube import ApiError, KubeClient
 from ascheduler.kube.informer import Informer
@@ -65,7 +66,7 @@ def pod_from_document(doc: Any, namespace: str | None) -> PodInfo:
     spec.pop("nodeName", None)
     raw["spec"] = spec
     raw.pop("status", None)
-    return parse_pod(raw)
+    return parse_pod(raw, keep_raw=True)
 
 
 async def read_pod(kube: KubeClient, namespace: str, name: str) -> PodInfo:
@@ -75,7 +76,8 @@ async def read_pod(kube: KubeClient, namespace: str, name: str) -> PodInfo:
         if exc.not_found:
             raise ExplainError(f'pod "{name}" not found in namespace "{namespace}"') from None
         raise ExplainError(f"reading pod {namespace}/{name}: {exc}") from None
-    return parse_pod(raw)
+    # Kept whole: HTTP extenders are sent the pod.
+    return dataclasses.replace(parse_pod(raw), raw=raw)
 
 
 async def snapshot(config: SchedulerConfig, registry: Registry) -> Runtime:
@@ -137,7 +139,7 @@ async def explain_cold(
             # Bound (or placed) already: where it would go now, as if it were not.
             cache.remove_pod(cached)
         pending = pod if not pod.node_name else _unbound(pod)
-        report = Report(explain(fw, pending, cache.table, limit=limit))
+        report = Report(await explain_with_extenders(fw, pending, cache.table, limit=limit))
         report.explanation.bound_to = pod.node_name
         explained = time.perf_counter()
         if replicas > 0:
@@ -154,6 +156,7 @@ async def explain_cold(
 
 
 def _unbound(pod: PodInfo) -> PodInfo:
-    import dataclasses
-
-    return dataclasses.replace(pod, node_name="")
+    raw = pod.raw
+    if raw is not None:
+        raw = {**raw, "spec": {k: v for k, v in (raw.get("spec") or {}).items() if k != "nodeName"}}
+    return dataclasses.replace(pod, node_name="", raw=raw)

@@ -10,7 +10,10 @@ away:
   of a resource that does not fit, the taint not tolerated, the pod in the way);
 * the victims preemption would evict, where it applies;
 * for feasible nodes, each score plugin's normalized and weighted score, the total, the best
-  node and how close the runner-up came.
+  node and how close the runner-up came;
+* with HTTP extenders (`explain_with_extenders`), what each one's filter said of each node it
+  was sent (passed, failed or failed-and-unresolvable, with its reason) and each one's
+  prioritize score, weighted as kube-scheduler weighs it and counted in the totals.
 
 `capacity` places copies of a pod one after another, as the scheduler would (the sampled,
 scored choice and the random tie-break, each copy assumed before the next), on a table the
@@ -38,6 +41,7 @@ from ascheduler.framework import (
     ExplainFilterPlugin,
     Framework,
 )
+from ascheduler.framework.extender import EXTENDER
 from ascheduler.framework.nodes import NodeTable
 from ascheduler.framework.runtime import num_feasible_nodes_to_find
 from ascheduler.model import PodInfo
@@ -80,6 +84,67 @@ class NodeScore:
     total: int
     #: Score plugin -> (normalized score, weighted score).
     plugins: Mapping[str, tuple[int, int]]
+    #: Extender -> (its prioritize score, weighted as kube-scheduler weighs it: score x
+    #: weight x MAX_NODE_SCORE / MAX_EXTENDER_PRIORITY); part of `total`.
+    extenders: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExtenderOpinion:
+    """What one HTTP extender said in the dry run: its filter's verdicts (the nodes it was
+    sent, those it kept, those it failed with their reasons) and its prioritize scores."""
+
+    name: str
+    ignorable: bool
+    filters: bool
+    prioritizes: bool
+    weight: int
+    #: False: `managedResources` the pod asks for none of; the extender is not asked.
+    interested: bool = True
+    sent: int = 0
+    passed: tuple[str, ...] = ()
+    failed: Mapping[str, str] = field(default_factory=dict)
+    unresolvable: Mapping[str, str] = field(default_factory=dict)
+    filter_error: str = ""
+    #: node -> (score, weighted score).
+    scores: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    prioritize_error: str = ""
+
+    def to_dict(self, limit: int) -> dict[str, Any]:
+        def first(names: Sequence[str]) -> list[str]:
+            return sorted(names) if limit <= 0 else sorted(names)[:limit]
+
+        return {
+            "name": self.name,
+            "ignorable": self.ignorable,
+            "interested": self.interested,
+            "filter": (
+                {
+                    "sent": self.sent,
+                    "passed": len(self.passed),
+                    "passedNodes": first(self.passed),
+                    "failed": {n: self.failed[n] for n in first(list(self.failed))},
+                    "failedAndUnresolvable": {
+                        n: self.unresolvable[n] for n in first(list(self.unresolvable))
+                    },
+                    "error": self.filter_error,
+                }
+                if self.filters
+                else None
+            ),
+            "prioritize": (
+                {
+                    "weight": self.weight,
+                    "scores": {
+                        n: {"score": self.scores[n][0], "weighted": self.scores[n][1]}
+                        for n in first(list(self.scores))
+                    },
+                    "error": self.prioritize_error,
+                }
+                if self.prioritizes
+                else None
+            ),
+        }
 
 
 @dataclass(frozen=True)
@@ -127,6 +192,10 @@ class Explanation:
     #: The nodes sharing the best total (more than one: the scheduler picks one at random).
     best: list[str] = field(default_factory=list)
     runner_up: NodeScore | None = None
+    #: What each HTTP extender said (the profile has extenders), in their order.
+    extenders: list[ExtenderOpinion] = field(default_factory=list)
+    #: Nodes listed per extender verdict in `to_dict` (0: all).
+    limit: int = DEFAULT_LIMIT
 
     @property
     def schedulable(self) -> bool:
@@ -187,6 +256,7 @@ class Explanation:
                 if self.runner_up
                 else None
             ),
+            "extenders": [e.to_dict(self.limit) for e in self.extenders],
         }
 
 
@@ -195,15 +265,35 @@ def _score_dict(s: NodeScore) -> dict[str, Any]:
         "name": s.name,
         "total": s.total,
         "plugins": {p: {"score": raw, "weighted": w} for p, (raw, w) in s.plugins.items()},
+        "extenders": {e: {"score": raw, "weighted": w} for e, (raw, w) in s.extenders.items()},
     }
 
 
-def explain(
+async def explain_with_extenders(
     fw: Framework, pod: PodInfo, nodes: NodeTable, *, limit: int = DEFAULT_LIMIT
 ) -> Explanation:
-    """The dry run of `pod` under `fw` on `nodes`, grouped and explained. `limit` bounds
-    the nodes shown per group and the feasible nodes shown with scores (0: all)."""
+    """`explain`, the profile's HTTP extenders asked as the scheduling cycle asks them (their
+    filter, prioritize and preempt verbs), what each said shown beside the plugins. Without
+    extenders, `explain` itself."""
+    if fw.extenders is None or pod.errors:
+        return explain(fw, pod, nodes, limit=limit)
+    dry = await fw.dry_run_with_extenders(pod, nodes)
+    return explain(fw, pod, nodes, limit=limit, dry=dry)
+
+
+def explain(
+    fw: Framework,
+    pod: PodInfo,
+    nodes: NodeTable,
+    *,
+    limit: int = DEFAULT_LIMIT,
+    dry: DryRun | None = None,
+) -> Explanation:
+    """The dry run of `pod` under `fw` on `nodes` (or `dry`, one already made), grouped and
+    explained. `limit` bounds the nodes shown per group and the feasible nodes shown with
+    scores (0: all)."""
     out = Explanation(pod.namespace, pod.name, pod.uid, fw.profile, bound_to=pod.node_name)
+    out.limit = limit
     out.num_nodes = nodes.n
     out.weights = {p.name: fw.weights.get(p.name, 1) for p in fw.score_plugins}
     if pod.scheduling_gates:
@@ -216,7 +306,8 @@ def explain(
         out.reason = "SchedulerError"
         out.message = f"invalid pod {pod.key}: " + "; ".join(pod.errors)
         return out
-    dry = fw.dry_run(pod, nodes)
+    if dry is None:
+        dry = fw.dry_run(pod, nodes)
     out.feasible = int(dry.feasible.size)
     out.scored_by_scheduler = min(
         out.feasible, num_feasible_nodes_to_find(nodes.n, fw.percentage_of_nodes_to_score)
@@ -229,6 +320,10 @@ def explain(
         out.prefilter = (diag.prefilter_status.plugin, diag.prefilter_status.message)
     elif diag is not None and diag.num_nodes == nodes.n:
         out.rejected = _groups(fw, dry.state, pod, nodes, diag, limit)
+    if fw.extenders is not None:
+        out.extenders = _opinions(fw, pod, dry)
+        out.rejected += _extender_groups(out.extenders, limit)
+        out.rejected.sort(key=lambda g: (-g.count, g.plugin, g.reasons))
     if dry.nominated_node:
         chosen: Candidate | None = dry.state.read(CHOSEN)
         if chosen is not None:
@@ -334,11 +429,19 @@ def _scores(out: Explanation, fw: Framework, dry: DryRun, nodes: NodeTable, limi
     out.best = sorted(nodes.names[int(rows[i])] for i in np.flatnonzero(total == top))
     shown = order if limit <= 0 else order[: max(limit, len(out.best))]
 
+    raw = {o.name: o.scores for o in out.extenders}
+
     def score(i: int) -> NodeScore:
+        name = nodes.names[int(rows[i])]
         parts = {
-            name: (int(s[i]), int(s[i]) * fw.weights.get(name, 1)) for name, s in dry.scores.items()
+            plugin: (int(s[i]), int(s[i]) * fw.weights.get(plugin, 1))
+            for plugin, s in dry.scores.items()
         }
-        return NodeScore(nodes.names[int(rows[i])], int(total[i]), parts)
+        extenders = {
+            e: (raw.get(e, {}).get(name, (0, 0))[0], int(w[i]))
+            for e, w in dry.extender_scores.items()
+        }
+        return NodeScore(name, int(total[i]), parts, extenders)
 
     out.scores = [score(int(i)) for i in shown]
     below = np.flatnonzero(total < top)
@@ -346,6 +449,71 @@ def _scores(out: Explanation, fw: Framework, dry: DryRun, nodes: NodeTable, limi
         second = int(total[below].max())
         candidates = [int(i) for i in order if int(total[i]) == second]
         out.runner_up = score(candidates[0])
+
+
+def _opinions(fw: Framework, pod: PodInfo, dry: DryRun) -> list[ExtenderOpinion]:
+    """Each configured extender that said something, or was not asked because the pod asks
+    for none of its `managedResources`, in the configuration's order."""
+    out: list[ExtenderOpinion] = []
+    for extender in fw.extenders.all if fw.extenders is not None else ():
+        said = dry.extenders.get(extender.name)
+        if said is None:
+            if not extender.is_interested(pod):
+                out.append(
+                    ExtenderOpinion(
+                        extender.name,
+                        extender.config.ignorable,
+                        filters=False,
+                        prioritizes=False,
+                        weight=extender.config.weight,
+                        interested=False,
+                    )
+                )
+            continue
+        out.append(
+            ExtenderOpinion(
+                said.name,
+                said.ignorable,
+                filters=bool(extender.config.filter_verb) and bool(said.sent),
+                prioritizes=bool(extender.config.prioritize_verb),
+                weight=said.weight,
+                sent=len(said.sent),
+                passed=tuple(said.passed),
+                failed={n: r for n, r in said.failed.items() if n not in said.unresolvable},
+                unresolvable=dict(said.unresolvable),
+                filter_error=said.filter_error,
+                scores={n: (s, said.weighted(s)) for n, s in said.scores.items()},
+                prioritize_error=said.prioritize_error,
+            )
+        )
+    return out
+
+
+def _extender_groups(opinions: Sequence[ExtenderOpinion], limit: int) -> list[RejectedGroup]:
+    """The nodes each extender's filter failed, grouped by its reason (the first extender
+    that failed a node is the only one that saw it, as in the cycle)."""
+    groups: list[RejectedGroup] = []
+    for o in opinions:
+        for failures, code in (
+            (o.unresolvable, Code.UNSCHEDULABLE_AND_UNRESOLVABLE),
+            (o.failed, Code.UNSCHEDULABLE),
+        ):
+            by_reason: dict[str, list[str]] = {}
+            for node, reason in failures.items():
+                by_reason.setdefault(reason, []).append(node)
+            for reason, members in by_reason.items():
+                names = sorted(members)
+                shown = names if limit <= 0 else names[:limit]
+                groups.append(
+                    RejectedGroup(
+                        f"{EXTENDER} {o.name}",
+                        (reason,),
+                        _CODE_NAMES[code],
+                        len(names),
+                        tuple(NodeVerdict(n) for n in shown),
+                    )
+                )
+    return groups
 
 
 # -- what-if capacity ---------------------------------------------------------------------

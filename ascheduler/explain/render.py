@@ -8,6 +8,8 @@ from typing import Any
 import yaml
 
 from ascheduler.explain.core import Capacity, Explanation
+from ascheduler.framework.extender import MAX_EXTENDER_PRIORITY
+from ascheduler.framework.interface import MAX_NODE_SCORE
 
 OUTPUTS = ("table", "json", "yaml")
 
@@ -65,16 +67,23 @@ def table(exp: Explanation, cap: Capacity | None = None) -> str:
         )
         say(f"Feasible nodes ({exp.feasible}{sampled}), best first; score (weighted):")
         plugins = list(exp.weights)
-        header = ["NODE", "TOTAL", *(f"{p}x{exp.weights[p]}" for p in plugins)]
+        scoring = [e for e in exp.extenders if e.prioritizes]
+        header = [
+            "NODE",
+            "TOTAL",
+            *(f"{p}x{exp.weights[p]}" for p in plugins),
+            *(f"{_short(exp, e.name)}x{e.weight}" for e in scoring),
+        ]
         rows = [header]
         for s in exp.scores:
             cells = [s.name, str(s.total)]
-            for p in plugins:
-                if p not in s.plugins:
-                    cells.append("-")
-                    continue
-                raw, weighted = s.plugins[p]
-                cells.append(str(raw) if raw == weighted else f"{raw} ({weighted})")
+            for parts, names in ((s.plugins, plugins), (s.extenders, [e.name for e in scoring])):
+                for p in names:
+                    if p not in parts:
+                        cells.append("-")
+                        continue
+                    raw, weighted = parts[p]
+                    cells.append(str(raw) if raw == weighted else f"{raw} ({weighted})")
             rows.append(cells)
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
         for r in rows:
@@ -89,6 +98,26 @@ def table(exp: Explanation, cap: Capacity | None = None) -> str:
         if exp.runner_up is not None:
             behind = exp.scores[0].total - exp.runner_up.total
             say(f"Runner-up: {exp.runner_up.name}, {behind} behind")
+    if exp.extenders:
+        say("")
+        say("Extenders:")
+        for e in exp.extenders:
+            say(f"  {_short(exp, e.name)} {e.name}{' (ignorable)' if e.ignorable else ''}")
+            if not e.interested:
+                say("    not asked: the pod asks for none of its managedResources")
+            if e.filter_error:
+                skipped = "skipped" if e.ignorable else "the attempt fails"
+                say(f"    filter failed ({skipped}): {e.filter_error}")
+            elif e.filters:
+                failed = len(e.failed) + len(e.unresolvable)
+                say(f"    filter: {e.sent} node(s) sent, {len(e.passed)} passed, {failed} failed")
+            if e.prioritize_error:
+                say(f"    prioritize failed (ignored): {e.prioritize_error}")
+            elif e.prioritizes and e.scores:
+                say(
+                    f"    prioritize: weight {e.weight}, score x {e.weight} x "
+                    f"{MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY} added to the total"
+                )
     if cap is not None:
         say("")
         fit = len(cap.placed)
@@ -98,3 +127,11 @@ def table(exp: Explanation, cap: Capacity | None = None) -> str:
         if cap.stopped:
             say(f"  the next one: {cap.stopped}")
     return "\n".join(lines) + "\n"
+
+
+def _short(exp: Explanation, name: str) -> str:
+    """An extender's column name: `ext1`, `ext2`... in the configuration's order."""
+    for i, e in enumerate(exp.extenders, 1):
+        if e.name == name:
+            return f"ext{i}"
+    return name

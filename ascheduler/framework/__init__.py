@@ -24,6 +24,7 @@ from ascheduler.framework.interface import (
     Diagnosis,
     EnqueueExtensions,
     ExplainFilterPlugin,
+    ExtenderPostFilterPlugin,
     ExtensionPoint,
     FilterPlugin,
     FilterResult,
@@ -51,14 +52,13 @@ from ascheduler.framework.interface import (
     slot_released,
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
+from ascheduler.framework.outcomes import DryRun, ScheduleResult
 from ascheduler.framework.registry import NoArgs, Registration, Registry
 from ascheduler.framework.rows import NodeInfo, RowFilterPlugin, RowScorePlugin
 from ascheduler.framework.runtime import (
-    DryRun,
     Framework,
     PluginRef,
     ProfileSpec,
-    ScheduleResult,
     default_plugins,
     multipoint,
 )
@@ -83,6 +83,7 @@ __all__ = [
     "DryRun",
     "EnqueueExtensions",
     "ExplainFilterPlugin",
+    "ExtenderPostFilterPlugin",
     "ExtensionPoint",
     "FilterPlugin",
     "FilterResult",

@@ -17,20 +17,27 @@ decodes case-insensitively; so do we):
 
 An extender with `managedResources` is only consulted for pods that request or limit one of
 them (`IsInterested`); its `ignoredByScheduler` resources are left out of NodeResourcesFit.
-A filter or bind that fails (unreachable, non-200, an `Error`) fails the attempt with a clear
-error unless the extender is `ignorable`, in which case it is skipped. Calls are awaited: the
-scheduling cycle stays serial, as kube-scheduler's is, and the event loop's other work (watches,
-binds) goes on meanwhile. `preemptVerb` is read and validated; it is called by preemption, which
-this version of ascheduler does not yet do.
+* **preempt** (`preemptVerb`): `ExtenderPreemptionArgs` (the Pod, and each candidate node's
+  victims: whole pods in `NodeNameToVictims`, or only their UIDs in `NodeNameToMetaVictims`
+  when `nodeCacheCapable`) -> `ExtenderPreemptionResult` (`NodeNameToMetaVictims`, whatever
+  the extender's setting). Extenders run in order, each on what the previous returned; what
+  the last returns replaces DefaultPreemption's candidates (kube-scheduler's callExtenders).
+
+A filter, preempt or bind that fails (unreachable, non-200, an `Error`, an answer naming a node
+or pod the scheduler does not know) fails the attempt with a clear error unless the extender is
+`ignorable`, in which case it is skipped. Calls are awaited: the scheduling cycle stays serial,
+as kube-scheduler's is, and the event loop's other work (watches, binds) goes on meanwhile.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
+import functools
 import ssl
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -41,7 +48,7 @@ import structlog
 from ascheduler.framework.args import Seconds
 from ascheduler.framework.errors import PluginArgsError
 from ascheduler.framework.interface import MAX_NODE_SCORE, Code, Status
-from ascheduler.model import Node, PodInfo
+from ascheduler.model import Node, PodInfo, parse_pod, reparse_pod
 
 log = structlog.get_logger(__name__)
 
@@ -138,6 +145,40 @@ class ExtenderError(Exception):
     """An extender did not answer, or answered with a failure."""
 
 
+@dataclass(frozen=True)
+class Victims:
+    """kube-scheduler's `extenderv1.Victims`: the pods preemption would evict on one node
+    (most important first) and how many of them a PodDisruptionBudget protects."""
+
+    pods: tuple[PodInfo, ...]
+    pdb_violations: int = 0
+
+
+#: A node's pods by uid, or None for a node the scheduler does not know.
+PodsOnNode = Callable[[str], Mapping[str, PodInfo] | None]
+
+
+@dataclass
+class ExtenderVerdicts:
+    """What one extender said about the nodes it was asked about (what `explain` shows)."""
+
+    name: str
+    ignorable: bool = False
+    #: The nodes its filter was sent (none: it has no filterVerb, or was not asked).
+    sent: list[str] = field(default_factory=list)
+    passed: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    unresolvable: dict[str, str] = field(default_factory=dict)
+    filter_error: str = ""
+    weight: int = 0
+    #: node -> the prioritize score it gave (0..MAX_EXTENDER_PRIORITY), before its weight.
+    scores: dict[str, int] = field(default_factory=dict)
+    prioritize_error: str = ""
+
+    def weighted(self, score: int) -> int:
+        return score * self.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+
+
 def _get(answer: Mapping[str, Any], key: str) -> Any:
     """`answer[key]`, ignoring case, as Go's JSON decoding does."""
     if key in answer:
@@ -161,6 +202,10 @@ class HTTPExtender:
     @property
     def is_binder(self) -> bool:
         return bool(self.config.bind_verb)
+
+    @property
+    def supports_preemption(self) -> bool:
+        return bool(self.config.preempt_verb)
 
     def is_interested(self, pod: PodInfo) -> bool:
         """kube-scheduler's IsInterested: no managed resources, or the pod asks for one."""
@@ -298,19 +343,89 @@ class HTTPExtender:
 
     async def prioritize(self, pod: PodInfo, nodes: Sequence[Node]) -> dict[str, int]:
         """Node name -> score * weight * (MAX_NODE_SCORE / MAX_EXTENDER_PRIORITY)."""
+        scale = self.config.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+        return {host: score * scale for host, score in (await self.scores(pod, nodes)).items()}
+
+    async def scores(self, pod: PodInfo, nodes: Sequence[Node]) -> dict[str, int]:
+        """Node name -> the score the extender gave (summed, should it name a node twice)."""
         if not self.config.prioritize_verb:
             return {}
         answer = await self._send(self.config.prioritize_verb, self._args(pod, nodes))
         if not isinstance(answer, list):
             raise ExtenderError(f"extender {self.name}: prioritize answer is not a list")
-        scale = self.config.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
         out: dict[str, int] = {}
         for item in answer:
             if isinstance(item, Mapping):
                 host, score = _get(item, "Host"), _get(item, "Score")
                 if isinstance(host, str) and isinstance(score, int) and not isinstance(score, bool):
-                    out[host] = out.get(host, 0) + score * scale
+                    out[host] = out.get(host, 0) + score
         return out
+
+    async def process_preemption(
+        self, pod: PodInfo, victims: Mapping[str, Victims], pods_on: PodsOnNode
+    ) -> dict[str, Victims]:
+        """kube-scheduler's ProcessPreemption: the candidates and their victims sent (whole
+        pods, or their UIDs when `nodeCacheCapable`); the answer, always UIDs, mapped back to
+        the pods on each node. A node or pod the scheduler does not know is an error, as in
+        kube-scheduler's convertToVictims."""
+        sent: dict[str, Any] = {
+            node: {
+                "Pods": [
+                    {"UID": p.uid}
+                    if self.config.node_cache_capable
+                    else (p.raw if p.raw is not None else _pod_stub(p))
+                    for p in v.pods
+                ],
+                "NumPDBViolations": v.pdb_violations,
+            }
+            for node, v in victims.items()
+        }
+        body: dict[str, Any] = {
+            "Pod": pod.raw if pod.raw is not None else _pod_stub(pod),
+            "NodeNameToVictims": None if self.config.node_cache_capable else sent,
+            "NodeNameToMetaVictims": sent if self.config.node_cache_capable else None,
+        }
+        answer = await self._send(self.config.preempt_verb, body)
+        if not isinstance(answer, Mapping):
+            raise ExtenderError(f"extender {self.name}: preempt answer is not an object")
+        returned = _get(answer, "NodeNameToMetaVictims")
+        if returned is None:
+            return {}
+        if not isinstance(returned, Mapping):
+            raise ExtenderError(f"extender {self.name}: NodeNameToMetaVictims is not an object")
+        out: dict[str, Victims] = {}
+        for node, entry in returned.items():
+            on_node = pods_on(str(node))
+            if on_node is None:
+                raise ExtenderError(f'nodeinfo not found for node name "{node}"')
+            out[str(node)] = self._victims(str(node), entry, on_node)
+        return out
+
+    def _victims(self, node: str, entry: Any, on_node: Mapping[str, PodInfo]) -> Victims:
+        where = f"extender {self.name}: NodeNameToMetaVictims[{node!r}]"
+        if not isinstance(entry, Mapping):
+            raise ExtenderError(f"{where} is not an object")
+        listed = _get(entry, "Pods")
+        violations = _get(entry, "NumPDBViolations")
+        if not isinstance(listed, list | None):
+            raise ExtenderError(f"{where}.Pods is not a list")
+        if violations is None:
+            violations = 0
+        if not isinstance(violations, int) or isinstance(violations, bool):
+            raise ExtenderError(f"{where}.NumPDBViolations is not an integer")
+        pods: list[PodInfo] = []
+        for item in listed or []:
+            uid = _get(item, "UID") if isinstance(item, Mapping) else None
+            if not isinstance(item, Mapping) or not isinstance(uid, str | None):
+                raise ExtenderError(f"{where}.Pods: expected objects with a UID string")
+            victim = on_node.get(uid or "")
+            if victim is None:
+                raise ExtenderError(
+                    f"extender: {self.name} claims to preempt pod (UID: &{{{uid or ''}}}) on "
+                    f"node: {node}, but the pod is not found on that node"
+                )
+            pods.append(victim)
+        return Victims(tuple(pods), violations)
 
     async def bind(self, pod: PodInfo, node: str) -> None:
         body = {
@@ -330,6 +445,12 @@ class HTTPExtender:
         for handle in self._tempfiles:
             with contextlib.suppress(OSError):
                 handle.close()
+
+
+def _keeping(pod: PodInfo, obj: Any) -> PodInfo:
+    if pod.raw is not None or not isinstance(obj, Mapping):
+        return pod
+    return dataclasses.replace(pod, raw=obj)
 
 
 def _pod_stub(pod: PodInfo) -> dict[str, Any]:
@@ -366,9 +487,43 @@ class Extenders:
             for e in self.all
         )
 
-    async def filter(self, pod: PodInfo, nodes: Sequence[Node]) -> ExtenderFiltering:
+    @property
+    def supports_preemption(self) -> bool:
+        return any(e.supports_preemption for e in self.all)
+
+    @property
+    def want_raw_pods(self) -> bool:
+        """Whether a preempt verb is sent whole victims (bound pods then keep their object)."""
+        return any(e.supports_preemption and not e.config.node_cache_capable for e in self.all)
+
+    def pod_parsers(self) -> tuple[Callable[[Any], PodInfo], Callable[[Any, PodInfo], PodInfo]]:
+        """The pod informer's parse and reparse: with extenders, pods not yet bound keep their
+        object (extenders are sent the pod); every pod does when a preempt verb is sent whole
+        victims (the memory that costs is the configuration's choice)."""
+        keep = bool(self.all)
+        if not self.want_raw_pods:
+            return (
+                functools.partial(parse_pod, keep_raw=keep),
+                functools.partial(reparse_pod, keep_raw=keep),
+            )
+
+        def parse(obj: Any) -> PodInfo:
+            return _keeping(parse_pod(obj, keep_raw=True), obj)
+
+        def reparse(obj: Any, old: PodInfo) -> PodInfo:
+            return _keeping(reparse_pod(obj, old, keep_raw=True), obj)
+
+        return parse, reparse
+
+    async def filter(
+        self,
+        pod: PodInfo,
+        nodes: Sequence[Node],
+        record: dict[str, ExtenderVerdicts] | None = None,
+    ) -> ExtenderFiltering:
         """Each interested extender in turn, on what the previous kept (kube-scheduler's
-        findNodesThatPassExtenders); ExtenderError from one that is not ignorable."""
+        findNodesThatPassExtenders); ExtenderError from one that is not ignorable. With
+        `record` (extender name -> verdicts), what each said is kept there too."""
         by_name = {n.name: n for n in nodes}
         outcome = ExtenderFiltering([n.name for n in nodes])
         for extender in self.all:
@@ -376,15 +531,25 @@ class Extenders:
                 break
             if not extender.is_interested(pod):
                 continue
+            verdicts = None
+            if record is not None and extender.config.filter_verb:
+                verdicts = record.setdefault(extender.name, self._verdicts(extender))
+                verdicts.sent = list(outcome.kept)
             try:
                 kept, failed, hopeless = await extender.filter(
                     pod, [by_name[n] for n in outcome.kept]
                 )
             except ExtenderError as exc:
+                if verdicts is not None:
+                    verdicts.filter_error = str(exc)
                 if extender.config.ignorable:
                     log.info("extender_skipped", extender=extender.name, error=str(exc))
                     continue
                 raise
+            if verdicts is not None:
+                verdicts.passed = list(kept)
+                verdicts.failed = dict(failed)
+                verdicts.unresolvable = dict(hopeless)
             for name, reason in hopeless.items():
                 outcome.statuses[name] = Status(
                     Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (reason,), EXTENDER
@@ -397,21 +562,69 @@ class Extenders:
             outcome.kept = kept
         return outcome
 
-    async def prioritize(self, pod: PodInfo, nodes: Sequence[Node]) -> dict[str, int]:
+    async def prioritize(
+        self,
+        pod: PodInfo,
+        nodes: Sequence[Node],
+        record: dict[str, ExtenderVerdicts] | None = None,
+    ) -> dict[str, int]:
         """Every interested extender's weighted scores, summed per node; one that fails
-        gives none (kube-scheduler ignores prioritize errors)."""
+        gives none (kube-scheduler ignores prioritize errors). With `record`, each one's
+        scores (before its weight) are kept there too."""
         total: dict[str, int] = {}
         for extender in self.all:
-            if not extender.is_interested(pod):
+            if not extender.is_interested(pod) or not extender.config.prioritize_verb:
                 continue
+            verdicts = None
+            if record is not None:
+                verdicts = record.setdefault(extender.name, self._verdicts(extender))
             try:
-                scores = await extender.prioritize(pod, nodes)
+                scores = await extender.scores(pod, nodes)
             except Exception as exc:  # kube-scheduler ignores every prioritize failure
                 log.info("extender_prioritize_failed", extender=extender.name, error=repr(exc))
+                if verdicts is not None:
+                    verdicts.prioritize_error = str(exc) or repr(exc)
                 continue
+            if verdicts is not None:
+                verdicts.scores = dict(scores)
+            scale = extender.config.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
             for name, score in scores.items():
-                total[name] = total.get(name, 0) + score
+                total[name] = total.get(name, 0) + score * scale
         return total
+
+    @staticmethod
+    def _verdicts(extender: HTTPExtender) -> ExtenderVerdicts:
+        return ExtenderVerdicts(
+            extender.name, ignorable=extender.config.ignorable, weight=extender.config.weight
+        )
+
+    async def process_preemption(
+        self, pod: PodInfo, victims: Mapping[str, Victims], pods_on: PodsOnNode
+    ) -> dict[str, Victims]:
+        """kube-scheduler's callExtenders: each interested extender with a preempt verb in
+        turn, on what the previous returned; what the last returned replaces the candidates.
+        A node it returns without victims is an error, or dropped when the extender is
+        ignorable; so is any other failure (ExtenderError), or the extender is skipped."""
+        current = dict(victims)
+        for extender in self.all:
+            if not current:
+                break
+            if not extender.supports_preemption or not extender.is_interested(pod):
+                continue
+            try:
+                returned = await extender.process_preemption(pod, current, pods_on)
+            except ExtenderError as exc:
+                if extender.config.ignorable:
+                    log.info("extender_preempt_skipped", extender=extender.name, error=str(exc))
+                    continue
+                raise
+            for node in [n for n, v in returned.items() if not v.pods]:
+                if not extender.config.ignorable:
+                    raise ExtenderError(f'expected at least one victim pod on node "{node}"')
+                log.info("extender_preempt_node_ignored", extender=extender.name, node=node)
+                del returned[node]
+            current = returned
+        return current
 
     async def bind(self, pod: PodInfo, node: str) -> Status | None:
         """The first interested binder's answer; None when none binds the pod."""

@@ -3,7 +3,9 @@
 Plugins are enabled kube-scheduler's `multiPoint` way by default: a plugin listed once takes
 part in every extension point it implements. The scheduling cycle calls `find_nodes` (PreFilter,
 Filter, PostFilter when no node fits, PreScore, Score, NormalizeScore), then `reserve` and
-`permit`; the binding cycle calls `wait_on_permit`, `pre_bind`, `bind` and `post_bind`.
+`permit`; the binding cycle calls `wait_on_permit`, `pre_bind`, `bind` and `post_bind`. A
+profile with HTTP extenders calls `find_nodes_with_extenders` instead (`withextenders`: the
+only steps that await).
 
 When no node fits, `Diagnosis` says why the way kube-scheduler's FitError does: each node counts
 under the reasons of the first filter that rejected it, and the message reads
@@ -22,8 +24,9 @@ from typing import Any, Final
 import numpy as np
 import structlog
 
+from ascheduler.framework import withextenders
 from ascheduler.framework.errors import ConfigError
-from ascheduler.framework.extender import EXTENDER, Extenders
+from ascheduler.framework.extender import Extenders
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
     EXTENSION_POINTS,
@@ -58,6 +61,7 @@ from ascheduler.framework.interface import (
     WhatIfFilterPlugin,
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
+from ascheduler.framework.outcomes import DryRun, Filtered, PostFiltering, ScheduleResult
 from ascheduler.framework.registry import Registry
 from ascheduler.framework.waiting import WaitingPod
 from ascheduler.model import PodInfo
@@ -116,16 +120,6 @@ def default_plugins(registry: Registry) -> tuple[PluginRef, ...]:
     return tuple(PluginRef(name, weight) for name, weight in registry.default_profile())
 
 
-@dataclass
-class _Filtered:
-    """What the filters left: the sampled feasible rows, and what to diagnose with."""
-
-    feasible: IntArray
-    candidates: BoolArray | None
-    narrowed_by: list[str]
-    applied: list[tuple[str, FilterResult]]
-
-
 def recorded_status(recorded: Sequence[tuple[str, FilterResult]], plugin: str, row: int) -> Status:
     """A plugin's verdict on one row from its columnar result: its reasons there, the worst
     code among them (SUCCESS when it rejected nothing there)."""
@@ -157,40 +151,6 @@ class Evaluation:
             return set()
         top = max(self.scores.values())
         return {name for name, score in self.scores.items() if score == top}
-
-
-@dataclass
-class ScheduleResult:
-    node: str | None
-    status: Status
-    diagnosis: Diagnosis | None = None
-    feasible: int = 0
-    #: A node a PostFilter plugin nominated the pod to (it made room there).
-    nominated_node: str = ""
-    #: A PostFilter plugin found the pod's earlier nomination pointless: clear it.
-    clear_nomination: bool = False
-
-
-@dataclass
-class DryRun:
-    """`Framework.dry_run`: what an attempt would find, each plugin's part kept."""
-
-    #: SUCCESS when some node fits; else the pod's failure, as its condition would say.
-    status: Status
-    #: The attempt's state (after PreFilter; ExplainFilterPlugin reads it).
-    state: CycleState
-    #: Which filter rejected which node (also when some node fits); None when the attempt
-    #: failed before any node was looked at by a filter (a PreFilter error, no nodes).
-    diagnosis: Diagnosis | None
-    #: Every feasible row, ascending.
-    feasible: IntArray
-    #: Score plugin -> its normalized score per feasible row (before its weight).
-    scores: dict[str, IntArray]
-    #: The weighted total per feasible row.
-    total: IntArray
-    #: Where preemption would make room (its victims are in the state, under
-    #: DefaultPreemption's CHOSEN key).
-    nominated_node: str
 
 
 def num_feasible_nodes_to_find(num_nodes: int, percentage: int) -> int:
@@ -392,35 +352,13 @@ class Framework:
     async def find_nodes_with_extenders(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable
     ) -> ScheduleResult:
-        """`find_nodes` with the HTTP extenders where kube-scheduler consults them: their
-        filter after the plugins' (on the sampled feasible nodes), their prioritize beside
-        the plugins' scores. The table may change while an extender is awaited, so nodes
-        cross each await by name. ExtenderError from an extender that is not ignorable."""
-        assert self.extenders is not None
-        filtered = self._filter(state, pod, nodes)
-        if isinstance(filtered, ScheduleResult):
-            return filtered
-        # The diagnosis is taken now, on the table the filters saw, in case nothing is left.
-        diag = self._diagnose(nodes.n, filtered.candidates, filtered.narrowed_by, filtered.applied)
-        diag.node_names = tuple(nodes.names)
-        candidates = [nodes.infos[int(r)] for r in filtered.feasible]
-        outcome = await self.extenders.filter(pod, candidates)
-        kept = [name for name in outcome.kept if name in nodes.index]
-        if not kept:
-            diag.add_external(outcome.statuses)
-            if outcome.filtered:
-                # kube-scheduler: extenders register no events, so a pod they turned away
-                # is retried on any (and nothing says it is beyond help).
-                diag.rejecting_plugins.add(EXTENDER)
-                diag.unresolvable = False
-            return self._unschedulable(state, pod, nodes, diag)
-        if len(kept) == 1:
-            return ScheduleResult(kept[0], SUCCESS, feasible=1)
-        extra = await self.extenders.prioritize(pod, [nodes.infos[nodes.index[n]] for n in kept])
-        kept = [name for name in kept if name in nodes.index]  # and again, after that await
-        rows = np.array([nodes.index[name] for name in kept], dtype=np.int64)
-        scores = np.array([extra.get(name, 0) for name in kept], dtype=np.int64)
-        return self._select(state, pod, nodes, rows, scores)
+        """`find_nodes` with the HTTP extenders where kube-scheduler consults them
+        (`withextenders.find_nodes`). ExtenderError from an extender that is not ignorable."""
+        return await withextenders.find_nodes(self, state, pod, nodes)
+
+    async def dry_run_with_extenders(self, pod: PodInfo, nodes: NodeTable) -> DryRun:
+        """`dry_run` with the HTTP extenders asked (`withextenders.dry_run`)."""
+        return await withextenders.dry_run(self, pod, nodes)
 
     def _filter(
         self,
@@ -430,10 +368,19 @@ class Framework:
         *,
         post_filter: bool = True,
         sample: bool = True,
-    ) -> _Filtered | ScheduleResult:
+    ) -> Filtered | ScheduleResult:
         """PreFilter and Filter over every node, then the sample to score (every feasible row
         unless `sample`); or the result when no node fits (PostFilter has run, unless
         `post_filter` is false) or a plugin failed."""
+        filtered = self._filter_or_diagnose(state, pod, nodes, sample=sample)
+        if isinstance(filtered, Diagnosis):
+            return self._unschedulable(state, pod, nodes, filtered, post_filter)
+        return filtered
+
+    def _filter_or_diagnose(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, *, sample: bool = True
+    ) -> Filtered | ScheduleResult | Diagnosis:
+        """`_filter` before PostFilter: the diagnosis when no node fits."""
         n = nodes.n
         if n == 0:
             return ScheduleResult(
@@ -475,7 +422,7 @@ class Framework:
                 rejecting_plugins={refused.plugin},
                 unresolvable=refused.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
             )
-            return self._unschedulable(state, pod, nodes, diag, post_filter)
+            return diag
         now = time.perf_counter()
         timings["PreFilter"], mark = now - mark, now
         applied: list[tuple[str, FilterResult]] = []
@@ -498,10 +445,9 @@ class Framework:
         feasible: IntArray = np.flatnonzero(~rejected)
         timings["Filter"] = time.perf_counter() - mark
         if feasible.size == 0:
-            diag = self._diagnose(n, candidates, narrowed_by, applied)
-            return self._unschedulable(state, pod, nodes, diag, post_filter)
+            return self._diagnose(n, candidates, narrowed_by, applied)
         chosen = self._sample(feasible, n) if sample else feasible
-        return _Filtered(chosen, candidates, narrowed_by, applied)
+        return Filtered(chosen, candidates, narrowed_by, applied)
 
     def _with_nominated(
         self,
@@ -601,36 +547,11 @@ class Framework:
         """No node fits: PostFilter plugins run in order until one succeeds (it nominates a
         node) or fails outright; the rejections' messages join the failure message, as
         kube-scheduler's RunPostFilterPlugins does."""
-        nominated = ""
-        clear = False
-        reasons: list[str] = []
+        run = PostFiltering(pod)
         for plugin in self.post_filter_plugins if post_filter else ():
-            outcome = plugin.post_filter(state, pod, nodes, diag)
-            status = outcome.status
-            clear = clear or outcome.clear_nomination
-            if status.ok:
-                nominated = outcome.nominated_node
-                reasons = list(status.reasons)
+            if run.done(plugin.name, plugin.post_filter(state, pod, nodes, diag)):
                 break
-            if status.code is Code.ERROR:
-                # kube-scheduler ends PostFilter on an error, and the pod is unschedulable all
-                # the same: the error's text is the message's PostFilter part.
-                log.error(
-                    "post_filter_failed", pod=pod.key, plugin=plugin.name, error=status.message
-                )
-                reasons = list(status.reasons)
-                break
-            reasons.extend(status.reasons)
-            if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                break
-        diag.postfilter_message = ", ".join(reasons)
-        status = Status.unschedulable(diag.message(), resolvable=not diag.unresolvable)
-        if diag.prefilter_status is not None:
-            prefilter = diag.prefilter_status
-            status = Status(prefilter.code, (diag.message(),), prefilter.plugin)
-        return ScheduleResult(
-            None, status, diag, nominated_node=nominated, clear_nomination=clear and not nominated
-        )
+        return run.result(diag)
 
     def _sample(self, feasible: IntArray, n: int) -> IntArray:
         """The first `numFeasibleNodesToFind` feasible rows from a start that rotates by the

@@ -12,6 +12,10 @@ kube-scheduler v1.35's rules (`pkg/scheduler/framework/preemption` and the plugi
 * the choice among candidate nodes: fewest PDB violations, then the lowest highest-victim
   priority, the smallest sum of priorities, the fewest victims, the latest start time of the
   highest-priority victims, then the first found.
+
+In a profile with HTTP extenders, the cycle awaits `post_filter_with_extenders` instead: the
+candidates go to the extenders' preempt verbs between the dry run and the choice, and what
+they return is chosen from (kube-scheduler's callExtenders).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Final, Protocol
 
 from ascheduler import metrics
 from ascheduler.framework.errors import PluginArgsError
+from ascheduler.framework.extender import ExtenderError, Extenders, Victims
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
     SUCCESS,
@@ -32,7 +37,7 @@ from ascheduler.framework.interface import (
     Code,
     CycleState,
     Diagnosis,
-    PostFilterPlugin,
+    ExtenderPostFilterPlugin,
     PostFilterResult,
     PreEnqueuePlugin,
     Status,
@@ -52,6 +57,7 @@ NOT_ELIGIBLE_NEVER: Final = "not eligible due to preemptionPolicy=Never."
 NOT_ELIGIBLE_TERMINATING: Final = "not eligible due to a terminating pod on the nominated node."
 NO_VICTIMS: Final = "No preemption victims found for incoming pod"
 NOT_HELPFUL: Final = "Preemption is not helpful for scheduling"
+NO_CANDIDATE: Final = "no candidate node for preemption"
 WAITING_FOR_PREEMPTION: Final = "waiting for the preemption for this pod to be finished"
 #: Where PostFilter leaves the candidate it chose (its node and victims), in the cycle state.
 CHOSEN: Final = "DefaultPreemption/chosen"
@@ -206,7 +212,7 @@ class _DryRun:
     errors: list[str]
 
 
-class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin):
+class DefaultPreemption(ExtenderPostFilterPlugin, PreEnqueuePlugin):
     name = NAME
 
     def __init__(self, args: DefaultPreemptionArgs, handle: Handle) -> None:
@@ -224,9 +230,55 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin):
     def post_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, diagnosis: Diagnosis
     ) -> PostFilterResult:
+        now = time.time()
+        found = self.find_candidates(state, pod, nodes, diagnosis, now)
+        if isinstance(found, PostFilterResult):
+            return found
+        return self.nominate(state, pod, found, now)
+
+    async def post_filter_with_extenders(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        diagnosis: Diagnosis,
+        extenders: Extenders,
+    ) -> PostFilterResult:
+        """`post_filter` with the extenders' preempt verbs between the dry run and the
+        choice (kube-scheduler's callExtenders): what they return replaces the candidates.
+        The pods they name are looked up among the dry run's victims, then on the table as
+        it is after the await: kube-scheduler reads its cycle's snapshot, so a victim the
+        dry run chose that was deleted meanwhile is still found (its eviction then finds it
+        gone)."""
+        now = time.time()
+        found = self.find_candidates(state, pod, nodes, diagnosis, now)
+        if isinstance(found, PostFilterResult):
+            return found
+        if not extenders.supports_preemption:
+            return self.nominate(state, pod, found, now)
+        dry_victims = {c.node: {p.uid: p for p in c.victims} for c in found}
+
+        def pods_on(node: str) -> Mapping[str, PodInfo] | None:
+            row = nodes.index.get(node)
+            if row is None:
+                return dry_victims.get(node)
+            return {**nodes.pods(row), **dry_victims.get(node, {})}
+
+        sent = {c.node: Victims(c.victims, c.pdb_violations) for c in found}
+        try:
+            kept = await extenders.process_preemption(pod, sent, pods_on)
+        except ExtenderError as exc:
+            return PostFilterResult(Status.error(f"preemption: {exc}"))
+        candidates = [Candidate(node, v.pods, v.pdb_violations) for node, v in kept.items()]
+        return self.nominate(state, pod, candidates, now)
+
+    def find_candidates(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, diagnosis: Diagnosis, now: float
+    ) -> list[Candidate] | PostFilterResult:
+        """Steps 1 and 2 of kube-scheduler's Preempt: whether the pod may preempt, then the
+        dry run; the candidates found, or the result when there is none."""
         if not state.dry_run:
             metrics.PREEMPTION_ATTEMPTS.inc()
-        now = time.time()
         codes = _codes(nodes, diagnosis)
         terminating = False
         nominated = self.handle.nominator.node_of(pod.uid) or pod.nominated_node_name
@@ -250,8 +302,16 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin):
                 Status.unschedulable(f"preemption: {_not_helpful(nodes.n, run.statuses)}"),
                 clear_nomination=True,
             )
-        best = pick(run.candidates, now)
-        assert best is not None
+        return run.candidates
+
+    def nominate(
+        self, state: CycleState, pod: PodInfo, candidates: Sequence[Candidate], now: float
+    ) -> PostFilterResult:
+        """Steps 4 and 5: the best candidate, its evictions started (unless a dry run)."""
+        best = pick(candidates, now)
+        if best is None:
+            # Extenders left no candidate: the nomination stays as it is.
+            return PostFilterResult(Status.unschedulable(f"preemption: {NO_CANDIDATE}"))
         state.write(CHOSEN, best)
         if self.evictor is not None and not state.dry_run:
             self.evictor.start(pod, best.node, best.victims)

@@ -1,12 +1,19 @@
 """Explain's dry run: rejected nodes grouped by verdict with the facts behind each, scores of
-the feasible nodes, preemption's victims (nothing evicted), and what-if capacity."""
+the feasible nodes, preemption's victims (nothing evicted), what-if capacity, and what each
+HTTP extender's filter, prioritize and preempt verbs said."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+from aiohttp import web
+
 from ascheduler.cache import Cache
-from ascheduler.explain.core import capacity, explain
+from ascheduler.explain.core import capacity, explain, explain_with_extenders
 from ascheduler.explain.render import render, table
 from ascheduler.framework import (
     CycleState,
@@ -16,10 +23,13 @@ from ascheduler.framework import (
     default_plugins,
     multipoint,
 )
+from ascheduler.framework.args import decode
+from ascheduler.framework.extender import ExtenderConfig, Extenders
 from ascheduler.model import PodInfo
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.defaultpreemption import DefaultPreemption
 from tests.kit import expr, make_cache, node, on, parsed, pod, term
+from tests.kit.http import serve
 
 TAINT = {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}
 
@@ -244,3 +254,185 @@ def test_json_and_yaml_carry_the_same_document() -> None:
     assert data["kind"] == "Explanation"
     assert data["schedulable"] is False
     assert data["rejected"][0]["nodes"][0]["details"] == ["cpu: requested 2, free 1 of 1"]
+
+
+# -- HTTP extenders ------------------------------------------------------------------------
+
+
+class FakeExtender:
+    """An extender on a free port: fails `failed` nodes, fails `hopeless` ones for good,
+    scores the rest from `scores`, and keeps preemption off `refused` nodes."""
+
+    def __init__(self) -> None:
+        self.failed: dict[str, str] = {}
+        self.hopeless: dict[str, str] = {}
+        self.scores: dict[str, int] = {}
+        self.refused: set[str] = set()
+        self.status = 200
+        self.url = ""
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if self.status != 200:
+            return web.Response(status=self.status)
+        verb = request.match_info["verb"]
+        body = await request.json()
+        if verb == "preempt":
+            meta = body["NodeNameToMetaVictims"]
+            kept = {n: v for n, v in meta.items() if n not in self.refused}
+            return web.json_response({"NodeNameToMetaVictims": kept})
+        names = body["NodeNames"]
+        if verb == "filter":
+            out = {n: r for n, r in self.failed.items() if n in names}
+            gone = {n: r for n, r in self.hopeless.items() if n in names}
+            keep = [n for n in names if n not in out and n not in gone]
+            return web.json_response(
+                {"NodeNames": keep, "FailedNodes": out, "FailedAndUnresolvableNodes": gone}
+            )
+        return web.json_response([{"Host": n, "Score": self.scores.get(n, 0)} for n in names])
+
+
+@pytest.fixture
+async def extender() -> AsyncIterator[FakeExtender]:
+    ext = FakeExtender()
+    async with serve("/ext/{verb}", ext.handle) as base:
+        ext.url = f"{base}/ext"
+        yield ext
+
+
+@contextlib.asynccontextmanager
+async def with_extender(
+    cache: Cache, extender: FakeExtender, **fields: Any
+) -> AsyncIterator[Framework]:
+    fw = framework(cache)
+    settings = {"urlPrefix": extender.url, "nodeCacheCapable": True, **fields}
+    fw.extenders = Extenders([decode(ExtenderConfig, settings, "extenders[0]")])
+    try:
+        yield fw
+    finally:
+        await fw.extenders.close()
+
+
+async def test_each_extender_s_filter_and_prioritize_are_shown_per_node(
+    extender: FakeExtender,
+) -> None:
+    cache = make_cache([node(n) for n in ("a", "b", "c", "d")])
+    extender.failed = {"b": "node(s) had no free device"}
+    extender.hopeless = {"c": "node(s) are in the wrong rack"}
+    extender.scores = {"a": 3, "d": 7}
+    p = parsed(pod("web", cpu="1"))
+    plain = explain(framework(cache), p, cache.table)
+    async with with_extender(
+        cache, extender, filterVerb="filter", prioritizeVerb="prioritize", weight=2
+    ) as fw:
+        exp = await explain_with_extenders(fw, p, cache.table)
+    assert exp.feasible == 2
+    assert exp.best == ["d"]
+    plugin_total = {s.name: s.total for s in plain.scores}
+    by_node = {s.name: s for s in exp.scores}
+    # Weighted as kube-scheduler does: score x weight x (100 / 10), added to the total.
+    assert by_node["a"].extenders == {extender.url: (3, 60)}
+    assert by_node["d"].extenders == {extender.url: (7, 140)}
+    assert by_node["d"].total == plugin_total["d"] + 140
+    assert by_node["a"].total == plugin_total["a"] + 60
+    name = f"Extender {extender.url}"
+    assert groups(exp) == {
+        (name, ("node(s) had no free device",), "Unschedulable"): {"b": ()},
+        (name, ("node(s) are in the wrong rack",), "UnschedulableAndUnresolvable"): {"c": ()},
+    }
+    (said,) = exp.to_dict()["extenders"]
+    assert said["filter"] == {
+        "sent": 4,
+        "passed": 2,
+        "passedNodes": ["a", "d"],
+        "failed": {"b": "node(s) had no free device"},
+        "failedAndUnresolvable": {"c": "node(s) are in the wrong rack"},
+        "error": "",
+    }
+    assert said["prioritize"]["scores"]["d"] == {"score": 7, "weighted": 140}
+    assert exp.to_dict()["scores"]["nodes"][0]["extenders"] == {
+        extender.url: {"score": 7, "weighted": 140}
+    }
+    text = table(exp)
+    assert "ext1x2" in text
+    assert f"ext1 {extender.url}" in text
+    assert "filter: 4 node(s) sent, 2 passed, 2 failed" in text
+    assert f"{name}: node(s) had no free device" in text
+    assert json.loads(render(exp.to_dict(), "json"))["extenders"][0]["name"] == extender.url
+
+
+async def test_nodes_the_extenders_all_turn_away_give_the_scheduler_s_message(
+    extender: FakeExtender,
+) -> None:
+    cache = make_cache([node(n) for n in ("a", "b")])
+    extender.failed = {"a": "node(s) had no free device"}
+    extender.hopeless = {"b": "node(s) are in the wrong rack"}
+    p = parsed(pod("web", cpu="1"))
+    async with with_extender(cache, extender, filterVerb="filter") as fw:
+        exp = await explain_with_extenders(fw, p, cache.table)
+        result = await fw.find_nodes_with_extenders(CycleState(), p, cache.table)
+    assert not exp.schedulable
+    assert exp.message == result.status.message
+    assert "1 node(s) had no free device" in exp.message
+    assert [g.count for g in exp.rejected] == [1, 1]
+
+
+async def test_an_ignorable_extender_that_fails_is_shown_and_skipped(
+    extender: FakeExtender,
+) -> None:
+    cache = make_cache([node(n) for n in ("a", "b")])
+    extender.status = 503
+    p = parsed(pod("web", cpu="1"))
+    async with with_extender(
+        cache,
+        extender,
+        filterVerb="filter",
+        prioritizeVerb="prioritize",
+        weight=1,
+        ignorable=True,
+    ) as fw:
+        exp = await explain_with_extenders(fw, p, cache.table)
+    assert exp.feasible == 2
+    (said,) = exp.extenders
+    assert "code 503" in said.filter_error
+    assert "code 503" in said.prioritize_error
+    assert all(s.extenders == {} for s in exp.scores)
+    text = table(exp)
+    assert "filter failed (skipped)" in text
+    assert "prioritize failed (ignored)" in text
+
+
+async def test_preemption_shown_is_the_one_the_preempt_verb_leaves(
+    extender: FakeExtender,
+) -> None:
+    cache = make_cache(
+        [node("a", cpu="1"), node("b", cpu="1")],
+        [
+            on("a", pod("cheap", cpu="1", priority=1)),
+            on("b", pod("dear", cpu="1", priority=5)),
+        ],
+    )
+    p = parsed(pod("vip", cpu="1", priority=100))
+    assert explain(framework(cache), p, cache.table).preemption.node == "a"  # type: ignore[union-attr]
+    extender.refused = {"a"}
+    async with with_extender(cache, extender, preemptVerb="preempt") as fw:
+        exp = await explain_with_extenders(fw, p, cache.table)
+    assert exp.preemption is not None
+    assert exp.preemption.node == "b"
+    assert [v.name for v in exp.preemption.victims] == ["dear"]
+    assert cache.table.pods(cache.table.index["a"])  # nothing evicted
+
+
+async def test_an_extender_the_pod_is_no_business_of_is_shown_as_not_asked(
+    extender: FakeExtender,
+) -> None:
+    cache = make_cache([node(n) for n in ("a", "b")])
+    extender.failed = {"a": "node(s) had no free device"}
+    p = parsed(pod("web", cpu="1"))
+    managed = [{"name": "example.com/gpu"}]
+    async with with_extender(cache, extender, filterVerb="filter", managedResources=managed) as fw:
+        exp = await explain_with_extenders(fw, p, cache.table)
+    assert exp.feasible == 2  # never asked, so "a" was not failed
+    (said,) = exp.to_dict()["extenders"]
+    assert said["interested"] is False
+    assert said["filter"] is None
+    assert "not asked: the pod asks for none of its managedResources" in table(exp)

@@ -1,13 +1,14 @@
 """kube-scheduler's HTTP extenders, against a tiny extender the test starts: filter and its
-reasons in the failure message, prioritize with weight, bind delegated, ignorable and
-non-ignorable extenders that are down, `managedResources` choosing the pods it sees, and the
-configuration refused where kube-scheduler refuses it."""
+reasons in the failure message, prioritize with weight, bind delegated, the preempt verb
+replacing preemption's candidates, ignorable and non-ignorable extenders that are down,
+`managedResources` choosing the pods it sees, and the configuration refused where
+kube-scheduler refuses it."""
 
 from __future__ import annotations
 
 import base64
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,12 @@ from ascheduler.framework.extender import (
     ExtenderError,
     Extenders,
 )
-from ascheduler.model import parse_node, parse_pod
+from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
-from tests.kit import make_cache, node, pod
+from ascheduler.plugins.defaultpreemption import CHOSEN
+from tests.kit import make_cache, node, on, pod
 from tests.kit.http import serve
+from tests.kit.scheduling import Env
 
 HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 Answer = Callable[[dict[str, Any]], Any]
@@ -396,3 +399,281 @@ def test_ignored_by_scheduler_resources_are_left_out_of_fit() -> None:
         CycleState(), parse_pod(pod("p", cpu="100m", extra={"nvidia.com/gpu": "1"})), cache.table
     )
     assert result.node == "n"
+
+
+# -- preemptVerb ---------------------------------------------------------------------------
+
+
+def crowded(*node_names: str, victims_per_node: int = 1, cache_capable: bool = True) -> Any:
+    """Nodes of 2 cpus, each full of low-priority pods (1 cpu each, or 2 for one), kept
+    whole when a preempt verb is sent whole victims."""
+    parse, _ = Extenders(
+        [config(urlPrefix="http://x", preemptVerb="p", nodeCacheCapable=cache_capable)]
+    ).pod_parsers()
+    cache = make_cache([])
+    for name in node_names:
+        cache.add_node(parse_node(node(name, cpu="2"), keep_raw=True))
+        cpu = str(2 // victims_per_node)
+        for i in range(victims_per_node):
+            low = on(name, pod(f"{name}-low{i}", cpu=cpu, priority=i))
+            cache.add_pod(parse(low))
+    return cache
+
+
+def preemptor() -> Any:
+    return parse_pod(pod("big", cpu="2", priority=100), keep_raw=True)
+
+
+def keep_only(node_name: str) -> Answer:
+    def answer(body: dict[str, Any]) -> Any:
+        meta = body["NodeNameToMetaVictims"]
+        return {"NodeNameToMetaVictims": {node_name: meta[node_name]}}
+
+    return answer
+
+
+async def preempt(fw: Framework, cache: Any) -> tuple[Any, Any]:
+    state = CycleState(dry_run=True)
+    assert fw.extenders is not None
+    try:
+        result = await fw.find_nodes_with_extenders(state, preemptor(), cache.table)
+    finally:
+        await fw.extenders.close()
+    return result, state.read(CHOSEN)
+
+
+async def test_preempt_verb_is_sent_the_candidates_and_its_answer_replaces_them(
+    extender: Extender,
+) -> None:
+    extender.answers["preempt"] = keep_only("b")
+    cache = crowded("a", "b")
+    fw = framework(
+        cache, config(urlPrefix=extender.url, preemptVerb="preempt", nodeCacheCapable=True)
+    )
+    result, chosen = await preempt(fw, cache)
+    assert result.nominated_node == "b"
+    assert [v.name for v in chosen.victims] == ["b-low0"]
+    (sent,) = extender.seen["preempt"]
+    assert sent["Pod"]["metadata"]["name"] == "big"
+    assert sent["NodeNameToVictims"] is None  # nodeCacheCapable: UIDs only
+    assert sent["NodeNameToMetaVictims"] == {
+        "a": {"Pods": [{"UID": "uid-a-low0"}], "NumPDBViolations": 0},
+        "b": {"Pods": [{"UID": "uid-b-low0"}], "NumPDBViolations": 0},
+    }
+
+
+async def test_whole_victims_are_sent_when_not_node_cache_capable(extender: Extender) -> None:
+    def answer(body: dict[str, Any]) -> Any:
+        victims = body["NodeNameToVictims"]
+        return {
+            "NodeNameToMetaVictims": {
+                node_name: {"Pods": [{"UID": p["metadata"]["uid"]} for p in v["Pods"]]}
+                for node_name, v in victims.items()
+                if node_name == "a"
+            }
+        }
+
+    extender.answers["preempt"] = answer
+    cache = crowded("a", "b", cache_capable=False)
+    fw = framework(cache, config(urlPrefix=extender.url, preemptVerb="preempt"))
+    result, chosen = await preempt(fw, cache)
+    assert result.nominated_node == "a"
+    assert [v.name for v in chosen.victims] == ["a-low0"]
+    (sent,) = extender.seen["preempt"]
+    assert sent["NodeNameToMetaVictims"] is None
+    whole = sent["NodeNameToVictims"]["b"]["Pods"][0]
+    assert whole["spec"]["nodeName"] == "b"  # the pod as the API server has it
+    assert whole["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "2"
+
+
+async def test_the_extender_may_name_other_pods_of_the_node(extender: Extender) -> None:
+    """Victims are mapped back from every pod on the node (the dry run evicts only the
+    lower of two 1-cpu pods; the extender asks for both)."""
+    extender.answers["preempt"] = lambda body: {
+        "NodeNameToMetaVictims": {
+            "a": {"Pods": [{"uid": "uid-a-low1"}, {"uid": "uid-a-low0"}], "numPDBViolations": 1}
+        }
+    }
+    cache = crowded("a", victims_per_node=2)
+    fw = framework(
+        cache, config(urlPrefix=extender.url, preemptVerb="preempt", nodeCacheCapable=True)
+    )
+    result, chosen = await preempt(fw, cache)
+    (sent,) = extender.seen["preempt"]
+    assert sent["NodeNameToMetaVictims"]["a"]["Pods"] == [
+        {"UID": "uid-a-low1"},
+        {"UID": "uid-a-low0"},
+    ]  # both: the preemptor needs the whole node
+    assert result.nominated_node == "a"
+    assert [v.name for v in chosen.victims] == ["a-low1", "a-low0"]
+    assert chosen.pdb_violations == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (
+            {"NodeNameToMetaVictims": {"a": {"Pods": [{"UID": "nobody"}]}}},
+            "claims to preempt pod (UID: &{nobody}) on node: a, but the pod is not found",
+        ),
+        (
+            {"NodeNameToMetaVictims": {"zz": {"Pods": [{"UID": "uid-a-low0"}]}}},
+            'nodeinfo not found for node name "zz"',
+        ),
+        (
+            {"NodeNameToMetaVictims": {"a": {"Pods": []}}},
+            'expected at least one victim pod on node "a"',
+        ),
+        ({"NodeNameToMetaVictims": {"a": {"Pods": 3}}}, "Pods is not a list"),
+        (500, "failed preempt with extender at URL"),
+    ],
+)
+async def test_a_bad_preempt_answer_fails_preemption(
+    extender: Extender, answer: Any, error: str
+) -> None:
+    extender.answers["preempt"] = answer if isinstance(answer, int) else (lambda _b: answer)
+    cache = crowded("a", "b")
+    fw = framework(
+        cache, config(urlPrefix=extender.url, preemptVerb="preempt", nodeCacheCapable=True)
+    )
+    result, chosen = await preempt(fw, cache)
+    assert chosen is None
+    assert result.node is None
+    assert not result.nominated_node
+    assert result.status.rejected  # the pod is unschedulable, preemption's error its message
+    assert "preemption: " in result.status.message
+    assert error in result.status.message
+
+
+async def test_an_ignorable_extender_that_fails_is_skipped(extender: Extender) -> None:
+    extender.answers["preempt"] = 500
+    cache = crowded("a", "b")
+    fw = framework(
+        cache,
+        config(
+            urlPrefix=extender.url, preemptVerb="preempt", nodeCacheCapable=True, ignorable=True
+        ),
+    )
+    result, chosen = await preempt(fw, cache)
+    assert result.nominated_node in {"a", "b"}  # the dry run's candidates stand
+    assert [v.node_name for v in chosen.victims] == [result.nominated_node]
+
+
+async def test_an_ignorable_extender_s_node_without_victims_is_dropped(
+    extender: Extender,
+) -> None:
+    extender.answers["preempt"] = lambda body: {
+        "NodeNameToMetaVictims": {"a": {"Pods": []}, "b": body["NodeNameToMetaVictims"]["b"]}
+    }
+    cache = crowded("a", "b")
+    fw = framework(
+        cache,
+        config(
+            urlPrefix=extender.url, preemptVerb="preempt", nodeCacheCapable=True, ignorable=True
+        ),
+    )
+    result, _ = await preempt(fw, cache)
+    assert result.nominated_node == "b"
+
+
+async def test_no_candidate_left_leaves_the_pod_unschedulable(extender: Extender) -> None:
+    extender.answers["preempt"] = lambda body: {}
+    cache = crowded("a", "b")
+    fw = framework(
+        cache, config(urlPrefix=extender.url, preemptVerb="preempt", nodeCacheCapable=True)
+    )
+    result, chosen = await preempt(fw, cache)
+    assert chosen is None
+    assert not result.nominated_node
+    assert not result.clear_nomination  # kube-scheduler leaves the nomination as it is
+    assert result.status.message.endswith("preemption: no candidate node for preemption")
+
+
+async def test_extenders_run_in_order_on_what_the_previous_returned(extender: Extender) -> None:
+    second = Extender()
+    second.answers["preempt"] = lambda body: {
+        "NodeNameToMetaVictims": body["NodeNameToMetaVictims"]
+    }
+    extender.answers["preempt"] = keep_only("a")
+    cache = crowded("a", "b", "c")
+    async with serve("/second/{verb}", second.handle) as base:
+        fw = framework(
+            cache,
+            config(urlPrefix=extender.url, preemptVerb="preempt", nodeCacheCapable=True),
+            config(urlPrefix=f"{base}/second", preemptVerb="preempt", nodeCacheCapable=True),
+        )
+        result, _ = await preempt(fw, cache)
+    assert result.nominated_node == "a"
+    assert sorted(extender.seen["preempt"][0]["NodeNameToMetaVictims"]) == ["a", "b", "c"]
+    assert list(second.seen["preempt"][0]["NodeNameToMetaVictims"]) == ["a"]
+
+
+async def test_an_uninterested_extender_is_not_asked_to_preempt(extender: Extender) -> None:
+    extender.answers["preempt"] = keep_only("a")
+    cache = crowded("a", "b")
+    fw = framework(
+        cache,
+        config(
+            urlPrefix=extender.url,
+            preemptVerb="preempt",
+            nodeCacheCapable=True,
+            managedResources=[{"name": "example.com/gpu"}],
+        ),
+    )
+    result, _ = await preempt(fw, cache)
+    assert result.nominated_node in {"a", "b"}
+    assert "preempt" not in extender.seen
+
+
+async def test_the_scheduler_evicts_the_victims_the_extender_kept(extender: Extender) -> None:
+    extender.answers["preempt"] = keep_only("b")
+    cache = crowded("a", "b")
+    options = parse(
+        {
+            **HEAD,
+            "profiles": [{"schedulerName": "default-scheduler"}],
+            "extenders": [
+                {"urlPrefix": extender.url, "preemptVerb": "preempt", "nodeCacheCapable": True}
+            ],
+        },
+        IN_TREE,
+    )
+    env = Env(options=options)
+    for name in ("a", "b"):
+        env.cache.add_node(cache.table.node(name))
+        for victim in cache.table.pods(cache.table.index[name]).values():
+            env.cache.add_pod(victim)
+    started: list[tuple[str, list[str]]] = []
+
+    def start(preemptor: PodInfo, node: str, victims: Sequence[PodInfo]) -> None:
+        started.append((node, [v.name for v in victims]))
+
+    env.scheduler.evictions.start = start  # type: ignore[method-assign]
+    fw = env.frameworks["default-scheduler"]
+    assert fw.extenders is not None
+    try:
+        await env.attempt(preemptor())
+    finally:
+        await fw.extenders.close()
+    assert started == [("b", ["b-low0"])]
+    assert env.scheduler.nominator.node_of("uid-big") == "b"
+
+
+@pytest.mark.parametrize(
+    ("fields", "bound_keeps_object"),
+    [
+        ({"preemptVerb": "p"}, True),  # whole victims are sent
+        ({"preemptVerb": "p", "nodeCacheCapable": True}, False),  # UIDs only
+        ({"filterVerb": "f"}, False),
+    ],
+)
+def test_bound_pods_keep_their_object_only_for_a_preempt_verb_sent_whole_victims(
+    fields: dict[str, Any], bound_keeps_object: bool
+) -> None:
+    parse_, reparse = Extenders([config(urlPrefix="http://x", **fields)]).pod_parsers()
+    pending = pod("p", cpu="1")
+    bound = on("n", pending)
+    assert parse_(pending).raw == pending  # extenders are sent the pod being scheduled
+    assert (parse_(bound).raw == bound) is bound_keeps_object
+    newer = {**bound, "status": {"phase": "Running"}}
+    assert (reparse(newer, parse_(bound)).raw == newer) is bound_keeps_object
