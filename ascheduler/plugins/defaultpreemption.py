@@ -20,12 +20,15 @@ they return is chosen from (kube-scheduler's callExtenders).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
+
+import numpy as np
 
 from ascheduler import metrics
 from ascheduler.framework.errors import PluginArgsError
@@ -38,11 +41,12 @@ from ascheduler.framework.interface import (
     CycleState,
     Diagnosis,
     ExtenderPostFilterPlugin,
+    FilterResult,
     PostFilterResult,
     PreEnqueuePlugin,
     Status,
 )
-from ascheduler.framework.nodes import NodeTable
+from ascheduler.framework.nodes import BoolArray, NodeTable
 from ascheduler.framework.objects import DisruptionBudget
 from ascheduler.framework.registry import Registration
 from ascheduler.model import PodInfo
@@ -279,6 +283,7 @@ class DefaultPreemption(ExtenderPostFilterPlugin, PreEnqueuePlugin):
         dry run; the candidates found, or the result when there is none."""
         if not state.dry_run:
             metrics.PREEMPTION_ATTEMPTS.inc()
+        diagnosis = on_current_rows(nodes, diagnosis)
         codes = _codes(nodes, diagnosis)
         terminating = False
         nominated = self.handle.nominator.node_of(pod.uid) or pod.nominated_node_name
@@ -406,6 +411,50 @@ class DefaultPreemption(ExtenderPostFilterPlugin, PreEnqueuePlugin):
         if violating and fine:
             victims.sort(key=key)
         return Candidate(node, tuple(victims), violations)
+
+
+def on_current_rows(nodes: NodeTable, diagnosis: Diagnosis) -> Diagnosis:
+    """The diagnosis with its rows renumbered to the table's, when it was taken on another
+    state of it (a profile with extenders awaits them, and a node removed meanwhile moves the
+    last row into its place): the what-if filters read the recorded verdicts by row. A node
+    the diagnosis does not mention has no recorded rejection and no code (so `_codes` calls
+    it unresolvable, as kube-scheduler's NodeToStatus does)."""
+    names = diagnosis.node_names
+    if names is None or tuple(names) == tuple(nodes.names):
+        return diagnosis
+    at = {name: i for i, name in enumerate(names)}
+    old = np.array([at.get(name, -1) for name in nodes.names], dtype=np.int64)
+    known = old >= 0
+
+    def moved(mask: BoolArray) -> BoolArray:
+        out = np.zeros(nodes.n, dtype=np.bool_)
+        out[known] = mask[old[known]]
+        return out
+
+    filtered = [
+        (
+            plugin,
+            FilterResult(
+                moved(result.rejected),
+                tuple(dataclasses.replace(r, nodes=moved(r.nodes)) for r in result.rejections),
+            ),
+        )
+        for plugin, result in diagnosis.filtered
+    ]
+    codes = None
+    if diagnosis.codes is not None:
+        codes = np.full(nodes.n, int(Code.UNSCHEDULABLE_AND_UNRESOLVABLE), dtype=np.int64)
+        codes[known] = diagnosis.codes[old[known]]
+    excluded = None
+    if diagnosis.excluded is not None:
+        excluded = (diagnosis.excluded[0], moved(diagnosis.excluded[1]))
+    return dataclasses.replace(
+        diagnosis,
+        codes=codes,
+        filtered=filtered,
+        excluded=excluded,
+        node_names=None,
+    )
 
 
 def _codes(nodes: NodeTable, diagnosis: Diagnosis) -> list[Code]:

@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import numpy as np
 import pytest
 
 from ascheduler.config import DEFAULT_SCHEDULER_NAME
 from ascheduler.framework.errors import PluginArgsError
+from ascheduler.framework.interface import Code, Diagnosis, FilterResult
 from ascheduler.framework.objects import parse_budget
+from ascheduler.framework.runtime import recorded_status
 from ascheduler.model import PodInfo, parse_pod
 from ascheduler.plugins.defaultpreemption import (
     NOT_ELIGIBLE_NEVER,
@@ -19,6 +22,7 @@ from ascheduler.plugins.defaultpreemption import (
     DefaultPreemptionArgs,
     eligible,
     importance,
+    on_current_rows,
     pick,
     split_by_budgets,
 )
@@ -350,3 +354,31 @@ async def test_a_node_failing_with_its_nominated_pods_reports_that_failure() -> 
     assert note.startswith(
         "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption:"
     )
+
+
+def test_a_diagnosis_taken_before_a_node_left_is_read_by_name() -> None:
+    """A profile with extenders awaits them between Filter and PostFilter; a node removed
+    meanwhile moves the last row into its place, and the what-if filters read the recorded
+    verdicts by row: they must follow the names."""
+    env = env_with(["a", "b", "c"], [])
+    table = env.cache.table
+    before = tuple(table.names)
+    rejected = np.array([name == "c" for name in before])
+    diagnosis = Diagnosis(
+        3,
+        codes=np.where(rejected, int(Code.UNSCHEDULABLE), int(Code.SUCCESS)),
+        filtered=[("Fit", FilterResult.single("Insufficient cpu", rejected))],
+        node_names=before,
+    )
+    env.cache.remove_node("a")
+    assert tuple(table.names) != before[1:]  # the last row moved into a's place
+    moved = on_current_rows(table, diagnosis)
+    c, b = table.index["c"], table.index["b"]
+    assert moved.node_names is None
+    assert moved.num_nodes == 3
+    assert moved.codes is not None
+    assert moved.codes.tolist()[c] == Code.UNSCHEDULABLE
+    assert moved.codes.tolist()[b] == Code.SUCCESS
+    assert recorded_status(moved.filtered, "Fit", c).reasons == ("Insufficient cpu",)
+    assert recorded_status(moved.filtered, "Fit", b).ok
+    assert on_current_rows(table, moved) is moved
