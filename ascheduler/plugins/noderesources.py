@@ -49,7 +49,8 @@ STRATEGIES: Final = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRati
 
 @dataclass(frozen=True)
 class ResourceSpec:
-    """A resource a score looks at, and its weight (1..100)."""
+    """A resource a score looks at, and its weight (1..100; 0, as left out, is 1, as in
+    kube-scheduler's defaulting)."""
 
     name: str
     weight: int = 1
@@ -57,6 +58,8 @@ class ResourceSpec:
     def __post_init__(self) -> None:
         if not self.name:
             raise PluginArgsError("name: required")
+        if self.weight == 0:
+            object.__setattr__(self, "weight", 1)
         if not 1 <= self.weight <= 100:
             raise PluginArgsError("weight: must be an integer in 1..100")
 
@@ -102,6 +105,11 @@ _DEFAULT_RESOURCES: Final = (ResourceSpec("cpu", 1), ResourceSpec("memory", 1))
 def _check_resources(resources: Sequence[ResourceSpec]) -> None:
     if not resources:
         raise PluginArgsError("resources: expected a non-empty list")
+    seen: set[str] = set()
+    for i, r in enumerate(resources):
+        if r.name in seen:
+            raise PluginArgsError(f"resources[{i}].name: duplicate {r.name!r}")
+        seen.add(r.name)
 
 
 @dataclass(frozen=True)
@@ -160,7 +168,12 @@ class NodeResourcesBalancedAllocationArgs:
     resources: tuple[ResourceSpec, ...] = _DEFAULT_RESOURCES
 
     def __post_init__(self) -> None:
+        if not self.resources:
+            object.__setattr__(self, "resources", _DEFAULT_RESOURCES)  # kube's defaulting
         _check_resources(self.resources)
+        for i, r in enumerate(self.resources):
+            if r.weight != 1:
+                raise PluginArgsError(f"resources[{i}].weight: must be 1, got {r.weight}")
 
 
 class _ResourceScorer:
