@@ -278,16 +278,17 @@ class Framework:
             overrides: set[str] = set()
             expanded: list[str] = []
             if "*" not in off:
-                for i, ref in enumerate(multi):
+                for ref in multi:
                     plugin = self.plugins.get(ref.name)
                     if plugin is None or not isinstance(plugin, interface) or ref.name in off:
                         continue
                     if ref.name in own:
                         overrides.add(ref.name)  # the point's own entry says how
                     elif ref.name in expanded:
+                        # No index: the merged list's is not the file's.
                         twice = (
-                            f"{spec.path}plugins.multiPoint.enabled[{i}].name: plugin "
-                            f"{ref.name!r} is enabled twice"
+                            f"{spec.path}plugins.multiPoint.enabled: plugin {ref.name!r} is "
+                            f"enabled twice"
                         )
                         if twice not in problems:
                             problems.append(twice)
