@@ -38,6 +38,7 @@ from ascheduler.framework.interface import (
 from ascheduler.framework.nodes import CPU, MEMORY, PODS, BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import Registration
 from ascheduler.model import PodInfo
+from ascheduler.model.labelnames import label_key_problem
 from ascheduler.model.quantity import format_quantity
 
 FIT: Final = "NodeResourcesFit"
@@ -105,11 +106,6 @@ _DEFAULT_RESOURCES: Final = (ResourceSpec("cpu", 1), ResourceSpec("memory", 1))
 def _check_resources(resources: Sequence[ResourceSpec]) -> None:
     if not resources:
         raise PluginArgsError("resources: expected a non-empty list")
-    seen: set[str] = set()
-    for i, r in enumerate(resources):
-        if r.name in seen:
-            raise PluginArgsError(f"resources[{i}].name: duplicate {r.name!r}")
-        seen.add(r.name)
 
 
 @dataclass(frozen=True)
@@ -136,6 +132,8 @@ class ScoringStrategy:
     requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = None
 
     def __post_init__(self) -> None:
+        if not self.resources:
+            object.__setattr__(self, "resources", _DEFAULT_RESOURCES)  # kube's defaulting
         if self.type not in STRATEGIES:
             raise PluginArgsError(
                 f"type: unknown strategy {self.type!r}, expected one of {', '.join(STRATEGIES)}"
@@ -160,6 +158,20 @@ class NodeResourcesFitArgs:
     ignored_resource_groups: tuple[str, ...] = ()
     scoring_strategy: ScoringStrategy = ScoringStrategy()
 
+    def __post_init__(self) -> None:
+        # kube-scheduler's ValidateNodeResourcesFitArgs: label names, groups without '/'.
+        for i, name in enumerate(self.ignored_resources):
+            if why := label_key_problem(name):
+                raise PluginArgsError(f"ignoredResources[{i}]: invalid value {name!r}: {why}")
+        for i, group in enumerate(self.ignored_resource_groups):
+            if "/" in group:
+                raise PluginArgsError(
+                    f"ignoredResourceGroups[{i}]: invalid value {group!r}: resource group "
+                    f"name can't contain '/'"
+                )
+            if why := label_key_problem(group):
+                raise PluginArgsError(f"ignoredResourceGroups[{i}]: invalid value {group!r}: {why}")
+
 
 @dataclass(frozen=True)
 class NodeResourcesBalancedAllocationArgs:
@@ -171,7 +183,11 @@ class NodeResourcesBalancedAllocationArgs:
         if not self.resources:
             object.__setattr__(self, "resources", _DEFAULT_RESOURCES)  # kube's defaulting
         _check_resources(self.resources)
+        seen: set[str] = set()
         for i, r in enumerate(self.resources):
+            if r.name in seen:
+                raise PluginArgsError(f"resources[{i}].name: duplicate {r.name!r}")
+            seen.add(r.name)
             if r.weight != 1:
                 raise PluginArgsError(f"resources[{i}].weight: must be 1, got {r.weight}")
 

@@ -144,11 +144,11 @@ def _both_implement(
 
 
 def _plain(value: Any) -> Any:
-    """`value` without what only says "nothing" (empty lists and maps, None), which one side
-    writes and the other leaves out."""
+    """`value` without what only says "nothing" (empty lists and maps, None, and the zero
+    values Go's `omitempty` leaves out), which one side writes and the other does not."""
     if isinstance(value, dict):
         kept = {k: _plain(v) for k, v in value.items() if k not in ("apiVersion", "kind")}
-        return {k: v for k, v in kept.items() if v not in (None, [], {})}
+        return {k: v for k, v in kept.items() if v not in (None, [], {}, "", 0)}  # False == 0
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
@@ -190,6 +190,9 @@ def test_ascheduler_reads_the_file_as_kube_scheduler_does(
     assert config.percentage_of_nodes_to_score == written["percentageOfNodesToScore"]
     assert config.queue.initial_backoff == written["podInitialBackoffSeconds"]
     assert config.queue.max_backoff == written["podMaxBackoffSeconds"]
+    assert [_plain(encode(e)) for e in config.extenders] == [
+        _plain(e) for e in written.get("extenders") or []
+    ]
     assert len(config.profiles) == len(written["profiles"]) == len(kube.plugins)
     for i, (spec, theirs, listed) in enumerate(
         zip(config.profiles, written["profiles"], kube.plugins, strict=True)
