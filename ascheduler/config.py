@@ -1,14 +1,21 @@
 """`KubeSchedulerConfiguration` (kubescheduler.config.k8s.io/v1) for ascheduler.
 
-The kube-scheduler subset ascheduler implements, read strictly: an unknown field, plugin or
-extension point is an error, every problem is reported with its path
-(`profiles[0].plugins.score.enabled[2].name: unknown plugin "Foo"`), and all of them at once.
+Read as kube-scheduler v1.35 reads it: a file it accepts is accepted, with the same
+effective profiles, and one it refuses is refused, every problem reported with its path
+(`profiles[0].plugins.score.enabled[2].name: unknown plugin "Foo"`), all of them at once
+(docs/configuration.md; `tests/integration/config` compares the two on a corpus).
 ascheduler's own settings live in one top-level section, `ascheduler:`.
 
-Plugins merge onto the default profile the way kube-scheduler's do: `multiPoint.enabled` adds
-plugins to every extension point they implement (or changes a default plugin's weight),
-`<point>.disabled` removes plugins from that point (`*` removes all defaults there), and
+Plugins merge onto the default profile as kube-scheduler's do (`configprofiles`): a
+`multiPoint.enabled` entry naming a default plugin replaces it (weight included: left out,
+0, read as 1), `<point>.disabled` keeps plugins away from one point (`*`: all), and
 `<point>.enabled` adds plugins to one point.
+
+Fields kube-scheduler accepts that change nothing here are accepted: `parallelism` (no worker
+pool), `enableProfiling` / `enableContentionProfiling` (no pprof), content types (JSON
+always), and `delayCacheUntilActive`: ascheduler always fills its informers' caches only once
+it leads (its `true`), whatever the file says; `false`, kube-scheduler's warm standby, is not
+honoured (a standby keeps no watches, and lists the cluster when it takes over).
 """
 
 from __future__ import annotations
