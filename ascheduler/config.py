@@ -294,6 +294,12 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
                 renew_deadline=lease * 2 / 3,
                 retry_period=max(lease / 7.5, 0.2),
             )
+    if election.leader_elect and election.renew_deadline >= election.lease_duration:
+        # The file's election went unchecked while it did not elect.
+        problems.append(
+            "leaderElection.leaseDuration: must be greater than renewDeadline "
+            f"({election.lease_duration:g}s <= {election.renew_deadline:g}s)"
+        )
     changes["leader_election"] = election
     binding = config.binding
     lock = binding.lock

@@ -557,3 +557,13 @@ def test_the_lock_linger_is_a_duration_zero_allowed(tmp_path: Path) -> None:
     assert resolved(zero, tmp_path, node_lock_linger="30s").binding.lock.linger == 30.0
     with pytest.raises(ConfigError, match="--node-lock-linger"):
         resolved(None, tmp_path, node_lock_linger="-1s")
+
+
+def test_an_election_the_flag_turns_on_is_checked(tmp_path: Path) -> None:
+    odd = {"leaderElection": {"leaderElect": False, "leaseDuration": "5s", "renewDeadline": "10s"}}
+    assert not resolved(odd, tmp_path).leader_election.leader_elect
+    with pytest.raises(ConfigError) as err:
+        resolved(odd, tmp_path, leader_elect=True)
+    assert err.value.problems == [
+        "leaderElection.leaseDuration: must be greater than renewDeadline (5s <= 10s)"
+    ]

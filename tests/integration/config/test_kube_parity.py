@@ -29,6 +29,7 @@ import yaml
 
 from ascheduler.config import parse
 from ascheduler.devcluster import ensure_built
+from ascheduler.durations import parse_seconds
 from ascheduler.framework import EXTENSION_POINTS, ConfigError, Framework, Handle, multipoint
 from ascheduler.framework.args import encode
 from ascheduler.plugins import IN_TREE
@@ -190,6 +191,22 @@ def test_ascheduler_reads_the_file_as_kube_scheduler_does(
     assert config.percentage_of_nodes_to_score == written["percentageOfNodesToScore"]
     assert config.queue.initial_backoff == written["podInitialBackoffSeconds"]
     assert config.queue.max_backoff == written["podMaxBackoffSeconds"]
+    election, theirs_election = config.leader_election, written["leaderElection"]
+    assert election.leader_elect == theirs_election["leaderElect"]
+    if election.leader_elect:
+        for ours_seconds, key in (
+            (election.lease_duration, "leaseDuration"),
+            (election.renew_deadline, "renewDeadline"),
+            (election.retry_period, "retryPeriod"),
+        ):
+            assert ours_seconds == parse_seconds(theirs_election[key]), key
+        assert election.resource_namespace == theirs_election["resourceNamespace"]
+        if "resourceName" in (document.get("leaderElection") or {}):
+            assert election.resource_name == theirs_election["resourceName"]
+    client = document.get("clientConnection") or {}
+    assert config.burst == written["clientConnection"]["burst"]
+    if (client.get("qps") or 0) > 0:  # unset, ascheduler sets no limit where kube's is 50
+        assert config.qps == written["clientConnection"]["qps"]
     assert [_plain(encode(e)) for e in config.extenders] == [
         _plain(e) for e in written.get("extenders") or []
     ]
