@@ -686,14 +686,16 @@ def _lease_duration(
     """A leader election duration: 0 or left out is the default (component-base's
     recommended defaulting); otherwise positive, checked only when electing."""
     raw = leader.get(name)
-    if raw in (None, 0, "0", "0s"):
+    if raw is None:
         return default
     try:
         seconds = parse_seconds(str(raw))
     except ValueError:
         p.add(f"leaderElection.{name}", f"not a duration: {raw!r}")
         return default
-    if seconds <= 0:
+    if seconds == 0:
+        return default
+    if seconds < 0:
         if checked:
             p.add(f"leaderElection.{name}", "must be greater than zero")
         return default
