@@ -15,7 +15,9 @@ Fields kube-scheduler accepts that change nothing here are accepted: `parallelis
 pool), `enableProfiling` / `enableContentionProfiling` (no pprof), content types (JSON
 always), and `delayCacheUntilActive`: ascheduler always fills its informers' caches only once
 it leads (its `true`), whatever the file says; `false`, kube-scheduler's warm standby, is not
-honoured (a standby keeps no watches, and lists the cluster when it takes over).
+honoured (a standby keeps no watches, and lists the cluster when it takes over): an
+instance that takes node locks joins its peers' member Leases before its informers list the
+cluster (`binding.members`), and a standby, binding nothing, must not join.
 """
 
 from __future__ import annotations
