@@ -1,21 +1,30 @@
 """`KubeSchedulerConfiguration` (kubescheduler.config.k8s.io/v1) for ascheduler.
 
-The kube-scheduler subset ascheduler implements, read strictly: an unknown field, plugin or
-extension point is an error, every problem is reported with its path
-(`profiles[0].plugins.score.enabled[2].name: unknown plugin "Foo"`), and all of them at once.
+Read as kube-scheduler v1.35 reads it: a file it accepts is accepted, with the same
+effective profiles, and one it refuses is refused, every problem reported with its path
+(`profiles[0].plugins.score.enabled[2].name: unknown plugin "Foo"`), all of them at once
+(docs/configuration.md; `tests/integration/config` compares the two on a corpus).
 ascheduler's own settings live in one top-level section, `ascheduler:`.
 
-Plugins merge onto the default profile the way kube-scheduler's do: `multiPoint.enabled` adds
-plugins to every extension point they implement (or changes a default plugin's weight),
-`<point>.disabled` removes plugins from that point (`*` removes all defaults there), and
+Plugins merge onto the default profile as kube-scheduler's do (`configprofiles`): a
+`multiPoint.enabled` entry naming a default plugin replaces it (weight included: left out,
+0, read as 1), `<point>.disabled` keeps plugins away from one point (`*`: all), and
 `<point>.enabled` adds plugins to one point.
+
+Fields kube-scheduler accepts that change nothing here are accepted: `parallelism` (no worker
+pool), `enableProfiling` / `enableContentionProfiling` (no pprof), content types (JSON
+always), and `delayCacheUntilActive`: ascheduler always fills its informers' caches only once
+it leads (its `true`), whatever the file says; `false`, kube-scheduler's warm standby, is not
+honoured (a standby keeps no watches, and lists the cluster when it takes over): an
+instance that takes node locks joins its peers' member Leases before its informers list the
+cluster (`binding.members`), and a standby, binding nothing, must not join.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -46,15 +55,14 @@ from ascheduler.binding.nodelock import (
     LockSettings,
     lock_object_of,
 )
+from ascheduler.configprofiles import Problems, profile, queue_sort_problems
 from ascheduler.debug import MODES as DEBUG_MODES
 from ascheduler.debug import is_loopback
 from ascheduler.durations import parse_seconds
 from ascheduler.framework import (
-    EXTENSION_POINTS,
     ConfigError,
     Framework,
     Handle,
-    PluginRef,
     ProfileSpec,
     Registry,
     default_plugins,
@@ -63,7 +71,6 @@ from ascheduler.framework import (
 from ascheduler.framework.args import decode, encode
 from ascheduler.framework.extender import ExtenderConfig, ignored_by_scheduler
 from ascheduler.framework.extender import validate as validate_extenders
-from ascheduler.framework.interface import ExtensionPoint, PluginSet
 from ascheduler.http import SecureServing, parse_address
 from ascheduler.queue import QueueSettings
 
@@ -76,6 +83,9 @@ WRITE_CONNECTIONS: Final = 128
 
 _TOP: Final = {
     "apiVersion",
+    "delayCacheUntilActive",
+    "enableProfiling",
+    "enableContentionProfiling",
     "kind",
     "parallelism",
     "percentageOfNodesToScore",
@@ -97,7 +107,6 @@ _LEADER: Final = {
     "resourceName",
     "resourceNamespace",
 }
-_PROFILE: Final = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
 _OWN: Final = {
     "nodeLock",
     "bindingConcurrency",
@@ -287,6 +296,12 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
                 renew_deadline=lease * 2 / 3,
                 retry_period=max(lease / 7.5, 0.2),
             )
+    if election.leader_elect and election.renew_deadline >= election.lease_duration:
+        # The file's election went unchecked while it did not elect.
+        problems.append(
+            "leaderElection.leaseDuration: must be greater than renewDeadline "
+            f"({election.lease_duration:g}s <= {election.renew_deadline:g}s)"
+        )
     changes["leader_election"] = election
     binding = config.binding
     lock = binding.lock
@@ -443,194 +458,20 @@ def debug_problem(config: SchedulerConfig) -> str:
     return ""
 
 
-class _Problems:
-    def __init__(self) -> None:
-        self.items: list[str] = []
-
-    def add(self, path: str, message: str) -> None:
-        self.items.append(f"{path}: {message}")
-
-    def obj(self, value: Any, path: str, allowed: set[str] | frozenset[str]) -> Mapping[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            self.add(path, f"expected an object, got {type(value).__name__}")
-            return {}
-        for key in value:
-            if key not in allowed:
-                self.add(f"{path}.{key}" if path else str(key), "unknown field")
-        return value
-
-    def seq(self, value: Any, path: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            self.add(path, f"expected a list, got {type(value).__name__}")
-            return []
-        return value
-
-    def int_(
-        self,
-        value: Any,
-        path: str,
-        default: int,
-        *,
-        low: int | None = None,
-        high: int | None = None,
-    ) -> int:
-        if value is None:
-            return default
-        if not isinstance(value, int) or isinstance(value, bool):
-            self.add(path, f"expected an integer, got {value!r}")
-            return default
-        if (low is not None and value < low) or (high is not None and value > high):
-            bounds = f"{low if low is not None else '-inf'}..{high if high is not None else 'inf'}"
-            self.add(path, f"must be in {bounds}, got {value}")
-            return default
-        return value
-
-    def bool_(self, value: Any, path: str, default: bool) -> bool:
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            self.add(path, f"expected true or false, got {value!r}")
-            return default
-        return value
-
-    def str_(self, value: Any, path: str, default: str) -> str:
-        if value is None:
-            return default
-        if not isinstance(value, str):
-            self.add(path, f"expected a string, got {value!r}")
-            return default
-        return value
-
-    def duration(self, value: Any, path: str, default: float) -> float:
-        if value is None:
-            return default
-        try:
-            seconds = parse_seconds(str(value))
-        except ValueError:
-            self.add(path, f"not a duration: {value!r}")
-            return default
-        if seconds <= 0:
-            self.add(path, "must be positive")
-            return default
-        return seconds
-
-
-def _plugin_set(
-    p: _Problems, raw: Any, path: str, registry: Registry
-) -> tuple[list[PluginRef], set[str]]:
-    body = p.obj(raw, path, {"enabled", "disabled"})
-    enabled: list[PluginRef] = []
-    for i, item in enumerate(p.seq(body.get("enabled"), f"{path}.enabled")):
-        entry = p.obj(item, f"{path}.enabled[{i}]", {"name", "weight"})
-        name = entry.get("name")
-        if not isinstance(name, str) or not name:
-            p.add(f"{path}.enabled[{i}].name", "required")
-            continue
-        if name not in registry:
-            p.add(f"{path}.enabled[{i}].name", f'unknown plugin "{name}"')
-            continue
-        weight = p.int_(entry.get("weight"), f"{path}.enabled[{i}].weight", 0, low=0, high=100)
-        enabled.append(PluginRef(name, weight))
-    disabled: set[str] = set()
-    for i, item in enumerate(p.seq(body.get("disabled"), f"{path}.disabled")):
-        entry = p.obj(item, f"{path}.disabled[{i}]", {"name"})
-        name = entry.get("name")
-        if not isinstance(name, str) or not name:
-            p.add(f"{path}.disabled[{i}].name", "required")
-        elif name != "*" and name not in registry:
-            p.add(f"{path}.disabled[{i}].name", f'unknown plugin "{name}"')
-        else:
-            disabled.add(name)
-    return enabled, disabled
-
-
-def _profile(p: _Problems, raw: Any, path: str, registry: Registry) -> ProfileSpec:
-    body = p.obj(raw, path, _PROFILE)
-    name = body.get("schedulerName", DEFAULT_SCHEDULER_NAME)
-    if not isinstance(name, str) or not name:
-        p.add(f"{path}.schedulerName", "required")
-        name = DEFAULT_SCHEDULER_NAME
-    percentage = None
-    if body.get("percentageOfNodesToScore") is not None:
-        percentage = p.int_(
-            body.get("percentageOfNodesToScore"),
-            f"{path}.percentageOfNodesToScore",
-            0,
-            low=0,
-            high=100,
-        )
-    plugins = p.obj(body.get("plugins"), f"{path}.plugins", {"multiPoint", *EXTENSION_POINTS})
-    multi_enabled, multi_disabled = _plugin_set(
-        p, plugins.get("multiPoint"), f"{path}.plugins.multiPoint", registry
-    )
-    # kube-scheduler: weight 0 in a multiPoint/score entry means "keep the default" (1).
-    base = (
-        []
-        if "*" in multi_disabled
-        else [r for r in default_plugins(registry) if r.name not in multi_disabled]
-    )
-    merged: list[PluginRef] = []
-    overrides = {r.name: r for r in multi_enabled}
-    for ref in base:
-        over = overrides.pop(ref.name, None)
-        merged.append(PluginRef(ref.name, over.weight or ref.weight) if over else ref)
-    merged.extend(PluginRef(r.name, r.weight or 1) for r in overrides.values())
-    points: dict[PluginSet, Sequence[PluginRef]] = {"multiPoint": tuple(merged)}
-    disabled: dict[ExtensionPoint, frozenset[str]] = {}
-    for point in EXTENSION_POINTS:
-        if point not in plugins:
-            continue
-        enabled, off = _plugin_set(p, plugins[point], f"{path}.plugins.{point}", registry)
-        points[point] = tuple(PluginRef(r.name, r.weight or 1) for r in enabled)
-        if off:
-            disabled[point] = frozenset(off)
-    args: dict[str, Mapping[str, Any]] = {}
-    arg_paths: dict[str, str] = {}
-    for i, item in enumerate(p.seq(body.get("pluginConfig"), f"{path}.pluginConfig")):
-        entry = p.obj(item, f"{path}.pluginConfig[{i}]", {"name", "args"})
-        plugin = entry.get("name")
-        if not isinstance(plugin, str) or plugin not in registry:
-            p.add(f"{path}.pluginConfig[{i}].name", f'unknown plugin "{plugin}"')
-            continue
-        if plugin in args:
-            p.add(f"{path}.pluginConfig[{i}].name", f"duplicate config for plugin {plugin!r}")
-            continue
-        raw_args = entry.get("args")
-        if raw_args is not None and not isinstance(raw_args, Mapping):
-            p.add(f"{path}.pluginConfig[{i}].args", "expected an object")
-            continue
-        # Checked field by field by the plugin's own argument type when the profile is built.
-        args[plugin] = raw_args or {}
-        arg_paths[plugin] = f"{path}.pluginConfig[{i}].args"
-    return ProfileSpec(
-        name,
-        points,
-        args,
-        disabled=disabled,
-        arg_paths=arg_paths,
-        path=f"{path}.",
-        percentage_of_nodes_to_score=percentage,
-    )
-
-
 def parse(data: Any, registry: Registry) -> SchedulerConfig:
     """Validate and default a decoded configuration; `ConfigError` lists every problem."""
-    p = _Problems()
+    p = Problems()
     top = p.obj(data, "", _TOP)
     if top.get("apiVersion") != API_VERSION:
         p.add("apiVersion", f"must be {API_VERSION!r}, got {top.get('apiVersion')!r}")
     if top.get("kind") != KIND:
         p.add("kind", f"must be {KIND!r}, got {top.get('kind')!r}")
-    if top.get("parallelism") is not None:
-        p.add(
-            "parallelism",
-            "not supported: ascheduler filters and scores all nodes in one vectorised pass, "
-            "with no worker pool to size; remove the field",
-        )
+    # Accepted as kube-scheduler accepts them, with no effect on ascheduler (see
+    # docs/configuration.md): no worker pool to size, no pprof handlers, and the informers
+    # fill only once leading whatever delayCacheUntilActive says.
+    p.int_(top.get("parallelism"), "parallelism", 16, low=1, high=2**31 - 1)
+    for flag in ("enableProfiling", "enableContentionProfiling", "delayCacheUntilActive"):
+        p.bool_(top.get(flag), flag, False)
     pct = p.int_(
         top.get("percentageOfNodesToScore"), "percentageOfNodesToScore", 0, low=0, high=100
     )
@@ -641,28 +482,28 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
     client = p.obj(top.get("clientConnection"), "clientConnection", _CLIENT)
     kubeconfig = p.str_(client.get("kubeconfig"), "clientConnection.kubeconfig", "") or None
     for field_name in ("contentType", "acceptContentTypes"):
-        content = p.str_(client.get(field_name), f"clientConnection.{field_name}", "")
-        if content not in ("", JSON_CONTENT):
-            p.add(
-                f"clientConnection.{field_name}",
-                f"only {JSON_CONTENT!r} is supported (ascheduler reads and writes JSON), "
-                f"got {content!r}",
-            )
+        # Any accepted, as by kube-scheduler; ascheduler reads and writes JSON regardless.
+        p.str_(client.get(field_name), f"clientConnection.{field_name}", "")
     qps = client.get("qps")
-    if qps is not None and (not isinstance(qps, int | float) or isinstance(qps, bool) or qps <= 0):
-        p.add("clientConnection.qps", f"must be a positive number, got {qps!r}")
+    if qps is not None and (not isinstance(qps, int | float) or isinstance(qps, bool)):
+        p.add("clientConnection.qps", f"expected a number, got {qps!r}")
         qps = None
-    burst = p.int_(client.get("burst"), "clientConnection.burst", 100, low=0)
+    elif qps is not None and qps <= 0:
+        qps = None  # 0: unset (kube-scheduler's default applies); negative: no limit
+    burst = p.int_(client.get("burst"), "clientConnection.burst", 100, low=0) or 100
     leader = p.obj(top.get("leaderElection"), "leaderElection", _LEADER)
-    lease = p.duration(leader.get("leaseDuration"), "leaderElection.leaseDuration", 15.0)
-    renew = p.duration(leader.get("renewDeadline"), "leaderElection.renewDeadline", 10.0)
-    retry = p.duration(leader.get("retryPeriod"), "leaderElection.retryPeriod", 2.0)
-    if renew >= lease:
-        p.add("leaderElection.renewDeadline", "must be less than leaseDuration")
-    if leader.get("resourceLock", "leases") != "leases":
-        p.add("leaderElection.resourceLock", "only 'leases' is supported")
+    elect = p.bool_(leader.get("leaderElect"), "leaderElection.leaderElect", True)
+    # kube-scheduler validates the election's settings only when it elects.
+    lease = _lease_duration(p, leader, "leaseDuration", 15.0, checked=elect)
+    renew = _lease_duration(p, leader, "renewDeadline", 10.0, checked=elect)
+    retry = _lease_duration(p, leader, "retryPeriod", 2.0, checked=elect)
+    if elect and renew >= lease:
+        p.add("leaderElection.leaseDuration", "must be greater than renewDeadline")
+    lock_kind = p.str_(leader.get("resourceLock"), "leaderElection.resourceLock", "leases")
+    if elect and lock_kind not in ("", "leases"):
+        p.add("leaderElection.resourceLock", f'must be "leases", got {lock_kind!r}')
     election = LeaderElection(
-        leader_elect=p.bool_(leader.get("leaderElect"), "leaderElection.leaderElect", True),
+        leader_elect=elect,
         lease_duration=lease,
         renew_deadline=renew,
         retry_period=retry,
@@ -791,12 +632,14 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
     profiles = []
     raw_profiles = p.seq(top.get("profiles"), "profiles") or [{}]
     seen: set[str] = set()
+    single = DEFAULT_SCHEDULER_NAME if len(raw_profiles) == 1 else None
     for i, raw in enumerate(raw_profiles):
-        spec = _profile(p, raw, f"profiles[{i}]", registry)
+        spec = profile(p, raw, f"profiles[{i}]", registry, default_name=single)
         if spec.scheduler_name in seen:
             p.add(f"profiles[{i}].schedulerName", f"duplicate {spec.scheduler_name!r}")
         seen.add(spec.scheduler_name)
         profiles.append(spec)
+    p.items.extend(queue_sort_problems(profiles))
     decoded: list[tuple[int, ExtenderConfig]] = []
     for i, raw in enumerate(p.seq(top.get("extenders"), "extenders")):
         try:
@@ -837,6 +680,28 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
         extenders=tuple(extenders),
         lease_groups_named=lock.get("leaseGroups") is not None,
     )
+
+
+def _lease_duration(
+    p: Problems, leader: Mapping[str, Any], name: str, default: float, *, checked: bool
+) -> float:
+    """A leader election duration: 0 or left out is the default (component-base's
+    recommended defaulting); otherwise positive, checked only when electing."""
+    raw = leader.get(name)
+    if raw is None:
+        return default
+    try:
+        seconds = parse_seconds(str(raw))
+    except ValueError:
+        p.add(f"leaderElection.{name}", f"not a duration: {raw!r}")
+        return default
+    if seconds == 0:
+        return default
+    if seconds < 0:
+        if checked:
+            p.add(f"leaderElection.{name}", "must be greater than zero")
+        return default
+    return seconds
 
 
 def _ignoring(spec: ProfileSpec, resources: tuple[str, ...]) -> ProfileSpec:

@@ -201,8 +201,9 @@ def encode(value: Any) -> Any:
         return {
             key_of(f): encode(getattr(value, f.name))
             for f in dataclasses.fields(value)
-            # An optional field left unset; None where the default is not None is written.
-            if not (getattr(value, f.name) is None and f.default is None)
+            # An optional field left unset (None where the default is not None is written),
+            # and what a dataclass derives from its fields, are not configuration.
+            if f.init and not (getattr(value, f.name) is None and f.default is None)
         }
     if isinstance(value, enum.Enum):
         return value.value

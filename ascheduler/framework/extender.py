@@ -98,8 +98,11 @@ class ExtenderConfig:
     ignorable: bool = False
 
     def __post_init__(self) -> None:
-        if not self.url_prefix:
-            raise PluginArgsError("urlPrefix: required")
+        if not self.http_timeout:
+            # kube-scheduler's defaulting: 0 (or left out) is its default timeout.
+            object.__setattr__(self, "http_timeout", Seconds(DEFAULT_TIMEOUT))
+        # An empty urlPrefix is accepted, as kube-scheduler accepts it: every call then fails
+        # (and fails the attempt unless the extender is ignorable).
         if self.prioritize_verb and self.weight <= 0:
             raise PluginArgsError("weight: must have a positive weight applied to it")
 

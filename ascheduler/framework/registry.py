@@ -51,6 +51,9 @@ class Registration(Generic[A]):
     default_weight: int | None = None
 
     def decode_args(self, raw: Mapping[str, Any] | None, path: str) -> A:
+        if self.args is NoArgs:
+            # kube-scheduler passes args of a plugin without an args type through, unread.
+            return self.args()
         return decode(self.args, raw, path)
 
     def build(self, args: A, handle: Handle) -> Plugin:

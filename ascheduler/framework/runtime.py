@@ -30,6 +30,7 @@ from ascheduler.framework.extender import Extenders
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
     EXTENSION_POINTS,
+    MAX_NODE_SCORE,
     NO_NODES_MESSAGE,
     SUCCESS,
     BindPlugin,
@@ -73,6 +74,7 @@ ALL_EVENTS: Final = frozenset(ClusterEvent)
 MAX_PERMIT_TIMEOUT: Final = 15 * 60.0
 MIN_FEASIBLE_NODES_TO_FIND: Final = 100
 MIN_FEASIBLE_PERCENTAGE: Final = 5
+_MAX_TOTAL_SCORE: Final = 2**63 - 1  # kube-scheduler's MaxTotalScore (math.MaxInt64)
 _SCALAR_ROWS: Final = 16  # up to this many changed rows are rescored in plain Python
 
 
@@ -118,6 +120,11 @@ def multipoint(
 def default_plugins(registry: Registry) -> tuple[PluginRef, ...]:
     """The registry's default profile (kube-scheduler's, restricted to what it holds)."""
     return tuple(PluginRef(name, weight) for name, weight in registry.default_profile())
+
+
+def _int64(value: int) -> int:
+    """`value` wrapped into int64, as Go's arithmetic leaves it."""
+    return (value + 2**63) % 2**64 - 2**63
 
 
 def recorded_status(recorded: Sequence[tuple[str, FilterResult]], plugin: str, row: int) -> Status:
@@ -208,31 +215,66 @@ class Framework:
             self.args[ref.name] = args
             return plugin
 
-        multi = spec.points.get("multiPoint")
-        for i, ref in enumerate(default_plugins(registry) if multi is None else multi):
-            plugin = instance(ref, f"plugins.multiPoint.enabled[{i}]")
-            if plugin is None:
-                continue
-            for point, interface in EXTENSION_POINTS.items():
-                off = spec.disabled.get(point, frozenset())
-                if isinstance(plugin, interface) and ref.name not in off and "*" not in off:
-                    points[point].append(plugin)
-            self.weights.setdefault(ref.name, ref.weight)
-        for point in EXTENSION_POINTS:
+        multi_refs = spec.points.get("multiPoint")
+        multi = tuple(default_plugins(registry) if multi_refs is None else multi_refs)
+        for i, ref in enumerate(multi):
+            instance(ref, f"plugins.multiPoint.enabled[{i}]")
+        for point, interface in EXTENSION_POINTS.items():
+            # kube-scheduler's updatePluginList, then expandMultiPointPlugins: the point's
+            # own list, then multiPoint's plugins merged in.
+            own: list[str] = []
             for i, ref in enumerate(spec.points.get(point, ())):
                 plugin = instance(ref, f"plugins.{point}.enabled[{i}]")
                 if plugin is None:
                     continue
-                if not isinstance(plugin, EXTENSION_POINTS[point]):
-                    problems.append(
-                        f"{spec.path}plugins.{point}.enabled[{i}].name: plugin {ref.name!r} "
-                        f"does not implement {point}"
-                    )
-                    continue
-                if plugin not in points[point]:
-                    points[point].append(plugin)
-                if point == "score":
-                    self.weights[ref.name] = ref.weight
+                where = f"{spec.path}plugins.{point}.enabled[{i}].name"
+                if not isinstance(plugin, interface):
+                    problems.append(f"{where}: plugin {ref.name!r} does not implement {point}")
+                elif ref.name in own:
+                    problems.append(f"{where}: plugin {ref.name!r} is already enabled at {point}")
+                else:
+                    own.append(ref.name)
+            off = spec.disabled.get(point, frozenset())
+            overrides: set[str] = set()
+            expanded: list[str] = []
+            if "*" not in off:
+                for ref in multi:
+                    plugin = self.plugins.get(ref.name)
+                    if plugin is None or not isinstance(plugin, interface) or ref.name in off:
+                        continue
+                    if ref.name in own:
+                        overrides.add(ref.name)  # the point's own entry says how
+                    elif ref.name in expanded:
+                        # No index: the merged list's is not the file's.
+                        twice = (
+                            f"{spec.path}plugins.multiPoint.enabled: plugin {ref.name!r} is "
+                            f"enabled twice"
+                        )
+                        if twice not in problems:
+                            problems.append(twice)
+                    else:
+                        expanded.append(ref.name)
+            # The point's entries that override multiPoint's first, then multiPoint's, then
+            # the point's other entries, as kube-scheduler orders them.
+            order = (
+                [n for n in own if n in overrides]
+                + expanded
+                + [n for n in own if n not in overrides]
+            )
+            points[point] = [self.plugins[n] for n in order]
+        # kube-scheduler's getScoreWeights: the Score point's own entry wins over multiPoint's;
+        # a weight left out (0) is 1.
+        # Its overflow check runs in int64, where a negative weight wraps the remaining room:
+        # a negative weight followed by any other Score plugin is refused, as there.
+        room_used = 0
+        for ref in (*spec.points.get("score", ()), *multi):
+            if ref.name in self.weights or not isinstance(self.plugins.get(ref.name), ScorePlugin):
+                continue
+            weight = self.weights[ref.name] = ref.weight or 1
+            if weight * MAX_NODE_SCORE > _int64(_MAX_TOTAL_SCORE - room_used):
+                problems.append(f"{spec.path}plugins: total score of Score plugins could overflow")
+                break
+            room_used = _int64(room_used + weight * MAX_NODE_SCORE)
         if not problems:
             if len(points["queueSort"]) != 1:
                 problems.append(

@@ -39,6 +39,7 @@ from ascheduler.framework.interface import (
 from ascheduler.framework.nodes import CPU, MEMORY, PODS, BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import Registration
 from ascheduler.model import PodInfo
+from ascheduler.model.labelnames import label_key_problem
 from ascheduler.model.quantity import format_quantity
 
 FIT: Final = "NodeResourcesFit"
@@ -50,7 +51,8 @@ STRATEGIES: Final = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRati
 
 @dataclass(frozen=True)
 class ResourceSpec:
-    """A resource a score looks at, and its weight (1..100)."""
+    """A resource a score looks at, and its weight (1..100; 0, as left out, is 1, as in
+    kube-scheduler's defaulting)."""
 
     name: str
     weight: int = 1
@@ -58,6 +60,8 @@ class ResourceSpec:
     def __post_init__(self) -> None:
         if not self.name:
             raise PluginArgsError("name: required")
+        if self.weight == 0:
+            object.__setattr__(self, "weight", 1)
         if not 1 <= self.weight <= 100:
             raise PluginArgsError("weight: must be an integer in 1..100")
 
@@ -129,6 +133,8 @@ class ScoringStrategy:
     requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = None
 
     def __post_init__(self) -> None:
+        if not self.resources:
+            object.__setattr__(self, "resources", _DEFAULT_RESOURCES)  # kube's defaulting
         if self.type not in STRATEGIES:
             raise PluginArgsError(
                 f"type: unknown strategy {self.type!r}, expected one of {', '.join(STRATEGIES)}"
@@ -153,6 +159,20 @@ class NodeResourcesFitArgs:
     ignored_resource_groups: tuple[str, ...] = ()
     scoring_strategy: ScoringStrategy = ScoringStrategy()
 
+    def __post_init__(self) -> None:
+        # kube-scheduler's ValidateNodeResourcesFitArgs: label names, groups without '/'.
+        for i, name in enumerate(self.ignored_resources):
+            if why := label_key_problem(name):
+                raise PluginArgsError(f"ignoredResources[{i}]: invalid value {name!r}: {why}")
+        for i, group in enumerate(self.ignored_resource_groups):
+            if "/" in group:
+                raise PluginArgsError(
+                    f"ignoredResourceGroups[{i}]: invalid value {group!r}: resource group "
+                    f"name can't contain '/'"
+                )
+            if why := label_key_problem(group):
+                raise PluginArgsError(f"ignoredResourceGroups[{i}]: invalid value {group!r}: {why}")
+
 
 @dataclass(frozen=True)
 class NodeResourcesBalancedAllocationArgs:
@@ -161,7 +181,16 @@ class NodeResourcesBalancedAllocationArgs:
     resources: tuple[ResourceSpec, ...] = _DEFAULT_RESOURCES
 
     def __post_init__(self) -> None:
+        if not self.resources:
+            object.__setattr__(self, "resources", _DEFAULT_RESOURCES)  # kube's defaulting
         _check_resources(self.resources)
+        seen: set[str] = set()
+        for i, r in enumerate(self.resources):
+            if r.name in seen:
+                raise PluginArgsError(f"resources[{i}].name: duplicate {r.name!r}")
+            seen.add(r.name)
+            if r.weight != 1:
+                raise PluginArgsError(f"resources[{i}].weight: must be 1, got {r.weight}")
 
 
 class _ResourceScorer:

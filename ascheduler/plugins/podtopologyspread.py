@@ -121,24 +121,24 @@ class DefaultConstraint:
 
 @dataclass(frozen=True)
 class PodTopologySpreadArgs:
-    """kube-scheduler's `PodTopologySpreadArgs` (`defaultingType` defaults to List when
-    constraints are given, else System, as in kube-scheduler's v1 defaulting)."""
+    """kube-scheduler's `PodTopologySpreadArgs`: `defaultingType` defaults to System, which
+    takes no `defaultConstraints` (a file giving constraints says `defaultingType: List`, or
+    kube-scheduler refuses it, and so does ascheduler)."""
 
     default_constraints: tuple[DefaultConstraint, ...] = ()
     defaulting_type: str = ""
 
     def __post_init__(self) -> None:
         if not self.defaulting_type:
-            object.__setattr__(
-                self, "defaulting_type", "List" if self.default_constraints else "System"
-            )
+            object.__setattr__(self, "defaulting_type", "System")
         if self.defaulting_type not in ("System", "List"):
             raise PluginArgsError(
-                f"defaultingType: must be System or List, got {self.defaulting_type!r}"
+                f'defaultingType: must be "System" or "List", got {self.defaulting_type!r}'
             )
         if self.defaulting_type == "System" and self.default_constraints:
             raise PluginArgsError(
-                'defaultConstraints: must be empty when defaultingType is "System"'
+                'defaultingType: "System" is invalid when .defaultConstraints are not empty '
+                "(set defaultingType: List)"
             )
         seen = set()
         for i, c in enumerate(self.default_constraints):

@@ -63,6 +63,7 @@ def test_every_problem_is_reported_at_once() -> None:
         "colour: unknown field",
         "percentageOfNodesToScore: must be in 0..100, got 101",
         "profiles[0].plugins.filtr: unknown field",
+        "profiles[1].schedulerName: required",
         'profiles[1].plugins.score.enabled[0].name: unknown plugin "Nope"',
     ]
 
@@ -115,7 +116,8 @@ def test_plugins_merge_onto_the_defaults() -> None:
         },
         IN_TREE,
     )
-    assert _multipoint(everything_off) == {"PrioritySort": 1, "DefaultBinder": 1}
+    # Weights left out stay 0 in the merged set (the framework reads 0 as 1).
+    assert _multipoint(everything_off) == {"PrioritySort": 0, "DefaultBinder": 0}
 
 
 def test_a_profile_without_a_binder_is_rejected() -> None:
@@ -213,8 +215,11 @@ def test_qps_is_applied_only_when_the_file_sets_it() -> None:
     assert parse(HEAD, IN_TREE).qps is None
     limited = parse({**HEAD, "clientConnection": {"qps": 200, "burst": 400}}, IN_TREE)
     assert (limited.qps, limited.burst) == (200.0, 400)
-    with pytest.raises(ConfigError, match=r"clientConnection\.qps: must be a positive number"):
-        parse({**HEAD, "clientConnection": {"qps": -1}}, IN_TREE)
+    # As client-go reads them: 0 is unset, a negative qps is no limit.
+    assert parse({**HEAD, "clientConnection": {"qps": 0}}, IN_TREE).qps is None
+    assert parse({**HEAD, "clientConnection": {"qps": -1}}, IN_TREE).qps is None
+    with pytest.raises(ConfigError, match=r"clientConnection\.qps: expected a number"):
+        parse({**HEAD, "clientConnection": {"qps": "fast"}}, IN_TREE)
 
 
 # -- flags override the file ----------------------------------------------------------------
@@ -349,17 +354,35 @@ def problems(document: dict[str, Any]) -> list[str]:
     return err.value.problems
 
 
-def test_parallelism_is_refused_not_ignored() -> None:
-    (problem,) = problems({"parallelism": 16})
-    assert problem.startswith("parallelism: not supported")
+def test_fields_kube_scheduler_accepts_without_effect_here_are_accepted() -> None:
+    """A file written for kube-scheduler runs unchanged: see docs/configuration.md."""
+    parse(
+        {
+            **HEAD,
+            "parallelism": 32,
+            "enableProfiling": False,
+            "enableContentionProfiling": True,
+            "delayCacheUntilActive": True,
+            "clientConnection": {
+                "contentType": "application/vnd.kubernetes.protobuf",
+                "acceptContentTypes": "application/json",
+            },
+        },
+        IN_TREE,
+    )
+    assert problems({"parallelism": 0}) == ["parallelism: must be in 1..2147483647, got 0"]
+    assert problems({"delayCacheUntilActive": "yes"}) == [
+        "delayCacheUntilActive: expected true or false, got 'yes'"
+    ]
 
 
-@pytest.mark.parametrize("field", ["contentType", "acceptContentTypes"])
-def test_only_json_content_types_are_accepted(field: str) -> None:
-    (problem,) = problems({"clientConnection": {field: "application/vnd.kubernetes.protobuf"}})
-    assert problem.startswith(f"clientConnection.{field}: only 'application/json' is supported")
-    config = parse({**HEAD, "clientConnection": {field: "application/json"}}, IN_TREE)
-    assert config.kubeconfig is None
+def test_leader_election_settings_are_checked_only_when_electing() -> None:
+    odd = {"leaseDuration": "5s", "renewDeadline": "10s", "resourceLock": "endpoints"}
+    parse({**HEAD, "leaderElection": {"leaderElect": False, **odd}}, IN_TREE)
+    assert problems({"leaderElection": odd}) == [
+        "leaderElection.leaseDuration: must be greater than renewDeadline",
+        "leaderElection.resourceLock: must be \"leases\", got 'endpoints'",
+    ]
 
 
 def test_an_empty_device_list_is_refused_under_policy_devices() -> None:
@@ -534,3 +557,13 @@ def test_the_lock_linger_is_a_duration_zero_allowed(tmp_path: Path) -> None:
     assert resolved(zero, tmp_path, node_lock_linger="30s").binding.lock.linger == 30.0
     with pytest.raises(ConfigError, match="--node-lock-linger"):
         resolved(None, tmp_path, node_lock_linger="-1s")
+
+
+def test_an_election_the_flag_turns_on_is_checked(tmp_path: Path) -> None:
+    odd = {"leaderElection": {"leaderElect": False, "leaseDuration": "5s", "renewDeadline": "10s"}}
+    assert not resolved(odd, tmp_path).leader_election.leader_elect
+    with pytest.raises(ConfigError) as err:
+        resolved(odd, tmp_path, leader_elect=True)
+    assert err.value.problems == [
+        "leaderElection.leaseDuration: must be greater than renewDeadline (5s <= 10s)"
+    ]

@@ -516,6 +516,86 @@ SCENARIOS += [
     ),
 ]
 
+# -- configuration kube-scheduler reads its own way (both run the same profile) ---------------
+
+SPOT = {"key": "spot", "value": "yes", "effect": "PreferNoSchedule"}
+
+
+def node_affinity(
+    required: list[Json] | None = None, preferred: list[tuple[int, Json]] | None = None
+) -> Json:
+    out: Json = {}
+    if required is not None:
+        out["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": required}
+    if preferred:
+        out["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": w, "preference": t} for w, t in preferred
+        ]
+    return out
+
+
+def label_in(key: str, *values: str) -> Json:
+    return {"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}
+
+
+SCENARIOS += [
+    Scenario(
+        # Named in multiPoint without a weight, TaintToleration replaces its default entry
+        # at weight 1: the spot node's NodeAffinity preference (2 x 100) now outweighs the
+        # untainted node's TaintToleration score (1 x 100); at the default 3 it would not.
+        "config: multiPoint names TaintToleration without a weight",
+        nodes=[fake_node("spot", labels={"pool": "spot"}, taints=[SPOT]), fake_node("plain")],
+        pods=[
+            pause(
+                "likes-spot",
+                affinity={
+                    "nodeAffinity": node_affinity(preferred=[(10, label_in("pool", "spot"))])
+                },
+            ),
+            pause("indifferent"),
+        ],
+        independent=True,
+        profile={"plugins": {"multiPoint": {"enabled": [{"name": "TaintToleration"}]}}},
+    ),
+    Scenario(
+        # The profile's addedAffinity: every pod kept to pool a (a node outside it rejected
+        # for that alone), and ssd preferred at 10 on top of the pod's own preferences.
+        "config: NodeAffinity addedAffinity",
+        nodes=[
+            fake_node("a-ssd", labels={"pool": "a", "disk": "ssd"}),
+            fake_node("a-big", cpu="8", labels={"pool": "a", "rack": "r2"}),
+            fake_node("b", cpu="16", labels={"pool": "b"}),
+            fake_node("bare", cpu="16"),
+        ],
+        pods=[
+            pause("plain"),
+            pause("wants-b", nodeSelector={"pool": "b"}),
+            pause(
+                "likes-r2-a-little",
+                affinity={"nodeAffinity": node_affinity(preferred=[(5, label_in("rack", "r2"))])},
+            ),
+            pause(
+                "likes-r2",
+                affinity={"nodeAffinity": node_affinity(preferred=[(20, label_in("rack", "r2"))])},
+            ),
+        ],
+        independent=True,
+        profile={
+            "pluginConfig": [
+                {
+                    "name": "NodeAffinity",
+                    "args": {
+                        "addedAffinity": node_affinity(
+                            required=[label_in("pool", "a")],
+                            preferred=[(10, label_in("disk", "ssd"))],
+                        )
+                    },
+                }
+            ]
+        },
+    ),
+]
+
 # -- preemption (DefaultPreemption): who is evicted, where the preemptor goes, the messages ----
 
 

@@ -13,6 +13,7 @@ A disagreement names its seed (rerun just that one with ASCHEDULER_DIFF_SEEDS=<s
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import sys
@@ -176,4 +177,86 @@ async def test_random_clusters_agree(runner: Runner, seed: int) -> None:
     assert not comparison.disagreements, (
         f"seed {seed} (rerun: ASCHEDULER_DIFF_SEEDS={seed} ASCHEDULER_DIFF_PODS={pods}):\n"
         f"{comparison.report()}"
+    )
+
+
+# -- configuration variants: the same random worlds under a random profile ----------------------
+
+SCORE_PLUGINS = (
+    "TaintToleration",
+    "NodeAffinity",
+    "NodeResourcesFit",
+    "PodTopologySpread",
+    "InterPodAffinity",
+    "NodeResourcesBalancedAllocation",
+    "ImageLocality",
+)
+
+
+def random_profile(rng: random.Random) -> Json:
+    """A profile as users write them: default plugins named again in multiPoint (some without
+    a weight: replaced at weight 1), a Score point entry winning over multiPoint's, a scoring
+    strategy, and the profile's own node affinity on top of every pod's."""
+    multi = [
+        {"name": name, **({"weight": rng.randint(1, 5)} if rng.random() < 0.5 else {})}
+        for name in rng.sample(SCORE_PLUGINS, rng.randint(1, 4))
+    ]
+    plugins: Json = {"multiPoint": {"enabled": multi}}
+    if rng.random() < 0.3:
+        plugins["score"] = {
+            "enabled": [{"name": rng.choice(SCORE_PLUGINS), "weight": rng.randint(1, 5)}]
+        }
+    config: list[Json] = [
+        {
+            "name": "NodeResourcesFit",
+            "args": {"scoringStrategy": {"type": rng.choice(["LeastAllocated", "MostAllocated"])}},
+        }
+    ]
+    if rng.random() < 0.6:
+        added: Json = {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": rng.randint(1, 50),
+                    "preference": {
+                        "matchExpressions": [
+                            {
+                                "key": "disk",
+                                "operator": "In",
+                                "values": [rng.choice(["ssd", "hdd"])],
+                            }
+                        ]
+                    },
+                }
+            ]
+        }
+        if rng.random() < 0.5:
+            zones = rng.sample(["z1", "z2", "z3"], 2)
+            added["requiredDuringSchedulingIgnoredDuringExecution"] = {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": ZONE, "operator": "In", "values": zones}]}
+                ]
+            }
+        config.append({"name": "NodeAffinity", "args": {"addedAffinity": added}})
+    return {"plugins": plugins, "pluginConfig": config}
+
+
+def _config_seeds() -> list[int]:
+    text = os.environ.get("ASCHEDULER_DIFF_CONFIG_SEEDS", "1")
+    return [int(part) for part in text.split(",") if part.strip()]
+
+
+@pytest.mark.parametrize("seed", _config_seeds())
+async def test_random_configurations_agree(runner: Runner, seed: int) -> None:
+    """A random world under a random profile (each a scheduler pair of its own, so one seed
+    by default: ASCHEDULER_DIFF_CONFIG_SEEDS=1,2,3 for more)."""
+    pods = int(os.environ.get("ASCHEDULER_DIFF_PODS", "10"))
+    rng = random.Random(f"config-{seed}")
+    scenario = dataclasses.replace(
+        random_scenario(seed, pods), name=f"random config seed {seed}", profile=random_profile(rng)
+    )
+    comparison = await differ(runner, scenario)
+    print(f"config seed {seed}: {scenario.profile}\n{comparison.report()}", file=sys.stderr)
+    assert not comparison.disagreements, (
+        f"config seed {seed} (rerun: ASCHEDULER_DIFF_CONFIG_SEEDS={seed} "
+        f"ASCHEDULER_DIFF_PODS={pods}):\n{comparison.report()}"
     )

@@ -286,3 +286,97 @@ def test_pre_filter_conflicting_names() -> None:
     assert result is None
     assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert status.reasons == ("pod affinity terms conflict",)
+
+
+# -- addedAffinity ---------------------------------------------------------------------------
+
+ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
+
+
+def added(
+    required: list[dict[str, Any]] | None = None, preferred: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    affinity: dict[str, Any] = {}
+    if required is not None:
+        affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": required}
+    if preferred is not None:
+        affinity["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
+    return {"addedAffinity": affinity}
+
+
+def test_added_required_terms_are_anded_with_the_pods_own() -> None:
+    """A node the profile excludes is rejected for that reason alone; among the others the
+    pod's own selector still applies."""
+    cache = make_cache(NODES)
+    plugin = make_plugin(
+        "NodeAffinity", cache, added(required=[term(expr("zone", "In", "a", "b", "c"))])
+    )
+    result = run(plugin, pod(node_selector={"zone": "b"}), cache)
+    assert rejected_reasons(result, cache) == {"a": [REASON], "c": [REASON], "d": [ENFORCED]}
+    assert set(rejection_codes(result, cache).values()) == {Code.UNSCHEDULABLE_AND_UNRESOLVABLE}
+
+
+def test_added_required_terms_filter_a_pod_with_none_of_its_own() -> None:
+    cache = make_cache(NODES)
+    plugin = make_plugin("NodeAffinity", cache, added(required=[term(expr("cores", "Exists"))]))
+    raw = pod()
+    _, status = plugin.pre_filter(CycleState(), parsed(raw), cache.table)
+    assert status.code is not Code.SKIP
+    assert rejected_reasons(run(plugin, raw, cache), cache) == {"c": [ENFORCED], "d": [ENFORCED]}
+
+
+def test_added_required_of_only_empty_terms_matches_no_node() -> None:
+    """component-helpers drops empty terms: what is left matches nothing."""
+    cache = make_cache(NODES)
+    plugin = make_plugin("NodeAffinity", cache, added(required=[{}]))
+    assert rejected_reasons(run(plugin, pod(), cache), cache) == {n: [ENFORCED] for n in ALL}
+
+
+def test_added_preferred_terms_score_every_pod() -> None:
+    cache = make_cache(NODES)
+    plugin = make_plugin(
+        "NodeAffinity", cache, added(preferred=[pref(30, term(expr("cores", "Exists")))])
+    )
+    assert run_score(plugin, pod(), cache) == {"a": 100, "b": 100, "c": 0, "d": 0}
+    # Added to the pod's own: a 30 + 60, b 30, c 60.
+    own = [pref(60, term(expr("zone", "In", "a", "c")))]
+    assert run_score(plugin, pod(preferred=own), cache) == {"a": 100, "b": 33, "c": 66, "d": 0}
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (added(required=[term(expr("zone", "Near", "a"))]), "operator: unsupported value"),
+        (added(required=[term(expr("-zone", "Exists"))]), "key: invalid value '-zone'"),
+        (added(required=[term(expr("zone", "In"))]), "values set can't be empty"),
+        (
+            added(preferred=[pref(1, term(expr("cores", "Gt", "many")))]),
+            "the value must be an integer",
+        ),
+        (
+            added(required=[term(fields=[name_field("In", "a", "b")])]),
+            "matchFields[0].values: must have one element",
+        ),
+        ({"addedAffinity": {"required": {}}}, "addedAffinity.required: unknown field"),
+    ],
+)
+def test_invalid_added_affinity_is_refused_with_its_path(
+    args: dict[str, Any], problem: str
+) -> None:
+    from ascheduler.framework.errors import ConfigError
+    from ascheduler.plugins import IN_TREE
+
+    with pytest.raises(ConfigError) as err:
+        IN_TREE["NodeAffinity"].decode_args(args, "args")
+    (message,) = err.value.problems
+    assert message.startswith("args.addedAffinity.")
+    assert problem in message
+
+
+def test_a_preferred_term_of_weight_zero_is_not_even_checked() -> None:
+    from ascheduler.plugins import IN_TREE
+
+    args = IN_TREE["NodeAffinity"].decode_args(
+        added(preferred=[pref(0, term(expr("zone", "Near")))]), "args"
+    )
+    assert args.added.preferred == ()

@@ -311,14 +311,29 @@ def test_listed_default_constraints_filter() -> None:
                     {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}
                 ],
             },
-            "must be empty",
+            "when .defaultConstraints are not empty",
+        ),
+        # kube-scheduler defaults defaultingType to System, constraints or not.
+        (
+            {
+                "defaultConstraints": [
+                    {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}
+                ],
+            },
+            'defaultingType: "System" is invalid when .defaultConstraints are not empty',
         ),
         (
-            {"defaultConstraints": [{"maxSkew": 0, "topologyKey": ZONE, "whenUnsatisfiable": "x"}]},
+            {
+                "defaultingType": "List",
+                "defaultConstraints": [
+                    {"maxSkew": 0, "topologyKey": ZONE, "whenUnsatisfiable": "x"}
+                ],
+            },
             "maxSkew",
         ),
         (
             {
+                "defaultingType": "List",
                 "defaultConstraints": [
                     {
                         "maxSkew": 1,
@@ -326,7 +341,7 @@ def test_listed_default_constraints_filter() -> None:
                         "whenUnsatisfiable": "DoNotSchedule",
                         "labelSelector": {},
                     }
-                ]
+                ],
             },
             "must not define a selector",
         ),

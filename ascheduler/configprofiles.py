@@ -1,0 +1,258 @@
+"""A `KubeSchedulerConfiguration`'s profiles, merged onto the default one as kube-scheduler's are.
+
+kube-scheduler v1.35 (`apis/config/v1/default_plugins.go`, `mergePluginSet`) merges each plugin
+set of a profile onto its defaults, and `framework/runtime` then expands `multiPoint`:
+
+* `multiPoint`: the default plugins, less those disabled (`*`: all of them); an enabled entry
+  naming a default plugin *replaces* it in place, weight and all (left out, the weight is 0,
+  which a Score plugin reads as 1: `multiPoint.enabled: [{name: TaintToleration}]` scores
+  taints at weight 1, not the default 3); the other enabled entries follow in their order.
+  A plugin both disabled and enabled there moves to the end.
+* every other point starts empty: its `enabled` is its list, its `disabled` keeps multiPoint's
+  plugins (`*`: all of them) away from that point only.
+* unknown names in `disabled` are ignored, as kube-scheduler ignores them (a file written for
+  kube-scheduler may disable a plugin ascheduler does not have); unknown names in `enabled`
+  are errors.
+
+Duplicates, the order at each point and the weights are the framework's (`Framework`), which
+follows kube-scheduler's `expandMultiPointPlugins` and `getScoreWeights`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from ascheduler.durations import parse_seconds
+from ascheduler.framework import (
+    EXTENSION_POINTS,
+    ConfigError,
+    PluginRef,
+    ProfileSpec,
+    Registry,
+    default_plugins,
+)
+from ascheduler.framework.interface import ExtensionPoint, PluginSet
+
+#: A profile's fields.
+PROFILE_FIELDS: Final = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
+INT32: Final = (-(2**31), 2**31 - 1)
+
+
+class Problems:
+    """Every problem of a document, each with its path (`profiles[0].plugins: ...`)."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append(f"{path}: {message}")
+
+    def obj(self, value: Any, path: str, allowed: set[str] | frozenset[str]) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            self.add(path, f"expected an object, got {type(value).__name__}")
+            return {}
+        for key in value:
+            if key not in allowed:
+                self.add(f"{path}.{key}" if path else str(key), "unknown field")
+        return value
+
+    def seq(self, value: Any, path: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.add(path, f"expected a list, got {type(value).__name__}")
+            return []
+        return value
+
+    def int_(
+        self,
+        value: Any,
+        path: str,
+        default: int,
+        *,
+        low: int | None = None,
+        high: int | None = None,
+    ) -> int:
+        if value is None:
+            return default
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.add(path, f"expected an integer, got {value!r}")
+            return default
+        if (low is not None and value < low) or (high is not None and value > high):
+            bounds = f"{low if low is not None else '-inf'}..{high if high is not None else 'inf'}"
+            self.add(path, f"must be in {bounds}, got {value}")
+            return default
+        return value
+
+    def bool_(self, value: Any, path: str, default: bool) -> bool:
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.add(path, f"expected true or false, got {value!r}")
+            return default
+        return value
+
+    def str_(self, value: Any, path: str, default: str) -> str:
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            self.add(path, f"expected a string, got {value!r}")
+            return default
+        return value
+
+    def duration(self, value: Any, path: str, default: float) -> float:
+        if value is None:
+            return default
+        try:
+            seconds = parse_seconds(str(value))
+        except ValueError:
+            self.add(path, f"not a duration: {value!r}")
+            return default
+        if seconds <= 0:
+            self.add(path, "must be positive")
+            return default
+        return seconds
+
+
+def plugin_set(
+    p: Problems, raw: Any, path: str, registry: Registry
+) -> tuple[list[PluginRef], set[str]]:
+    """A `PluginSet`'s enabled entries (weight 0 where left out) and disabled names."""
+    body = p.obj(raw, path, {"enabled", "disabled"})
+    enabled: list[PluginRef] = []
+    for i, item in enumerate(p.seq(body.get("enabled"), f"{path}.enabled")):
+        entry = p.obj(item, f"{path}.enabled[{i}]", {"name", "weight"})
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            p.add(f"{path}.enabled[{i}].name", "required")
+            continue
+        if name not in registry:
+            p.add(f"{path}.enabled[{i}].name", f'unknown plugin "{name}"')
+            continue
+        # kube-scheduler takes any int32 here; the framework refuses totals that overflow.
+        weight = p.int_(
+            entry.get("weight"), f"{path}.enabled[{i}].weight", 0, low=INT32[0], high=INT32[1]
+        )
+        enabled.append(PluginRef(name, weight))
+    disabled: set[str] = set()
+    for i, item in enumerate(p.seq(body.get("disabled"), f"{path}.disabled")):
+        entry = p.obj(item, f"{path}.disabled[{i}]", {"name"})
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            p.add(f"{path}.disabled[{i}].name", "required")
+        else:
+            disabled.add(name)
+    return enabled, disabled
+
+
+def merge(
+    defaults: Sequence[PluginRef], enabled: Sequence[PluginRef], disabled: set[str]
+) -> tuple[PluginRef, ...]:
+    """kube-scheduler's `mergePluginSet`: the defaults not disabled, each replaced in place by
+    the last enabled entry naming it, then every other enabled entry in order (a name listed
+    twice stays twice, for the framework to refuse)."""
+    last = {ref.name: i for i, ref in enumerate(enabled)}
+    replacing: set[int] = set()
+    merged: list[PluginRef] = []
+    if "*" not in disabled:
+        for ref in defaults:
+            if ref.name in disabled:
+                continue
+            if ref.name in last:
+                replacing.add(last[ref.name])
+                ref = enabled[last[ref.name]]
+            merged.append(ref)
+    merged.extend(ref for i, ref in enumerate(enabled) if i not in replacing)
+    return tuple(merged)
+
+
+def profile(
+    p: Problems, raw: Any, path: str, registry: Registry, *, default_name: str | None
+) -> ProfileSpec:
+    """One profile, merged onto the default; `default_name` None: `schedulerName` is required
+    (kube-scheduler defaults it only when there is a single profile)."""
+    body = p.obj(raw, path, PROFILE_FIELDS)
+    name = body.get("schedulerName", default_name)
+    if not isinstance(name, str) or not name:
+        p.add(f"{path}.schedulerName", "required")
+        name = f"{path}.schedulerName"
+    percentage = None
+    if body.get("percentageOfNodesToScore") is not None:
+        percentage = p.int_(
+            body.get("percentageOfNodesToScore"),
+            f"{path}.percentageOfNodesToScore",
+            0,
+            low=0,
+            high=100,
+        )
+    plugins = p.obj(body.get("plugins"), f"{path}.plugins", {"multiPoint", *EXTENSION_POINTS})
+    multi_enabled, multi_disabled = plugin_set(
+        p, plugins.get("multiPoint"), f"{path}.plugins.multiPoint", registry
+    )
+    points: dict[PluginSet, Sequence[PluginRef]] = {
+        "multiPoint": merge(default_plugins(registry), multi_enabled, multi_disabled)
+    }
+    disabled: dict[ExtensionPoint, frozenset[str]] = {}
+    for point in EXTENSION_POINTS:
+        if point not in plugins:
+            continue
+        enabled, off = plugin_set(p, plugins[point], f"{path}.plugins.{point}", registry)
+        points[point] = tuple(enabled)
+        if off:
+            disabled[point] = frozenset(off)
+    args: dict[str, Mapping[str, Any]] = {}
+    arg_paths: dict[str, str] = {}
+    seen: set[str] = set()
+    for i, item in enumerate(p.seq(body.get("pluginConfig"), f"{path}.pluginConfig")):
+        where = f"{path}.pluginConfig[{i}]"
+        entry = p.obj(item, where, {"name", "args"})
+        plugin = entry.get("name")
+        if not isinstance(plugin, str) or not plugin:
+            p.add(f"{where}.name", "required")
+            continue
+        if plugin in seen:
+            p.add(f"{where}.name", f"duplicate config for plugin {plugin!r}")
+            continue
+        seen.add(plugin)
+        raw_args = entry.get("args")
+        if raw_args is not None and not isinstance(raw_args, Mapping):
+            p.add(f"{where}.args", "expected an object")
+            continue
+        registration = registry.get(plugin)
+        if registration is None:
+            continue  # kube-scheduler keeps args of plugins it does not know, unused
+        # Checked whether or not the plugin is enabled, as kube-scheduler decodes and
+        # validates every plugin's args it knows.
+        try:
+            registration.decode_args(raw_args or {}, f"{where}.args")
+        except ConfigError as exc:
+            p.items.extend(exc.problems)
+            continue
+        args[plugin] = raw_args or {}
+        arg_paths[plugin] = f"{where}.args"
+    return ProfileSpec(
+        name,
+        points,
+        args,
+        disabled=disabled,
+        arg_paths=arg_paths,
+        path=f"{path}.",
+        percentage_of_nodes_to_score=percentage,
+    )
+
+
+def queue_sort_problems(profiles: Sequence[ProfileSpec]) -> list[str]:
+    """kube-scheduler's `validateCommonQueueSort`: every profile sorts its queue the same way
+    (the queue is shared), so their `queueSort` plugin sets must be the same."""
+    if not profiles:
+        return []
+    first = profiles[0]
+    canon = (tuple(first.points.get("queueSort", ())), first.disabled.get("queueSort"))
+    return [
+        f"{spec.path}plugins.queueSort: must be the same for all profiles"
+        for spec in profiles[1:]
+        if (tuple(spec.points.get("queueSort", ())), spec.disabled.get("queueSort")) != canon
+    ]
