@@ -623,6 +623,22 @@ class Runner:
         group, version, resource = parts
         return f"/apis/{group}/{version}/namespaces/{namespace}/{resource}"
 
+    async def _settle_volumes(self, s: Scenario, run: str) -> None:
+        """The scenario's volumes past `Pending`: both schedulers (and the dry run) pass
+        over a volume the volume controller has not made `Available` yet, so a pod that
+        came first would meet another cluster in each run."""
+        loop = asyncio.get_running_loop()
+        for kind, obj in s.storage:
+            if kind != "PersistentVolume":
+                continue
+            name = self.cluster_name(s, run, obj["metadata"]["name"])
+            url = f"{_STORAGE_PATHS[kind]}/{name}"
+            deadline = loop.time() + DECISION_TIMEOUT
+            while (await self.kube.get(url)).get("status", {}).get("phase", "Pending") == "Pending":
+                if loop.time() > deadline:
+                    raise AssertionError(f"{url}: still Pending after {DECISION_TIMEOUT}s")
+                await asyncio.sleep(0.1)
+
     async def _settle_claims(self, s: Scenario, run: str) -> None:
         """The claims the scenario names bound by the volume controller."""
         loop = asyncio.get_running_loop()
@@ -725,6 +741,7 @@ class Runner:
         for path, obj in s.objects:
             ns = self.namespace(s, run, obj["metadata"].get("namespace", "default"))
             await self.kube.post(self._collection(path, ns), self._rewrite(s, run, obj, None))
+        await self._settle_volumes(s, run)
         await self._settle_claims(s, run)
         for raw in s.existing:
             ns = self.namespace(s, run, raw["metadata"].get("namespace", "default"))
