@@ -735,7 +735,11 @@ class Framework:
         parts: dict[str, IntArray] | None = None,
     ) -> IntArray:
         """PreScore, Score and NormalizeScore: each feasible row's weighted total (and into
-        `parts`, each plugin's normalized score before its weight)."""
+        `parts`, each plugin's normalized score before its weight). A plugin whose PreScore
+        skips has no part, as kube-scheduler logs no score for it. Without score plugins or
+        extenders every node totals 1, as kube-scheduler's prioritizeNodes has it."""
+        if not self.score_plugins and self.extenders is None:
+            return np.ones(feasible.size, dtype=np.int64)
         total = np.zeros(feasible.size, dtype=np.int64) if extra is None else extra.copy()
         for pre in self.pre_score_plugins:
             status = pre.pre_score(state, pod, nodes, feasible)

@@ -80,7 +80,6 @@ from ascheduler.framework.interface import (
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
-    PreScorePlugin,
     QueueingHintPlugin,
     Rejection,
     ReservePlugin,
@@ -242,7 +241,6 @@ class DynamicResources(
     PreFilterPlugin,
     ExplainFilterPlugin,
     PostFilterPlugin,
-    PreScorePlugin,
     ScorePlugin,
     ReservePlugin,
     PreBindPlugin,
@@ -617,19 +615,14 @@ class DynamicResources(
                 return PostFilterResult(Status.unschedulable(DEALLOCATED))
         return PostFilterResult(Status.unschedulable(STILL_NOT))
 
-    def pre_score(
-        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
-    ) -> Status:
-        s: _State | None = state.read(NAME)
-        if s is None or s.scores is None or not s.scores.any():
-            return SKIP
-        return SUCCESS
-
     def score(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
     ) -> IntArray:
-        s: _State = state.read(NAME)
-        assert s.scores is not None
+        """Score without PreScore, as kube-scheduler's: never skipped, so a pod without
+        claims, or whose claims have no `firstAvailable` choice, scores 0 on every node."""
+        s: _State | None = state.read(NAME)
+        if s is None or s.scores is None:
+            return np.zeros(feasible.size, dtype=np.int64)
         out: IntArray = s.scores[feasible]
         return out
 

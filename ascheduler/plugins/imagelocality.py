@@ -19,12 +19,8 @@ import numpy as np
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
     MAX_NODE_SCORE,
-    SKIP,
-    SUCCESS,
     CycleState,
-    PreScorePlugin,
     ScorePlugin,
-    Status,
 )
 from ascheduler.framework.nodes import IntArray, NodeTable
 from ascheduler.framework.registry import NoArgs, Registration
@@ -51,36 +47,30 @@ def priority(sums: IntArray, containers: int) -> IntArray:
     return out
 
 
-class ImageLocality(PreScorePlugin, ScorePlugin):
+class ImageLocality(ScorePlugin):
+    """Score only, as kube-scheduler's: no PreScore, so it is never skipped (where no node
+    holds any of the images, every node scores 0, and says so), and enabling it at the
+    preScore extension point is refused as there."""
+
     name = NAME
 
-    def pre_score(
+    def score(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
-    ) -> Status:
-        if not pod.images or nodes.n == 0:
-            return SKIP
+    ) -> IntArray:
         held: list[tuple[list[int], int]] = []
-        for image in pod.images:
+        for image in pod.images if nodes.n else ():
             size, holders = nodes.image(normalized_image_name(image))
             rows = [nodes.index[h] for h in holders if h in nodes.index]
             if rows:
                 # int64(float64(size) * float64(numNodes) / float64(total)), as Go computes it
                 held.append((rows, int(float(size) * (len(holders) / nodes.n))))
         if not held:
-            return SKIP  # no node holds any of the images: every node scores 0
+            return np.zeros(feasible.size, dtype=np.int64)
         sums = np.zeros(nodes.n, dtype=np.int64)
         for rows, scaled in held:
             sums[rows] += scaled
-        if not sums.any():
-            return SKIP  # every node scores 0
-        state.write(NAME, priority(sums, len(pod.images)))
-        return SUCCESS
-
-    def score(
-        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
-    ) -> IntArray:
-        values: IntArray = state.read(NAME)
-        return values[feasible]
+        out: IntArray = priority(sums[feasible], len(pod.images))
+        return out
 
 
 def new(args: NoArgs, handle: Handle) -> ImageLocality:

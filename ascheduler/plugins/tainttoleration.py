@@ -1,6 +1,10 @@
 """TaintToleration: NoSchedule / NoExecute taints a pod does not tolerate reject the node;
 untolerated PreferNoSchedule taints lower its score (weight 3 in the default profile).
 
+PreScore never skips, as kube-scheduler's does not: with no untolerated PreferNoSchedule
+taint on any node, every node scores 100 (times the weight), and totals shown by `explain`
+and `/debug` are kube-scheduler's own numbers.
+
 Masks and counts depend only on the pod's tolerations and the nodes' taints, so they are
 computed once per toleration set and reused until a node's spec changes. Only tainted rows are
 ever looked at.
@@ -14,7 +18,6 @@ import numpy as np
 
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
-    SKIP,
     SUCCESS,
     ClusterEvent,
     Code,
@@ -96,8 +99,6 @@ class TaintToleration(ExplainFilterPlugin, PreScorePlugin, ScorePlugin):
                     if t.effect == "PreferNoSchedule" and not tolerated(pod.tolerations, t)
                 )
             nodes.remember(key, counts)
-        if not counts.any():
-            return SKIP  # every node scores the same
         state.write(NAME, counts)
         return SUCCESS
 

@@ -525,12 +525,9 @@ class VolumeBinding(
     def pre_score(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
     ) -> Status:
-        """Skipped without the gate, and for a pod with no claim left to bind (its scores
-        would all be 0)."""
-        s: _State | None = state.read(NAME)
-        if self.shape is None or s is None or not (s.matches or s.selected):
-            return SKIP
-        return SUCCESS
+        """Skipped without the gate only, as kube-scheduler's: with it, a pod with no claim
+        left to bind scores 0 on every node, and says so."""
+        return SKIP if self.shape is None else SUCCESS
 
     def score(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
@@ -540,9 +537,11 @@ class VolumeBinding(
         requests of the claims to provision against the node's CSIStorageCapacity. Each
         class scores the shape at its utilization (100% when over or without capacity); the
         node, the rounded mean over its classes."""
-        s: _State = state.read(NAME)
+        s: _State | None = state.read(NAME)
         assert self.shape is not None
         k = len(feasible)
+        if s is None:
+            return np.zeros(k, dtype=np.int64)
         static = np.zeros(k, dtype=np.bool_)
         by_class: dict[str, list[IntArray]] = {}
 

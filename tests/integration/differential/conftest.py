@@ -1,6 +1,6 @@
 """The comparison's two schedulers, for the whole differential session: kube-scheduler built
-from the plane's release (profile `diff-kube`) and ascheduler (profile `diff-asch`), both
-stopped by pid at the end."""
+from the plane's release (profile `diff-kube`, logging its scores: `scores.py`) and ascheduler
+(profile `diff-asch`), both stopped by pid at the end."""
 
 from __future__ import annotations
 
@@ -17,11 +17,14 @@ from tests.integration.differential.harness import (
     PRIORITY_CLASSES,
     Runner,
 )
+from tests.integration.differential.scores import SCORE_LOG_ARGS
 
 
 @pytest.fixture(scope="session")
 def schedulers(plane: ControlPlane) -> Iterator[tuple[ProcessRecord, ProcessRecord]]:
-    kube = plane.start_kube_scheduler(name="diff-kube-scheduler", scheduler_name=KUBE)
+    kube = plane.start_kube_scheduler(
+        name="diff-kube-scheduler", scheduler_name=KUBE, extra_args=SCORE_LOG_ARGS
+    )
     ours = plane.start_ascheduler(
         "diff-ascheduler", "--scheduler-name", ASCHEDULER, "--log-level", "debug"
     )
@@ -57,4 +60,4 @@ def runner(
     schedulers: tuple[ProcessRecord, ProcessRecord],
     priority_classes: None,
 ) -> Runner:
-    return Runner(kube, plane)
+    return Runner(kube, plane, logs={KUBE: schedulers[0].log})

@@ -20,7 +20,9 @@ pod anywhere among equals (`ties`) or the dry run finds a tie; for pending pods 
 `PodScheduled` reason and the whole message (preemption's part included). A tie is reported
 as such, never skipped. In a `preemption` scenario a pod nominated to a node is followed until
 it is bound, and the nominated node, the existing pods evicted for it and its first failure's
-message are compared too.
+message are compared too. Scores too: every plugin's weighted score on every node and each
+node's total, as kube-scheduler logs them for a pod's first attempt, against ascheduler's dry
+run of that pod (`scores.py`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,15 @@ from ascheduler.framework.objects import parse_namespace, parse_selecting
 from ascheduler.kube import ApiError, KubeClient
 from ascheduler.model import parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
+from tests.integration.differential.scores import (
+    SCORE_LOG_ARGS,
+    Expected,
+    Scores,
+    expected,
+    first_attempts,
+    log_size,
+    mismatches,
+)
 
 Json = dict[str, Any]
 HOSTNAME = "kubernetes.io/hostname"
@@ -189,7 +200,8 @@ class Scenario:
     ties: frozenset[str] = frozenset()
     #: Each pod deleted after its decision (all meet the same base state).
     independent: bool = False
-    #: Check every decision against a dry run of ascheduler's framework (ties found there).
+    #: Check every decision against a dry run of ascheduler's framework (ties found there),
+    #: and the scores kube-scheduler logs against the dry run's.
     dry_run: bool = True
     #: A profile's `pluginConfig` (and other fields) both schedulers run this scenario with;
     #: None: the default profile.
@@ -236,6 +248,8 @@ class Outcome:
     #: Preemption: the node the first failure nominated, and the existing pods gone since.
     nominated: str = ""
     victims: frozenset[str] = frozenset()
+    #: The scores kube-scheduler should log for the pod's first attempt (the dry run's).
+    scores: Expected | None = None
 
     @property
     def bound(self) -> bool:
@@ -247,11 +261,18 @@ class Outcome:
 
 class Runner:
     """Runs scenarios on a plane whose kube-scheduler and ascheduler serve `KUBE` and
-    `ASCHEDULER`; a scenario with a profile of its own gets a pair of its own."""
+    `ASCHEDULER`; a scenario with a profile of its own gets a pair of its own. `logs`: each
+    kube-scheduler's log (by schedulerName), started with `SCORE_LOG_ARGS`."""
 
-    def __init__(self, kube: KubeClient, plane: ControlPlane | None = None) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        plane: ControlPlane | None = None,
+        logs: Mapping[str, str] | None = None,
+    ) -> None:
         self.kube = kube
         self.plane = plane
+        self.logs = dict(logs or {})
 
     @contextmanager
     def schedulers(self, s: Scenario) -> Iterator[tuple[str, str]]:
@@ -266,8 +287,12 @@ class Runner:
         profile = dict(s.profile or {})
         gates = [f"--feature-gates={s.feature_gates}"] if s.feature_gates else []
         kube = self.plane.start_kube_scheduler(
-            name=kube_name, scheduler_name=kube_name, profile=profile, extra_args=gates
+            name=kube_name,
+            scheduler_name=kube_name,
+            profile=profile,
+            extra_args=[*gates, *SCORE_LOG_ARGS],
         )
+        self.logs[kube_name] = kube.log
         config = self.plane.state_dir / f"{ours_name}.yaml"
         config.write_text(
             json.dumps(
@@ -637,6 +662,22 @@ class Runner:
         group, version, resource = parts
         return f"/apis/{group}/{version}/namespaces/{namespace}/{resource}"
 
+    async def _settle_volumes(self, s: Scenario, run: str) -> None:
+        """The scenario's volumes past `Pending`: both schedulers (and the dry run) pass
+        over a volume the volume controller has not made `Available` yet, so a pod that
+        came first would meet another cluster in each run."""
+        loop = asyncio.get_running_loop()
+        for kind, obj in s.storage:
+            if kind != "PersistentVolume":
+                continue
+            name = self.cluster_name(s, run, obj["metadata"]["name"])
+            url = f"{_STORAGE_PATHS[kind]}/{name}"
+            deadline = loop.time() + DECISION_TIMEOUT
+            while (await self.kube.get(url)).get("status", {}).get("phase", "Pending") == "Pending":
+                if loop.time() > deadline:
+                    raise AssertionError(f"{url}: still Pending after {DECISION_TIMEOUT}s")
+                await asyncio.sleep(0.1)
+
     async def _settle_claims(self, s: Scenario, run: str) -> None:
         """The claims the scenario names bound by the volume controller."""
         loop = asyncio.get_running_loop()
@@ -673,8 +714,11 @@ class Runner:
                     )
                 await asyncio.sleep(0.1)
 
-    async def _dry_run(self, s: Scenario, run: str, pod_body: Json) -> frozenset[str]:
-        """The best nodes ascheduler's framework finds for the pod on the current state."""
+    async def _dry_run(
+        self, s: Scenario, run: str, pod_body: Json
+    ) -> tuple[frozenset[str], Expected]:
+        """The best nodes ascheduler's framework finds for the pod on the current state, and
+        the scores kube-scheduler should log for it there."""
         cache = Cache()
         for node in (await self.kube.get("/api/v1/nodes"))["items"]:
             cache.add_node(parse_node(node))
@@ -707,8 +751,11 @@ class Runner:
         framework = next(iter(build_frameworks(config, IN_TREE, cache, None).values()))
         probe = copy.deepcopy(pod_body)
         probe["metadata"]["uid"] = "dry-run"
-        evaluation = framework.evaluate(parse_pod(probe), cache.table)
-        return frozenset(self.logical_node(s, n) for n in evaluation.best)
+        table = cache.table
+        dry = framework.dry_run(parse_pod(probe), table, post_filter=False)
+        rows = dry.feasible[dry.total == dry.total.max()] if dry.feasible.size else dry.feasible
+        best = frozenset(self.logical_node(s, table.names[r]) for r in rows.tolist())
+        return best, expected(framework, dry, table, lambda n: self.logical_node(s, n))
 
     async def run(
         self,
@@ -733,6 +780,7 @@ class Runner:
         for path, obj in s.objects:
             ns = self.namespace(s, run, obj["metadata"].get("namespace", "default"))
             await self.kube.post(self._collection(path, ns), self._rewrite(s, run, obj, None))
+        await self._settle_volumes(s, run)
         await self._settle_claims(s, run)
         for raw in s.existing:
             ns = self.namespace(s, run, raw["metadata"].get("namespace", "default"))
@@ -775,7 +823,7 @@ class Runner:
             ns = self.namespace(s, run, raw["metadata"].get("namespace", "default"))
             body = self._rewrite(s, run, raw, scheduler)
             body["metadata"]["namespace"] = ns
-            best = await self._dry_run(s, run, body) if s.dry_run else None
+            best, scores = await self._dry_run(s, run, body) if s.dry_run else (None, None)
             await self.kube.post(f"/api/v1/namespaces/{ns}/pods", body)
             got = await self._decision(ns, name)
             node, victims = got.node, frozenset[str]()
@@ -789,6 +837,7 @@ class Runner:
                 best,
                 self.logical_node(s, got.nominated) if got.nominated else "",
                 victims,
+                scores,
             )
             outcomes[name] = outcome
             if s.independent:
@@ -821,13 +870,17 @@ class Comparison:
     #: Pods both bound to the same node / both pending with the same message.
     same_node: int = 0
     same_pending: int = 0
+    #: Pods whose first attempt's scores were compared (nodes scored, over them all).
+    scored_pods: int = 0
+    scored_nodes: int = 0
 
     def report(self) -> str:
         lines = [f"DISAGREE {d}" for d in self.disagreements]
         lines += [f"tie      {t}" for t in self.ties]
         lines.append(
             f"agreed: {self.same_node} on the same node, {self.same_pending} pending with the "
-            f"same message, {len(self.ties)} ties broken differently"
+            f"same message, {len(self.ties)} ties broken differently; scores of "
+            f"{self.scored_pods} pods on {self.scored_nodes} nodes held to kube-scheduler's log"
         )
         return "\n".join(lines)
 
@@ -907,11 +960,15 @@ def compare(s: Scenario, kube: Mapping[str, Outcome], ours: Mapping[str, Outcome
 
 
 async def differ(runner: Runner, s: Scenario) -> Comparison:
-    """Both runs of a scenario on one set of nodes, cleaned up after."""
+    """Both runs of a scenario on one set of nodes, cleaned up after; kube-scheduler's
+    logged scores compared with the dry run's."""
     await runner.create_nodes(s)
     try:
         with runner.schedulers(s) as (kube_name, ours_name):
+            log = runner.logs[kube_name]
+            offset = log_size(log)
             kube = await runner.run(s, "k", kube_name)
+            logged = first_attempts(log, offset, lambda n: runner.logical_node(s, n))
             await runner.cleanup(s, "k")
             ours = await runner.run(s, "a", ours_name, follow=kube)
             await runner.cleanup(s, "a")
@@ -919,4 +976,27 @@ async def differ(runner: Runner, s: Scenario) -> Comparison:
         for run in ("k", "a"):
             await runner.cleanup(s, run)
         await runner.delete_nodes(s)
-    return compare(s, kube, ours)
+    comparison = compare(s, kube, ours)
+    compare_scores(runner, s, kube, logged, comparison)
+    return comparison
+
+
+def compare_scores(
+    runner: Runner,
+    s: Scenario,
+    kube: Mapping[str, Outcome],
+    logged: Mapping[str, Scores],
+    out: Comparison,
+) -> None:
+    """Per pod of kube-scheduler's run with a dry run, where its logged scores differ."""
+    for raw in s.pods:
+        name = raw["metadata"]["name"]
+        want = kube[name].scores
+        if want is None or want.sampled:
+            continue
+        key = f"{runner.namespace(s, 'k', raw['metadata'].get('namespace', 'default'))}/{name}"
+        found = mismatches(name, want.scores, logged.get(key))
+        out.disagreements += [f"SCORE {m}" for m in found]
+        if want.scores.totals and not found:
+            out.scored_pods += 1
+            out.scored_nodes += len(want.scores.totals)

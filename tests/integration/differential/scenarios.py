@@ -1023,6 +1023,8 @@ SCENARIOS += [
             with_claims("second", "second"),
             # Only c has volumes left.
             with_claims("third", "third"),
+            # No claim: VolumeBinding still scores (0 on every node), as the gate has it.
+            pause("no-claims"),
         ],
     ),
 ]

@@ -9,9 +9,12 @@ import pytest
 
 from tests.integration.differential.harness import Runner, Scenario, differ
 from tests.integration.differential.scenarios import SCENARIOS
+from tests.integration.differential.scenarios_scoring import SCORING
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+@pytest.mark.parametrize(
+    "scenario", [*SCENARIOS, *SCORING], ids=[s.name for s in [*SCENARIOS, *SCORING]]
+)
 async def test_ascheduler_agrees_with_kube_scheduler(runner: Runner, scenario: Scenario) -> None:
     comparison = await differ(runner, scenario)
     # What was compared, on stderr (`pytest -s` shows it).

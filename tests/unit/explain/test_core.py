@@ -115,6 +115,24 @@ def test_scores_rank_feasible_nodes_and_name_the_runner_up() -> None:
     assert data["runnerUp"]["behindBy"] == totals["c"] - totals["b"]
 
 
+def test_totals_include_taint_toleration_without_taints() -> None:
+    """kube-scheduler never skips TaintToleration's PreScore: on untainted nodes every node
+    gets 100 x 3, and explain's totals (what /debug shows too) are kube-scheduler's."""
+    cache = make_cache([node("a", cpu="4"), node("b", cpu="16")])
+    exp = explain(framework(cache), parsed(pod("p", cpu="1")), cache.table)
+    for score in exp.scores:
+        assert score.plugins["TaintToleration"] == (100, 300)
+        assert score.total == sum(weighted for _, weighted in score.plugins.values())
+        assert score.total >= 300
+    assert set(exp.scores[0].plugins) == {
+        "TaintToleration",
+        "NodeResourcesFit",
+        "NodeResourcesBalancedAllocation",
+        "ImageLocality",
+        "DynamicResources",
+    }
+
+
 def test_ties_are_reported_not_broken() -> None:
     cache = make_cache([node("a"), node("b")])
     exp = explain(framework(cache), parsed(pod("p", cpu="1")), cache.table)

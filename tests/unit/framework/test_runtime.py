@@ -449,6 +449,71 @@ def test_picks_highest_weighted_score(
     assert result.feasible == len(nodes)
 
 
+# Which score plugins kube-scheduler v1.35 scores (and logs at -v=10) in the default profile
+# for a pod: a PreScore that skips leaves its plugin out; the others never skip.
+ALWAYS_SCORED = {"TaintToleration", "NodeResourcesFit", "ImageLocality", "DynamicResources"}
+PREFERS_ZONE = {
+    "nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 5, "preference": {"matchExpressions": [expr("zone", "In", "z1")]}}
+        ]
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("raw", "scored"),
+    [
+        pytest.param(pod("p", cpu="1"), {"NodeResourcesBalancedAllocation"}, id="plain"),
+        pytest.param(pod("p", cpu="0", memory="0"), set(), id="best-effort"),
+        pytest.param(
+            pod("p", cpu="1", affinity=PREFERS_ZONE),
+            {"NodeResourcesBalancedAllocation", "NodeAffinity"},
+            id="preferred-node-affinity",
+        ),
+        pytest.param(
+            pod(
+                "p",
+                cpu="1",
+                topologySpreadConstraints=[
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": "zone",
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "labelSelector": {"matchLabels": {"app": "x"}},
+                    }
+                ],
+            ),
+            {"NodeResourcesBalancedAllocation", "PodTopologySpread"},
+            id="soft-spread",
+        ),
+    ],
+)
+def test_skipped_score_plugins_are_kube_scheduler_s(raw: Json, scored: set[str]) -> None:
+    """The dry run's parts are the plugins kube-scheduler scores; TaintToleration gives every
+    node 100 x 3 when no node has an untolerated PreferNoSchedule taint."""
+    cache = make_cache(
+        [node("a", labels={"zone": "z1"}), node("b", labels={"zone": "z2"}), node("c")]
+    )
+    fw = build(cache)
+    dry = fw.dry_run(parsed(raw), cache.table, post_filter=False)
+    assert set(dry.scores) == ALWAYS_SCORED | scored
+    assert dry.scores["TaintToleration"].tolist() == [100, 100, 100]
+    weighted = sum(s * fw.weights[name] for name, s in dry.scores.items())
+    assert dry.total.tolist() == weighted.tolist()
+    assert all(t >= 300 for t in dry.total.tolist())
+
+
+def test_without_score_plugins_every_node_totals_one() -> None:
+    """kube-scheduler's prioritizeNodes: no score plugin and no extender, every node 1."""
+    cache = make_cache([node("a"), node("b")])
+    spec = multipoint("x", DEFAULT_PLUGINS)
+    spec = ProfileSpec(spec.scheduler_name, spec.points, disabled={"score": frozenset({"*"})})
+    fw = Framework(spec, IN_TREE, Handle(nodes=cache.table))
+    assert not fw.score_plugins
+    assert fw.evaluate(parsed(pod("p")), cache.table).scores == {"a": 1, "b": 1}
+
+
 def test_single_feasible_node_is_chosen() -> None:
     result = schedule([node("t", taints=[TAINT]), node("ok"), node("s", cpu="1")], [], pod(cpu="2"))
     assert (result.node, result.feasible) == ("ok", 1)

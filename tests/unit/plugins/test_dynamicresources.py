@@ -11,7 +11,14 @@ import pytest
 
 from ascheduler.binding.devicelocks import LABEL_PREFIX, pool_label
 from ascheduler.cache import Cache
-from ascheduler.framework import ClusterEvent, Code, CycleState, Diagnosis, Status
+from ascheduler.framework import (
+    ClusterEvent,
+    Code,
+    CycleState,
+    Diagnosis,
+    PreScorePlugin,
+    Status,
+)
 from ascheduler.model import parse_pod
 from ascheduler.model.dra import (
     AllocatedDevice,
@@ -231,8 +238,25 @@ def test_first_available_scores_prefer_earlier_subrequests() -> None:
     assert sorted(rejected_reasons(result, cache)) == ["n3", "n4"]
     feasible = np.array([0, 1])
     info = parse_pod(claiming("c"))
-    assert plugin.pre_score(state, info, cache.table, feasible).ok
     assert plugin.score(state, info, cache.table, feasible).tolist() == [7, 8]
+
+
+@pytest.mark.parametrize("claims", [pytest.param((), id="no-claims"), ("c",)])
+def test_score_is_never_skipped(claims: tuple[str, ...]) -> None:
+    """No PreScore (none in kube-scheduler's either): a pod without claims, or with claims
+    offering no `firstAvailable` choice, scores 0 on every feasible node."""
+    cache = cluster({"n1": 1, "n2": 1}, device_class("gpu", "true"))
+    add_claim(cache, claim("c", exactly("r")))
+    plugin = make_plugin(NAME, cache)
+    assert not isinstance(plugin, PreScorePlugin)
+    state = CycleState()
+    info = parse_pod(claiming(*claims))
+    _, status = plugin.pre_filter(state, info, cache.table)
+    if status.code is not Code.SKIP:
+        assert plugin.filter(state, info, cache.table) is not None  # n3, n4: no devices
+    feasible = np.array([cache.table.index["n1"], cache.table.index["n2"]])
+    got = plugin.normalize(state, info, plugin.score(state, info, cache.table, feasible))
+    assert got.tolist() == [0, 0]
 
 
 def test_a_failing_selector_fails_the_attempt_with_an_error() -> None:

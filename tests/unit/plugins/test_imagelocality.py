@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ascheduler.framework import PreScorePlugin
 from ascheduler.plugins.imagelocality import normalized_image_name
 from tests.kit import container, make_cache, make_plugin, node, pod, run_score
 
@@ -54,9 +55,20 @@ def test_nodes_holding_big_images_score_higher() -> None:
     assert a > b > 0
 
 
-def test_no_image_anywhere_skips() -> None:
+def test_no_image_anywhere_scores_zero_everywhere() -> None:
+    """No PreScore (none in kube-scheduler's either): never skipped, every node scores 0."""
     cache = make_cache([holding("a"), holding("b", (["other:1"], 900 * MB))])
-    assert run_score(make_plugin(NAME, cache), with_images("mine:1"), cache) is None
+    plugin = make_plugin(NAME, cache)
+    assert not isinstance(plugin, PreScorePlugin)
+    assert run_score(plugin, with_images("mine:1"), cache) == {"a": 0, "b": 0}
+
+
+def test_scores_over_the_feasible_rows_count_every_node() -> None:
+    """The share of nodes holding an image is over all nodes, not the feasible ones."""
+    cache = make_cache([holding("a", (["x:1"], 800 * MB)), holding("b"), holding("c")])
+    got = run_score(make_plugin(NAME, cache), with_images("x:1"), cache, feasible=["a", "b"])
+    # 800 MiB * (1/3) as Go computes it, one container: 100 * (sum - 23 MiB) // 977 MiB.
+    assert got == {"a": 100 * (int(800 * MB * (1 / 3)) - 23 * MB) // (977 * MB), "b": 0}
 
 
 def test_image_states_follow_node_updates_and_removal() -> None:

@@ -191,12 +191,25 @@ def test_score_only_over_feasible_nodes() -> None:
     assert scores == {"one": 0, "untainted": 100}
 
 
-def test_score_all_tolerated_is_uniform() -> None:
-    cache = make_cache(SCORE_NODES)
+@pytest.mark.parametrize(
+    ("nodes", "tolerations"),
+    [
+        pytest.param(SCORE_NODES, [{"operator": "Exists"}], id="all-tolerated"),
+        pytest.param([node("x"), node("y")], [], id="no-taints"),
+        pytest.param(
+            [node("x"), node("y", taints=[{"key": "h", "effect": "NoSchedule"}])],
+            [],
+            id="only-hard-taints",
+        ),
+    ],
+)
+def test_score_never_skips(nodes: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> None:
+    """kube-scheduler's PreScore never skips: with no untolerated PreferNoSchedule taint on
+    any node, every node scores 100 (300 with the default weight)."""
+    cache = make_cache(nodes)
     plugin = make_plugin("TaintToleration", cache)
-    scores = run_score(plugin, pod(tolerations=[{"operator": "Exists"}]), cache)
-    # Skipping is fine (every node would score the same); otherwise every node scores 100.
-    assert scores is None or set(scores.values()) == {100}
+    scores = run_score(plugin, pod(tolerations=tolerations), cache)
+    assert scores == {n["metadata"]["name"]: 100 for n in nodes}
 
 
 @pytest.mark.parametrize(

@@ -502,14 +502,12 @@ def scoring(cache: Cache, args: dict[str, Any] | None = None, *, gate: bool = Tr
 
 
 def scores(plugin: Any, raw: dict[str, Any], cache: Cache) -> dict[str, int] | None:
-    """PreFilter, Filter, PreScore and Score on one cycle state, over the nodes the Filter
-    keeps; None when PreScore skips."""
+    """PreFilter, Filter (unless PreFilter skips it), PreScore and Score on one cycle state,
+    over the nodes the Filter keeps; None when PreScore skips."""
     state = CycleState()
     info = parse_pod(raw)
     _, status = plugin.pre_filter(state, info, cache.table)
-    if status.code is Code.SKIP:
-        return None
-    result = plugin.filter(state, info, cache.table)
+    result = None if status.code is Code.SKIP else plugin.filter(state, info, cache.table)
     rejected = np.zeros(cache.table.n, dtype=np.bool_) if result is None else result.rejected
     rows = np.flatnonzero(~rejected)
     if plugin.pre_score(state, info, cache.table, rows).code is Code.SKIP:
@@ -518,12 +516,22 @@ def scores(plugin: Any, raw: dict[str, Any], cache: Cache) -> dict[str, int] | N
     return {cache.table.names[r]: int(v) for r, v in zip(rows, got, strict=True)}
 
 
-def test_without_the_gate_or_a_claim_to_bind_there_is_no_score() -> None:
+def test_without_the_gate_there_is_no_score() -> None:
     cache = cluster()
     local_pv(cache, "pv-a", "a", "2Gi")
     claim(cache, "data")
     assert scores(make_plugin(NAME, cache), using("data"), cache) is None
-    assert scores(scoring(cache), pod("plain", namespace="ns"), cache) is None
+    assert scores(make_plugin(NAME, cache), pod("plain", namespace="ns"), cache) is None
+
+
+def test_with_the_gate_a_pod_without_a_claim_to_bind_scores_zero_everywhere() -> None:
+    """kube-scheduler's PreScore skips only without the gate: with it, every node scores 0
+    for a pod without claims (Score finds no volumes for the node)."""
+    cache = cluster()
+    local_pv(cache, "pv-a", "a", "2Gi")
+    assert scores(scoring(cache), pod("plain", namespace="ns"), cache) == dict.fromkeys(
+        cache.table.names, 0
+    )
 
 
 def test_static_bindings_score_the_volume_s_emptiness_per_class() -> None:
