@@ -22,6 +22,11 @@ from ascheduler.model import PodInfo
 log = structlog.get_logger(__name__)
 
 
+class ScoringError(Exception):
+    """A PreScore plugin's error, or a score outside 0..MAX_NODE_SCORE after normalizing: the
+    attempt fails with this message, as kube-scheduler's prioritizeNodes fails it."""
+
+
 @dataclass
 class Filtered:
     """What the filters left: the sampled feasible rows, and what to diagnose with."""

@@ -49,6 +49,11 @@ class Registration(Generic[A]):
     events: frozenset[ClusterEvent] | None = None
     #: Its weight in the default profile; None: not in the default profile.
     default_weight: int | None = None
+    #: Extension points where kube-scheduler's plugin of this name also runs and this one
+    #: does that work at another point (NodeResourcesFit's PreFilter and PreScore are in its
+    #: columnar Filter and Score): a profile enabling it there is accepted, as kube-scheduler
+    #: accepts it, and changes nothing.
+    kube_points: frozenset[str] = frozenset()
 
     def decode_args(self, raw: Mapping[str, Any] | None, path: str) -> A:
         if self.args is NoArgs:

@@ -62,7 +62,13 @@ from ascheduler.framework.interface import (
     WhatIfFilterPlugin,
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
-from ascheduler.framework.outcomes import DryRun, Filtered, PostFiltering, ScheduleResult
+from ascheduler.framework.outcomes import (
+    DryRun,
+    Filtered,
+    PostFiltering,
+    ScheduleResult,
+    ScoringError,
+)
 from ascheduler.framework.registry import Registry
 from ascheduler.framework.waiting import WaitingPod
 from ascheduler.model import PodInfo
@@ -75,6 +81,8 @@ MAX_PERMIT_TIMEOUT: Final = 15 * 60.0
 MIN_FEASIBLE_NODES_TO_FIND: Final = 100
 MIN_FEASIBLE_PERCENTAGE: Final = 5
 _MAX_TOTAL_SCORE: Final = 2**63 - 1  # kube-scheduler's MaxTotalScore (math.MaxInt64)
+#: The package of the in-tree plugins.
+_IN_TREE: Final = "ascheduler.plugins."
 _SCALAR_ROWS: Final = 16  # up to this many changed rows are rescored in plain Python
 
 
@@ -223,17 +231,20 @@ class Framework:
             # kube-scheduler's updatePluginList, then expandMultiPointPlugins: the point's
             # own list, then multiPoint's plugins merged in.
             own: list[str] = []
+            inert: list[str] = []  # enabled where only kube-scheduler's plugin runs
             for i, ref in enumerate(spec.points.get(point, ())):
                 plugin = instance(ref, f"plugins.{point}.enabled[{i}]")
                 if plugin is None:
                     continue
                 where = f"{spec.path}plugins.{point}.enabled[{i}].name"
-                if not isinstance(plugin, interface):
-                    problems.append(f"{where}: plugin {ref.name!r} does not implement {point}")
-                elif ref.name in own:
+                if ref.name in own or ref.name in inert:
                     problems.append(f"{where}: plugin {ref.name!r} is already enabled at {point}")
-                else:
+                elif isinstance(plugin, interface):
                     own.append(ref.name)
+                elif point in registry[ref.name].kube_points:
+                    inert.append(ref.name)
+                else:
+                    problems.append(f"{where}: plugin {ref.name!r} does not implement {point}")
             off = spec.disabled.get(point, frozenset())
             overrides: set[str] = set()
             expanded: list[str] = []
@@ -307,6 +318,11 @@ class Framework:
         ]
         self._normalizes = {
             p.name for p in self.score_plugins if type(p).normalize is not ScorePlugin.normalize
+        }
+        # Scores outside 0..MAX_NODE_SCORE fail the attempt, as in kube-scheduler; the in-tree
+        # plugins' ranges are held by their tests, so only the others' are checked per pod.
+        self._range_checked = {
+            p.name for p in self.score_plugins if not type(p).__module__.startswith(_IN_TREE)
         }
         every = frozenset(ClusterEvent)
         self._events: dict[str, frozenset[ClusterEvent]] = {}
@@ -574,7 +590,10 @@ class Framework:
         extra: IntArray | None = None,
     ) -> ScheduleResult:
         mark = time.perf_counter()
-        row = self._best(state, pod, nodes, feasible, extra)
+        try:
+            row = self._best(state, pod, nodes, feasible, extra)
+        except ScoringError as exc:
+            return ScheduleResult(None, Status.error(str(exc)))
         state.timings["Score"] = time.perf_counter() - mark
         return ScheduleResult(nodes.names[row], SUCCESS, feasible=int(feasible.size))
 
@@ -668,7 +687,10 @@ class Framework:
         rows = filtered.feasible
         if rows.size == 1:
             return Evaluation({nodes.names[int(rows[0])]: 0}, SUCCESS)
-        totals = self._totals(state, pod, nodes, rows)
+        try:
+            totals = self._totals(state, pod, nodes, rows)
+        except ScoringError as exc:
+            return Evaluation({}, Status.error(str(exc)))
         return Evaluation(
             {nodes.names[int(r)]: int(t) for r, t in zip(rows, totals, strict=True)}, SUCCESS
         )
@@ -695,7 +717,10 @@ class Framework:
         diag = self._diagnose(nodes.n, filtered.candidates, filtered.narrowed_by, filtered.applied)
         rows = filtered.feasible
         parts: dict[str, IntArray] = {}
-        total = self._totals(state, pod, nodes, rows, parts=parts) if rows.size else empty
+        try:
+            total = self._totals(state, pod, nodes, rows, parts=parts) if rows.size else empty
+        except ScoringError as exc:
+            return DryRun(Status.error(str(exc)), state, diag, empty, {}, empty, "")
         return DryRun(SUCCESS, state, diag, rows, parts, total, "")
 
     def place(self, pod: PodInfo, nodes: NodeTable) -> tuple[str | None, str]:
@@ -708,7 +733,10 @@ class Framework:
             return None, filtered.status.message
         if filtered.feasible.size == 1:
             return nodes.names[int(filtered.feasible[0])], ""
-        return nodes.names[self._best(state, pod, nodes, filtered.feasible)], ""
+        try:
+            return nodes.names[self._best(state, pod, nodes, filtered.feasible)], ""
+        except ScoringError as exc:
+            return None, str(exc)
 
     def _best(
         self,
@@ -745,6 +773,8 @@ class Framework:
             status = pre.pre_score(state, pod, nodes, feasible)
             if status.code is Code.SKIP:
                 state.skip_score.add(pre.name)
+            elif not status.ok:
+                raise ScoringError(f'running PreScore plugin "{pre.name}": {status.message}')
         for plugin in self.score_plugins:
             if plugin.name in state.skip_score:
                 continue
@@ -754,6 +784,14 @@ class Framework:
                 scores = plugin.score(state, pod, nodes, feasible)
             if plugin.name in self._normalizes:
                 scores = plugin.normalize(state, pod, scores)
+            if plugin.name in self._range_checked:
+                outside = np.flatnonzero((scores < 0) | (scores > MAX_NODE_SCORE))
+                if outside.size:
+                    raise ScoringError(
+                        f'plugin "{plugin.name}" returns an invalid score '
+                        f"{int(scores[int(outside[0])])}, it should in the range of "
+                        f"[0, {MAX_NODE_SCORE}] after normalizing"
+                    )
             if parts is not None:
                 parts[plugin.name] = scores
             total += scores * self.weights.get(plugin.name, 1)

@@ -28,7 +28,13 @@ from ascheduler.framework.interface import (
     Status,
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
-from ascheduler.framework.outcomes import DryRun, Filtered, PostFiltering, ScheduleResult
+from ascheduler.framework.outcomes import (
+    DryRun,
+    Filtered,
+    PostFiltering,
+    ScheduleResult,
+    ScoringError,
+)
 from ascheduler.model import PodInfo
 
 
@@ -179,7 +185,10 @@ async def dry_run(fw: Steps, pod: PodInfo, nodes: NodeTable) -> DryRun:
     for scores in weighted.values():
         extra += scores
     parts: dict[str, IntArray] = {}
-    total = fw._totals(state, pod, nodes, rows, extra, parts=parts) if rows.size else empty
+    try:
+        total = fw._totals(state, pod, nodes, rows, extra, parts=parts) if rows.size else empty
+    except ScoringError as exc:
+        return unfit(ScheduleResult(None, Status.error(str(exc))))
     return DryRun(SUCCESS, state, diag, rows, parts, total, "", record, weighted)
 
 

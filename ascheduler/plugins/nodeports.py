@@ -103,4 +103,5 @@ REGISTRATION: Final = Registration(
     NoArgs,
     events=frozenset({ClusterEvent.NODE_ADD, ClusterEvent.ASSIGNED_POD_DELETE}),
     default_weight=1,
+    kube_points=frozenset({"preFilter"}),
 )

@@ -606,6 +606,7 @@ FIT_REGISTRATION: Final = Registration(
         }
     ),
     default_weight=1,
+    kube_points=frozenset({"preFilter", "preScore"}),
 )
 BALANCED_REGISTRATION: Final = Registration(
     BALANCED,

@@ -82,6 +82,16 @@ def test_the_score_points_own_weight_wins_and_a_star_keeps_multipoint_away() -> 
             "plugins.filter.enabled[1].name: plugin 'NodePorts' is already enabled at filter",
         ),
         (
+            {"preScore": {"enabled": [{"name": "NodeResourcesFit"}, {"name": "NodeResourcesFit"}]}},
+            "plugins.preScore.enabled[1].name: plugin 'NodeResourcesFit' is already enabled at "
+            "preScore",
+        ),
+        (
+            {"preFilter": {"enabled": [{"name": "TaintToleration"}]}},
+            "plugins.preFilter.enabled[0].name: plugin 'TaintToleration' does not implement "
+            "preFilter",
+        ),
+        (
             {"score": {"enabled": [{"name": "ImageLocality", "weight": -1}]}},
             "plugins: total score of Score plugins could overflow",
         ),
@@ -160,3 +170,19 @@ def test_profiles_share_one_queue_sort() -> None:
     assert err.value.problems == [
         "profiles[1].plugins.queueSort: must be the same for all profiles"
     ]
+
+
+def test_a_point_only_kube_scheduler_s_plugin_runs_at_is_accepted_and_inert() -> None:
+    """kube-scheduler's NodeResourcesFit has a PreFilter and a PreScore, its NodePorts a
+    PreFilter; ascheduler's do that work in Filter and Score. A file enabling them there is
+    kube-scheduler's, and runs the same profile."""
+    default = framework({})
+    fw = framework(
+        {
+            "preFilter": {"enabled": [{"name": "NodeResourcesFit"}, {"name": "NodePorts"}]},
+            "preScore": {"enabled": [{"name": "NodeResourcesFit"}]},
+        }
+    )
+    assert names(fw.pre_filter_plugins) == names(default.pre_filter_plugins)
+    assert names(fw.pre_score_plugins) == names(default.pre_score_plugins)
+    assert names(fw.filter_plugins) == names(default.filter_plugins)

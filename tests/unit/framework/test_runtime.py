@@ -8,11 +8,13 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 
 from ascheduler.cache import Cache
 from ascheduler.durations import go_duration
 from ascheduler.framework import (
+    SKIP,
     SUCCESS,
     Code,
     ConfigError,
@@ -20,6 +22,7 @@ from ascheduler.framework import (
     Diagnosis,
     Framework,
     Handle,
+    IntArray,
     NoArgs,
     NodeTable,
     PermitPlugin,
@@ -29,10 +32,12 @@ from ascheduler.framework import (
     PostFilterResult,
     PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
     ProfileSpec,
     Registration,
     Registry,
     ReservePlugin,
+    ScorePlugin,
     Status,
     default_plugins,
     multipoint,
@@ -1073,3 +1078,69 @@ def test_an_unresolvable_prefilter_rejection_stops_prefilter() -> None:
     assert (first.ran, second.ran) == (1, 0)
     assert result.status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert result.status.message == "0/2 nodes are available: never here."
+
+
+# -- PreScore errors and scores out of range -------------------------------------------------
+
+
+class Scorer(PreScorePlugin, ScorePlugin):
+    """A plugin of an outside author: its PreScore's status, its scores as given."""
+
+    name = "Scorer"
+
+    def __init__(self, pre: Status = SUCCESS, scores: Sequence[int] = (0, 0)) -> None:
+        self.pre = pre
+        self.scores = scores
+
+    def pre_score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> Status:
+        return self.pre
+
+    def score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
+    ) -> IntArray:
+        return np.array(self.scores, dtype=np.int64)[: feasible.size]
+
+
+@pytest.mark.parametrize(
+    ("plugin", "message"),
+    [
+        pytest.param(
+            Scorer(pre=Status.error("no state")),
+            'running PreScore plugin "Scorer": no state',
+            id="prescore-error",
+        ),
+        pytest.param(
+            Scorer(scores=(100, 101)),
+            'plugin "Scorer" returns an invalid score 101, it should in the range of [0, 100] '
+            "after normalizing",
+            id="above",
+        ),
+        pytest.param(
+            Scorer(scores=(-1, 0)),
+            'plugin "Scorer" returns an invalid score -1, it should in the range of [0, 100] '
+            "after normalizing",
+            id="below",
+        ),
+    ],
+)
+def test_a_scoring_error_fails_the_attempt_as_kube_scheduler_s(
+    plugin: Scorer, message: str
+) -> None:
+    cache = make_cache([node("a"), node("b")])
+    fw = build(cache, extra=[PluginRef("Scorer")], registry=[registration(plugin)])
+    result = fw.find_nodes(CycleState(), parsed(pod("p")), cache.table)
+    assert result.node is None
+    assert result.status.code is Code.ERROR
+    assert result.status.message == message
+    dry = fw.dry_run(parsed(pod("p")), cache.table)
+    assert dry.status.message == message
+    assert fw.place(parsed(pod("p")), cache.table) == (None, message)
+
+
+def test_scores_in_range_and_a_skipping_prescore_are_fine() -> None:
+    cache = make_cache([node("a"), node("b")])
+    for plugin in (Scorer(scores=(0, 100)), Scorer(pre=SKIP, scores=(500, 500))):
+        fw = build(cache, extra=[PluginRef("Scorer")], registry=[registration(plugin)])
+        assert fw.find_nodes(CycleState(), parsed(pod("p")), cache.table).node in ("a", "b")
