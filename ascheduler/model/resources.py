@@ -17,9 +17,11 @@ kube-scheduler reads one pod in four ways, and `PodRequests` keeps each one:
 - `nonzero`: what it holds for scoring cpu and memory (`NodeInfo`'s non-zero sums), where a
   container without a cpu or memory request counts at 100m / 200Mi, except that with
   pod-level requests set only a resource that neither level requests is defaulted;
-- `score_nonzero`: the pod being scheduled, as scored (`resourceAllocationScorer`): always the
-  per-container defaults, then pod-level requests; differs from `nonzero` only with pod-level
-  requests;
+- `score_nonzero`: the pod being scheduled, as NodeResourcesFit scores it: its containers'
+  spec with the per-container defaults, and neither pod-level requests nor status (v1.35's
+  Fit builds its `resourceAllocationScorer` without the PodLevelResources and
+  InPlacePodVerticalScaling switches that BalancedAllocation's sets, so `PodRequests` skips
+  both there); differs from `nonzero` only with pod-level requests or status resources;
 - `spec_requests`: the pod being scheduled, as NodeResourcesFit filters it: the spec only
   (a pending pod has nothing actuated); differs from `requests` only with status resources.
 """
@@ -253,11 +255,13 @@ def pod_requests(
             if missing
             else requests
         )
-        scored = _aggregate(containers, pod_level, overhead, use_status=True, missing=_DEFAULTS)
     else:
-        nonzero_list = scored = _aggregate(
-            containers, None, overhead, use_status=True, missing=_DEFAULTS
-        )
+        nonzero_list = _aggregate(containers, None, overhead, use_status=True, missing=_DEFAULTS)
+    scored = (
+        nonzero_list
+        if not pod_level and not uses_status
+        else _aggregate(containers, None, overhead, use_status=False, missing=_DEFAULTS)
+    )
     nonzero = (nonzero_list.get("cpu", 0), nonzero_list.get("memory", 0))
     score_nonzero = (scored.get("cpu", 0), scored.get("memory", 0))
 

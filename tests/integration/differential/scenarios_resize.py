@@ -109,6 +109,8 @@ RESIZE_SCENARIOS: list[Scenario] = [
         ],
         pods=[
             pause("small", cpu="200m", memory="1Gi"),
+            # Fit scores the pod being scheduled by its containers alone (each defaulted):
+            # 600m and 400Mi here, though it holds 2500m once placed.
             pod_level("wide", {"cpu": "2500m"}, requesting(cpu="500m"), {}),
             pod_level("mem-only", {"memory": "512Mi"}, {}, {}),
             pod_level("too-wide", {"cpu": "3500m"}, requesting(cpu="100m")),

@@ -466,17 +466,19 @@ def test_a_pod_being_scheduled_is_filtered_by_its_spec_not_its_status() -> None:
     assert got != rejected_reasons(run(plugin, pod(cpu="8"), cache), cache)
 
 
-def test_a_pod_level_pod_is_scored_with_every_container_defaulted() -> None:
-    """The pod being scheduled scores as `resourceAllocationScorer` reads it: each container
-    without a memory request at 200Mi, pod-level cpu replacing the containers'."""
+def test_a_pod_level_pod_is_scored_by_its_containers_each_defaulted() -> None:
+    """The pod being scheduled scores as v1.35's Fit scorer reads it: `PodRequests` without
+    pod-level requests (its scorer is built without the PodLevelResources switch) and with
+    each container's missing cpu or memory at 100m / 200Mi; kube-scheduler's `-v=10` scores
+    agree (the differential scenario of pod-level resources)."""
     cache = make_cache(SCORE_NODES, SCORE_PODS)
     plugin = make_plugin(FIT, cache, {"scoringStrategy": {"type": "LeastAllocated"}})
     levelled = pod(containers=[container("a", memory="1Gi"), container("b")])
     levelled["spec"]["resources"] = {"requests": {"cpu": "1"}}
-    defaulted = pod(containers=[container("a", cpu="1", memory="1Gi"), container("b", cpu="0")])
-    undefaulted = pod(
-        containers=[container("a", cpu="1", memory="1Gi"), container("b", cpu="0", memory="0")]
+    containers_only = pod(containers=[container("a", memory="1Gi"), container("b")])
+    with_pod_level_cpu = pod(
+        containers=[container("a", cpu="1", memory="1Gi"), container("b", cpu="0")]
     )
     got = run_score(plugin, levelled, cache)
-    assert got == run_score(plugin, defaulted, cache)
-    assert got != run_score(plugin, undefaulted, cache)
+    assert got == run_score(plugin, containers_only, cache)
+    assert got != run_score(plugin, with_pod_level_cpu, cache)
