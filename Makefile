@@ -1,10 +1,11 @@
-# `make demo` and `make test` are the two commands a fresh machine needs (see README.md).
+# `make demo` and `make test` are the two commands a fresh machine needs (see README.md);
+# `make test-fast` is a quicker check before `make test` (docs/testing.md).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: all venv build demo test lint typecheck pytest clean
+.PHONY: all venv build demo test test-fast lint typecheck pytest clean
 
 all: test
 
@@ -40,6 +41,12 @@ pytest: build
 	$(BIN)/pytest
 
 test: lint typecheck pytest
+
+# Lint, types, the unit tests and the smoke integration tests, in one pytest run (one plane);
+# the differential scenarios, the fault injection and the other integration tests are left to
+# `make test`, which runs everything.
+test-fast: lint typecheck build
+	$(BIN)/pytest -m "not integration or smoke"
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info

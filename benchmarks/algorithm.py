@@ -14,7 +14,7 @@ The price of writing a plugin one node at a time: the same cycle with one more p
 
     .venv/bin/python -m benchmarks algorithm --nodes 500 5000 15000 --repeat 3 --save
 
-`--save` writes `results/<date>-algorithm.json`, from which README.md's table is made.
+`--save` writes `results/<date>-algorithm.json`, from which benchmarks/README.md's table is made.
 """
 
 from __future__ import annotations
@@ -375,7 +375,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--save",
         action="store_true",
-        help="write results/<date>-algorithm.json and regenerate README.md's tables",
+        help="write results/<date>-algorithm.json and regenerate benchmarks/README.md's tables",
     )
     args = parser.parse_args(argv)
     if not args.json:

@@ -41,7 +41,8 @@ def context() -> dict[str, Any]:
 
 
 def save(benchmark: str, result: dict[str, Any], out: Path = RESULTS) -> Path:
-    """`result` as `<out>/<date>-<benchmark>.json` (README.md's tables are made from these)."""
+    """`result` as `<out>/<date>-<benchmark>.json`, from which benchmarks/README.md's tables
+    are made."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{result['date'][:10]}-{benchmark}.json"
     path.write_text(json.dumps({"benchmark": benchmark, **result}, indent=2) + "\n")

@@ -133,7 +133,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--save",
         action="store_true",
-        help="write results/<date>-explain.json and regenerate README.md's tables",
+        help="write results/<date>-explain.json and regenerate benchmarks/README.md's tables",
     )
     args = parser.parse_args(argv)
 

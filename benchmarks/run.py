@@ -1041,7 +1041,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--kubeconfig", help="use this cluster instead of a local plane")
     parser.add_argument(
-        "--no-readme", action="store_true", help="do not regenerate README.md's table"
+        "--no-readme", action="store_true", help="do not regenerate benchmarks/README.md's tables"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     parser.add_argument(

@@ -1,12 +1,12 @@
 """CEL device selectors, as Kubernetes evaluates them for DRA (`k8s.io/dynamic-resource-
 allocation/cel`), on cel-expr-python (Google's Python binding of cel-cpp).
 
-Why that library: it compiles an expression once into a type-checked program, evaluates it in
-a few microseconds with the activation built (about 4 us for a two-clause selector, against
-~30 us for the Rust-backed `common-expression-language` and ~300 us for the pure-Python
-`cel-python`, measured on this project's benchmark machine), lets functions be declared as
-member overloads (`q.compareTo(other)`), and ships the extensions Kubernetes enables
-(`cel.bind`, the strings library, optional types). It is the CEL team's own runtime.
+Why that library: it compiles an expression once into a type-checked program, evaluates it
+faster than the Rust-backed `common-expression-language` and far faster than the pure-Python
+`cel-python`, activation included (the figures: docs/performance.md, "CEL selectors"), lets
+functions be declared as member overloads (`q.compareTo(other)`), and ships the extensions
+Kubernetes enables (`cel.bind`, the strings library, optional types). It is the CEL team's own
+runtime.
 
 The environment is Kubernetes' for DRA: one variable `device` with `driver`, `attributes`
 (domain -> name -> value) and `capacity` (domain -> name -> quantity), the strings, bindings and
@@ -349,7 +349,8 @@ def _kubernetes_words(message: str) -> str:
 
 Int8Array = np.ndarray[Any, np.dtype[np.int8]]
 
-#: Device values built per turn of the event loop for a costly job (~10 us each).
+#: Device values built per turn of the event loop for a costly job: few enough that a turn
+#: stays short (what one costs: docs/performance.md, "CEL selectors").
 VALUES_PER_TURN: Final = 200
 #: Per device, besides 1 (match), 0 (no match) and -2 (failed, celworker.FAILED):
 NOT_YET: Final = -1

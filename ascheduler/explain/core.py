@@ -202,7 +202,7 @@ class Explanation:
         return bool(self.best)
 
     def to_dict(self) -> dict[str, Any]:
-        """The documented JSON shape (README: "ascheduler explain")."""
+        """The documented JSON shape (docs/explain.md)."""
         top = self.scores[0].total if self.scores else 0
         return {
             "apiVersion": API_VERSION,

@@ -9,10 +9,11 @@ refused, naming the plugin and the method.
 
 Filter and Score work on all nodes at once: a Filter returns which nodes it rejects (boolean
 masks over the `NodeTable` rows, one per reason), a Score returns an integer array over the
-feasible rows. That is what makes a Python scheduler as fast as a Go one: the per-node loop
-happens inside numpy. `RowFilterPlugin` and `RowScorePlugin` (in `framework.rows`) adapt
-per-node code, kube-scheduler's `Filter(nodeInfo)` / `Score(nodeName)`, for authors who
-would rather not write numpy; they pay a Python call per node.
+feasible rows. That is what lets a Python scheduler keep pace with a Go one (the figures:
+docs/performance.md): the per-node loop happens inside numpy. `RowFilterPlugin` and
+`RowScorePlugin` (in `framework.rows`) adapt per-node code, kube-scheduler's
+`Filter(nodeInfo)` / `Score(nodeName)`, for authors who would rather not write numpy; they pay
+a Python call per node.
 
 Everything up to Permit runs inside the serial scheduling cycle and must not await. PreBind,
 Bind and PostBind run in the pod's binding cycle, concurrently with other pods, and may await.

@@ -4,8 +4,9 @@ The columnar interfaces (`FilterPlugin`, `ScorePlugin`) are the fast path: one n
 over every node. A first plugin does not need that. Subclass `RowFilterPlugin` and write
 `filter_node`, or `RowScorePlugin` and write `score_node`, one node at a time, against a
 `NodeInfo` (kube-scheduler's name for a node and its pods); the adapter turns the answers into
-the masks and arrays the framework runs on. The price is a Python call per node per pod:
-`python -m benchmarks algorithm` reports it at 5,000 nodes.
+the masks and arrays the framework runs on. The price is a Python call per node per pod
+(`python -m benchmarks algorithm` measures it; the figures: docs/performance.md, "Plugins
+written one node at a time", and the row columns of benchmarks/README.md's tables).
 """
 
 from __future__ import annotations

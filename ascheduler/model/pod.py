@@ -505,8 +505,8 @@ _set: Final = object.__setattr__
 
 
 def _status_update(old: PodInfo, changes: Mapping[str, Any]) -> PodInfo:
-    """`dataclasses.replace(old, **changes)` at half the cost (a watch event of every pod
-    goes through it); `changes` are values of the right types, already parsed."""
+    """`dataclasses.replace(old, **changes)` without its call of `__init__` (a watch event of
+    every pod goes through it); `changes` are values of the right types, already parsed."""
     new = object.__new__(PodInfo)
     for name in _FIELDS:
         _set(new, name, changes[name] if name in changes else getattr(old, name))

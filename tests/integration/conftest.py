@@ -28,11 +28,33 @@ from ascheduler.kube import ApiError, KubeClient
 NodeFactory = Callable[[FakeNodes], Awaitable[list[str]]]
 
 
+#: Integration tests marked `slow`, by folder or file under tests/integration/: the comparisons
+#: with kube-scheduler, the benchmark harness, the fault injection and the races between
+#: instances. Everything else under tests/integration/ is `integration` only.
+SLOW = frozenset(
+    {
+        "differential",
+        "benchmarks",
+        "test_faults.py",
+        "binding/test_multi_instance.py",
+        "binding/test_multi_instance_dra.py",
+        "binding/test_shared_pods_dra.py",
+    }
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/integration/ is `integration`; those under SLOW are `slow` too
+    (the tiers of docs/testing.md)."""
     here = Path(__file__).parent
     for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.integration)
+        path = Path(str(item.fspath))
+        if here not in path.parents:
+            continue
+        item.add_marker(pytest.mark.integration)
+        relative = path.relative_to(here)
+        if relative.parts[0] in SLOW or relative.as_posix() in SLOW:
+            item.add_marker(pytest.mark.slow)
 
 
 def _progress(message: str) -> None:

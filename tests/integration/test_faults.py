@@ -4,7 +4,7 @@ an instance killed -9 while it holds node locks, and a leader whose renewals are
 
 Each test asserts what a user cares about (pods bound exactly once, no node over capacity, no
 lock left behind, never two leaders at once) and records its figures in `FIGURES`, which the
-last test prints (`pytest tests/integration/test_faults.py -s`); README's reliability section
+last test prints (`pytest tests/integration/test_faults.py -s`); docs/reliability.md
 quotes them.
 """
 

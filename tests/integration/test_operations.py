@@ -6,6 +6,7 @@ import os
 import signal
 
 import aiohttp
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ascheduler.devcluster import ControlPlane
@@ -41,6 +42,7 @@ async def fetch(url: str) -> tuple[int, str]:
         return resp.status, await resp.text()
 
 
+@pytest.mark.smoke
 async def test_health_metrics_and_graceful_sigterm(
     plane: ControlPlane,
     plane_state: PlaneState,

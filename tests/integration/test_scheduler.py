@@ -9,6 +9,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState
@@ -31,6 +33,7 @@ from tests.integration.helpers import (
 )
 
 
+@pytest.mark.smoke
 async def test_binds_its_own_pods_and_leaves_default_scheduler_pods_alone(
     ascheduler: ProcessRecord, kube: KubeClient, namespace: str, nodes: NodeFactory
 ) -> None:
@@ -56,6 +59,7 @@ async def test_binds_its_own_pods_and_leaves_default_scheduler_pods_alone(
     assert is_alive(ascheduler)
 
 
+@pytest.mark.smoke
 async def test_exact_fit_then_unschedulable_until_room_appears(
     ascheduler: ProcessRecord, kube: KubeClient, namespace: str, nodes: NodeFactory
 ) -> None:
@@ -308,6 +312,7 @@ async def test_extended_resources(
     )
 
 
+@pytest.mark.slow
 async def test_burst_of_1000_pods_each_bound_once_and_no_node_over_capacity(
     ascheduler: ProcessRecord, kube: KubeClient, namespace: str, nodes: NodeFactory
 ) -> None:

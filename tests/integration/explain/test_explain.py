@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from ascheduler.devcluster import ControlPlane, ensure_built
@@ -64,6 +65,7 @@ def verdicts(doc: dict[str, Any]) -> dict[str, tuple[str, list[str], list[str]]]
     }
 
 
+@pytest.mark.smoke
 async def test_pending_pods_are_explained_with_the_scheduler_s_message_and_the_numbers(
     plane: ControlPlane,
     plane_state: PlaneState,

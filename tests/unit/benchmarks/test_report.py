@@ -1,6 +1,6 @@
 """What a benchmark run reports: medians and run-by-run ratios per mode, the faster ceiling and
-which limit the ceilings show, the result files, and README.md's tables (one per mode) from
-the newest result of each workload and mode."""
+which limit the ceilings show, the result files, and benchmarks/README.md's tables (one per
+mode) from the newest result of each workload and mode."""
 
 from __future__ import annotations
 
@@ -190,6 +190,19 @@ def test_readme_tables_take_the_newest_result_of_each_workload_and_mode(tmp_path
     assert "Smoke" not in text  # smoke runs never reach the README
     assert report.update_readme(tmp_path, readme)  # idempotent: markers kept
     assert readme.read_text() == text
+
+
+def test_the_tables_live_in_the_benchmarks_readme_and_are_current() -> None:
+    """The generated tables are benchmarks/README.md's, and what is there is what the committed
+    results make; the top-level README holds no copy that could go stale."""
+    root = Path(report.__file__).resolve().parent.parent
+    assert root / "benchmarks" / "README.md" == report.README
+    text = report.README.read_text()
+    assert text.count(report.BEGIN) == 1
+    assert text.count(report.END) == 1
+    generated = text.split(report.BEGIN, 1)[1].split(report.END, 1)[0]
+    assert generated == f"\n{report.readme_tables(root / 'benchmarks' / 'results')}"
+    assert report.BEGIN not in (root / "README.md").read_text()
 
 
 def test_readme_without_markers_is_left_alone(tmp_path: Path) -> None:
