@@ -46,25 +46,24 @@ from typing import Any, Final, Literal
 import structlog
 
 from ascheduler import metrics
-from ascheduler.binding.devicelocks import DeviceLocks
-from ascheduler.binding.members import Member, Members, parse_member
-from ascheduler.binding.nodelock import (
-    RELEASE_ALL_SECONDS,
-    Holds,
-    Known,
-    LockContended,
-    LockSettings,
-    NodeLocks,
-    is_group_key,
-    lock_keys,
-    lock_lease_name,
-    lock_wait_message,
-)
 from ascheduler.cache import Cache
 from ascheduler.framework import Code, CycleState, Framework, Status
 from ascheduler.framework.interface import BINDING_ANNOTATIONS
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.informer import Informer
+from ascheduler.locks import (
+    RELEASE_ALL_SECONDS,
+    DeviceLocks,
+    Holds,
+    Known,
+    LockContended,
+    LockSettings,
+    Members,
+    NodeLocks,
+    lock_wait_message,
+)
+from ascheduler.locks.keys import is_group_key, lock_keys, lock_lease_name
+from ascheduler.locks.memberlease import Member, parse_member
 from ascheduler.model import Node, PodInfo, parse_node, parse_pod
 
 log = structlog.get_logger(__name__)

@@ -15,13 +15,14 @@ from prometheus_client import REGISTRY
 
 from ascheduler.app import build_frameworks
 from ascheduler.binding.binder import BindSettings, LockedBinder
-from ascheduler.binding.members import Members
-from ascheduler.binding.nodelock import LockObject, LockSettings, format_time, group_key
 from ascheduler.cache import Cache
 from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.framework import CycleState, Framework, Status
 from ascheduler.kube import KubeClient
+from ascheduler.locks import LockSettings, Members
+from ascheduler.locks.keys import LockObject, group_key
+from ascheduler.locks.values import format_time
 from ascheduler.metrics import REST_CLIENT_REQUESTS
 from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE

@@ -24,21 +24,19 @@ from ascheduler.binding.binder import (
     LockLease,
     parse_lock_lease,
 )
-from ascheduler.binding.members import Members
-from ascheduler.binding.nodelock import (
+from ascheduler.cache import Cache
+from ascheduler.framework import CycleState, Status
+from ascheduler.framework.interface import BINDING_ANNOTATIONS
+from ascheduler.locks import LockSettings, Members, NodeLocks
+from ascheduler.locks.keys import (
     DEFAULT_KEY,
     HAMI_KEY,
     LockObject,
-    LockSettings,
-    NodeLocks,
     group_key,
     lock_keys,
     lock_lease_name,
     node_lease_name,
 )
-from ascheduler.cache import Cache
-from ascheduler.framework import CycleState, Status
-from ascheduler.framework.interface import BINDING_ANNOTATIONS
 from ascheduler.model import PodInfo, parse_pod
 from tests.kit import FakeClock, make_cache, node, on, pod_info
 from tests.kit import pod as raw_pod

@@ -14,17 +14,17 @@ from typing import Any
 
 import pytest
 
-from ascheduler.binding.members import (
+from ascheduler.kube import ApiError
+from ascheduler.locks import Members
+from ascheduler.locks.memberlease import (
     GROUPS_KEY,
     MEMBER_KEY,
     PEERS_KEY,
-    START,
     Member,
-    Members,
     member_lease_name,
     parse_member,
 )
-from ascheduler.kube import ApiError
+from ascheduler.locks.memberview import START
 
 NS = "ascheduler-system"
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"

@@ -10,23 +10,13 @@ from typing import Any
 
 import pytest
 
-from ascheduler.binding import nodelock
 from ascheduler.binding.binder import BindSettings, _NodeView
-from ascheduler.binding.nodelock import (
-    DEFAULT_KEY,
-    DEFAULT_TIMEOUT,
-    EXPIRE_ENV,
-    HAMI_KEY,
-    Holder,
-    Known,
-    LockContended,
-    LockSettings,
-    NodeLocks,
-    format_time,
-    parse_time,
-)
 from ascheduler.durations import parse_seconds
 from ascheduler.kube import KubeError
+from ascheduler.locks import Known, LockContended, LockSettings, NodeLocks, acquire, handover, hold
+from ascheduler.locks.keys import DEFAULT_KEY, HAMI_KEY
+from ascheduler.locks.settings import DEFAULT_TIMEOUT, EXPIRE_ENV
+from ascheduler.locks.values import Holder, format_time, parse_time
 from ascheduler.model import PodInfo
 from tests.kit import FakeClock, pod_info
 from tests.unit.binding.fakeapi import FakeNodeApi, Fault
@@ -159,7 +149,7 @@ def test_shortfall_counts_the_pods_already_on_the_node() -> None:
 @pytest.fixture(autouse=True)
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retry pauses of a millisecond: these tests count attempts, not time."""
-    monkeypatch.setattr(nodelock, "RETRY_DELAY", 0.001)
+    monkeypatch.setattr(acquire, "RETRY_DELAY", 0.001)
 
 
 ME = "instance-a"
@@ -583,7 +573,7 @@ async def test_a_hand_over_that_never_comes_fails_after_the_attempts() -> None:
     waiter = locks_for(api, clock, handover_wait=0.001)
     with pytest.raises(LockContended, match="instance instance-b"):
         await waiter.acquire("n", a_pod())
-    assert api.log == ["asked"] * nodelock.ATTEMPTS  # it looked, and asked, each time
+    assert api.log == ["asked"] * acquire.ATTEMPTS  # it looked, and asked, each time
     assert api.annotations[DEFAULT_KEY].endswith("instance-b")
 
 
@@ -616,7 +606,7 @@ async def test_a_request_seen_while_the_hold_serves_releases_it_after() -> None:
         locks.observe("n", {**api.annotations, WANTED: "instance-b"})
     assert api.log == [f"lock {ME}", "unlock"]  # not parked
     locks.observe("n", {WANTED: ME})  # our own request is not one to answer
-    clock.advance(nodelock.YIELD_SECONDS)  # (and the other instance has had its turn)
+    clock.advance(handover.YIELD_SECONDS)  # (and the other instance has had its turn)
     async with locks.hold("n", a_pod()):
         pass
     assert api.log[-1] == f"lock {ME}"  # parked
@@ -632,12 +622,12 @@ async def test_a_spent_or_failed_hold_is_not_kept() -> None:
     async with locks.hold("n", a_pod()) as first:
         pass
     # Too little write budget left to serve more: released on the next use, then taken anew.
-    clock.advance(TIMEOUT * nodelock.HOLD_BUDGET - nodelock.REUSE_MARGIN)
+    clock.advance(TIMEOUT * hold.HOLD_BUDGET - hold.REUSE_MARGIN)
     async with locks.hold("n", a_pod()) as second:
         assert second is not first
     assert api.log[2:] == [f"lock {ME}", "unlock", f"lock {ME}"]
     # The background loop lets it go on its own before its budget runs out.
-    clock.advance(TIMEOUT * nodelock.HOLD_BUDGET - nodelock.REUSE_MARGIN)
+    clock.advance(TIMEOUT * hold.HOLD_BUDGET - hold.REUSE_MARGIN)
     await locks.tend(sweep=False)
     assert api.log[-1] == "unlock"
 
@@ -668,7 +658,7 @@ async def test_after_letting_go_for_another_instance_holds_do_not_linger_for_a_w
     async with locks.hold("n", a_pod()):
         pass
     assert api.log[-1] == "unlock"  # released at once: the other instance's turn comes
-    clock.advance(nodelock.YIELD_SECONDS)
+    clock.advance(handover.YIELD_SECONDS)
     await locks.tend(sweep=False)
     async with locks.hold("n", a_pod()):
         pass

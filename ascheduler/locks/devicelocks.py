@@ -33,8 +33,11 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-from ascheduler.binding.nodelock import RELEASE_ALL_SECONDS, Hold, Known, LockSettings, NodeLocks
 from ascheduler.kube import KubeClient, KubeError
+from ascheduler.locks.hold import Hold
+from ascheduler.locks.nodelocks import RELEASE_ALL_SECONDS, NodeLocks
+from ascheduler.locks.settings import LockSettings
+from ascheduler.locks.values import Known
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import parse_resource_claim
 
