@@ -1,10 +1,10 @@
 """What `NodeLocks` knows: the tables every layer of it reads and writes.
 
-`NodeLocks` is built in layers, each a class on top of the one before, each owning one concern
-and the tables it writes (noted at each table below):
+`NodeLocks` is built in layers, each a class on top of the one before and owning one concern
+(a layer calls only into itself and the layers below it):
 
-* `LockTable` (here): the tables, and the questions every layer asks of them (is a value
-  ours, is it stale);
+* `LockTable` (here): the tables, grouped by the layer that mostly writes them, and the
+  questions every layer asks of them (is a value ours, is it stale);
 * `handover.Handover`: what this instance sees of the lock objects, and the hand-over between
   instances (asking for a lock, waiting for it, freeing the pods that waited);
 * `acquire.Acquiring`: the writes: taking a lock, taking another's over, releasing it;
@@ -82,45 +82,58 @@ class LockTable:
         self._clock = clock or (lambda: asyncio.get_running_loop().time())
         self.stats = LockStats()
         self._rng = random.Random()
-        self._local: dict[str, asyncio.Lock] = {}
-        self._held: dict[str, Hold] = {}
-        #: node -> a value of ours whose release failed, and when to try it again (delay)
-        self._leftover: dict[str, str] = {}
-        self._retry_at: dict[str, tuple[float, float]] = {}
-        #: node -> (a lock value on it, loop time this instance first saw that value)
+
+        # What this instance sees (written by `handover.observe`).
+        #: node -> (a lock value on it, loop time this instance first saw that value): the
+        #: staleness clock
         self._seen: dict[str, tuple[str, float]] = {}
         #: node -> the lock value the watch showed last (never our own reads): the watch can
         #: show a hold's value before the write's answer is read, and the hold is then
         #: confirmed as it is taken
         self._watched: dict[str, str] = {}
+        #: nodes whose lock object says another instance waits for our lock
+        self._wanted: set[str] = set()
         #: Binds waiting for another instance to hand a lock over: (the value they met, set
         #: once the lock object shows another).
         self._handovers: dict[str, list[tuple[str, asyncio.Event]]] = {}
+        #: lock key -> pods that met another holder's value there (uid -> that value)
+        self._waiters: dict[str, dict[str, str]] = {}
+        #: Told which pods' lock was let go (`wait_for`), so they are retried at once rather
+        #: than at the end of their backoff; None: nobody listens (no pod is remembered).
+        self.on_free: Callable[[list[str]], None] | None = None
+
+        # The lock writes (`acquire`).
+        #: node -> our hold of its lock, from the acquire until the release is sent
+        self._held: dict[str, Hold] = {}
+        #: node -> a value of ours whose release failed, and when to try it again (delay)
+        self._leftover: dict[str, str] = {}
+        self._retry_at: dict[str, tuple[float, float]] = {}
         #: node -> when our last release left it, and as what
         self._released: dict[str, tuple[float, Known]] = {}
         #: node -> the resourceVersion our last release left (kept however old)
         self._release_version: dict[str, str] = {}
+        #: values that did not parse, reported once each
         self._reported: set[str] = set()
-        self._wake = asyncio.Event()
-        #: When `run()` next looks at its table unwoken (inf: not running)
-        self._round_at = float("inf")
+
+        # Holds shared by binds (`coalescing`).
+        #: lock key -> the asyncio lock of this instance's binds under it
+        self._local: dict[str, asyncio.Lock] = {}
+        #: node -> the asyncio lock of its binds while its locks are groups'
+        self._node_local: dict[str, asyncio.Lock] = {}
         #: node -> a hold of ours kept after its binds, and since when it is idle
         self._parked: dict[str, tuple[Hold, float]] = {}
-        #: nodes whose lock object says another instance waits for our lock
-        self._wanted: set[str] = set()
         #: node -> until when our holds there do not linger (another instance asked)
         self._yield_until: dict[str, float] = {}
         #: lock key -> its lineage (see `Hold.lineage`)
         self._lineage: dict[str, int] = {}
         #: group key -> the hold binds to the group's nodes share now
         self._sharing: dict[str, SharedHold] = {}
-        #: node -> the asyncio lock of its binds while its locks are groups'
-        self._node_local: dict[str, asyncio.Lock] = {}
-        #: lock key -> pods that met another holder's value there (uid -> that value)
-        self._waiters: dict[str, dict[str, str]] = {}
-        #: Told which pods' lock was let go (`wait_for`), so they are retried at once rather
-        #: than at the end of their backoff; None: nobody listens (no pod is remembered).
-        self.on_free: Callable[[list[str]], None] | None = None
+
+        # The background round (`sweep`).
+        #: set to run a round now
+        self._wake = asyncio.Event()
+        #: When `run()` next looks at its table unwoken (inf: not running)
+        self._round_at = float("inf")
 
     def foreign(self, node: str) -> bool:
         """Whether `node`'s lock object, as last seen, holds a lock that is not ours."""

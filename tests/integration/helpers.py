@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from ascheduler.binding.binder import LEASE_GROUP, LEASE_NODE
+from ascheduler.binding.leases import LEASE_GROUP, LEASE_NODE
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.devcluster.processes import ProcessRecord

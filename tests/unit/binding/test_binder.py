@@ -16,14 +16,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from ascheduler.binding.binder import (
-    LEASE_GROUP,
-    LEASE_NODE,
-    BindSettings,
-    LockedBinder,
-    LockLease,
-    parse_lock_lease,
-)
+from ascheduler.binding.binder import BindSettings, LockedBinder
+from ascheduler.binding.leases import LEASE_GROUP, LEASE_NODE, LockLease, parse_lock_lease
 from ascheduler.cache import Cache
 from ascheduler.framework import CycleState, Status
 from ascheduler.framework.interface import BINDING_ANNOTATIONS

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from ascheduler.binding.binder import BindSettings, _NodeView
+from ascheduler.binding.binder import BindSettings
+from ascheduler.binding.revalidation import NodeView
 from ascheduler.durations import parse_seconds
 from ascheduler.kube import KubeError
 from ascheduler.locks import Known, LockContended, LockSettings, NodeLocks, acquire, handover, hold
@@ -122,7 +123,7 @@ def _pod(uid: str, requests: dict[str, str], phase: str = "Running") -> Any:
 
 def shortfall(pod: PodInfo, allocatable: dict[str, int], on_node: list[PodInfo]) -> list[str]:
     """What a hold's re-validation finds `pod` short of, on a view of `on_node`."""
-    return _NodeView.of(on_node, fresh=True).usage.shortfall(pod, allocatable)
+    return NodeView.of(on_node, fresh=True).usage.shortfall(pod, allocatable)
 
 
 def test_shortfall_counts_the_pods_already_on_the_node() -> None:
