@@ -61,12 +61,12 @@ from ascheduler.http import SecureServing, parse_address
 from ascheduler.locks import LockSettings
 from ascheduler.locks.keys import DEFAULT_KEY, HAMI_KEY, LOCK_OBJECTS, LockObject, lock_object_of
 from ascheduler.locks.settings import (
-    DEFAULT_LEASE_GROUPS,
     DEFAULT_LINGER,
     DEFAULT_MEMBER_SECONDS,
     EXPIRE_ENV,
     MAX_LEASE_GROUPS,
     WHEN_ALONE,
+    default_lease_groups,
 )
 from ascheduler.queue import QueueSettings
 
@@ -172,7 +172,7 @@ class SchedulerConfig:
     #: kube-scheduler's HTTP extenders, consulted after the plugins.
     extenders: tuple[ExtenderConfig, ...] = ()
     #: Whether the file named `nodeLock.leaseGroups`: if not, the number follows where the
-    #: flags put the locks (`DEFAULT_LEASE_GROUPS` on Leases, none on Nodes).
+    #: flags put the locks (`default_lease_groups`).
     lease_groups_named: bool = False
     #: The feature gates on (`--feature-gates`).
     features: frozenset[str] = field(default_factory=features.defaults)
@@ -335,8 +335,7 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
         groups = lock.lease_groups
         if not config.lease_groups_named:
             # The default, for wherever the flags put the locks.
-            on_leases = lock_object_of(o.node_lock_key or lock.key, on) == "lease"
-            groups = DEFAULT_LEASE_GROUPS if on_leases else 0
+            groups = default_lease_groups(lock_object_of(o.node_lock_key or lock.key, on))
     try:
         lock = dataclasses.replace(
             lock, key=o.node_lock_key or lock.key, on=on, lease_groups=groups
@@ -579,7 +578,7 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
     lease_groups = p.int_(
         lock.get("leaseGroups"),
         "ascheduler.nodeLock.leaseGroups",
-        DEFAULT_LEASE_GROUPS if on_leases else 0,
+        default_lease_groups(lock_settings.lock_object),
         low=0,
         high=MAX_LEASE_GROUPS,
     )
