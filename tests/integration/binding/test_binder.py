@@ -59,7 +59,7 @@ async def setup(
     listing = await kube.get(f"/api/v1/namespaces/{namespace}/pods")
     ours = [parse_pod(p) for p in listing["items"] if p["metadata"]["name"][1:].isdigit()]
     pods = sorted(ours, key=lambda p: int(p.name[1:]))
-    # Released at once (lingering holds: tests/unit/binding/test_nodelock.py, and the
+    # Released at once (lingering holds: tests/unit/locks/test_coalescing.py, and the
     # multi-instance tests, whose instances linger by default).
     settings = BindSettings(policy="all", lock=LockSettings(on=on, linger=0.0))
     return fw, LockedBinder(kube, settings), pods

@@ -34,8 +34,8 @@ from ascheduler.locks.keys import (
 from ascheduler.model import PodInfo, parse_pod
 from tests.kit import FakeClock, make_cache, node, on, pod_info
 from tests.kit import pod as raw_pod
-from tests.unit.binding.fakeapi import FakeNodeApi
-from tests.unit.binding.test_members import NS, Client, Store, observe_all
+from tests.unit.locks.fakeapi import FakeNodeApi
+from tests.unit.locks.test_members import NS, Client, Store, observe_all
 
 ME = "instance-a"
 
@@ -784,3 +784,8 @@ async def test_a_shared_group_hold_is_let_go_when_its_last_user_is_cancelled() -
     assert api.log == [f"lock {ME}", "unlock"]
     assert binder.locks.held == {}
     assert binder.locks._sharing == {}
+
+
+def test_policy_is_validated() -> None:
+    with pytest.raises(ValueError, match="policy must be one of"):
+        BindSettings(policy="sometimes")

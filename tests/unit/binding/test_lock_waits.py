@@ -22,7 +22,7 @@ from ascheduler.locks.values import format_time
 from ascheduler.scheduler import Scheduler
 from tests.kit import FakeClock, pod_info
 from tests.kit.scheduling import Env, make_node, make_pod, pop
-from tests.unit.binding.fakeapi import FakeNodeApi, Fault
+from tests.unit.locks.fakeapi import FakeNodeApi, Fault
 
 ME = "instance-a"
 OTHER = "instance-b"
