@@ -38,7 +38,7 @@ renewed every `duration / 5` seconds, and writes in it the other members it has 
 **Lease groups.** Each member writes on its Lease how many lease groups it locks nodes in
 (`ascheduler.io/lease-groups`; none written, as by an instance that predates them: a Lease per
 node). A bind takes its node's lock under its own grouping and under every other live member's
-(see `nodelock`). Any two instances then share a lock for every node they both bind to: of
+(see `keys`). Any two instances then share a lock for every node they both bind to: of
 the two, one at least knew the other before its first bind (the newcomer lists the members
 after writing its Lease, and so does an instance coming back under a new identity, before it
 binds again), and that one takes the other's locks too.
