@@ -29,13 +29,15 @@ BOUND_KEPT: Final = 64
 
 @dataclass
 class Hold:
-    """A lock this instance holds on one node."""
+    """A lock this instance holds: one key's (a node's own, or a lease group's)."""
 
+    #: The lock key (a node's name, or a group's `<index>/<G>`).
     node: str
     value: str
-    #: The node's resourceVersion after our last write of it.
+    #: The lock object's resourceVersion after our last write of it.
     version: str
-    #: The node as our lock patch (or read) returned it: authoritative allocatable.
+    #: The lock object as our lock write (or read) returned it: on Nodes, the Node, whose
+    #: allocatable the binder then reads off it.
     node_obj: Mapping[str, Any]
     #: Times (on `clock`) until which writes may start, and after which they are cut off.
     write_until: float
