@@ -21,9 +21,7 @@ from typing import Any
 import structlog
 
 from ascheduler import heap, metrics
-from ascheduler.binding import requests
 from ascheduler.binding.binder import LockedBinder
-from ascheduler.binding.members import Members, witnessing
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
 from ascheduler.debug import DebugEndpoints, Diagnoses, log_cache_check
@@ -46,7 +44,9 @@ from ascheduler.kube import KubeClient
 from ascheduler.kube.client import RateLimiter
 from ascheduler.kube.informer import Informer
 from ascheduler.leader import LeaderElector, LostLeadership
+from ascheduler.locks import Members, witnessing
 from ascheduler.model import Node, PodInfo, dra, parse_node, storage
+from ascheduler.model import bindrequest as requests
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.bindrequest import with_bind_requests
 from ascheduler.plugins.coscheduling import GANG_GATE
@@ -406,7 +406,7 @@ async def serve(
     if health is not None:
         health.not_ready = not_ready
     members = _members(runtime)
-    # Registered before the informers list the cluster: see `binding.members`.
+    # Registered before the informers list the cluster: see `locks.members`.
     if members is not None and not await members.join_unless(stop):
         return
     try:

@@ -17,7 +17,7 @@ always), and `delayCacheUntilActive`: ascheduler always fills its informers' cac
 it leads (its `true`), whatever the file says; `false`, kube-scheduler's warm standby, is not
 honoured (a standby keeps no watches, and lists the cluster when it takes over): an
 instance that takes node locks joins its peers' member Leases before its informers list the
-cluster (`binding.members`), and a standby, binding nothing, must not join.
+cluster (`locks.members`), and a standby, binding nothing, must not join.
 """
 
 from __future__ import annotations
@@ -41,20 +41,6 @@ from ascheduler.binding.binder import (
     BindSettings,
     LockPolicy,
 )
-from ascheduler.binding.members import DEFAULT_MEMBER_SECONDS
-from ascheduler.binding.nodelock import (
-    DEFAULT_KEY,
-    DEFAULT_LEASE_GROUPS,
-    DEFAULT_LINGER,
-    EXPIRE_ENV,
-    HAMI_KEY,
-    LOCK_OBJECTS,
-    MAX_LEASE_GROUPS,
-    WHEN_ALONE,
-    LockObject,
-    LockSettings,
-    lock_object_of,
-)
 from ascheduler.configprofiles import Problems, profile, queue_sort_problems
 from ascheduler.debug import MODES as DEBUG_MODES
 from ascheduler.debug import is_loopback
@@ -72,6 +58,16 @@ from ascheduler.framework.args import decode, encode
 from ascheduler.framework.extender import ExtenderConfig, ignored_by_scheduler
 from ascheduler.framework.extender import validate as validate_extenders
 from ascheduler.http import SecureServing, parse_address
+from ascheduler.locks import LockSettings
+from ascheduler.locks.keys import DEFAULT_KEY, HAMI_KEY, LOCK_OBJECTS, LockObject, lock_object_of
+from ascheduler.locks.settings import (
+    DEFAULT_LINGER,
+    DEFAULT_MEMBER_SECONDS,
+    EXPIRE_ENV,
+    MAX_LEASE_GROUPS,
+    WHEN_ALONE,
+    default_lease_groups,
+)
 from ascheduler.queue import QueueSettings
 
 API_VERSION: Final = "kubescheduler.config.k8s.io/v1"
@@ -176,7 +172,7 @@ class SchedulerConfig:
     #: kube-scheduler's HTTP extenders, consulted after the plugins.
     extenders: tuple[ExtenderConfig, ...] = ()
     #: Whether the file named `nodeLock.leaseGroups`: if not, the number follows where the
-    #: flags put the locks (`DEFAULT_LEASE_GROUPS` on Leases, none on Nodes).
+    #: flags put the locks (`default_lease_groups`).
     lease_groups_named: bool = False
     #: The feature gates on (`--feature-gates`).
     features: frozenset[str] = field(default_factory=features.defaults)
@@ -339,8 +335,7 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
         groups = lock.lease_groups
         if not config.lease_groups_named:
             # The default, for wherever the flags put the locks.
-            on_leases = lock_object_of(o.node_lock_key or lock.key, on) == "lease"
-            groups = DEFAULT_LEASE_GROUPS if on_leases else 0
+            groups = default_lease_groups(lock_object_of(o.node_lock_key or lock.key, on))
     try:
         lock = dataclasses.replace(
             lock, key=o.node_lock_key or lock.key, on=on, lease_groups=groups
@@ -583,7 +578,7 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
     lease_groups = p.int_(
         lock.get("leaseGroups"),
         "ascheduler.nodeLock.leaseGroups",
-        DEFAULT_LEASE_GROUPS if on_leases else 0,
+        default_lease_groups(lock_settings.lock_object),
         low=0,
         high=MAX_LEASE_GROUPS,
     )

@@ -22,11 +22,11 @@ from typing import Any, Final
 import structlog
 
 from ascheduler import metrics
-from ascheduler.binding.requests import BindRequest
-from ascheduler.binding.requests import object_path as request_path
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import STRATEGIC_MERGE_PATCH
 from ascheduler.model import PodInfo
+from ascheduler.model.bindrequest import BindRequest
+from ascheduler.model.bindrequest import object_path as request_path
 from ascheduler.waits import wait_event
 
 log = structlog.get_logger(__name__)

@@ -29,16 +29,11 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
-from ascheduler.binding.nodelock import (
-    BOUND_SUFFIX,
-    DEFAULT_KEY,
-    WANTED_SUFFIX,
-    node_lease_name,
-    replaced,
-)
 from ascheduler.devcluster import ControlPlane
 from ascheduler.kube import KubeClient
 from ascheduler.kube.client import MERGE_PATCH
+from ascheduler.locks.keys import BOUND_SUFFIX, DEFAULT_KEY, WANTED_SUFFIX, node_lease_name
+from ascheduler.locks.values import replaced
 from benchmarks.common import bench_plane, cpu_seconds
 from benchmarks.workloads import basic_pod
 

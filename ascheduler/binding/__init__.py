@@ -1,1 +1,1 @@
-"""Binding: node locks and the bind-phase protocol."""
+"""Binding: the bind-phase protocol under node locks (`ascheduler.locks`), and BindRequests."""

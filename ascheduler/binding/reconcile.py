@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final
 
-from ascheduler.binding.requests import FAILED, PENDING, SUCCEEDED, BindRequest
 from ascheduler.model import PodInfo
+from ascheduler.model.bindrequest import FAILED, PENDING, SUCCEEDED, BindRequest
 
 #: The longest wait between two attempts of one request.
 MAX_BACKOFF: Final = 60.0

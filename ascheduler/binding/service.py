@@ -35,16 +35,7 @@ import structlog
 
 from ascheduler import heap, metrics
 from ascheduler.binding.binder import LockedBinder
-from ascheduler.binding.members import witnessing
 from ascheduler.binding.reconcile import Act, after_failed_bind, backoff, decide
-from ascheduler.binding.requests import (
-    FAILED,
-    PLURAL,
-    BindRequest,
-    collection_path,
-    object_path,
-    parse_bind_request,
-)
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
 from ascheduler.framework import CycleState, Framework, Handle
@@ -54,7 +45,16 @@ from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import MERGE_PATCH, RateLimiter
 from ascheduler.kube.informer import Informer
 from ascheduler.leader import LeaderElector, LostLeadership
+from ascheduler.locks import witnessing
 from ascheduler.model import Node, PodInfo, parse_node, parse_pod
+from ascheduler.model.bindrequest import (
+    FAILED,
+    PLURAL,
+    BindRequest,
+    collection_path,
+    object_path,
+    parse_bind_request,
+)
 from ascheduler.plugins import IN_TREE
 from ascheduler.waits import wait_event
 
@@ -437,7 +437,7 @@ class RequestBinder:
         """Informers, then the workers once they synced, until `stop`; then the requests in
         hand are finished (for `grace` seconds at most) and the node locks released."""
         members = self.binder.members
-        # Registered before the informers list the cluster: see `binding.members`.
+        # Registered before the informers list the cluster: see `locks.members`.
         if members is not None and not await members.join_unless(stop):
             return
         try:

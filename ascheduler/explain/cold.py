@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascheduler.app import Runtime, build
-from ascheduler.binding.binder import LEASE_INFORMER
+from ascheduler.binding.leases import LEASE_INFORMER
 from ascheduler.config import SchedulerConfig
 from ascheduler.explain.core import Capacity, Explanation, capacity, explain_with_extenders
 from ascheduler.framework import Registry

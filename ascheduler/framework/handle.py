@@ -19,9 +19,9 @@ from ascheduler.framework.waiting import WaitingPods
 from ascheduler.model import PodInfo
 
 if TYPE_CHECKING:
-    from ascheduler.binding.devicelocks import DeviceLocks
     from ascheduler.framework.attachments import AttachedVolumes
     from ascheduler.kube import KubeClient
+    from ascheduler.locks import DeviceLocks
 
 
 class FilterRunner(Protocol):

@@ -1,5 +1,5 @@
 """BindRequestBinder: the Bind extension point of `--binding bindrequest` mode. Instead of a
-Binding it writes a BindRequest (`ascheduler.binding.requests`) naming the pod, its UID and
+Binding it writes a BindRequest (`ascheduler.model.bindrequest`) naming the pod, its UID and
 the node; `ascheduler binder` binds the pod. The pod stays assumed on its node until the
 informer shows it bound, or its request fails for good.
 
@@ -17,7 +17,13 @@ import asyncio
 import dataclasses
 from typing import Final
 
-from ascheduler.binding.requests import (
+from ascheduler.framework.handle import Handle
+from ascheduler.framework.interface import SUCCESS, BindPlugin, CycleState, Status
+from ascheduler.framework.registry import NoArgs, Registration
+from ascheduler.framework.runtime import PluginRef, ProfileSpec
+from ascheduler.kube import KubeClient, KubeError
+from ascheduler.model import PodInfo
+from ascheduler.model.bindrequest import (
     DEFAULT_BACKOFF_LIMIT,
     FAILED,
     claim_names,
@@ -26,12 +32,6 @@ from ascheduler.binding.requests import (
     parse_bind_request,
     request_body,
 )
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import SUCCESS, BindPlugin, CycleState, Status
-from ascheduler.framework.registry import NoArgs, Registration
-from ascheduler.framework.runtime import PluginRef, ProfileSpec
-from ascheduler.kube import KubeClient, KubeError
-from ascheduler.model import PodInfo
 
 NAME: Final = "BindRequestBinder"
 ATTEMPTS: Final = 5

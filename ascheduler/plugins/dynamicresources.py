@@ -32,7 +32,7 @@ where the pod may go (`dra.reservations`); otherwise PreBind fails and the pod i
 Unreserve undoes only the claim writes of its own cycle, and only those the pod will not use,
 as the API server shows the pod: none once it is bound where the allocation admits it. With
 node locks on, new allocations are written under the locks of their node and network-attached
-pools, after the API server's claims show none of their devices taken (`binding.devicelocks`),
+pools, after the API server's claims show none of their devices taken (`locks.devicelocks`),
 so several instances never allocate one device twice. PostFilter deallocates one allocated
 claim that kept the pod off every node and that no other pod uses, as kube-scheduler does, so
 the next attempt can allocate it afresh.
@@ -50,8 +50,6 @@ from typing import Any, Final
 import numpy as np
 import structlog
 
-from ascheduler.binding.devicelocks import LABEL_PREFIX, DeviceTaken, pool_label
-from ascheduler.binding.nodelock import Known, LockContended, lock_wait_message
 from ascheduler.dra.allocator import (
     INVALID_POOLS,
     AllocationError,
@@ -90,6 +88,8 @@ from ascheduler.framework.interface import (
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import Registration
 from ascheduler.kube import KubeClient, KubeError
+from ascheduler.locks import DeviceTaken, Known, LockContended, lock_wait_message
+from ascheduler.locks.devicelocks import LABEL_PREFIX, pool_label
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import (
     ALL,
@@ -205,7 +205,7 @@ class _Counted:
 
 
 def _pool_labels(labels: Any, allocation: Allocation) -> dict[str, str]:
-    """A claim's labels with one per pool `allocation` draws from (`devicelocks`), and none
+    """A claim's labels with one per pool `allocation` draws from (`locks.devicelocks`), and none
     left from an earlier allocation."""
     out = {
         str(k): str(v)

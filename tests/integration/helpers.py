@@ -10,18 +10,13 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from ascheduler.binding.binder import LEASE_GROUP, LEASE_NODE
-from ascheduler.binding.nodelock import (
-    DEFAULT_KEY,
-    DEFAULT_LEASE_GROUPS,
-    group_key,
-    is_group_key,
-    lock_lease_name,
-)
+from ascheduler.binding.leases import LEASE_GROUP, LEASE_NODE
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.devcluster.processes import ProcessRecord
 from ascheduler.kube import ApiError, KubeClient
+from ascheduler.locks.keys import DEFAULT_KEY, group_key, is_group_key, lock_lease_name
+from ascheduler.locks.settings import DEFAULT_LEASE_GROUPS
 
 T = TypeVar("T")
 

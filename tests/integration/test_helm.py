@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
-from ascheduler.binding.members import MEMBER_PREFIX
-from ascheduler.binding.nodelock import DEFAULT_LEASE_GROUPS, group_key, lock_lease_name
 from ascheduler.devcluster import ControlPlane, ensure_built
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.kube import ApiError, KubeClient
+from ascheduler.locks.keys import group_key, lock_lease_name
+from ascheduler.locks.memberlease import MEMBER_PREFIX
+from ascheduler.locks.settings import DEFAULT_LEASE_GROUPS
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import create_pods, eventually, pause_pod, wait_bound
 from tests.integration.test_deploy import (

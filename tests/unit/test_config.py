@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ascheduler.binding.nodelock import DEFAULT_LEASE_GROUPS
 from ascheduler.config import Overrides, parse, resolve, to_document
 from ascheduler.framework import ConfigError
+from ascheduler.locks.settings import DEFAULT_LEASE_GROUPS
 from ascheduler.plugins import IN_TREE
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"

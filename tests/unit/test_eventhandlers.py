@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ascheduler.binding.requests import parse_bind_request, request_body
 from ascheduler.config import DEFAULT_SCHEDULER_NAME
 from ascheduler.framework import ClusterEvent, QueuedPodInfo
 from ascheduler.framework.nodes import CPU, PODS
 from ascheduler.model import PodInfo, parse_node, parse_pod
+from ascheduler.model.bindrequest import parse_bind_request, request_body
 from ascheduler.model.storage import (
     parse_claim,
     parse_csi_node,

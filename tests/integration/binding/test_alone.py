@@ -16,14 +16,14 @@ import aiohttp
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from ascheduler.binding.members import MEMBER_KEY, MEMBER_PREFIX, PEERS_KEY
-from ascheduler.binding.nodelock import DEFAULT_KEY, GROUP_LEASE_PREFIX, NODE_LEASE_PREFIX
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.faultproxy import WriteFaults
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState, free_port
 from ascheduler.devcluster.processes import is_alive
 from ascheduler.kube import KubeClient
+from ascheduler.locks.keys import DEFAULT_KEY, GROUP_LEASE_PREFIX, NODE_LEASE_PREFIX
+from ascheduler.locks.memberlease import MEMBER_KEY, MEMBER_PREFIX, PEERS_KEY
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import create_pods, eventually, pause_pod, scheduler, wait_bound
 

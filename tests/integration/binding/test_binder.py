@@ -15,13 +15,14 @@ from prometheus_client import REGISTRY
 
 from ascheduler.app import build_frameworks
 from ascheduler.binding.binder import BindSettings, LockedBinder
-from ascheduler.binding.members import Members
-from ascheduler.binding.nodelock import LockObject, LockSettings, format_time, group_key
 from ascheduler.cache import Cache
 from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.framework import CycleState, Framework, Status
 from ascheduler.kube import KubeClient
+from ascheduler.locks import LockSettings, Members
+from ascheduler.locks.keys import LockObject, group_key
+from ascheduler.locks.values import format_time
 from ascheduler.metrics import REST_CLIENT_REQUESTS
 from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
@@ -58,7 +59,7 @@ async def setup(
     listing = await kube.get(f"/api/v1/namespaces/{namespace}/pods")
     ours = [parse_pod(p) for p in listing["items"] if p["metadata"]["name"][1:].isdigit()]
     pods = sorted(ours, key=lambda p: int(p.name[1:]))
-    # Released at once (lingering holds: tests/unit/binding/test_nodelock.py, and the
+    # Released at once (lingering holds: tests/unit/locks/test_coalescing.py, and the
     # multi-instance tests, whose instances linger by default).
     settings = BindSettings(policy="all", lock=LockSettings(on=on, linger=0.0))
     return fw, LockedBinder(kube, settings), pods

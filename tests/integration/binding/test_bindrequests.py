@@ -16,12 +16,12 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from ascheduler.binding.requests import collection_path
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState, free_port
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
 from ascheduler.kube import KubeClient
+from ascheduler.model.bindrequest import collection_path
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
     create_pods,

@@ -15,18 +15,14 @@ from typing import Any
 
 import pytest
 
-from ascheduler.binding.nodelock import (
-    DEFAULT_KEY,
-    DEFAULT_LEASE_GROUPS,
-    GROUP_LEASE_PREFIX,
-    format_time,
-    group_key,
-)
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.devcluster.processes import is_alive
 from ascheduler.kube import KubeClient
+from ascheduler.locks.keys import DEFAULT_KEY, GROUP_LEASE_PREFIX, group_key
+from ascheduler.locks.settings import DEFAULT_LEASE_GROUPS
+from ascheduler.locks.values import format_time
 from tests.integration.binding.test_multi_instance_dra import RESOURCE, claim_body, slice_body
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (

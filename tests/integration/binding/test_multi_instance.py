@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from ascheduler.binding.nodelock import DEFAULT_KEY, DEFAULT_LEASE_GROUPS, format_time, group_key
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.devcluster.processes import is_alive
 from ascheduler.kube import KubeClient
+from ascheduler.locks.keys import DEFAULT_KEY, group_key
+from ascheduler.locks.settings import DEFAULT_LEASE_GROUPS
+from ascheduler.locks.values import format_time
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
     create_pods,

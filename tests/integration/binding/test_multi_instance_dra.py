@@ -7,11 +7,11 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from ascheduler.binding.devicelocks import LEASE_PREFIX
 from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.kube import KubeClient
+from ascheduler.locks.devicelocks import LEASE_PREFIX
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
     claiming_pod,

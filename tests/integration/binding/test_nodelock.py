@@ -7,16 +7,10 @@ from typing import Any
 
 import pytest
 
-from ascheduler.binding.nodelock import (
-    DEFAULT_KEY,
-    HAMI_KEY,
-    WANTED_SUFFIX,
-    LockContended,
-    LockSettings,
-    NodeLocks,
-)
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.kube import KubeClient
+from ascheduler.locks import LockContended, LockSettings, NodeLocks
+from ascheduler.locks.keys import DEFAULT_KEY, HAMI_KEY, WANTED_SUFFIX
 from ascheduler.model import PodInfo, parse_pod
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import create_pods, eventually, pause_pod

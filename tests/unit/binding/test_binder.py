@@ -16,34 +16,26 @@ from typing import Any
 import aiohttp
 import pytest
 
-from ascheduler.binding.binder import (
-    LEASE_GROUP,
-    LEASE_NODE,
-    BindSettings,
-    LockedBinder,
-    LockLease,
-    parse_lock_lease,
-)
-from ascheduler.binding.members import Members
-from ascheduler.binding.nodelock import (
+from ascheduler.binding.binder import BindSettings, LockedBinder
+from ascheduler.binding.leases import LEASE_GROUP, LEASE_NODE, LockLease, parse_lock_lease
+from ascheduler.cache import Cache
+from ascheduler.framework import CycleState, Status
+from ascheduler.framework.interface import BINDING_ANNOTATIONS
+from ascheduler.locks import LockSettings, Members, NodeLocks
+from ascheduler.locks.keys import (
     DEFAULT_KEY,
     HAMI_KEY,
     LockObject,
-    LockSettings,
-    NodeLocks,
     group_key,
     lock_keys,
     lock_lease_name,
     node_lease_name,
 )
-from ascheduler.cache import Cache
-from ascheduler.framework import CycleState, Status
-from ascheduler.framework.interface import BINDING_ANNOTATIONS
 from ascheduler.model import PodInfo, parse_pod
 from tests.kit import FakeClock, make_cache, node, on, pod_info
 from tests.kit import pod as raw_pod
-from tests.unit.binding.fakeapi import FakeNodeApi
-from tests.unit.binding.test_members import NS, Client, Store, observe_all
+from tests.unit.locks.fakeapi import FakeNodeApi
+from tests.unit.locks.test_members import NS, Client, Store, observe_all
 
 ME = "instance-a"
 
@@ -792,3 +784,8 @@ async def test_a_shared_group_hold_is_let_go_when_its_last_user_is_cancelled() -
     assert api.log == [f"lock {ME}", "unlock"]
     assert binder.locks.held == {}
     assert binder.locks._sharing == {}
+
+
+def test_policy_is_validated() -> None:
+    with pytest.raises(ValueError, match="policy must be one of"):
+        BindSettings(policy="sometimes")

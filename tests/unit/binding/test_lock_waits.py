@@ -15,18 +15,14 @@ import datetime as dt
 import pytest
 
 from ascheduler.binding.binder import BindSettings, LockedBinder
-from ascheduler.binding.nodelock import (
-    DEFAULT_KEY,
-    LockContended,
-    LockSettings,
-    NodeLocks,
-    format_time,
-)
 from ascheduler.framework import Code, Status
+from ascheduler.locks import LockContended, LockSettings, NodeLocks
+from ascheduler.locks.keys import DEFAULT_KEY
+from ascheduler.locks.values import format_time
 from ascheduler.scheduler import Scheduler
 from tests.kit import FakeClock, pod_info
 from tests.kit.scheduling import Env, make_node, make_pod, pop
-from tests.unit.binding.fakeapi import FakeNodeApi, Fault
+from tests.unit.locks.fakeapi import FakeNodeApi, Fault
 
 ME = "instance-a"
 OTHER = "instance-b"

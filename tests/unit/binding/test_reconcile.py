@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from ascheduler.binding.reconcile import Act, after_failed_bind, backoff, decide
-from ascheduler.binding.requests import parse_bind_request
 from ascheduler.model import PodInfo
+from ascheduler.model.bindrequest import parse_bind_request
 from tests.kit import parsed, pod
 
 

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ascheduler.binding.devicelocks import LABEL_PREFIX, pool_label
 from ascheduler.cache import Cache
 from ascheduler.framework import (
     ClusterEvent,
@@ -19,6 +18,7 @@ from ascheduler.framework import (
     PreScorePlugin,
     Status,
 )
+from ascheduler.locks.devicelocks import LABEL_PREFIX, pool_label
 from ascheduler.model import parse_pod
 from ascheduler.model.dra import (
     AllocatedDevice,

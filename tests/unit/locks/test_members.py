@@ -14,17 +14,17 @@ from typing import Any
 
 import pytest
 
-from ascheduler.binding.members import (
+from ascheduler.kube import ApiError
+from ascheduler.locks import Members
+from ascheduler.locks.memberlease import (
     GROUPS_KEY,
     MEMBER_KEY,
     PEERS_KEY,
-    START,
     Member,
-    Members,
     member_lease_name,
     parse_member,
 )
-from ascheduler.kube import ApiError
+from ascheduler.locks.memberview import START
 
 NS = "ascheduler-system"
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
@@ -314,22 +314,6 @@ async def test_an_instance_that_may_not_bind_alone_still_acknowledges_others() -
     assert a.alone
 
 
-def test_other_leases_are_not_members() -> None:
-    assert parse_member({"metadata": {"name": "ascheduler-node-n1", "annotations": {}}}) is None
-    assert parse_member({"metadata": {"name": "ascheduler-member-x"}}) is None
-    member = parse_member(
-        {
-            "metadata": {
-                "name": "ascheduler-member-x",
-                "annotations": {MEMBER_KEY: "x", PEERS_KEY: "a,b"},
-            },
-            "spec": {"renewTime": "2026-01-01T00:00:00.000000Z"},
-        }
-    )
-    assert member is not None
-    assert (member.identity, member.peers) == ("x", frozenset({"a", "b"}))
-
-
 async def witness_once(members: Members) -> None:
     """One read of `Members.witness` (its loop then sleeps; cancelled here)."""
     task = asyncio.ensure_future(members.witness())
@@ -451,21 +435,6 @@ async def test_each_member_s_lease_groups_are_known_to_the_others() -> None:
     # A member gone takes its grouping with it.
     a.observe_gone("b")
     assert a.groupings() == {32}
-
-
-@pytest.mark.parametrize(
-    ("written", "read"), [(None, 0), ("8", 8), ("-3", 0), ("x", 0), ("9" * 12, 0)]
-)
-def test_a_member_s_lease_groups_read_as_a_lease_per_node_unless_a_count(
-    written: str | None, read: int
-) -> None:
-    annotations = {MEMBER_KEY: "m"}
-    if written is not None:
-        annotations[GROUPS_KEY] = written
-    raw = {"metadata": {"name": member_lease_name("m"), "annotations": annotations}}
-    member = parse_member(raw)
-    assert member is not None
-    assert member.lease_groups == read
 
 
 def lease_of(store: Store, name: str) -> Member:

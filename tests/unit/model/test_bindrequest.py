@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ascheduler.binding.requests import (
+from ascheduler.model.bindrequest import (
     API_VERSION,
     DEFAULT_BACKOFF_LIMIT,
     FAILED,

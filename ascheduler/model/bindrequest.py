@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ascheduler.model import PodInfo
+from ascheduler.model.pod import PodInfo
 
 GROUP: Final = "ascheduler.io"
 VERSION: Final = "v1alpha1"

@@ -6,7 +6,7 @@ only once their informers bring them, so without more, both could give the same 
 two different claims. With node locks on (policy `devices` or `all`), DynamicResources writes
 a claim's *new* allocation only inside `DeviceLocks.hold`, which holds
 
-* the node lock of the pod's node (`nodelock`), when any device comes from a node-local
+* the node lock of the pod's node (`nodelocks`), when any device comes from a node-local
   slice: such a device can only ever be allocated to a pod on that node, so every instance
   allocating it holds that node's lock;
 * for each network-attached pool the allocation draws from (slices with a node selector or
@@ -33,8 +33,11 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-from ascheduler.binding.nodelock import RELEASE_ALL_SECONDS, Hold, Known, LockSettings, NodeLocks
 from ascheduler.kube import KubeClient, KubeError
+from ascheduler.locks.hold import Hold
+from ascheduler.locks.nodelocks import RELEASE_ALL_SECONDS, NodeLocks
+from ascheduler.locks.settings import LockSettings
+from ascheduler.locks.values import Known
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import parse_resource_claim
 
