@@ -24,7 +24,8 @@ from ascheduler import heap, metrics
 from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
-from ascheduler.debug import DebugEndpoints, Diagnoses, log_cache_check
+from ascheduler.debug import DebugEndpoints, log_cache_check
+from ascheduler.diagnoses import Diagnoses
 from ascheduler.eventhandlers import EventRouter
 from ascheduler.events import StatusWriter
 from ascheduler.framework import (

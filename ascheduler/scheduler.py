@@ -40,7 +40,7 @@ import structlog
 from ascheduler import metrics
 from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
-from ascheduler.debug import Diagnoses
+from ascheduler.diagnoses import Diagnoses
 from ascheduler.events import StatusWriter
 from ascheduler.framework import (
     BINDING_SLOT,
