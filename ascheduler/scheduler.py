@@ -60,7 +60,6 @@ from ascheduler.framework.extender import EXTENDER, ExtenderError
 from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.waiting import WaitingPods
 from ascheduler.model import PodInfo
-from ascheduler.plugins.defaultpreemption import DefaultPreemption
 from ascheduler.preemption import Evictions
 from ascheduler.queue import SchedulingQueue
 
@@ -145,9 +144,7 @@ class Scheduler:
             binder.locks.on_free = self._lock_freed
         for fw in self.frameworks.values():
             fw.handle.wake = self._wake
-            for plugin in fw.post_filter_plugins:
-                if isinstance(plugin, DefaultPreemption):
-                    plugin.evictor = self.evictions
+            fw.handle.evictor = self.evictions
 
     def _wake(self, uids: Iterable[str]) -> None:
         """A plugin's `handle.wake`: the pods are woken, keeping their backoff."""

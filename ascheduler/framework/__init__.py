@@ -8,7 +8,7 @@ it is given (`PodInfo`, `Node`) are re-exported from `ascheduler.model`. `RowFil
 """
 
 from ascheduler.framework.errors import ConfigError, PluginArgsError
-from ascheduler.framework.handle import Handle
+from ascheduler.framework.handle import Evictor, Handle
 from ascheduler.framework.interface import (
     BINDING_SLOT,
     EXTENSION_POINTS,
@@ -82,6 +82,7 @@ __all__ = [
     "Diagnosis",
     "DryRun",
     "EnqueueExtensions",
+    "Evictor",
     "ExplainFilterPlugin",
     "ExtenderPostFilterPlugin",
     "ExtensionPoint",

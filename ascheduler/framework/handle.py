@@ -39,6 +39,18 @@ class FilterRunner(Protocol):
     ) -> Status: ...
 
 
+class Evictor(Protocol):
+    """Carries out a preemption a PostFilter chose, off the scheduling cycle (the
+    scheduler's `preemption.Evictions`): the victims' DisruptionTarget conditions and
+    deletions, the preemptor nominated meanwhile."""
+
+    def start(self, preemptor: PodInfo, node: str, victims: Sequence[PodInfo]) -> None: ...
+
+    def running(self, uid: str) -> bool:
+        """Whether `uid`'s evictions are still under way (its PreEnqueue holds it)."""
+        ...
+
+
 @dataclass
 class Handle:
     nodes: NodeTable = field(default_factory=NodeTable)
@@ -72,3 +84,6 @@ class Handle:
     wake: Callable[[Iterable[str]], None] = lambda _uids: None
     #: The profile's Filters (set by the Framework this handle is built into).
     filters: FilterRunner | None = None
+    #: Carries out chosen preemptions; set by the scheduler that runs the profile. None:
+    #: dry runs only (`explain`, benchmarks), nothing is evicted.
+    evictor: Evictor | None = None

@@ -26,7 +26,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final
 
 import numpy as np
 
@@ -198,16 +198,6 @@ def pick(candidates: Sequence[Candidate], now: float) -> Candidate | None:
 # -- the plugin --------------------------------------------------------------------------------
 
 
-class Evictor(Protocol):
-    """Carries out a chosen preemption off the scheduling cycle (see `preemption.Evictions`)."""
-
-    def start(self, preemptor: PodInfo, node: str, victims: Sequence[PodInfo]) -> None: ...
-
-    def running(self, uid: str) -> bool:
-        """Whether `uid`'s evictions are still under way (its PreEnqueue holds it)."""
-        ...
-
-
 @dataclass
 class _DryRun:
     candidates: list[Candidate]
@@ -222,12 +212,10 @@ class DefaultPreemption(ExtenderPostFilterPlugin, PreEnqueuePlugin):
     def __init__(self, args: DefaultPreemptionArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
-        #: Set by the scheduler that runs this profile; None: dry runs only (nothing evicted).
-        self.evictor: Evictor | None = None
         self._rng = random.Random()
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
-        if self.evictor is not None and self.evictor.running(pod.uid):
+        if self.handle.evictor is not None and self.handle.evictor.running(pod.uid):
             return Status.unschedulable(WAITING_FOR_PREEMPTION, resolvable=False)
         return SUCCESS
 
@@ -318,8 +306,8 @@ class DefaultPreemption(ExtenderPostFilterPlugin, PreEnqueuePlugin):
             # Extenders left no candidate: the nomination stays as it is.
             return PostFilterResult(Status.unschedulable(f"preemption: {NO_CANDIDATE}"))
         state.write(CHOSEN, best)
-        if self.evictor is not None and not state.dry_run:
-            self.evictor.start(pod, best.node, best.victims)
+        if self.handle.evictor is not None and not state.dry_run:
+            self.handle.evictor.start(pod, best.node, best.victims)
         return PostFilterResult(SUCCESS, nominated_node=best.node)
 
     def dry_run(

@@ -27,7 +27,6 @@ from ascheduler.framework.args import decode
 from ascheduler.framework.extender import ExtenderConfig, Extenders
 from ascheduler.model import PodInfo
 from ascheduler.plugins import IN_TREE
-from ascheduler.plugins.defaultpreemption import DefaultPreemption
 from tests.kit import expr, make_cache, node, on, parsed, pod, term
 from tests.kit.http import serve
 
@@ -222,9 +221,7 @@ def test_preemption_names_its_victims_and_evicts_none() -> None:
     )
     fw = framework(cache)
     evictor = _Evictor()
-    for plugin in fw.post_filter_plugins:
-        if isinstance(plugin, DefaultPreemption):
-            plugin.evictor = evictor
+    fw.handle.evictor = evictor
     exp = explain(fw, parsed(pod("vip", cpu="2", priority=100)), cache.table)
     assert exp.preemption is not None
     assert exp.preemption.node == "a"
