@@ -39,7 +39,7 @@ from ascheduler.binding.reconcile import Act, after_failed_bind, backoff, decide
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
 from ascheduler.framework import CycleState, Framework, Handle
-from ascheduler.framework.runtime import PluginRef, multipoint
+from ascheduler.framework.profile import PluginRef, multipoint
 from ascheduler.http import open_server
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import MERGE_PATCH, RateLimiter

@@ -5,6 +5,9 @@ subclasses), `CycleState`, `Status` and its codes, the `Handle`, the `NodeTable`
 `MAX_NODE_SCORE` and the normalizing helper, and `Registration` to declare itself. The records
 it is given (`PodInfo`, `Node`) are re-exported from `ascheduler.model`. `RowFilterPlugin` and
 `RowScorePlugin` take a plugin written one node at a time (`NodeInfo`), as kube-scheduler's are.
+A plugin that writes to the API server does it through the Handle's client (`KubeClient`,
+failing with `KubeError`); one that allocates devices several instances share takes them
+under the Handle's `DeviceLocks` (`DeviceTaken`, `LockContended`, the pool labels).
 """
 
 from ascheduler.framework.errors import ConfigError, PluginArgsError
@@ -53,20 +56,20 @@ from ascheduler.framework.interface import (
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.framework.outcomes import DryRun, ScheduleResult
+from ascheduler.framework.profile import PluginRef, ProfileSpec, default_plugins, multipoint
 from ascheduler.framework.registry import NoArgs, Registration, Registry
 from ascheduler.framework.rows import NodeInfo, RowFilterPlugin, RowScorePlugin
-from ascheduler.framework.runtime import (
-    Framework,
-    PluginRef,
-    ProfileSpec,
-    default_plugins,
-    multipoint,
-)
+from ascheduler.framework.runtime import Framework
 from ascheduler.framework.waiting import WaitingPod, WaitingPods
+from ascheduler.kube import KubeClient, KubeError
+from ascheduler.locks import DeviceLocks, DeviceTaken, Known, LockContended, lock_wait_message
+from ascheduler.locks.devicelocks import LABEL_PREFIX as DEVICE_POOL_LABEL_PREFIX
+from ascheduler.locks.devicelocks import pool_label
 from ascheduler.model import Node, PodInfo
 
 __all__ = [
     "BINDING_SLOT",
+    "DEVICE_POOL_LABEL_PREFIX",
     "EXTENSION_POINTS",
     "INTERFACES",
     "MAX_NODE_SCORE",
@@ -79,6 +82,8 @@ __all__ = [
     "Code",
     "ConfigError",
     "CycleState",
+    "DeviceLocks",
+    "DeviceTaken",
     "Diagnosis",
     "DryRun",
     "EnqueueExtensions",
@@ -92,6 +97,10 @@ __all__ = [
     "GateKeysPlugin",
     "Handle",
     "IntArray",
+    "Known",
+    "KubeClient",
+    "KubeError",
+    "LockContended",
     "NoArgs",
     "Node",
     "NodeInfo",
@@ -128,6 +137,8 @@ __all__ = [
     "WhatIfFilterPlugin",
     "default_normalize",
     "default_plugins",
+    "lock_wait_message",
     "multipoint",
+    "pool_label",
     "slot_released",
 ]

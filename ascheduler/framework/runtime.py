@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
@@ -45,7 +45,6 @@ from ascheduler.framework.interface import (
     GateKeysPlugin,
     PermitPlugin,
     Plugin,
-    PluginSet,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -69,6 +68,7 @@ from ascheduler.framework.outcomes import (
     ScheduleResult,
     ScoringError,
 )
+from ascheduler.framework.profile import PluginRef, ProfileSpec, default_plugins
 from ascheduler.framework.registry import Registry
 from ascheduler.framework.waiting import WaitingPod
 from ascheduler.model import PodInfo
@@ -84,50 +84,6 @@ _MAX_TOTAL_SCORE: Final = 2**63 - 1  # kube-scheduler's MaxTotalScore (math.MaxI
 #: The package of the in-tree plugins.
 _IN_TREE: Final = "ascheduler.plugins."
 _SCALAR_ROWS: Final = 16  # up to this many changed rows are rescored in plain Python
-
-
-@dataclass(frozen=True)
-class PluginRef:
-    name: str
-    weight: int = 1
-
-
-@dataclass(frozen=True)
-class ProfileSpec:
-    """A profile: the plugins of each extension point, in order, and their arguments.
-
-    `points["multiPoint"]` left out means the registry's default profile."""
-
-    scheduler_name: str
-    points: Mapping[PluginSet, Sequence[PluginRef]] = field(default_factory=dict)
-    #: Raw `pluginConfig` args by plugin name (decoded by each plugin's registration).
-    args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    #: Plugins removed from single extension points (`*`: every multiPoint plugin there).
-    disabled: Mapping[ExtensionPoint, frozenset[str]] = field(default_factory=dict)
-    #: Where each plugin's args came from, for error messages (`profiles[0].pluginConfig[1]`).
-    arg_paths: Mapping[str, str] = field(default_factory=dict)
-    #: Prefix of error paths (`profiles[0].`).
-    path: str = ""
-    #: The profile's own percentageOfNodesToScore (None: the global one).
-    percentage_of_nodes_to_score: int | None = None
-
-
-def multipoint(
-    scheduler_name: str,
-    plugins: Sequence[PluginRef] | None = None,
-    args: Mapping[str, Mapping[str, Any]] | None = None,
-) -> ProfileSpec:
-    """Every listed plugin (None: the default profile's) at every extension point it
-    implements (resolved when the profile is built)."""
-    points: dict[PluginSet, Sequence[PluginRef]] = (
-        {} if plugins is None else {"multiPoint": tuple(plugins)}
-    )
-    return ProfileSpec(scheduler_name, points, dict(args or {}))
-
-
-def default_plugins(registry: Registry) -> tuple[PluginRef, ...]:
-    """The registry's default profile (kube-scheduler's, restricted to what it holds)."""
-    return tuple(PluginRef(name, weight) for name, weight in registry.default_profile())
 
 
 def _int64(value: int) -> int:

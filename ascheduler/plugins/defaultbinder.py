@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
+from ascheduler.framework import KubeClient, KubeError
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
     BINDING_ANNOTATIONS,
@@ -22,7 +23,6 @@ from ascheduler.framework.interface import (
     Status,
 )
 from ascheduler.framework.registry import NoArgs, Registration
-from ascheduler.kube import KubeClient, KubeError
 from ascheduler.model import PodInfo
 
 NAME: Final = "DefaultBinder"

@@ -59,6 +59,16 @@ from ascheduler.dra.allocator import (
 )
 from ascheduler.dra.reservations import Placed, Reuse, placed, release, reuse
 from ascheduler.dra.store import DeviceTable, ResourceObjects
+from ascheduler.framework import (
+    DEVICE_POOL_LABEL_PREFIX,
+    DeviceTaken,
+    Known,
+    KubeClient,
+    KubeError,
+    LockContended,
+    lock_wait_message,
+    pool_label,
+)
 from ascheduler.framework.args import Seconds
 from ascheduler.framework.errors import PluginArgsError
 from ascheduler.framework.handle import Handle
@@ -87,9 +97,6 @@ from ascheduler.framework.interface import (
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import Registration
-from ascheduler.kube import KubeClient, KubeError
-from ascheduler.locks import DeviceTaken, Known, LockContended, lock_wait_message
-from ascheduler.locks.devicelocks import LABEL_PREFIX, pool_label
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import (
     ALL,
@@ -210,7 +217,7 @@ def _pool_labels(labels: Any, allocation: Allocation) -> dict[str, str]:
     out = {
         str(k): str(v)
         for k, v in (labels.items() if isinstance(labels, dict) else ())
-        if not str(k).startswith(LABEL_PREFIX)
+        if not str(k).startswith(DEVICE_POOL_LABEL_PREFIX)
     }
     for d in allocation.devices:
         out[pool_label(d.driver, d.pool)] = "true"

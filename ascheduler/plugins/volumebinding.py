@@ -37,6 +37,7 @@ from typing import Any, Final
 import numpy as np
 
 from ascheduler.features import STORAGE_CAPACITY_SCORING
+from ascheduler.framework import KubeError
 from ascheduler.framework.errors import ConfigError, PluginArgsError
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
@@ -62,7 +63,6 @@ from ascheduler.framework.interface import (
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.framework.registry import Registration
 from ascheduler.framework.storage import AssumeError, not_found
-from ascheduler.kube import KubeError
 from ascheduler.model import PodInfo, version_number
 from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.quantity import format_quantity

@@ -9,7 +9,7 @@ from ascheduler.app import build_frameworks
 from ascheduler.binding.binder import BindSettings
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
-from ascheduler.framework.runtime import PluginRef, multipoint
+from ascheduler.framework.profile import PluginRef, multipoint
 from ascheduler.plugins import IN_TREE
 
 
