@@ -23,6 +23,7 @@ from ascheduler.model.affinity import (
     parse_toleration,
 )
 from ascheduler.model.dra import PodClaim, parse_pod_claims
+from ascheduler.model.fields import as_list, as_map
 from ascheduler.model.resources import pod_requests, resize_digest
 from ascheduler.model.topology import (
     NO_POD_AFFINITY,
@@ -158,33 +159,13 @@ class PodInfo:
         )
 
 
-def _map(value: Any, path: str, errors: list[str]) -> Mapping[str, Any]:
-    """`value` if it is an object; else {} and an error naming `path` (None is just absent)."""
-    if value is None:
-        return {}
-    if isinstance(value, Mapping):
-        return value
-    errors.append(f"{path}: expected an object, got {type(value).__name__}")
-    return {}
-
-
-def _seq(value: Any, path: str, errors: list[str]) -> list[Any]:
-    """`value` if it is a list; else [] and an error naming `path` (None is just absent)."""
-    if value is None:
-        return []
-    if isinstance(value, list):
-        return value
-    errors.append(f"{path}: expected a list, got {type(value).__name__}")
-    return []
-
-
 def _containers(
     spec: Mapping[str, Any], field: str, errors: list[str]
 ) -> list[tuple[int, Mapping[str, Any]]]:
     """(index, container) for the well-formed entries of `spec.<field>`."""
     out = []
-    for i, c in enumerate(_seq(spec.get(field), f"spec.{field}", errors)):
-        container = _map(c, f"spec.{field}[{i}]", errors)
+    for i, c in enumerate(as_list(spec.get(field), f"spec.{field}", errors)):
+        container = as_map(c, f"spec.{field}[{i}]", errors)
         if container:
             out.append((i, container))
     return out
@@ -197,8 +178,8 @@ def _host_ports(spec: Mapping[str, Any], errors: list[str]) -> tuple[HostPort, .
             if group == "initContainers" and c.get("restartPolicy") != "Always":
                 continue  # only sidecars keep running and hold their ports
             path = f"spec.{group}[{i}].ports"
-            for j, raw in enumerate(_seq(c.get("ports"), path, errors)):
-                port = _map(raw, f"{path}[{j}]", errors)
+            for j, raw in enumerate(as_list(c.get("ports"), path, errors)):
+                port = as_map(raw, f"{path}[{j}]", errors)
                 host_port = port.get("hostPort") or 0
                 if not host_port:
                     continue
@@ -218,17 +199,17 @@ def _host_ports(spec: Mapping[str, Any], errors: list[str]) -> tuple[HostPort, .
 def _affinity(
     spec: Mapping[str, Any], errors: list[str]
 ) -> tuple[tuple[NodeSelectorTerm, ...] | None, tuple[PreferredTerm, ...]]:
-    affinity = _map(spec.get("affinity"), "spec.affinity", errors)
+    affinity = as_map(spec.get("affinity"), "spec.affinity", errors)
     base = "spec.affinity.nodeAffinity"
-    node_affinity = _map(affinity.get("nodeAffinity"), base, errors)
+    node_affinity = as_map(affinity.get("nodeAffinity"), base, errors)
     required: tuple[NodeSelectorTerm, ...] | None = None
     preferred: list[PreferredTerm] = []
     key = "requiredDuringSchedulingIgnoredDuringExecution"
     if node_affinity.get(key) is not None:
-        req = _map(node_affinity.get(key), f"{base}.{key}", errors)
+        req = as_map(node_affinity.get(key), f"{base}.{key}", errors)
         path = f"{base}.{key}.nodeSelectorTerms"
         parsed: list[NodeSelectorTerm] = []
-        for i, t in enumerate(_seq(req.get("nodeSelectorTerms"), path, errors)):
+        for i, t in enumerate(as_list(req.get("nodeSelectorTerms"), path, errors)):
             try:
                 parsed.append(parse_term(t, f"{path}[{i}]"))
             except SpecError as exc:
@@ -236,8 +217,8 @@ def _affinity(
         required = tuple(parsed)
     key = "preferredDuringSchedulingIgnoredDuringExecution"
     path = f"{base}.{key}"
-    for i, raw in enumerate(_seq(node_affinity.get(key), path, errors)):
-        pref = _map(raw, f"{path}[{i}]", errors)
+    for i, raw in enumerate(as_list(node_affinity.get(key), path, errors)):
+        pref = as_map(raw, f"{path}[{i}]", errors)
         if not pref:
             continue
         weight = pref.get("weight")
@@ -255,7 +236,7 @@ def _affinity(
 
 def _labels(raw: Any, path: str, errors: list[str]) -> dict[str, str]:
     out = {}
-    for k, v in _map(raw, path, errors).items():
+    for k, v in as_map(raw, path, errors).items():
         if not isinstance(v, str):
             errors.append(f"{path}.{k}: expected a string, got {type(v).__name__}")
             continue
@@ -264,8 +245,10 @@ def _labels(raw: Any, path: str, errors: list[str]) -> dict[str, str]:
 
 
 def _controller(meta: Mapping[str, Any], errors: list[str]) -> tuple[str, str, str] | None:
-    for i, raw in enumerate(_seq(meta.get("ownerReferences"), "metadata.ownerReferences", errors)):
-        ref = _map(raw, f"metadata.ownerReferences[{i}]", errors)
+    for i, raw in enumerate(
+        as_list(meta.get("ownerReferences"), "metadata.ownerReferences", errors)
+    ):
+        ref = as_map(raw, f"metadata.ownerReferences[{i}]", errors)
         if ref.get("controller") is True:
             return (
                 str(ref.get("apiVersion", "")),
@@ -278,7 +261,7 @@ def _controller(meta: Mapping[str, Any], errors: list[str]) -> tuple[str, str, s
 def _spread(spec: Mapping[str, Any], errors: list[str]) -> tuple[SpreadConstraint, ...]:
     path = "spec.topologySpreadConstraints"
     out = []
-    for i, raw in enumerate(_seq(spec.get("topologySpreadConstraints"), path, errors)):
+    for i, raw in enumerate(as_list(spec.get("topologySpreadConstraints"), path, errors)):
         try:
             out.append(parse_spread_constraint(raw, f"{path}[{i}]"))
         except SpecError as exc:
@@ -302,22 +285,22 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
     if not isinstance(obj, Mapping):
         obj = {}
         errors.append("pod: expected an object")
-    meta = _map(obj.get("metadata"), "metadata", errors)
-    spec = _map(obj.get("spec"), "spec", errors)
-    status = _map(obj.get("status"), "status", errors)
+    meta = as_map(obj.get("metadata"), "metadata", errors)
+    spec = as_map(obj.get("spec"), "spec", errors)
+    status = as_map(obj.get("status"), "status", errors)
 
     reqs = pod_requests(spec, status, errors)
     tolerations: list[Toleration] = []
-    for i, t in enumerate(_seq(spec.get("tolerations"), "spec.tolerations", errors)):
+    for i, t in enumerate(as_list(spec.get("tolerations"), "spec.tolerations", errors)):
         try:
             tolerations.append(parse_toleration(t, f"spec.tolerations[{i}]"))
         except SpecError as exc:
             errors.append(str(exc))
-    selector = _map(spec.get("nodeSelector"), "spec.nodeSelector", errors)
+    selector = as_map(spec.get("nodeSelector"), "spec.nodeSelector", errors)
     required, preferred = _affinity(spec, errors)
     namespace = str(meta.get("namespace", ""))
     pod_affinity = parse_pod_affinity(
-        _map(spec.get("affinity"), "spec.affinity", []), namespace, errors
+        as_map(spec.get("affinity"), "spec.affinity", []), namespace, errors
     )
     labels = _labels(meta.get("labels"), "metadata.labels", errors)
     controller = _controller(meta, errors)
@@ -339,8 +322,8 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
     condition, preempted = _conditions(status, errors)
     workload_ref = _workload_ref(spec, errors)
     gates = []
-    for i, raw in enumerate(_seq(spec.get("schedulingGates"), "spec.schedulingGates", errors)):
-        gate = _map(raw, f"spec.schedulingGates[{i}]", errors)
+    for i, raw in enumerate(as_list(spec.get("schedulingGates"), "spec.schedulingGates", errors)):
+        gate = as_map(raw, f"spec.schedulingGates[{i}]", errors)
         gates.append(str(gate.get("name", "")))
     return PodInfo(
         uid=str(meta.get("uid", "")),
@@ -389,7 +372,7 @@ def _workload_ref(spec: Mapping[str, Any], errors: list[str]) -> tuple[str, str,
     raw = spec.get("workloadRef")
     if raw is None:
         return None
-    ref = _map(raw, "spec.workloadRef", errors)
+    ref = as_map(raw, "spec.workloadRef", errors)
     fields = []
     for name in ("name", "podGroup", "podGroupReplicaKey"):
         value = ref.get(name) or ""
@@ -411,8 +394,8 @@ def _conditions(
     condition = None
     preempted = False
     seen_disruption = False
-    for i, raw in enumerate(_seq(status.get("conditions"), "status.conditions", errors)):
-        c = _map(raw, f"status.conditions[{i}]", errors)
+    for i, raw in enumerate(as_list(status.get("conditions"), "status.conditions", errors)):
+        c = as_map(raw, f"status.conditions[{i}]", errors)
         if c.get("type") == "PodScheduled":
             condition = (
                 str(c.get("status", "")),

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ascheduler.model.fields import as_list, as_map
 from ascheduler.model.quantity import QuantityError, parse_resource, saturating_add
 
 #: kube-scheduler's defaults for containers that request no cpu / memory, used for scoring only.
@@ -68,29 +69,11 @@ class _Container:
     sidecar: bool
 
 
-def _map(value: Any, path: str, errors: list[str]) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if isinstance(value, Mapping):
-        return value
-    errors.append(f"{path}: expected an object, got {type(value).__name__}")
-    return {}
-
-
-def _seq(value: Any, path: str, errors: list[str]) -> list[Any]:
-    if value is None:
-        return []
-    if isinstance(value, list):
-        return value
-    errors.append(f"{path}: expected a list, got {type(value).__name__}")
-    return []
-
-
 def parse_resources(raw: Any, path: str, errors: list[str]) -> Resources:
     """A resource list (`requests: {cpu: 500m}`) in base units, cpu in millicores; a value
     that is not a non-negative quantity is left out and recorded in `errors`."""
     out: Resources = {}
-    for name, text in _map(raw, path, errors).items():
+    for name, text in as_map(raw, path, errors).items():
         try:
             value = parse_resource(str(name), text)
         except QuantityError as exc:
@@ -136,14 +119,14 @@ def _statuses(
     out: dict[str, tuple[Resources, Resources] | None] = {}
     for key in ("containerStatuses", "initContainerStatuses"):
         path = f"status.{key}"
-        for i, raw in enumerate(_seq(status.get(key), path, errors)):
-            cs = _map(raw, f"{path}[{i}]", errors)
+        for i, raw in enumerate(as_list(status.get(key), path, errors)):
+            cs = as_map(raw, f"{path}[{i}]", errors)
             name = str(cs.get("name", ""))
             resources = cs.get("resources")
             if resources is None:
                 out[name] = None
                 continue
-            resources = _map(resources, f"{path}[{i}].resources", errors)
+            resources = as_map(resources, f"{path}[{i}].resources", errors)
             actuated = parse_resources(
                 resources.get("requests"), f"{path}[{i}].resources.requests", errors
             )
@@ -162,12 +145,12 @@ def _containers(
     out = []
     for key in ("containers", "initContainers"):
         init = key == "initContainers"
-        for i, raw in enumerate(_seq(spec.get(key), f"spec.{key}", errors)):
-            c = _map(raw, f"spec.{key}[{i}]", errors)
+        for i, raw in enumerate(as_list(spec.get(key), f"spec.{key}", errors)):
+            c = as_map(raw, f"spec.{key}[{i}]", errors)
             if not c:
                 continue
             path = f"spec.{key}[{i}].resources"
-            resources = _map(c.get("resources"), path, errors)
+            resources = as_map(c.get("resources"), path, errors)
             requests = parse_resources(resources.get("requests"), f"{path}.requests", errors)
             sidecar = init and c.get("restartPolicy") == "Always"
             effective = None
@@ -235,7 +218,7 @@ def pod_requests(
     """The four readings of a pod's requests (see the module docstring); errors name the
     field that could not be read, which then counts as absent."""
     containers = _containers(spec, status, errors)
-    pod_resources = _map(spec.get("resources"), "spec.resources", errors)
+    pod_resources = as_map(spec.get("resources"), "spec.resources", errors)
     pod_level = {
         name: value
         for name, value in parse_resources(

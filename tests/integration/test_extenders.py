@@ -103,6 +103,35 @@ async def device_extender(kube: KubeClient) -> AsyncIterator[DeviceExtender]:
         yield ext
 
 
+def device_extender_config(
+    tmp_path: Path, profile: str, extender: DeviceExtender, **fields: Any
+) -> Path:
+    """A configuration file: one profile, and the device extender filtering and prioritizing
+    (weight 5, node-cache capable) the pods that ask for `DEVICE`, with `fields` added."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"schedulerName": profile}],
+                "extenders": [
+                    {
+                        "urlPrefix": extender.url,
+                        "filterVerb": "filter",
+                        "prioritizeVerb": "prioritize",
+                        "weight": 5,
+                        "nodeCacheCapable": True,
+                        "managedResources": [{"name": DEVICE, "ignoredByScheduler": True}],
+                        **fields,
+                    }
+                ],
+            }
+        )
+    )
+    return config
+
+
 async def test_an_extender_filters_prioritizes_and_binds_its_pods(
     plane: ControlPlane,
     plane_state: PlaneState,
@@ -118,27 +147,8 @@ async def test_an_extender_filters_prioritizes_and_binds_its_pods(
         FakeNodes(count=1, prefix=f"{namespace}-g", labels={"accel": "yes", "tier": "gold"})
     )
     profile = f"{namespace}-ext"
-    config = tmp_path / "config.yaml"
-    config.write_text(
-        json.dumps(
-            {
-                "apiVersion": "kubescheduler.config.k8s.io/v1",
-                "kind": "KubeSchedulerConfiguration",
-                "profiles": [{"schedulerName": profile}],
-                "extenders": [
-                    {
-                        "urlPrefix": device_extender.url,
-                        "filterVerb": "filter",
-                        "prioritizeVerb": "prioritize",
-                        "bindVerb": "bind",
-                        "weight": 5,
-                        "nodeCacheCapable": True,
-                        "httpTimeout": "10s",
-                        "managedResources": [{"name": DEVICE, "ignoredByScheduler": True}],
-                    }
-                ],
-            }
-        )
+    config = device_extender_config(
+        tmp_path, profile, device_extender, bindVerb="bind", httpTimeout="10s"
     )
     with scheduler(plane, plane_state, "ascheduler-ext", None, "--config", str(config)):
         await create_pods(
@@ -373,26 +383,7 @@ async def test_explain_shows_what_the_extender_said_of_each_node(
         FakeNodes(count=1, prefix=f"{namespace}-g", labels={"accel": "yes", "tier": "gold"})
     )
     profile = f"{namespace}-ext"
-    config = tmp_path / "config.yaml"
-    config.write_text(
-        json.dumps(
-            {
-                "apiVersion": "kubescheduler.config.k8s.io/v1",
-                "kind": "KubeSchedulerConfiguration",
-                "profiles": [{"schedulerName": profile}],
-                "extenders": [
-                    {
-                        "urlPrefix": device_extender.url,
-                        "filterVerb": "filter",
-                        "prioritizeVerb": "prioritize",
-                        "weight": 5,
-                        "nodeCacheCapable": True,
-                        "managedResources": [{"name": DEVICE, "ignoredByScheduler": True}],
-                    }
-                ],
-            }
-        )
-    )
+    config = device_extender_config(tmp_path, profile, device_extender)
     ours = {plain, silver, gold}
     selector = {"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(ours)}
     affinity = {
