@@ -37,8 +37,10 @@ lint: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
+# The example plugins are held to the same standard as the scheduler.
 typecheck: venv
-	$(BIN)/mypy --strict ascheduler
+	$(BIN)/mypy --strict ascheduler $(EXAMPLE)/nodecost $(PLATFORM_EXAMPLES)/spotavoidance \
+		$(PLATFORM_EXAMPLES)/teamquota
 
 pytest: build
 	$(BIN)/pytest
