@@ -45,6 +45,7 @@ from typing import Any, Final
 
 from ascheduler.framework import (
     SUCCESS,
+    BoolArray,
     ClusterEvent,
     Code,
     CycleState,
@@ -171,14 +172,22 @@ class TeamQuota(PreFilterPlugin, FilterPlugin, PermitPlugin, EnqueueExtensions, 
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
         cycle: TeamCycle = state.read(STATE_KEY)
-        domains = nodes.domains(self.args.team_label)
-        if not domains.values:
-            return None  # no node is dedicated to any team
-        own = domains.index.get(cycle.team, -1) if cycle.team else -1
-        rejected = (domains.codes >= 0) & (domains.codes != own)
+        rejected = self.dedicated_elsewhere(nodes, cycle.team)
         if not rejected.any():
             return None
         return FilterResult.single(DEDICATED_REASON, rejected, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    def dedicated_elsewhere(self, nodes: NodeTable, team: str) -> BoolArray:
+        """Rows dedicated to a team other than `team` (any team, for ""): one comparison of
+        the rows' label codes, cached per team until a node's labels change."""
+        key = (NAME, self.args.team_label, team)
+        mask: BoolArray | None = nodes.cached(key)
+        if mask is None:
+            domains = nodes.domains(self.args.team_label)
+            own = domains.index.get(team, -1) if team else -1
+            mask = (domains.codes >= 0) & (domains.codes != own)
+            nodes.remember(key, mask)
+        return mask
 
     # -- Permit --------------------------------------------------------------------------
 

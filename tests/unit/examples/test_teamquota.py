@@ -100,6 +100,16 @@ def test_filter(team: str | None, rejected: set[str]) -> None:
     assert set(rejection_codes(result, cache).values()) == {Code.UNSCHEDULABLE_AND_UNRESOLVABLE}
 
 
+def test_relabelled_nodes_invalidate_the_cached_masks() -> None:
+    cache = make_cache(NODES)
+    quota = plugin(cache)
+    ml = pod(labels={TEAM: "ml"})
+    assert set(rejected_reasons(run(quota, ml, cache), cache)) == {"web-1"}
+    cache.update_node(node_info("web-1"))
+    cache.update_node(node_info("shared", labels={TEAM: "web"}))
+    assert set(rejected_reasons(run(quota, ml, cache), cache)) == {"shared"}
+
+
 def test_filter_passes_every_node_when_none_is_dedicated() -> None:
     cache = make_cache([node("a"), node("b", labels={"other": "x"})])
     assert run(plugin(cache), pod(labels={TEAM: "ml"}), cache) is None
