@@ -201,11 +201,11 @@ class TeamQuota(PreFilterPlugin, FilterPlugin, PermitPlugin, EnqueueExtensions, 
         cycle: TeamCycle | None = state.read(STATE_KEY)
         if cycle is None or not cycle.team:
             return SUCCESS, 0.0
-        queue = self._waiting.setdefault(cycle.team, {})
         # The pod itself is assumed on `node` already: it is not one of the team's others.
         others = self.running(cycle.team) - 1
-        if not queue and others < cycle.quota:
-            return SUCCESS, 0.0
+        if cycle.team not in self._waiting and others < cycle.quota:
+            return SUCCESS, 0.0  # room, and no pod of the team waits ahead of it
+        queue = self._waiting.setdefault(cycle.team, {})
         queue[pod.uid] = None
         log.info(
             "pod %s of team %s waits at Permit: %d of its quota of %d running, %d waiting",
