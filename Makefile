@@ -10,14 +10,16 @@ STAMP  := $(VENV)/.installed
 all: test
 
 EXAMPLE := examples/nodecost
+PLATFORM_EXAMPLES := examples/platform
 
 # The virtualenv, installed from the lock of exact versions; redone when either file changes.
-# The example plugin package is installed too: the tests load it as a user's would.
-$(STAMP): pyproject.toml requirements.lock $(EXAMPLE)/pyproject.toml
+# The example plugin packages are installed too: the tests load them as a user's would.
+$(STAMP): pyproject.toml requirements.lock $(EXAMPLE)/pyproject.toml $(PLATFORM_EXAMPLES)/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c requirements.lock -e '.[dev]'
 	$(BIN)/pip install --quiet --no-deps -e $(EXAMPLE)
+	$(BIN)/pip install --quiet --no-deps -e $(PLATFORM_EXAMPLES)
 	touch $@
 
 venv: $(STAMP)
@@ -35,8 +37,10 @@ lint: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
+# The example plugins are held to the same standard as the scheduler.
 typecheck: venv
-	$(BIN)/mypy --strict ascheduler
+	$(BIN)/mypy --strict ascheduler $(EXAMPLE)/nodecost $(PLATFORM_EXAMPLES)/spotavoidance \
+		$(PLATFORM_EXAMPLES)/teamquota
 
 pytest: build
 	$(BIN)/pytest
