@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import ipaddress
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -46,20 +45,10 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-MODES: Final = ("off", "loopback", "authorized")
 #: Pending pods whose last attempt is kept at most (the oldest records go first).
 MAX_RECORDS: Final = 100_000
 #: Example nodes kept per reason of a failed attempt.
 EXAMPLES: Final = 3
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 # -- the last attempt of each pending pod -------------------------------------------------

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from ascheduler.config import Overrides, SchedulerConfig, apply, debug_problem
-from ascheduler.debug import Diagnoses, is_loopback
+from ascheduler.debug import Diagnoses
 from ascheduler.framework import ConfigError, Diagnosis, FilterResult, Rejection
-from ascheduler.http import SecureServing
+from ascheduler.http import SecureServing, is_loopback
 from tests.kit import pod_info
 
 

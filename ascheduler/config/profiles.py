@@ -20,10 +20,11 @@ follows kube-scheduler's `expandMultiPointPlugins` and `getScoreWeights`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ascheduler.durations import parse_seconds
+from ascheduler.config.validation import Problems
 from ascheduler.framework import (
     EXTENSION_POINTS,
     ConfigError,
@@ -37,84 +38,6 @@ from ascheduler.framework.interface import ExtensionPoint, PluginSet
 #: A profile's fields.
 PROFILE_FIELDS: Final = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
 INT32: Final = (-(2**31), 2**31 - 1)
-
-
-class Problems:
-    """Every problem of a document, each with its path (`profiles[0].plugins: ...`)."""
-
-    def __init__(self) -> None:
-        self.items: list[str] = []
-
-    def add(self, path: str, message: str) -> None:
-        self.items.append(f"{path}: {message}")
-
-    def obj(self, value: Any, path: str, allowed: set[str] | frozenset[str]) -> Mapping[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            self.add(path, f"expected an object, got {type(value).__name__}")
-            return {}
-        for key in value:
-            if key not in allowed:
-                self.add(f"{path}.{key}" if path else str(key), "unknown field")
-        return value
-
-    def seq(self, value: Any, path: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            self.add(path, f"expected a list, got {type(value).__name__}")
-            return []
-        return value
-
-    def int_(
-        self,
-        value: Any,
-        path: str,
-        default: int,
-        *,
-        low: int | None = None,
-        high: int | None = None,
-    ) -> int:
-        if value is None:
-            return default
-        if not isinstance(value, int) or isinstance(value, bool):
-            self.add(path, f"expected an integer, got {value!r}")
-            return default
-        if (low is not None and value < low) or (high is not None and value > high):
-            bounds = f"{low if low is not None else '-inf'}..{high if high is not None else 'inf'}"
-            self.add(path, f"must be in {bounds}, got {value}")
-            return default
-        return value
-
-    def bool_(self, value: Any, path: str, default: bool) -> bool:
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            self.add(path, f"expected true or false, got {value!r}")
-            return default
-        return value
-
-    def str_(self, value: Any, path: str, default: str) -> str:
-        if value is None:
-            return default
-        if not isinstance(value, str):
-            self.add(path, f"expected a string, got {value!r}")
-            return default
-        return value
-
-    def duration(self, value: Any, path: str, default: float) -> float:
-        if value is None:
-            return default
-        try:
-            seconds = parse_seconds(str(value))
-        except ValueError:
-            self.add(path, f"not a duration: {value!r}")
-            return default
-        if seconds <= 0:
-            self.add(path, "must be positive")
-            return default
-        return seconds
 
 
 def plugin_set(
@@ -256,3 +179,14 @@ def queue_sort_problems(profiles: Sequence[ProfileSpec]) -> list[str]:
         for spec in profiles[1:]
         if (tuple(spec.points.get("queueSort", ())), spec.disabled.get("queueSort")) != canon
     ]
+
+
+def ignoring(spec: ProfileSpec, resources: tuple[str, ...]) -> ProfileSpec:
+    """`spec` with NodeResourcesFit ignoring `resources`: kube-scheduler gives it the
+    resources extenders manage and the scheduler ignores, in every profile."""
+    args = dict(spec.args)
+    args["NodeResourcesFit"] = {
+        **args.get("NodeResourcesFit", {}),
+        "ignoredResources": list(resources),
+    }
+    return dataclasses.replace(spec, args=args)
