@@ -357,7 +357,16 @@ def _lock_settings(p: Problems, lock: Mapping[str, Any]) -> LockSettings:
     member_duration = p.duration(
         lock.get("memberDuration"), f"{_LOCK_PATH}.memberDuration", DEFAULT_MEMBER_SECONDS
     )
-    on_leases = settings.lock_object == "lease"
+    return dataclasses.replace(
+        settings,
+        when_alone=when_alone,
+        member_duration=member_duration,
+        lease_groups=_lease_groups(p, lock, on_leases=settings.lock_object == "lease"),
+    )
+
+
+def _lease_groups(p: Problems, lock: Mapping[str, Any], *, on_leases: bool) -> int:
+    """`nodeLock.leaseGroups`: by default `DEFAULT_LEASE_GROUPS` on Leases, none on Nodes."""
     lease_groups = p.int_(
         lock.get("leaseGroups"),
         f"{_LOCK_PATH}.leaseGroups",
@@ -368,12 +377,7 @@ def _lock_settings(p: Problems, lock: Mapping[str, Any]) -> LockSettings:
     if lease_groups and not on_leases:
         p.add(f"{_LOCK_PATH}.leaseGroups", "lease groups need the locks on Leases")
         lease_groups = 0
-    return dataclasses.replace(
-        settings,
-        when_alone=when_alone,
-        member_duration=member_duration,
-        lease_groups=lease_groups,
-    )
+    return lease_groups
 
 
 @dataclass(frozen=True)
