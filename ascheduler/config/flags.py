@@ -173,11 +173,10 @@ def _http_address(d: Draft, value: str) -> None:
     d.changes["http_address"] = value or None
 
 
-def _secure(**fields: Any) -> Callable[[Draft, Any], None]:
-    """Sets one field of the secure serving (`fields` maps the field to a function of the
-    flag's value), or of its certificate (`certificate.x`) or its auth settings (`auth.x`)."""
-    ((path, convert),) = fields.items()
-    part, _, name = path.rpartition("__")
+def _secure(path: str, convert: Callable[[Any], Any] = lambda v: v) -> Callable[[Draft, Any], None]:
+    """Sets one field of the secure serving: `port`, or one of its certificate's
+    (`certificate.cert_file`) or its delegated auth's (`auth.token_ttl`)."""
+    part, _, name = path.rpartition(".")
 
     def apply(d: Draft, value: Any) -> None:
         s = d.secure or d.config.secure_serving
@@ -196,7 +195,7 @@ def _ttl(flag: str, name: str) -> Callable[[Draft, Any], None]:
         except ValueError as exc:
             d.problem(flag, str(exc))
             return
-        _secure(**{f"auth__{name}": lambda v: v})(d, seconds)
+        _secure(f"auth.{name}")(d, seconds)
 
     return apply
 
@@ -348,7 +347,7 @@ FLAGS: Final[tuple[Flag, ...]] = (
     Flag(
         "--bind-address",
         "secure",
-        _secure(bind_address=str),
+        _secure("bind_address"),
         lambda c: c.secure_serving.bind_address,
         group="secure serving",
         default="0.0.0.0",
@@ -357,7 +356,7 @@ FLAGS: Final[tuple[Flag, ...]] = (
     Flag(
         "--secure-port",
         "secure",
-        _secure(port=int),
+        _secure("port"),
         lambda c: c.secure_serving.port,
         group="secure serving",
         type=int,
@@ -367,7 +366,7 @@ FLAGS: Final[tuple[Flag, ...]] = (
     Flag(
         "--tls-cert-file",
         "secure",
-        _secure(certificate__cert_file=str),
+        _secure("certificate.cert_file"),
         lambda c: c.secure_serving.certificate.cert_file,
         group="secure serving",
         default="",
@@ -378,7 +377,7 @@ FLAGS: Final[tuple[Flag, ...]] = (
     Flag(
         "--tls-private-key-file",
         "secure",
-        _secure(certificate__key_file=str),
+        _secure("certificate.key_file"),
         lambda c: c.secure_serving.certificate.key_file,
         group="secure serving",
         default="",
@@ -387,7 +386,7 @@ FLAGS: Final[tuple[Flag, ...]] = (
     Flag(
         "--cert-dir",
         "secure",
-        _secure(certificate__cert_dir=str),
+        _secure("certificate.cert_dir"),
         lambda c: c.secure_serving.certificate.cert_dir,
         group="secure serving",
         default="",
@@ -398,7 +397,7 @@ FLAGS: Final[tuple[Flag, ...]] = (
     Flag(
         "--client-ca-file",
         "secure",
-        _secure(certificate__client_ca_file=str),
+        _secure("certificate.client_ca_file"),
         lambda c: c.secure_serving.certificate.client_ca_file,
         group="secure serving",
         default="",
@@ -409,7 +408,7 @@ FLAGS: Final[tuple[Flag, ...]] = (
     Flag(
         "--authentication-kubeconfig",
         "secure",
-        _secure(authentication_kubeconfig=str),
+        _secure("authentication_kubeconfig"),
         lambda c: c.secure_serving.authentication_kubeconfig,
         group="secure serving",
         metavar="FILE",
@@ -418,7 +417,7 @@ FLAGS: Final[tuple[Flag, ...]] = (
     Flag(
         "--authorization-kubeconfig",
         "secure",
-        _secure(authorization_kubeconfig=str),
+        _secure("authorization_kubeconfig"),
         lambda c: c.secure_serving.authorization_kubeconfig,
         group="secure serving",
         metavar="FILE",
@@ -427,7 +426,7 @@ FLAGS: Final[tuple[Flag, ...]] = (
     Flag(
         "--authorization-always-allow-paths",
         "secure",
-        _secure(auth__always_allow_paths=_paths),
+        _secure("auth.always_allow_paths", _paths),
         lambda c: c.secure_serving.auth.always_allow_paths,
         group="secure serving",
         default=",".join(DEFAULT_ALWAYS_ALLOW_PATHS),
