@@ -2,9 +2,12 @@
 
 Three API clients: one for the long-lived watches, one for writes (bindings, events,
 conditions, node locks), so a burst of binds never queues behind a watch, and, with leader
-election, one for the Lease alone, so a renewal never queues behind binds. Scheduling starts
-only once both informers have synced, so the first pods are placed on a complete picture of
-the cluster.
+election, one for the Lease alone (the runner's), so a renewal never queues behind binds.
+Scheduling starts only once both informers have synced, so the first pods are placed on a
+complete picture of the cluster.
+
+The process around it (signals, the health server, leader election, the shutdown sequence)
+is `runner`'s, shared with `ascheduler binder`; `Scheduling` is what `run` gives it.
 """
 
 from __future__ import annotations

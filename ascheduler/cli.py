@@ -99,6 +99,9 @@ def _plugins_option(p: argparse.ArgumentParser) -> None:
 
 
 def _explain_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`explain`: a few of run's flags (from the same table, with help of its own)."""
+    from ascheduler.config.flags import flag
+
     explain = sub.add_parser(
         "explain",
         help="why a pod is pending, where it would go, how many copies fit",
@@ -120,7 +123,7 @@ def _explain_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a KubeSchedulerConfiguration to try (default: kube-scheduler's default "
         "plugins, as a profile named after the pod's schedulerName)",
     )
-    explain.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, ~/.kube/config")
+    flag("kubeconfig").add_to(explain, help="default: $KUBECONFIG, ~/.kube/config")
     explain.add_argument("--context", default=None, help="the kubeconfig context to use")
     explain.add_argument(
         "--profile",
@@ -128,10 +131,8 @@ def _explain_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SCHEDULER_NAME",
         help="explain under this profile of the configuration (default: the pod's schedulerName)",
     )
-    explain.add_argument("--feature-gates", default=None, metavar="GATES")
-    explain.add_argument(
-        "--percentage-of-nodes-to-score", type=int, default=None, help="as kube-scheduler's"
-    )
+    flag("feature_gates").add_to(explain, help=None)
+    flag("percentage_of_nodes_to_score").add_to(explain, help="as kube-scheduler's")
     explain.add_argument(
         "-o", "--output", default="table", choices=("table", "json", "yaml"), help="default: table"
     )

@@ -17,6 +17,9 @@ queued by key and handled by one of `workers` tasks, one at a time per request:
 
 Writes of the status carry the request's UID, so a request deleted and written again under the
 same name (the pod placed again) is never marked with the old one's outcome.
+
+The process around it (signals, the health server, leader election, the shutdown sequence)
+is `runner`'s, shared with `ascheduler run`; `Binding` is what the binder gives it.
 """
 
 from __future__ import annotations

@@ -27,12 +27,14 @@ from ascheduler.auth import DEFAULT_ALWAYS_ALLOW_PATHS
 from ascheduler.binding.binder import MODES, POLICIES
 from ascheduler.binding.nodelock import (
     DEFAULT_LEASE_GROUPS,
+    DEFAULT_LINGER,
     LOCK_OBJECTS,
     WHEN_ALONE,
     LockObject,
     LockSettings,
     lock_object_of,
 )
+from ascheduler.config import defaults
 from ascheduler.config.decode import parse, read
 from ascheduler.config.defaults import NO_FILE
 from ascheduler.config.profiles import ignoring
@@ -111,8 +113,14 @@ class Flag:
         """The argparse destination, and the keyword of `Overrides`."""
         return self.dest or self.name.removeprefix("--").replace("-", "_")
 
-    def add_to(self, parser: argparse._ActionsContainer) -> None:
-        options: dict[str, Any] = {"dest": self.key, "default": self.default, "help": self.help}
+    def add_to(self, parser: argparse._ActionsContainer, *, help: str | None = "") -> None:
+        """The option on `parser`, with the row's help unless `help` says another (another
+        command's; None: none)."""
+        options: dict[str, Any] = {
+            "dest": self.key,
+            "default": self.default,
+            "help": self.help if help == "" else help,
+        }
         if self.action == "append":
             options["action"] = "append"
         elif self.action == "switch":
@@ -304,7 +312,7 @@ FLAGS: Final[tuple[Flag, ...]] = (
         _binding_concurrency,
         lambda c: c.binding_concurrency,
         type=int,
-        help="binding cycles in flight at most (default: 256)",
+        help=f"binding cycles in flight at most (default: {defaults.BINDING_CONCURRENCY})",
     ),
     Flag(
         "--feature-gates",
@@ -480,7 +488,7 @@ FLAGS: Final[tuple[Flag, ...]] = (
         _election("resource_namespace"),
         lambda c: c.leader_election.resource_namespace,
         group="leader election",
-        help="default: kube-system",
+        help=f"default: {defaults.LEASE_NAMESPACE}",
     ),
     Flag(
         "--leader-elect-resource-name",
@@ -488,7 +496,7 @@ FLAGS: Final[tuple[Flag, ...]] = (
         _election("resource_name"),
         lambda c: c.leader_election.resource_name,
         group="leader election",
-        help="default: ascheduler",
+        help=f"default: {defaults.LEASE_NAME}",
     ),
     Flag(
         "--leader-elect-lease-duration",
@@ -498,8 +506,8 @@ FLAGS: Final[tuple[Flag, ...]] = (
         group="leader election",
         type=float,
         metavar="SECONDS",
-        help="default: 15; also sets the renew deadline to 2/3 of it and the retry period "
-        "to 1/7.5 of it (at least 0.2), overriding the file's",
+        help=f"default: {defaults.LEASE_DURATION:g}; also sets the renew deadline to 2/3 of it "
+        "and the retry period to 1/7.5 of it (at least 0.2), overriding the file's",
     ),
     Flag(
         "--node-lock-object",
@@ -529,7 +537,8 @@ FLAGS: Final[tuple[Flag, ...]] = (
         group="node locks",
         metavar="DURATION",
         help="how long a node's lock stays taken after its binds, for the next ones (another "
-        "instance asking for it ends that at once; 0: release at once; default 10s)",
+        "instance asking for it ends that at once; 0: release at once; "
+        f"default {DEFAULT_LINGER:g}s)",
     ),
     Flag(
         "--node-lock-when-alone",
@@ -551,7 +560,8 @@ FLAGS: Final[tuple[Flag, ...]] = (
         metavar="N",
         help="with locks on Leases: share one lock Lease among each of N groups of nodes "
         "(fewer lock writes in a burst, more waiting between binds to one group; every "
-        "instance sharing the nodes should use the same N; default 32); 0: a Lease per node",
+        f"instance sharing the nodes should use the same N; default {DEFAULT_LEASE_GROUPS}); "
+        "0: a Lease per node",
     ),
     Flag(
         "--node-lock-key",
@@ -613,6 +623,11 @@ FLAGS: Final[tuple[Flag, ...]] = (
     ),
 )
 _BY_KEY: Final = {flag.key: flag for flag in FLAGS}
+
+
+def flag(key: str) -> Flag:
+    """The row of the flag whose key is `key` (`node_lock_key`)."""
+    return _BY_KEY[key]
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
