@@ -71,12 +71,17 @@ class Draft:
     file_profiles: bool
     problems: list[str] = field(default_factory=list)
     changes: dict[str, Any] = field(default_factory=dict)
+    #: The secure serving once a flag of it is given.
     secure: SecureServing | None = None
-    election: LeaderElection = field(default_factory=LeaderElection)
-    lock: LockSettings = field(default_factory=LockSettings)
-    on: LockObject | None = None
+    #: The leader election, the node lock and where it lives, from the file, as the flags
+    #: change them.
+    election: LeaderElection = field(init=False)
+    lock: LockSettings = field(init=False)
+    on: LockObject | None = field(init=False)
+    #: --node-lock-key and --node-lock-lease-groups, applied with the object.
     lock_key: str | None = None
     lease_groups: int | None = None
+    #: Changes of `BindSettings`.
     binding: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
