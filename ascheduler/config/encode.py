@@ -9,7 +9,7 @@ from typing import Any
 
 from ascheduler.config.defaults import API_VERSION, KIND
 from ascheduler.config.types import SchedulerConfig
-from ascheduler.framework import Framework, Handle, Registry, default_plugins
+from ascheduler.framework import Framework, Handle, ProfileSpec, Registry, default_plugins
 from ascheduler.framework.args import encode
 
 
@@ -20,31 +20,6 @@ def _has_fields(args: Any) -> bool:
 def to_document(config: SchedulerConfig, registry: Registry) -> dict[str, Any]:
     """The effective configuration, every default filled in, as a document `parse` accepts."""
     le = config.leader_election
-    lock = config.binding.lock
-    profiles = []
-    for spec in config.profiles:
-        multi = spec.points.get("multiPoint")
-        refs = default_plugins(registry) if multi is None else multi
-        plugins: dict[str, Any] = {
-            "multiPoint": {"enabled": [{"name": r.name, "weight": r.weight} for r in refs]}
-        }
-        for point, refs in spec.points.items():
-            if point != "multiPoint":
-                plugins.setdefault(point, {})["enabled"] = [
-                    {"name": r.name, "weight": r.weight} for r in refs
-                ]
-        for point, names in spec.disabled.items():
-            plugins.setdefault(point, {})["disabled"] = [{"name": n} for n in sorted(names)]
-        # Every enabled plugin's arguments, defaults filled in, as its own type decodes them.
-        fw = Framework(spec, registry, Handle())
-        args = {name: encode(value) for name, value in fw.args.items() if _has_fields(value)}
-        profiles.append(
-            {
-                "schedulerName": spec.scheduler_name,
-                "plugins": plugins,
-                "pluginConfig": [{"name": n, "args": a} for n, a in args.items()],
-            }
-        )
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -66,25 +41,55 @@ def to_document(config: SchedulerConfig, registry: Registry) -> dict[str, Any]:
             "resourceName": le.resource_name,
             "resourceNamespace": le.resource_namespace,
         },
-        "profiles": profiles,
-        "ascheduler": {
-            "httpAddress": config.http_address or "",
-            "allowNonLoopbackHTTP": config.allow_non_loopback_http,
-            "debugEndpoints": config.debug_endpoints,
-            "bindingConcurrency": config.binding_concurrency,
-            "writeConnections": config.write_pool,
-            "annotationPrefix": config.binding.annotation_prefix,
-            "binding": config.binding.mode,
-            "nodeLock": {
-                "policy": config.binding.policy,
-                "key": lock.key,
-                "object": lock.lock_object,
-                "timeout": f"{lock.timeout:g}s",
-                "linger": f"{lock.linger:g}s",
-                "whenAlone": lock.when_alone,
-                "memberDuration": f"{lock.member_duration:g}s",
-                "leaseGroups": lock.lease_groups,
-                "deviceResources": sorted(config.binding.device_resources),
-            },
+        "profiles": [_profile(spec, registry) for spec in config.profiles],
+        "ascheduler": _own(config),
+    }
+
+
+def _profile(spec: ProfileSpec, registry: Registry) -> dict[str, Any]:
+    """A profile's plugin sets as merged, and every enabled plugin's arguments, defaults
+    filled in, as its own type decodes them."""
+    multi = spec.points.get("multiPoint")
+    refs = default_plugins(registry) if multi is None else multi
+    plugins: dict[str, Any] = {
+        "multiPoint": {"enabled": [{"name": r.name, "weight": r.weight} for r in refs]}
+    }
+    for point, refs in spec.points.items():
+        if point != "multiPoint":
+            plugins.setdefault(point, {})["enabled"] = [
+                {"name": r.name, "weight": r.weight} for r in refs
+            ]
+    for point, names in spec.disabled.items():
+        plugins.setdefault(point, {})["disabled"] = [{"name": n} for n in sorted(names)]
+    fw = Framework(spec, registry, Handle())
+    args = {name: encode(value) for name, value in fw.args.items() if _has_fields(value)}
+    return {
+        "schedulerName": spec.scheduler_name,
+        "plugins": plugins,
+        "pluginConfig": [{"name": n, "args": a} for n, a in args.items()],
+    }
+
+
+def _own(config: SchedulerConfig) -> dict[str, Any]:
+    """ascheduler's own section."""
+    lock = config.binding.lock
+    return {
+        "httpAddress": config.http_address or "",
+        "allowNonLoopbackHTTP": config.allow_non_loopback_http,
+        "debugEndpoints": config.debug_endpoints,
+        "bindingConcurrency": config.binding_concurrency,
+        "writeConnections": config.write_pool,
+        "annotationPrefix": config.binding.annotation_prefix,
+        "binding": config.binding.mode,
+        "nodeLock": {
+            "policy": config.binding.policy,
+            "key": lock.key,
+            "object": lock.lock_object,
+            "timeout": f"{lock.timeout:g}s",
+            "linger": f"{lock.linger:g}s",
+            "whenAlone": lock.when_alone,
+            "memberDuration": f"{lock.member_duration:g}s",
+            "leaseGroups": lock.lease_groups,
+            "deviceResources": sorted(config.binding.device_resources),
         },
     }

@@ -111,6 +111,24 @@ def profile(
             low=0,
             high=100,
         )
+    points, disabled = _plugins(p, body, path, registry)
+    args, arg_paths = _plugin_config(p, body, path, registry)
+    return ProfileSpec(
+        name,
+        points,
+        args,
+        disabled=disabled,
+        arg_paths=arg_paths,
+        path=f"{path}.",
+        percentage_of_nodes_to_score=percentage,
+    )
+
+
+def _plugins(
+    p: Problems, body: Mapping[str, Any], path: str, registry: Registry
+) -> tuple[dict[PluginSet, Sequence[PluginRef]], dict[ExtensionPoint, frozenset[str]]]:
+    """`plugins`: multiPoint merged onto the defaults, each other point's own list, and
+    what each point disables."""
     plugins = p.obj(body.get("plugins"), f"{path}.plugins", {"multiPoint", *EXTENSION_POINTS})
     multi_enabled, multi_disabled = plugin_set(
         p, plugins.get("multiPoint"), f"{path}.plugins.multiPoint", registry
@@ -126,6 +144,13 @@ def profile(
         points[point] = tuple(enabled)
         if off:
             disabled[point] = frozenset(off)
+    return points, disabled
+
+
+def _plugin_config(
+    p: Problems, body: Mapping[str, Any], path: str, registry: Registry
+) -> tuple[dict[str, Mapping[str, Any]], dict[str, str]]:
+    """`pluginConfig`: each known plugin's raw args, checked, and where they came from."""
     args: dict[str, Mapping[str, Any]] = {}
     arg_paths: dict[str, str] = {}
     seen: set[str] = set()
@@ -156,15 +181,7 @@ def profile(
             continue
         args[plugin] = raw_args or {}
         arg_paths[plugin] = f"{where}.args"
-    return ProfileSpec(
-        name,
-        points,
-        args,
-        disabled=disabled,
-        arg_paths=arg_paths,
-        path=f"{path}.",
-        percentage_of_nodes_to_score=percentage,
-    )
+    return args, arg_paths
 
 
 def queue_sort_problems(profiles: Sequence[ProfileSpec]) -> list[str]:
