@@ -129,3 +129,59 @@ def test_run_and_binder_take_every_flag_of_the_table() -> None:
     names = {flag.name for flag in FLAGS}
     for command in ("run", "binder"):
         assert names <= options(command)
+
+
+#: A file setting, to values of its own, every field a flag also sets.
+FILE: dict[str, Any] = {
+    **NO_FILE,
+    "percentageOfNodesToScore": 70,
+    "clientConnection": {"kubeconfig": "/etc/file.conf"},
+    "leaderElection": {
+        "leaderElect": False,
+        "leaseDuration": "20s",
+        "resourceName": "file-lease",
+        "resourceNamespace": "file-ns",
+    },
+    "ascheduler": {
+        "bindingConcurrency": 99,
+        "httpAddress": "127.0.0.1:7777",
+        "annotationPrefix": "file.example.com",
+        "nodeLock": {
+            "policy": "none",
+            "key": "file.example.com/lock",
+            "object": "lease",
+            "timeout": "60s",
+            "linger": "20s",
+            "deviceResources": ["file.example.com/dev"],
+        },
+    },
+}
+#: The flags the file above sets too (a file naming leaseGroups keeps its locks on Leases:
+#: tests/unit/config/test_decode.py holds that).
+IN_THE_FILE = (
+    "kubeconfig",
+    "percentage_of_nodes_to_score",
+    "binding_concurrency",
+    "http_address",
+    "leader_elect",
+    "leader_elect_resource_namespace",
+    "leader_elect_resource_name",
+    "leader_elect_lease_duration",
+    "node_lock_policy",
+    "node_lock_key",
+    "node_lock_object",
+    "node_lock_timeout",
+    "node_lock_linger",
+    "device_resources",
+    "annotation_prefix",
+)
+
+
+@pytest.mark.parametrize("key", IN_THE_FILE)
+def test_each_flag_overrides_the_file(key: str, tmp_path: Path) -> None:
+    row = next(f for f in FLAGS if f.key == key)
+    argv, expected = samples(tmp_path)[key]
+    from_file = parse(FILE, IN_TREE)
+    assert row.setting(from_file) != expected
+    config = apply(from_file, Overrides.from_args(parser().parse_args(argv)))
+    assert row.setting(config) == expected
