@@ -2,9 +2,12 @@
 
 Three API clients: one for the long-lived watches, one for writes (bindings, events,
 conditions, node locks), so a burst of binds never queues behind a watch, and, with leader
-election, one for the Lease alone, so a renewal never queues behind binds. Scheduling starts
-only once both informers have synced, so the first pods are placed on a complete picture of
-the cluster.
+election, one for the Lease alone (the runner's), so a renewal never queues behind binds.
+Scheduling starts only once both informers have synced, so the first pods are placed on a
+complete picture of the cluster.
+
+The process around it (signals, the health server, leader election, the shutdown sequence)
+is `runner`'s, shared with `ascheduler binder`; `Scheduling` is what `run` gives it.
 """
 
 from __future__ import annotations
@@ -13,14 +16,14 @@ import asyncio
 import contextlib
 import functools
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import structlog
 
-from ascheduler import heap, metrics
+from ascheduler import heap, metrics, runner
 from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
@@ -40,11 +43,10 @@ from ascheduler.framework.extender import Extenders
 from ascheduler.framework.gangs import POD_GROUP_API, WORKLOAD_API, parse_pod_group, parse_workload
 from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.objects import parse_budget, parse_namespace, parse_selecting
-from ascheduler.http import HealthServer, open_server
+from ascheduler.http import HealthServer
 from ascheduler.kube import KubeClient
 from ascheduler.kube.client import RateLimiter
 from ascheduler.kube.informer import Informer
-from ascheduler.leader import LeaderElector, LostLeadership
 from ascheduler.locks import Members, witnessing
 from ascheduler.model import Node, PodInfo, dra, parse_node, storage
 from ascheduler.model import bindrequest as requests
@@ -214,6 +216,62 @@ def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) ->
 
 
 async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtime:
+    """Everything `ascheduler run` runs, not started: its clients, the cache, the profiles,
+    the queue, the binder, the scheduler and the informers feeding them."""
+    watch_client, write_client = await _clients(config)
+    extenders = Extenders(config.extenders)
+    scheduler = _scheduler(config, registry, write_client, extenders)
+    router = EventRouter(scheduler)
+    pods, nodes = _pods_and_nodes(watch_client, router, extenders)
+    binder = scheduler.binder
+    leases = binder.lease_informer(watch_client) if binder is not None else None
+    objects = [
+        *_object_informers(watch_client, scheduler.cache, router),
+        *([leases] if leases is not None else []),
+        *_storage_informers(watch_client, router),
+        *_group_informers(watch_client, router, config),
+    ]
+    if config.binding.mode == "bindrequest":
+        objects.append(_request_informer(watch_client, router))
+    # A failed pod is put back as the pod informer has it then (the store is replaced on a
+    # relist, so look it up through the informer each time).
+    scheduler.pods = lambda uid: pods.store.get(uid)
+    return Runtime(
+        scheduler,
+        pods,
+        nodes,
+        tuple(objects),
+        scheduler.writer,
+        watch_client,
+        write_client,
+        shutdown_grace=config.shutdown_grace,
+        extenders=extenders or None,
+    )
+
+
+def _scheduler(
+    config: SchedulerConfig, registry: Registry, write_client: KubeClient, extenders: Extenders
+) -> Scheduler:
+    """The cache, the profiles, the queue, the binder and the scheduler over them."""
+    cache = Cache()
+    frameworks = build_frameworks(config, registry, cache, write_client, extenders)
+    binder = _binder(config, write_client, cache)
+    for fw in frameworks.values():
+        fw.handle.device_locks = binder.devices if binder is not None else None
+    scheduler = Scheduler(
+        frameworks=frameworks,
+        cache=cache,
+        queue=build_queue(frameworks, config.queue),
+        writer=StatusWriter(write_client),
+        binding_concurrency=config.binding_concurrency,
+        binder=binder,
+    )
+    scheduler.lock_binds = config.binding.mode == "direct"
+    return scheduler
+
+
+async def _clients(config: SchedulerConfig) -> tuple[KubeClient, KubeClient]:
+    """The client for the watches and the one for writes (see the module's docstring)."""
     # Every informer holds a connection for its watch: one each, and room for relists.
     watches = 3 + len(OBJECT_KINDS) + 1 + len(STORAGE_KINDS) + len(DRA_KINDS) + 3
     watch_client = await KubeClient.connect(
@@ -230,34 +288,25 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
         user_agent="ascheduler",
         limiter=limiter,
     )
-    cache = Cache()
-    extenders = Extenders(config.extenders)
-    frameworks = build_frameworks(config, registry, cache, write_client, extenders)
-    queue = build_queue(frameworks, config.queue)
-    writer = StatusWriter(write_client)
-    binder = (
-        LockedBinder(
-            write_client,
-            config.binding,
-            lease_namespace=config.leader_election.resource_namespace,
-            cache=cache,
-            register=config.binding.mode == "direct",
-        )
-        if config.binding.policy != "none"
-        else None
-    )
-    for fw in frameworks.values():
-        fw.handle.device_locks = binder.devices if binder is not None else None
-    scheduler = Scheduler(
-        frameworks=frameworks,
+    return watch_client, write_client
+
+
+def _binder(config: SchedulerConfig, write_client: KubeClient, cache: Cache) -> LockedBinder | None:
+    """The binder under node locks (None: the lock policy is `none`)."""
+    if config.binding.policy == "none":
+        return None
+    return LockedBinder(
+        write_client,
+        config.binding,
+        lease_namespace=config.leader_election.resource_namespace,
         cache=cache,
-        queue=queue,
-        writer=writer,
-        binding_concurrency=config.binding_concurrency,
-        binder=binder,
+        register=config.binding.mode == "direct",
     )
-    scheduler.lock_binds = config.binding.mode == "direct"
-    router = EventRouter(scheduler)
+
+
+def _pods_and_nodes(
+    watch_client: KubeClient, router: EventRouter, extenders: Extenders
+) -> tuple[Informer[PodInfo], Informer[Node]]:
     # Extenders are sent the pods they are asked about, whole.
     parse, reparse = extenders.pod_parsers()
     pods: Informer[PodInfo] = Informer(
@@ -281,6 +330,13 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
         handler=router.nodes,
         name="nodes",
     )
+    return pods, nodes
+
+
+def _object_informers(
+    watch_client: KubeClient, cache: Cache, router: EventRouter
+) -> list[Informer[Any]]:
+    """Namespaces, the kinds whose selectors spread pods, and PodDisruptionBudgets."""
     objects: list[Informer[Any]] = [
         Informer(
             watch_client,
@@ -315,68 +371,62 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
             name="poddisruptionbudgets",
         )
     )
-    if binder is not None and (leases := binder.lease_informer(watch_client)) is not None:
-        objects.append(leases)
+    return objects
+
+
+def _request_informer(watch_client: KubeClient, router: EventRouter) -> Informer[Any]:
+    """BindRequests: placements written down and not bound yet, whose pods count as placed."""
+    return Informer(
+        watch_client,
+        requests.collection_path(),
+        parse=requests.parse_bind_request,
+        key=lambda r: r.key,
+        version=lambda r: r.resource_version,
+        handler=router.requests,
+        name=requests.PLURAL,
+    )
+
+
+def _storage_informers(watch_client: KubeClient, router: EventRouter) -> list[Informer[Any]]:
+    """The Dynamic Resource Allocation objects and the storage objects."""
     handlers = {**router.resources, **router.storage}
-    for kind, path, parse in (*DRA_KINDS, *STORAGE_KINDS):
-        objects.append(
-            Informer(
-                watch_client,
-                path,
-                parse=parse,
-                key=lambda o: f"{o.namespace}/{o.name}" if getattr(o, "namespace", "") else o.name,
-                version=lambda o: o.resource_version,
-                handler=handlers[kind],
-                name=path.rsplit("/", 1)[-1],
-            )
+    return [
+        Informer(
+            watch_client,
+            path,
+            parse=parse,
+            key=lambda o: f"{o.namespace}/{o.name}" if getattr(o, "namespace", "") else o.name,
+            version=lambda o: o.resource_version,
+            handler=handlers[kind],
+            name=path.rsplit("/", 1)[-1],
         )
-    # Pod groups: scheduler-plugins' PodGroup CRD when it is installed, the Workload API when
-    # the apiserver serves it and GangScheduling is on (either may appear later).
+        for kind, path, parse in (*DRA_KINDS, *STORAGE_KINDS)
+    ]
+
+
+def _group_informers(
+    watch_client: KubeClient, router: EventRouter, config: SchedulerConfig
+) -> list[Informer[Any]]:
+    """Pod groups: scheduler-plugins' PodGroup CRD when it is installed, the Workload API when
+    the apiserver serves it and GangScheduling is on (either may appear later)."""
     groups: list[tuple[str, Callable[[Any], Any], Any]] = [
         (POD_GROUP_API, parse_pod_group, router.pod_groups)
     ]
     if GANG_GATE in config.features:
         groups.append((WORKLOAD_API, parse_workload, router.workloads))
-    for path, parse_group, handler in groups:
-        objects.append(
-            Informer(
-                watch_client,
-                path,
-                parse=parse_group,
-                key=lambda o: o.key,
-                version=lambda o: o.resource_version,
-                handler=handler,
-                name=path.rsplit("/", 1)[-1],
-                optional=True,
-            )
+    return [
+        Informer(
+            watch_client,
+            path,
+            parse=parse_group,
+            key=lambda o: o.key,
+            version=lambda o: o.resource_version,
+            handler=handler,
+            name=path.rsplit("/", 1)[-1],
+            optional=True,
         )
-    if config.binding.mode == "bindrequest":
-        # Placements written down and not bound yet: their pods count as placed.
-        objects.append(
-            Informer(
-                watch_client,
-                requests.collection_path(),
-                parse=requests.parse_bind_request,
-                key=lambda r: r.key,
-                version=lambda r: r.resource_version,
-                handler=router.requests,
-                name=requests.PLURAL,
-            )
-        )
-    # A failed pod is put back as the pod informer has it then (the store is replaced on a
-    # relist, so look it up through the informer each time).
-    scheduler.pods = lambda uid: pods.store.get(uid)
-    return Runtime(
-        scheduler,
-        pods,
-        nodes,
-        tuple(objects),
-        writer,
-        watch_client,
-        write_client,
-        shutdown_grace=config.shutdown_grace,
-        extenders=extenders or None,
-    )
+        for path, parse_group, handler in groups
+    ]
 
 
 async def serve(
@@ -511,77 +561,54 @@ def enable_debug(runtime: Runtime, health: HealthServer, *, authorized: bool) ->
     ).attach(app)
 
 
-async def main(config: SchedulerConfig, registry: Registry = IN_TREE) -> int:
-    heap.tune()
-    runtime = await build(config, registry)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    checks: set[asyncio.Task[None]] = set()
+class Scheduling:
+    """`ascheduler run`'s service for `runner.run`: the runtime scheduling while it leads,
+    the cache checked on SIGUSR2, the debug endpoints when configured."""
 
-    def check_cache() -> None:
-        task = loop.create_task(log_cache_check(runtime.scheduler, runtime.write_client))
-        checks.add(task)
-        task.add_done_callback(checks.discard)
+    def __init__(self, runtime: Runtime, config: SchedulerConfig) -> None:
+        self.runtime = runtime
+        self.debug_endpoints = config.debug_endpoints
+        self._checks: set[asyncio.Task[None]] = set()
 
-    loop.add_signal_handler(signal.SIGUSR2, check_cache)
-    # Up before the election, so standby replicas answer /livez (and are not ready).
-    health = await open_server(
-        config.http_address,
-        config.secure_serving,
-        kubeconfig=config.kubeconfig,
-        context=config.context,
-        pending=runtime.scheduler.queue.pending,
-    )
-    if health is not None:
-        if config.debug_endpoints != "off":
-            enable_debug(runtime, health, authorized=config.debug_endpoints == "authorized")
-        await health.start()
-    election = config.leader_election
-    elector = None
-    if election.leader_elect:
-        # A client of its own: renewals must never queue behind binds in the write pool or
-        # wait on its rate limiter.
-        lease_client = await KubeClient.connect(
-            config.kubeconfig, pool_size=2, user_agent="ascheduler/leader-election"
+    def signals(self) -> Mapping[signal.Signals, Callable[[], None]]:
+        return {signal.SIGUSR2: self._check_cache}
+
+    def _check_cache(self) -> None:
+        runtime = self.runtime
+        task = asyncio.get_running_loop().create_task(
+            log_cache_check(runtime.scheduler, runtime.write_client)
         )
-        elector = LeaderElector(lease_client, election)
-        if health is not None:
-            health.not_ready = lambda: "standby: not leading"
-    try:
-        if elector is None:
-            await serve(runtime, stop, health=health)
-        elif await witnessing(_members(runtime), elector.acquire(stop)):
-            # The leading work and the lease renewal are one unit: if either ends with an
-            # error the other is cancelled and the process exits non-zero (never a zombie
-            # leader); a graceful stop ends both, and the lease is released below.
-            lost: BaseExceptionGroup[LostLeadership] | None = None
-            try:
-                async with asyncio.TaskGroup() as group:
-                    renewal = group.create_task(elector.hold())
-                    await serve(runtime, stop, health=health)
-                    renewal.cancel()
-            except* LostLeadership as group_error:
-                lost = group_error
-            if lost is not None:
-                # Scheduling stopped the moment the renew deadline passed (binding cycles
-                # cancelled, each undoing its own work); exit for the supervisor to restart us.
-                log.error("stopped_leading", reason=str(lost.exceptions[0]))
-                return 1
-    finally:
-        # Also after a lost leadership or a crash of the serving tasks (their binds were
-        # cancelled, each releasing its own hold): parked holds and leftovers go here.
-        await release_locks(runtime)
-        if elector is not None:
-            await elector.release()
-            await elector.kube.close()
-        if health is not None:
-            await health.stop()
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2):
-            with contextlib.suppress(Exception):
-                loop.remove_signal_handler(sig)
-        for task in checks:
+        self._checks.add(task)
+        task.add_done_callback(self._checks.discard)
+
+    def ready(self) -> str:
+        return "starting"  # `serve` says more once it runs
+
+    def attach(self, health: HealthServer) -> None:
+        health.pending = self.runtime.scheduler.queue.pending
+        if self.debug_endpoints != "off":
+            enable_debug(self.runtime, health, authorized=self.debug_endpoints == "authorized")
+
+    async def standby(self, waiting: Awaitable[bool]) -> bool:
+        return await witnessing(_members(self.runtime), waiting)
+
+    async def serve(self, stop: asyncio.Event, health: HealthServer | None) -> None:
+        await serve(self.runtime, stop, health=health)
+
+    async def release(self) -> None:
+        await release_locks(self.runtime)
+
+    async def close(self) -> None:
+        for task in self._checks:
             task.cancel()
-        await runtime.close()
-    return 0
+        await self.runtime.close()
+
+
+async def main(config: SchedulerConfig, registry: Registry = IN_TREE) -> int:
+    """`ascheduler run`: schedule until SIGTERM or SIGINT (one leader among replicas when
+    leader election is on); 1 if leadership was lost."""
+
+    async def scheduling() -> Scheduling:
+        return Scheduling(await build(config, registry), config)
+
+    return await runner.run(config, scheduling, agent="ascheduler")

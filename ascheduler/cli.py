@@ -10,13 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascheduler import __version__
-from ascheduler.auth import DEFAULT_ALWAYS_ALLOW_PATHS, AuthSettings
-from ascheduler.binding.binder import MODES, POLICIES
 
 if TYPE_CHECKING:
     from ascheduler.config import SchedulerConfig
     from ascheduler.framework import Registry
-    from ascheduler.http import SecureServing
 
 
 def _say(message: str) -> None:
@@ -24,7 +21,10 @@ def _say(message: str) -> None:
 
 
 def _run_options(run: argparse.ArgumentParser) -> None:
-    """The options `run` and `binder` share (the binder reads the same file and flags)."""
+    """The options `run` and `binder` share (the binder reads the same file and flags): the
+    file, the flags of `ascheduler.config.flags` over it, logging and plugins."""
+    from ascheduler.config.flags import add_flags
+
     run.add_argument(
         "--config",
         default=None,
@@ -32,287 +32,9 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         help="a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) file; the flags "
         "below override what it (or, without one, the defaults) says",
     )
-    run.add_argument(
-        "--kubeconfig",
-        default=None,
-        help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)",
-    )
-    run.add_argument(
-        "--scheduler-name",
-        action="append",
-        dest="scheduler_names",
-        metavar="NAME",
-        help="serve this schedulerName with the default plugins (repeatable; default: ascheduler)",
-    )
-    run.add_argument(
-        "--feature-gates",
-        default=None,
-        metavar="GATES",
-        help="kube-scheduler's feature gates ascheduler knows, e.g. StorageCapacityScoring=true",
-    )
-    run.add_argument(
-        "--binding",
-        dest="binding_mode",
-        default=None,
-        choices=MODES,
-        help="direct (default): the scheduler binds each pod; bindrequest: it writes a "
-        "BindRequest and `ascheduler binder` binds the pod (placements survive restarts)",
-    )
-    run.add_argument(
-        "--binding-concurrency",
-        type=int,
-        default=None,
-        help="binding cycles in flight at most (default: 256)",
-    )
-    run.add_argument(
-        "--percentage-of-nodes-to-score",
-        type=int,
-        default=None,
-        help="as kube-scheduler's; 0 picks it from the cluster size (a profile's own "
-        "percentageOfNodesToScore still wins for that profile)",
-    )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     _plugins_option(run)
-    run.add_argument(
-        "--debug-endpoints",
-        default=None,
-        choices=("off", "loopback", "authorized"),
-        help="serve /debug/pods/NS/NAME, /debug/queue and /debug/cache: loopback (on the "
-        "plain HTTP listener, which must be on a loopback address; no token) or authorized "
-        "(on the secure port, to users the API server authorizes for get on the path); "
-        "default: off",
-    )
-    _serving_options(run)
-    election = run.add_argument_group(
-        "leader election",
-        "one active replica per Lease; standbys take over within the "
-        "lease duration (the config file's leaderElection section does the same)",
-    )
-    election.add_argument(
-        "--leader-elect",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="take part in leader election (without a file, off unless given; "
-        "--no-leader-elect turns off a file's leaderElect)",
-    )
-    election.add_argument(
-        "--leader-elect-resource-namespace", default=None, help="default: kube-system"
-    )
-    election.add_argument("--leader-elect-resource-name", default=None, help="default: ascheduler")
-    election.add_argument(
-        "--leader-elect-lease-duration",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="default: 15; also sets the renew deadline to 2/3 of it and the retry period "
-        "to 1/7.5 of it (at least 0.2), overriding the file's",
-    )
-    locks = run.add_argument_group(
-        "node locks",
-        "binds guarded by an asyncio lock per node under a Node-annotation lock, "
-        "so several scheduler instances can share nodes",
-    )
-    locks.add_argument(
-        "--node-lock-policy",
-        default=None,
-        choices=POLICIES,
-        help="which binds lock their node: pods requesting a device resource "
-        "(default), all, or none",
-    )
-    locks.add_argument(
-        "--device-resource",
-        action="append",
-        dest="device_resources",
-        metavar="NAME",
-        help="a device resource for the `devices` policy (repeatable; default: nvidia.com/gpu)",
-    )
-    locks.add_argument(
-        "--node-lock-key",
-        default=None,
-        help="the Node annotation (hami.io/mutex.lock interoperates with HAMi)",
-    )
-    locks.add_argument(
-        "--node-lock-object",
-        choices=("lease", "node", "auto"),
-        default=None,
-        help="where a node's lock is written: a Lease per node (ascheduler-node-NAME in the "
-        "lease namespace) or the Node itself; auto (the default): a Lease, but the Node "
-        "under HAMi's key",
-    )
-    locks.add_argument(
-        "--node-lock-linger",
-        default=None,
-        metavar="DURATION",
-        help="how long a node's lock stays taken after its binds, for the next ones (another "
-        "instance asking for it ends that at once; 0: release at once; default 10s)",
-    )
-    locks.add_argument(
-        "--node-lock-when-alone",
-        choices=("skip", "lock"),
-        default=None,
-        help="with locks on Leases, while no other instance shares the nodes: skip the node "
-        "locks (the default; they engage as soon as another instance registers) or lock",
-    )
-    locks.add_argument(
-        "--node-lock-lease-groups",
-        type=int,
-        default=None,
-        metavar="N",
-        help="with locks on Leases: share one lock Lease among each of N groups of nodes "
-        "(fewer lock writes in a burst, more waiting between binds to one group; every "
-        "instance sharing the nodes should use the same N; default 32); 0: a Lease per node",
-    )
-    locks.add_argument(
-        "--node-lock-timeout",
-        default=None,
-        metavar="DURATION",
-        help="a lock older than this is stale (default: $ASCHEDULER_NODELOCK_EXPIRE, else 5m)",
-    )
-    locks.add_argument(
-        "--annotation-prefix",
-        default=None,
-        help="prefix of the pod's bind-phase and bind-time annotations",
-    )
-
-
-def _serving_options(run: argparse.ArgumentParser) -> None:
-    """kube-scheduler's secure serving, delegated authentication and authorization flags,
-    and the plain listener."""
-    secure = run.add_argument_group(
-        "secure serving",
-        "/healthz, /livez, /readyz, /metrics (and /debug/* when authorized) over TLS, each "
-        "request authenticated (TokenReview, client certificates) and authorized "
-        "(SubjectAccessReview) by the API server, as kube-scheduler's secure port",
-    )
-    secure.add_argument(
-        "--bind-address", default="0.0.0.0", help="the secure port's address (default: 0.0.0.0)"
-    )
-    secure.add_argument(
-        "--secure-port",
-        type=int,
-        default=None,
-        metavar="PORT",
-        help="HTTPS port (default: 10259 for run, 10260 for binder); 0 turns it off",
-    )
-    secure.add_argument(
-        "--tls-cert-file",
-        default="",
-        metavar="FILE",
-        help="the serving certificate (PEM, with its chain); without it and "
-        "--tls-private-key-file, a self-signed one is made at start",
-    )
-    secure.add_argument("--tls-private-key-file", default="", metavar="FILE")
-    secure.add_argument(
-        "--cert-dir",
-        default="",
-        metavar="DIR",
-        help="where the self-signed certificate is written (ascheduler.crt, .key) and read "
-        "back; default: in memory only",
-    )
-    secure.add_argument(
-        "--client-ca-file",
-        default="",
-        metavar="FILE",
-        help="client certificates signed by these CAs authenticate as their common name, "
-        "in their organizations as groups",
-    )
-    secure.add_argument(
-        "--authentication-kubeconfig",
-        default=None,
-        metavar="FILE",
-        help="the API server that reviews tokens (default: the scheduler's kubeconfig)",
-    )
-    secure.add_argument(
-        "--authorization-kubeconfig",
-        default=None,
-        metavar="FILE",
-        help="the API server that reviews access (default: the scheduler's kubeconfig)",
-    )
-    secure.add_argument(
-        "--authorization-always-allow-paths",
-        default=",".join(DEFAULT_ALWAYS_ALLOW_PATHS),
-        metavar="PATHS",
-        help="paths anyone may get, without credentials (a trailing * matches a prefix; "
-        "default: %(default)s)",
-    )
-    secure.add_argument(
-        "--authentication-token-webhook-cache-ttl",
-        default="10s",
-        metavar="DURATION",
-        help="how long a TokenReview's answer is reused (default: 10s)",
-    )
-    secure.add_argument(
-        "--authorization-webhook-cache-authorized-ttl",
-        default="10s",
-        metavar="DURATION",
-        help="how long an allowing SubjectAccessReview's answer is reused (default: 10s)",
-    )
-    secure.add_argument(
-        "--authorization-webhook-cache-unauthorized-ttl",
-        default="10s",
-        metavar="DURATION",
-        help="how long a denying SubjectAccessReview's answer is reused (default: 10s)",
-    )
-    plain = run.add_argument_group(
-        "plain HTTP",
-        "the same endpoints without TLS or authentication, off unless asked for",
-    )
-    plain.add_argument(
-        "--http-address",
-        default=None,
-        metavar="HOST:PORT",
-        help="serve /metrics, /healthz, /livez, /readyz here, to anyone (default: the config "
-        "file's ascheduler.httpAddress, else none; empty for none); a loopback address only, "
-        "unless --allow-non-loopback-http",
-    )
-    plain.add_argument(
-        "--allow-non-loopback-http",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="let --http-address be another than a loopback address: anyone who reaches it "
-        "reads the metrics (ascheduler.allowNonLoopbackHTTP)",
-    )
-
-
-def _secure_serving(args: argparse.Namespace, default_port: int) -> SecureServing:
-    """The secure serving flags; ConfigError naming the durations that are not."""
-    from ascheduler.durations import parse_seconds
-    from ascheduler.framework import ConfigError
-    from ascheduler.http import SecureServing
-    from ascheduler.tls import ServingCertificate
-
-    problems = []
-    ttls = {}
-    for flag in (
-        "authentication_token_webhook_cache_ttl",
-        "authorization_webhook_cache_authorized_ttl",
-        "authorization_webhook_cache_unauthorized_ttl",
-    ):
-        try:
-            ttls[flag] = parse_seconds(getattr(args, flag))
-        except ValueError as exc:
-            problems.append(f"--{flag.replace('_', '-')}: {exc}")
-    if problems:
-        raise ConfigError(problems)
-    paths = tuple(p.strip() for p in args.authorization_always_allow_paths.split(",") if p.strip())
-    return SecureServing(
-        bind_address=args.bind_address,
-        port=default_port if args.secure_port is None else args.secure_port,
-        certificate=ServingCertificate(
-            cert_file=args.tls_cert_file,
-            key_file=args.tls_private_key_file,
-            cert_dir=args.cert_dir,
-            client_ca_file=args.client_ca_file,
-        ),
-        authentication_kubeconfig=args.authentication_kubeconfig,
-        authorization_kubeconfig=args.authorization_kubeconfig,
-        auth=AuthSettings(
-            always_allow_paths=paths,
-            token_ttl=ttls["authentication_token_webhook_cache_ttl"],
-            allowed_ttl=ttls["authorization_webhook_cache_authorized_ttl"],
-            denied_ttl=ttls["authorization_webhook_cache_unauthorized_ttl"],
-        ),
-    )
+    add_flags(run)
 
 
 def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -377,6 +99,9 @@ def _plugins_option(p: argparse.ArgumentParser) -> None:
 
 
 def _explain_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`explain`: a few of run's flags (from the same table, with help of its own)."""
+    from ascheduler.config.flags import flag
+
     explain = sub.add_parser(
         "explain",
         help="why a pod is pending, where it would go, how many copies fit",
@@ -398,7 +123,7 @@ def _explain_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a KubeSchedulerConfiguration to try (default: kube-scheduler's default "
         "plugins, as a profile named after the pod's schedulerName)",
     )
-    explain.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, ~/.kube/config")
+    flag("kubeconfig").add_to(explain, help="default: $KUBECONFIG, ~/.kube/config")
     explain.add_argument("--context", default=None, help="the kubeconfig context to use")
     explain.add_argument(
         "--profile",
@@ -406,10 +131,8 @@ def _explain_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SCHEDULER_NAME",
         help="explain under this profile of the configuration (default: the pod's schedulerName)",
     )
-    explain.add_argument("--feature-gates", default=None, metavar="GATES")
-    explain.add_argument(
-        "--percentage-of-nodes-to-score", type=int, default=None, help="as kube-scheduler's"
-    )
+    flag("feature_gates").add_to(explain, help=None)
+    flag("percentage_of_nodes_to_score").add_to(explain, help="as kube-scheduler's")
     explain.add_argument(
         "-o", "--output", default="table", choices=("table", "json", "yaml"), help="default: table"
     )
@@ -590,37 +313,7 @@ def _config_of(
     from ascheduler.framework import ConfigError
 
     logs.configure(args.log_level)
-    try:
-        secure = _secure_serving(args, secure_port)
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"ascheduler: {problem}", file=sys.stderr)
-        return None
-    overrides = Overrides(
-        kubeconfig=args.kubeconfig,
-        scheduler_names=tuple(args.scheduler_names) if args.scheduler_names else None,
-        binding_concurrency=args.binding_concurrency,
-        feature_gates=args.feature_gates,
-        percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
-        http_address=args.http_address,
-        allow_non_loopback_http=args.allow_non_loopback_http,
-        secure_serving=secure,
-        debug_endpoints=args.debug_endpoints,
-        leader_elect=args.leader_elect,
-        leader_elect_resource_namespace=args.leader_elect_resource_namespace,
-        leader_elect_resource_name=args.leader_elect_resource_name,
-        leader_elect_lease_duration=args.leader_elect_lease_duration,
-        node_lock_policy=args.node_lock_policy,
-        binding_mode=args.binding_mode,
-        device_resources=tuple(args.device_resources) if args.device_resources else None,
-        node_lock_key=args.node_lock_key,
-        node_lock_timeout=args.node_lock_timeout,
-        node_lock_object=args.node_lock_object,
-        node_lock_linger=args.node_lock_linger,
-        node_lock_when_alone=args.node_lock_when_alone,
-        node_lock_lease_groups=args.node_lock_lease_groups,
-        annotation_prefix=args.annotation_prefix,
-    )
+    overrides = Overrides.from_args(args, secure_port=secure_port)
     try:
         registry = _registry(args)
         return resolve(args.config, overrides, registry), registry

@@ -24,7 +24,6 @@ path, as kube-scheduler's secure port does; grant it with a ClusterRole rule
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -40,17 +39,6 @@ if TYPE_CHECKING:
     from ascheduler.scheduler import Scheduler
 
 log = structlog.get_logger(__name__)
-
-MODES: Final = ("off", "loopback", "authorized")
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 # -- the endpoints -------------------------------------------------------------------------

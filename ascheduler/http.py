@@ -20,6 +20,7 @@ from the queue at scrape time, so the hot path pays nothing for them.
 
 from __future__ import annotations
 
+import ipaddress
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,18 @@ from ascheduler.tls import ServingCertificate, server_context
 log = structlog.get_logger(__name__)
 
 DEFAULT_SECURE_PORT: Final = 10259
+#: Where `/debug/*` is served: off, on the plain listener on loopback, or on the secure port
+#: to users the API server authorizes (`ascheduler.debug`).
+DEBUG_MODES: Final = ("off", "loopback", "authorized")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def parse_address(text: str) -> tuple[str, int]:

@@ -17,6 +17,9 @@ queued by key and handled by one of `workers` tasks, one at a time per request:
 
 Writes of the status carry the request's UID, so a request deleted and written again under the
 same name (the pod placed again) is never marked with the old one's outcome.
+
+The process around it (signals, the health server, leader election, the shutdown sequence)
+is `runner`'s, shared with `ascheduler run`; `Binding` is what the binder gives it.
 """
 
 from __future__ import annotations
@@ -27,24 +30,23 @@ import contextlib
 import datetime as dt
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 import structlog
 
-from ascheduler import heap, metrics
+from ascheduler import heap, metrics, runner
 from ascheduler.binding.binder import LockedBinder
 from ascheduler.binding.reconcile import Act, after_failed_bind, backoff, decide
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
 from ascheduler.framework import CycleState, Framework, Handle
 from ascheduler.framework.profile import PluginRef, multipoint
-from ascheduler.http import open_server
+from ascheduler.http import HealthServer
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import MERGE_PATCH, RateLimiter
 from ascheduler.kube.informer import Informer
-from ascheduler.leader import LeaderElector, LostLeadership
 from ascheduler.locks import witnessing
 from ascheduler.model import Node, PodInfo, parse_node, parse_pod
 from ascheduler.model.bindrequest import (
@@ -486,6 +488,40 @@ BINDER_LEASE: Final = "ascheduler-binder"
 BINDER_SECURE_PORT: Final = 10260
 
 
+class Binding:
+    """`ascheduler binder`'s service for `runner.run`: the request binder and its clients."""
+
+    def __init__(
+        self, service: RequestBinder, watch: KubeClient, write: KubeClient, *, grace: float
+    ) -> None:
+        self.service = service
+        self.watch = watch
+        self.write = write
+        self.grace = grace
+
+    def signals(self) -> Mapping[signal.Signals, Callable[[], None]]:
+        return {}
+
+    def ready(self) -> str:
+        return "" if self.service.synced() else "informers have not synced"
+
+    def attach(self, health: HealthServer) -> None:
+        pass
+
+    async def standby(self, waiting: Awaitable[bool]) -> bool:
+        return await witnessing(self.service.binder.members, waiting)
+
+    async def serve(self, stop: asyncio.Event, health: HealthServer | None) -> None:
+        await self.service.run(stop, grace=self.grace)
+
+    async def release(self) -> None:
+        pass  # `RequestBinder.run` lets go of its locks once its requests in hand are done
+
+    async def close(self) -> None:
+        await self.watch.close()
+        await self.write.close()
+
+
 async def main(
     config: SchedulerConfig,
     *,
@@ -494,72 +530,31 @@ async def main(
 ) -> int:
     """`ascheduler binder`: serve until SIGTERM or SIGINT (one leader among replicas when
     leader election is on); 1 if leadership was lost."""
-    heap.tune()
-    watch = await KubeClient.connect(
-        config.kubeconfig, pool_size=8, user_agent="ascheduler-binder/watch"
-    )
-    limiter = RateLimiter(config.qps, config.burst) if config.qps else None
-    write = await KubeClient.connect(
-        config.kubeconfig,
-        pool_size=max(workers * 2, 16),
-        user_agent="ascheduler-binder",
-        limiter=limiter,
-    )
-    profile = multipoint(BINDER_LEASE, [PluginRef("PrioritySort"), PluginRef("DefaultBinder")])
-    fw = Framework(profile, IN_TREE, Handle(nodes=Cache().table, kube=write, profile=BINDER_LEASE))
-    locked = LockedBinder(
-        write,
-        config.binding,
-        lease_namespace=config.leader_election.resource_namespace,
-        register=True,  # it always locks, but others must know it shares the nodes
-    )
-    service = RequestBinder(watch, write, locked, fw, workers=workers, finished_ttl=finished_ttl)
-    metrics.BINDER_PENDING.set_function(service.pending)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    health = await open_server(
-        config.http_address,
-        config.secure_serving,
-        kubeconfig=config.kubeconfig,
-        context=config.context,
-        user_agent="ascheduler-binder/auth",
-        not_ready=lambda: "" if service.synced() else "informers have not synced",
-    )
-    if health is not None:
-        await health.start()
-    elector = None
-    if config.leader_election.leader_elect:
-        lease = await KubeClient.connect(
-            config.kubeconfig, pool_size=2, user_agent="ascheduler-binder/leader-election"
+
+    async def binding() -> Binding:
+        watch = await KubeClient.connect(
+            config.kubeconfig, pool_size=8, user_agent="ascheduler-binder/watch"
         )
-        elector = LeaderElector(lease, config.leader_election)
-        if health is not None:
-            health.not_ready = lambda: "standby: not leading"
-    try:
-        if elector is None:
-            await service.run(stop, grace=config.shutdown_grace)
-        elif await witnessing(service.binder.members, elector.acquire(stop)):
-            if health is not None:
-                health.not_ready = lambda: "" if service.synced() else "informers have not synced"
-            lost: BaseExceptionGroup[LostLeadership] | None = None
-            try:
-                async with asyncio.TaskGroup() as group:
-                    renewal = group.create_task(elector.hold())
-                    await service.run(stop, grace=config.shutdown_grace)
-                    renewal.cancel()
-            except* LostLeadership as group_error:
-                lost = group_error
-            if lost is not None:
-                log.error("stopped_leading", reason=str(lost.exceptions[0]))
-                return 1
-    finally:
-        if elector is not None:
-            await elector.release()
-            await elector.kube.close()
-        if health is not None:
-            await health.stop()
-        await watch.close()
-        await write.close()
-    return 0
+        limiter = RateLimiter(config.qps, config.burst) if config.qps else None
+        write = await KubeClient.connect(
+            config.kubeconfig,
+            pool_size=max(workers * 2, 16),
+            user_agent="ascheduler-binder",
+            limiter=limiter,
+        )
+        profile = multipoint(BINDER_LEASE, [PluginRef("PrioritySort"), PluginRef("DefaultBinder")])
+        handle = Handle(nodes=Cache().table, kube=write, profile=BINDER_LEASE)
+        fw = Framework(profile, IN_TREE, handle)
+        locked = LockedBinder(
+            write,
+            config.binding,
+            lease_namespace=config.leader_election.resource_namespace,
+            register=True,  # it always locks, but others must know it shares the nodes
+        )
+        service = RequestBinder(
+            watch, write, locked, fw, workers=workers, finished_ttl=finished_ttl
+        )
+        metrics.BINDER_PENDING.set_function(service.pending)
+        return Binding(service, watch, write, grace=config.shutdown_grace)
+
+    return await runner.run(config, binding, agent="ascheduler-binder")

@@ -25,11 +25,10 @@ import numpy as np
 import structlog
 
 from ascheduler.framework import withextenders
-from ascheduler.framework.errors import ConfigError
+from ascheduler.framework.assembly import assemble
 from ascheduler.framework.extender import Extenders
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
-    EXTENSION_POINTS,
     MAX_NODE_SCORE,
     NO_NODES_MESSAGE,
     SUCCESS,
@@ -68,7 +67,7 @@ from ascheduler.framework.outcomes import (
     ScheduleResult,
     ScoringError,
 )
-from ascheduler.framework.profile import PluginRef, ProfileSpec, default_plugins
+from ascheduler.framework.profile import ProfileSpec, default_plugins
 from ascheduler.framework.registry import Registry
 from ascheduler.framework.waiting import WaitingPod
 from ascheduler.model import PodInfo
@@ -80,15 +79,9 @@ ALL_EVENTS: Final = frozenset(ClusterEvent)
 MAX_PERMIT_TIMEOUT: Final = 15 * 60.0
 MIN_FEASIBLE_NODES_TO_FIND: Final = 100
 MIN_FEASIBLE_PERCENTAGE: Final = 5
-_MAX_TOTAL_SCORE: Final = 2**63 - 1  # kube-scheduler's MaxTotalScore (math.MaxInt64)
 #: The package of the in-tree plugins.
 _IN_TREE: Final = "ascheduler.plugins."
 _SCALAR_ROWS: Final = 16  # up to this many changed rows are rescored in plain Python
-
-
-def _int64(value: int) -> int:
-    """`value` wrapped into int64, as Go's arithmetic leaves it."""
-    return (value + 2**63) % 2**64 - 2**63
 
 
 def recorded_status(recorded: Sequence[tuple[str, FilterResult]], plugin: str, row: int) -> Status:
@@ -132,6 +125,20 @@ def num_feasible_nodes_to_find(num_nodes: int, percentage: int) -> int:
     return max(num_nodes * pct // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
 
+def _events_of(
+    plugins: Mapping[str, Plugin], registry: Registry
+) -> dict[str, frozenset[ClusterEvent]]:
+    """The cluster events each plugin registered (all of them when it says nothing)."""
+    events: dict[str, frozenset[ClusterEvent]] = {}
+    for name, p in plugins.items():
+        if isinstance(p, EnqueueExtensions):
+            events[name] = p.events_to_register()
+        else:
+            declared = registry[name].events
+            events[name] = ALL_EVENTS if declared is None else declared
+    return events
+
+
 class Framework:
     def __init__(
         self,
@@ -151,107 +158,20 @@ class Framework:
         self.extenders: Extenders | None = None
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self._next_start = 0
-        self.plugins: dict[str, Plugin] = {}
-        #: Each plugin's decoded arguments (what `config defaults` prints).
-        self.args: dict[str, Any] = {}
-        self.weights: dict[str, int] = {}
-        problems: list[str] = []
-        points: dict[ExtensionPoint, list[Plugin]] = {p: [] for p in EXTENSION_POINTS}
-        failed: set[str] = set()
-
-        def instance(ref: PluginRef, path: str) -> Plugin | None:
-            if ref.name in self.plugins or ref.name in failed:
-                return self.plugins.get(ref.name)
-            registration = registry.get(ref.name)
-            if registration is None:
-                problems.append(f'{spec.path}{path}.name: unknown plugin "{ref.name}"')
-                failed.add(ref.name)
-                return None
-            where = spec.arg_paths.get(ref.name, f"{spec.path}pluginConfig[{ref.name}].args")
-            try:
-                args = registration.decode_args(spec.args.get(ref.name), where)
-                plugin = registration.build(args, handle)
-            except ConfigError as exc:
-                problems.extend(exc.problems)
-                failed.add(ref.name)
-                return None
-            self.plugins[ref.name] = plugin
-            self.args[ref.name] = args
-            return plugin
-
         multi_refs = spec.points.get("multiPoint")
-        multi = tuple(default_plugins(registry) if multi_refs is None else multi_refs)
-        for i, ref in enumerate(multi):
-            instance(ref, f"plugins.multiPoint.enabled[{i}]")
-        for point, interface in EXTENSION_POINTS.items():
-            # kube-scheduler's updatePluginList, then expandMultiPointPlugins: the point's
-            # own list, then multiPoint's plugins merged in.
-            own: list[str] = []
-            inert: list[str] = []  # enabled where only kube-scheduler's plugin runs
-            for i, ref in enumerate(spec.points.get(point, ())):
-                plugin = instance(ref, f"plugins.{point}.enabled[{i}]")
-                if plugin is None:
-                    continue
-                where = f"{spec.path}plugins.{point}.enabled[{i}].name"
-                if ref.name in own or ref.name in inert:
-                    problems.append(f"{where}: plugin {ref.name!r} is already enabled at {point}")
-                elif isinstance(plugin, interface):
-                    own.append(ref.name)
-                elif point in registry[ref.name].kube_points:
-                    inert.append(ref.name)
-                else:
-                    problems.append(f"{where}: plugin {ref.name!r} does not implement {point}")
-            off = spec.disabled.get(point, frozenset())
-            overrides: set[str] = set()
-            expanded: list[str] = []
-            if "*" not in off:
-                for ref in multi:
-                    plugin = self.plugins.get(ref.name)
-                    if plugin is None or not isinstance(plugin, interface) or ref.name in off:
-                        continue
-                    if ref.name in own:
-                        overrides.add(ref.name)  # the point's own entry says how
-                    elif ref.name in expanded:
-                        # No index: the merged list's is not the file's.
-                        twice = (
-                            f"{spec.path}plugins.multiPoint.enabled: plugin {ref.name!r} is "
-                            f"enabled twice"
-                        )
-                        if twice not in problems:
-                            problems.append(twice)
-                    else:
-                        expanded.append(ref.name)
-            # The point's entries that override multiPoint's first, then multiPoint's, then
-            # the point's other entries, as kube-scheduler orders them.
-            order = (
-                [n for n in own if n in overrides]
-                + expanded
-                + [n for n in own if n not in overrides]
-            )
-            points[point] = [self.plugins[n] for n in order]
-        # kube-scheduler's getScoreWeights: the Score point's own entry wins over multiPoint's;
-        # a weight left out (0) is 1.
-        # Its overflow check runs in int64, where a negative weight wraps the remaining room:
-        # a negative weight followed by any other Score plugin is refused, as there.
-        room_used = 0
-        for ref in (*spec.points.get("score", ()), *multi):
-            if ref.name in self.weights or not isinstance(self.plugins.get(ref.name), ScorePlugin):
-                continue
-            weight = self.weights[ref.name] = ref.weight or 1
-            if weight * MAX_NODE_SCORE > _int64(_MAX_TOTAL_SCORE - room_used):
-                problems.append(f"{spec.path}plugins: total score of Score plugins could overflow")
-                break
-            room_used = _int64(room_used + weight * MAX_NODE_SCORE)
-        if not problems:
-            if len(points["queueSort"]) != 1:
-                problems.append(
-                    f"{spec.path}plugins.queueSort: exactly one plugin must be enabled, found "
-                    f"{len(points['queueSort'])}"
-                )
-            if not points["bind"]:
-                problems.append(f"{spec.path}plugins.bind: at least one plugin must be enabled")
-        if problems:
-            raise ConfigError(problems)
+        multi = default_plugins(registry) if multi_refs is None else multi_refs
+        built = assemble(spec, registry, handle, multi)
+        self.plugins: dict[str, Plugin] = built.plugins
+        #: Each plugin's decoded arguments (what `config defaults` prints).
+        self.args: dict[str, Any] = built.args
+        self.weights: dict[str, int] = built.weights
+        self._place(built.points)
+        self._events = _events_of(self.plugins, registry)
+        self._rng = random.Random()
+
+    def _place(self, points: Mapping[ExtensionPoint, list[Plugin]]) -> None:
+        """Each point's plugins as the attribute the cycle reads, and what the cycle
+        precomputes about them."""
 
         def of(point: ExtensionPoint, _: type[Any]) -> list[Any]:
             return points[point]
@@ -280,15 +200,6 @@ class Framework:
         self._range_checked = {
             p.name for p in self.score_plugins if not type(p).__module__.startswith(_IN_TREE)
         }
-        every = frozenset(ClusterEvent)
-        self._events: dict[str, frozenset[ClusterEvent]] = {}
-        for name, p in self.plugins.items():
-            if isinstance(p, EnqueueExtensions):
-                self._events[name] = p.events_to_register()
-            else:
-                declared = registry[name].events
-                self._events[name] = every if declared is None else declared
-        self._rng = random.Random()
 
     # -- queueing ----------------------------------------------------------------------------
 

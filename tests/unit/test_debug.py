@@ -7,9 +7,8 @@ import dataclasses
 import pytest
 
 from ascheduler.config import Overrides, SchedulerConfig, apply, debug_problem
-from ascheduler.debug import is_loopback
 from ascheduler.framework import ConfigError
-from ascheduler.http import SecureServing
+from ascheduler.http import SecureServing, is_loopback
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from ascheduler.framework import ConfigError
 from ascheduler.locks.settings import DEFAULT_LEASE_GROUPS
 from ascheduler.plugins import IN_TREE
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
+CONFIG_DIR = Path(__file__).resolve().parents[3] / "config"
 HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ascheduler.config import API_VERSION, KIND, parse
-from ascheduler.configprofiles import merge
+from ascheduler.config.profiles import merge
 from ascheduler.framework import ConfigError, Framework, Handle, PluginRef
 from ascheduler.plugins import IN_TREE
 

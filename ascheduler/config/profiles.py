@@ -20,10 +20,11 @@ follows kube-scheduler's `expandMultiPointPlugins` and `getScoreWeights`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ascheduler.durations import parse_seconds
+from ascheduler.config.validation import Problems
 from ascheduler.framework import (
     EXTENSION_POINTS,
     ConfigError,
@@ -37,84 +38,6 @@ from ascheduler.framework.interface import ExtensionPoint, PluginSet
 #: A profile's fields.
 PROFILE_FIELDS: Final = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
 INT32: Final = (-(2**31), 2**31 - 1)
-
-
-class Problems:
-    """Every problem of a document, each with its path (`profiles[0].plugins: ...`)."""
-
-    def __init__(self) -> None:
-        self.items: list[str] = []
-
-    def add(self, path: str, message: str) -> None:
-        self.items.append(f"{path}: {message}")
-
-    def obj(self, value: Any, path: str, allowed: set[str] | frozenset[str]) -> Mapping[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            self.add(path, f"expected an object, got {type(value).__name__}")
-            return {}
-        for key in value:
-            if key not in allowed:
-                self.add(f"{path}.{key}" if path else str(key), "unknown field")
-        return value
-
-    def seq(self, value: Any, path: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            self.add(path, f"expected a list, got {type(value).__name__}")
-            return []
-        return value
-
-    def int_(
-        self,
-        value: Any,
-        path: str,
-        default: int,
-        *,
-        low: int | None = None,
-        high: int | None = None,
-    ) -> int:
-        if value is None:
-            return default
-        if not isinstance(value, int) or isinstance(value, bool):
-            self.add(path, f"expected an integer, got {value!r}")
-            return default
-        if (low is not None and value < low) or (high is not None and value > high):
-            bounds = f"{low if low is not None else '-inf'}..{high if high is not None else 'inf'}"
-            self.add(path, f"must be in {bounds}, got {value}")
-            return default
-        return value
-
-    def bool_(self, value: Any, path: str, default: bool) -> bool:
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            self.add(path, f"expected true or false, got {value!r}")
-            return default
-        return value
-
-    def str_(self, value: Any, path: str, default: str) -> str:
-        if value is None:
-            return default
-        if not isinstance(value, str):
-            self.add(path, f"expected a string, got {value!r}")
-            return default
-        return value
-
-    def duration(self, value: Any, path: str, default: float) -> float:
-        if value is None:
-            return default
-        try:
-            seconds = parse_seconds(str(value))
-        except ValueError:
-            self.add(path, f"not a duration: {value!r}")
-            return default
-        if seconds <= 0:
-            self.add(path, "must be positive")
-            return default
-        return seconds
 
 
 def plugin_set(
@@ -188,6 +111,24 @@ def profile(
             low=0,
             high=100,
         )
+    points, disabled = _plugins(p, body, path, registry)
+    args, arg_paths = _plugin_config(p, body, path, registry)
+    return ProfileSpec(
+        name,
+        points,
+        args,
+        disabled=disabled,
+        arg_paths=arg_paths,
+        path=f"{path}.",
+        percentage_of_nodes_to_score=percentage,
+    )
+
+
+def _plugins(
+    p: Problems, body: Mapping[str, Any], path: str, registry: Registry
+) -> tuple[dict[PluginSet, Sequence[PluginRef]], dict[ExtensionPoint, frozenset[str]]]:
+    """`plugins`: multiPoint merged onto the defaults, each other point's own list, and
+    what each point disables."""
     plugins = p.obj(body.get("plugins"), f"{path}.plugins", {"multiPoint", *EXTENSION_POINTS})
     multi_enabled, multi_disabled = plugin_set(
         p, plugins.get("multiPoint"), f"{path}.plugins.multiPoint", registry
@@ -203,6 +144,13 @@ def profile(
         points[point] = tuple(enabled)
         if off:
             disabled[point] = frozenset(off)
+    return points, disabled
+
+
+def _plugin_config(
+    p: Problems, body: Mapping[str, Any], path: str, registry: Registry
+) -> tuple[dict[str, Mapping[str, Any]], dict[str, str]]:
+    """`pluginConfig`: each known plugin's raw args, checked, and where they came from."""
     args: dict[str, Mapping[str, Any]] = {}
     arg_paths: dict[str, str] = {}
     seen: set[str] = set()
@@ -233,15 +181,7 @@ def profile(
             continue
         args[plugin] = raw_args or {}
         arg_paths[plugin] = f"{where}.args"
-    return ProfileSpec(
-        name,
-        points,
-        args,
-        disabled=disabled,
-        arg_paths=arg_paths,
-        path=f"{path}.",
-        percentage_of_nodes_to_score=percentage,
-    )
+    return args, arg_paths
 
 
 def queue_sort_problems(profiles: Sequence[ProfileSpec]) -> list[str]:
@@ -256,3 +196,14 @@ def queue_sort_problems(profiles: Sequence[ProfileSpec]) -> list[str]:
         for spec in profiles[1:]
         if (tuple(spec.points.get("queueSort", ())), spec.disabled.get("queueSort")) != canon
     ]
+
+
+def ignoring(spec: ProfileSpec, resources: tuple[str, ...]) -> ProfileSpec:
+    """`spec` with NodeResourcesFit ignoring `resources`: kube-scheduler gives it the
+    resources extenders manage and the scheduler ignores, in every profile."""
+    args = dict(spec.args)
+    args["NodeResourcesFit"] = {
+        **args.get("NodeResourcesFit", {}),
+        "ignoredResources": list(resources),
+    }
+    return dataclasses.replace(spec, args=args)
