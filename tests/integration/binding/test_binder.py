@@ -258,18 +258,23 @@ async def test_binds_take_their_node_s_lock_under_every_grouping_in_use(
     try:
         await other.join()
         await binder.members.join()
-        assert binder.members.groupings() == {0, 4}
+        # Ours and the other's; an instance another test runs beside this one (the
+        # session's scheduler) adds its own, and is locked under too.
+        in_use = binder.members.groupings()
+        assert {0, 4} <= in_use
         status = await binder.bind(fw, CycleState(), pod, node)
         assert status.ok, status.message
-        group = group_key(node, 4)
-        assert sorted(binder.locks.held) == sorted([node, group])
-        for key in (node, group):
+        keys = sorted({group_key(node, groups) for groups in in_use})
+        assert node in keys
+        assert group_key(node, 4) in keys
+        assert sorted(binder.locks.held) == keys
+        for key in keys:
             value = await lock_value(kube, key)
             assert value is not None
             assert value.endswith(f",{namespace}-me")
         await binder.locks.release_all()
-        assert await lock_value(kube, node) is None
-        assert await lock_value(kube, group) is None
+        for key in keys:
+            assert await lock_value(kube, key) is None
     finally:
         await binder.locks.release_all()
         await binder.members.leave()
