@@ -331,9 +331,9 @@ def test_reserve_assumes_the_node_s_volumes_and_claims_and_unreserve_undoes_it()
 async def test_prebind_waits_for_the_controller_then_succeeds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from ascheduler.plugins import volumebinding
+    from ascheduler.plugins import volumebinding, volumeprebind
 
-    monkeypatch.setattr(volumebinding, "POLL_INTERVAL", 0.01)
+    monkeypatch.setattr(volumeprebind, "POLL_INTERVAL", 0.01)
     cache = cluster()
     local_pv(cache, "a-pv", "a", "1Gi")
     claim(cache, "static")
@@ -358,9 +358,9 @@ async def test_prebind_waits_for_the_controller_then_succeeds(
 
 
 async def test_prebind_fails_when_provisioning_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ascheduler.plugins import volumebinding
+    from ascheduler.plugins import volumeprebind
 
-    monkeypatch.setattr(volumebinding, "POLL_INTERVAL", 0.01)
+    monkeypatch.setattr(volumeprebind, "POLL_INTERVAL", 0.01)
     cache = cluster()
     claim(cache, "dyn", klass="fast")
     raw = using("dyn")
