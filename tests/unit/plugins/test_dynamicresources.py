@@ -27,14 +27,14 @@ from ascheduler.model.dra import (
     parse_resource_claim,
     parse_resource_slice,
 )
-from ascheduler.plugins.dynamicresources import (
+from ascheduler.plugins.dynamicresources.binding import _pool_labels
+from ascheduler.plugins.dynamicresources.state import (
     CANNOT_ALLOCATE,
     NO_NEW_CLAIMS,
     NOT_AVAILABLE,
     SELECTORS_PENDING,
     STATE_NOT_FOUND,
     TIMED_OUT,
-    _pool_labels,
     _State,
 )
 from tests.kit import explained, make_cache, make_plugin, node, pod, rejected_reasons
@@ -308,7 +308,7 @@ def test_claims_are_labelled_per_pool_and_lock_the_node_or_the_pool() -> None:
     def targets(*devices: AllocatedDevice) -> tuple[bool, list[tuple[str, str]]]:
         s = _State([], [], [])
         s.allocations[0] = Allocation(devices=devices)
-        return plugin._lock_targets(s)
+        return plugin.writer.lock_targets(s)
 
     assert targets(local) == (True, [])
     assert targets(wide) == (False, [(DRIVER, "fabric")])

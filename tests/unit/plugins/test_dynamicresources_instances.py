@@ -14,7 +14,7 @@ from ascheduler.framework import CycleState
 from ascheduler.kube import ApiError
 from ascheduler.model import parse_pod
 from ascheduler.model.dra import parse_resource_claim
-from ascheduler.plugins.dynamicresources import NOT_AVAILABLE
+from ascheduler.plugins.dynamicresources.state import NOT_AVAILABLE
 from tests.kit import make_plugin
 from tests.unit.dra.helpers import allocated, claim, exactly
 from tests.unit.plugins.test_dynamicresources import claiming, cluster
@@ -109,7 +109,7 @@ def another_instance_wrote(cache: Cache, api: Api, raw: dict[str, Any]) -> None:
 
 
 async def settle(plugin: Any) -> None:
-    await asyncio.gather(*list(plugin._cleanups))
+    await asyncio.gather(*list(plugin.writer.cleanups))
 
 
 def start(devices: dict[str, int]) -> tuple[Cache, Api]:

@@ -1,0 +1,353 @@
+"""DynamicResources' Filter, as columns over the nodes, and what its Score and explain read.
+
+An allocated claim admits the nodes its allocation's node selector admits (`resourceclaim not
+available on the node`); claims to allocate are counted per node from the device table
+(`dra.store`): for each request, the devices its class and request selectors select that are
+free and reachable from the node. Where requests cannot compete for a device (one request, or
+candidate sets that do not overlap) and no constraint ties them, a node fits exactly when each
+request's count is met (its first fitting `firstAvailable` subrequest is the one the search
+would take); otherwise the nodes that pass the counts run the exact search (`dra.allocator`)
+one by one, under the per-node deadline `filterTimeout` (`timed out trying to allocate
+devices`). A node that fails says `cannot allocate all claims` (or `invalid resource pools
+were encountered`), unresolvable as in kube-scheduler, so preemption never evicts pods for
+devices.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ascheduler.dra.allocator import (
+    INVALID_POOLS,
+    AllocationError,
+    Allocator,
+    InvalidPools,
+    Timeout,
+)
+from ascheduler.dra.cel import SelectorCache
+from ascheduler.dra.store import DeviceTable, ResourceObjects
+from ascheduler.framework.args import Seconds
+from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
+from ascheduler.model.dra import (
+    ALL,
+    ALLOCATION_RESULTS_MAX,
+    FIRST_AVAILABLE_MAX,
+    Allocation,
+    Request,
+    ResourceClaim,
+)
+from ascheduler.plugins.dynamicresources.state import (
+    CANNOT_ALLOCATE,
+    NAME,
+    TIMED_OUT,
+    _State,
+)
+
+
+@dataclass(slots=True)
+class Counted:
+    """A request (or subrequest) counted per node: how many devices it needs, and per row how
+    many it can have."""
+
+    key: tuple[int, int, int]
+    request: Request
+    candidates: BoolArray  # per device row
+    errors: BoolArray  # per device row: a selector failed on it
+    counts: IntArray  # per node row
+    all_selected: IntArray | None = None  # per node row, All requests: every selected device
+
+
+def filter_allocations(
+    objects: ResourceObjects,
+    selectors: SelectorCache,
+    filter_timeout: Seconds,
+    s: _State,
+    nodes: NodeTable,
+    open_rows: BoolArray,
+) -> list[tuple[str, BoolArray]]:
+    """The rejections of the claims to allocate, over the rows still open; the allocations
+    the search found, and the scores, go into `s`."""
+    n = nodes.n
+    table = objects.table()
+    claims = [s.claims[i] for i in s.to_allocate]
+    device_rows = _device_rows(nodes, table)
+    counted = _count_claims(objects, selectors, claims, table, nodes, device_rows)
+    # Necessary per request: some subrequest can have its devices.
+    fits = open_rows.copy()
+    for per_request in counted:
+        for subs in per_request:
+            fits &= np.logical_or.reduce([enough(c) for c in subs]) if subs else True
+    exact_needed = _needs_search(claims, counted)
+    errors = np.zeros(n, dtype=np.bool_)
+    for per_request in counted:
+        for subs in per_request:
+            for c in subs:
+                if c.errors.any():
+                    errors |= _rows_with(nodes, table, device_rows, c.errors)
+    has_all = any(c.request.mode == ALL for pr in counted for subs in pr for c in subs)
+    invalid_rows = _rows_with_pools(nodes, table, device_rows, incomplete=False)
+    # The search decides where counting may be wrong, and where it fails the pod as
+    # kube-scheduler's does: a selector failed on a device, a claim asks for more devices
+    # than a claim may have, an All request meets a pool being updated or invalid.
+    search = open_rows & errors
+    if exact_needed:
+        search |= fits
+    search |= open_rows & _over_limit(counted, n)
+    if has_all:
+        incomplete = _rows_with_pools(nodes, table, device_rows, incomplete=True)
+        search |= open_rows & (incomplete | invalid_rows)
+    if not exact_needed:
+        s.scores = _first_available_scores(claims, counted, n)
+    cannot = open_rows & ~fits & ~search
+    timed_out = np.zeros(n, dtype=np.bool_)
+    invalid = cannot & invalid_rows
+    cannot &= ~invalid_rows
+    if search.any():
+        if s.scores is None:
+            s.scores = np.zeros(n, dtype=np.int64)
+        deadline = filter_timeout
+        for row in np.flatnonzero(search).tolist():
+            info = nodes.infos[row]
+            allocator = Allocator(
+                claims,
+                objects.device_class,
+                selectors,
+                objects.allocated,
+                table.pools_for(info.name, info.labels),
+                info.name,
+                deadline=time.monotonic() + deadline if deadline > 0 else None,
+            )
+            try:
+                found = allocator.allocate()
+            except InvalidPools:
+                invalid[row] = True
+                continue
+            except Timeout:
+                timed_out[row] = True
+                continue
+            if found is None:
+                cannot[row] = True
+                continue
+            s.found[info.name] = found
+            s.scores[row] = _score_of(claims, found)
+    return [(CANNOT_ALLOCATE, cannot), (INVALID_POOLS, invalid), (TIMED_OUT, timed_out)]
+
+
+def _count_claims(
+    objects: ResourceObjects,
+    selectors: SelectorCache,
+    claims: Sequence[ResourceClaim],
+    table: DeviceTable,
+    nodes: NodeTable,
+    device_rows: IntArray,
+) -> list[list[list[Counted]]]:
+    """Per claim, per request, per subrequest: its devices counted on every node."""
+    counted = []
+    for ci, claim in enumerate(claims):
+        per_request = []
+        for ri, req in enumerate(claim.requests):
+            wanted = req.first_available or ((req.exactly,) if req.exactly else ())
+            per_request.append(
+                [
+                    _count(objects, selectors, table, nodes, device_rows, (ci, ri, si), claim, sub)
+                    for si, sub in enumerate(wanted)
+                ]
+            )
+        counted.append(per_request)
+    return counted
+
+
+def explain_counts(
+    objects: ResourceObjects, selectors: SelectorCache, s: _State, nodes: NodeTable
+) -> list[list[list[Counted]]]:
+    """The counts explain reports, for the claims to allocate (Filter keeps none)."""
+    table = objects.table()
+    claims = [s.claims[i] for i in s.to_allocate]
+    return _count_claims(objects, selectors, claims, table, nodes, _device_rows(nodes, table))
+
+
+def _count(
+    objects: ResourceObjects,
+    selectors: SelectorCache,
+    table: DeviceTable,
+    nodes: NodeTable,
+    device_rows: IntArray,
+    key: tuple[int, int, int],
+    claim: ResourceClaim,
+    request: Request,
+) -> Counted:
+    klass = objects.device_class(request.class_name)
+    selected = table.usable.copy()
+    errors = np.zeros(table.n, dtype=np.bool_)
+    if klass is not None:
+        for expression in (*klass.selectors, *request.selectors):
+            if expression is None:
+                raise AllocationError(
+                    f"claim {claim.namespace}/{claim.name}, request {request.name}: CEL "
+                    "expression empty (unsupported selector type?)"
+                )
+            match, failed = selectors.column(expression, table, selected)
+            errors |= failed
+            selected &= match
+    free = selected if request.admin_access else selected & ~table.allocated
+    counts = _per_node(nodes, table, device_rows, free)
+    all_selected = None
+    if request.mode == ALL:
+        all_selected = _per_node(nodes, table, device_rows, selected)
+    return Counted(key, request, free, errors & ~table.allocated, counts, all_selected)
+
+
+def terms_rows(nodes: NodeTable, terms: tuple[Any, ...]) -> BoolArray:
+    return nodes.rows_where(
+        (NAME, "terms", terms), lambda info: any(t.matches(info.name, info.labels) for t in terms)
+    )
+
+
+def _device_rows(nodes: NodeTable, table: DeviceTable) -> IntArray:
+    """Per device: its node's row (-1 for network-attached devices or unknown nodes)."""
+    key = (NAME, "device-rows", table.serial)
+    hit: IntArray | None = nodes.cached(key)
+    if hit is None or hit.size != table.n:
+        index = nodes.index
+        hit = np.fromiter(
+            (index.get(name, -1) if name else -1 for name in table.node_of),
+            dtype=np.int64,
+            count=table.n,
+        )
+        nodes.remember(key, hit)
+    return hit
+
+
+def _placement_rows(nodes: NodeTable, table: DeviceTable, p: int) -> BoolArray:
+    placement = table.placements[p]
+    return nodes.rows_where(
+        (NAME, "placement", placement), lambda info: placement.admits(info.name, info.labels)
+    )
+
+
+def _per_node(
+    nodes: NodeTable, table: DeviceTable, device_rows: IntArray, devices: BoolArray
+) -> IntArray:
+    """Per node row: how many of `devices` it reaches."""
+    local = devices & (device_rows >= 0)
+    counts: IntArray = np.bincount(device_rows[local], minlength=nodes.n).astype(np.int64)
+    network = devices & (table.placement_of >= 0)
+    if network.any():
+        per_placement = np.bincount(table.placement_of[network], minlength=len(table.placements))
+        for p in np.flatnonzero(per_placement).tolist():
+            counts += int(per_placement[p]) * _placement_rows(nodes, table, p)
+    return counts
+
+
+def _rows_with(
+    nodes: NodeTable, table: DeviceTable, device_rows: IntArray, devices: BoolArray
+) -> BoolArray:
+    rows: BoolArray = _per_node(nodes, table, device_rows, devices) > 0
+    return rows
+
+
+def _rows_with_pools(
+    nodes: NodeTable, table: DeviceTable, device_rows: IntArray, *, incomplete: bool
+) -> BoolArray:
+    """Rows that reach a pool that is incomplete (or invalid); cached per table and node
+    spec, like the device rows."""
+    flags = table.pool_incomplete if incomplete else table.pool_invalid
+    if not flags.any():
+        return np.zeros(nodes.n, dtype=np.bool_)
+    key = (NAME, "pool-rows", table.serial, incomplete)
+    hit: BoolArray | None = nodes.cached(key)
+    if hit is None or hit.size != nodes.n:
+        hit = _rows_with(nodes, table, device_rows, flags[table.pool_of])
+        nodes.remember(key, hit)
+    return hit
+
+
+def _over_limit(counted: list[list[list[Counted]]], n: int) -> BoolArray:
+    """Rows where a claim asks for more devices than a claim may have (an All request
+    counting every device it selects there; of `firstAvailable`, the fewest)."""
+    over = np.zeros(n, dtype=np.bool_)
+    for per_request in counted:
+        total = np.zeros(n, dtype=np.int64)
+        for subs in per_request:
+            wanted = [
+                c.all_selected
+                if c.request.mode == ALL and c.all_selected is not None
+                else np.full(n, c.request.count, dtype=np.int64)
+                for c in subs
+            ]
+            if wanted:
+                total += np.minimum.reduce(wanted)
+        over |= total > ALLOCATION_RESULTS_MAX
+    return over
+
+
+def need(c: Counted, row: int) -> str:
+    """`request gpu (class gpu.example.com) needs 2 device(s), 1 free here`."""
+    head = f"request {c.request.name} (class {c.request.class_name})"
+    free = int(c.counts[row])
+    if c.request.mode == ALL:
+        assert c.all_selected is not None
+        if not c.all_selected[row]:
+            return f"{head} needs all its devices, and selects none here"
+        return f"{head} needs all its devices, {free} of {int(c.all_selected[row])} free here"
+    return f"{head} needs {c.request.count} device(s), {free} free here"
+
+
+def enough(c: Counted) -> BoolArray:
+    if c.request.mode == ALL:
+        assert c.all_selected is not None
+        ok: BoolArray = (c.all_selected > 0) & (c.counts == c.all_selected)
+        return ok
+    need: BoolArray = c.counts >= c.request.count
+    return need
+
+
+def _needs_search(claims: Sequence[ResourceClaim], counted: list[list[list[Counted]]]) -> bool:
+    """Whether counting may be wrong: constraints tie requests, or two requests (of any
+    claims) may want the same device."""
+    if any(c.constraints for c in claims):
+        return True
+    masks = [
+        np.logical_or.reduce([c.candidates for c in subs]) for pr in counted for subs in pr if subs
+    ]
+    if len(masks) < 2:
+        return False
+    total = np.sum(masks, axis=0)
+    return bool((total > 1).any())
+
+
+def _first_available_scores(
+    claims: Sequence[ResourceClaim], counted: list[list[list[Counted]]], n: int
+) -> IntArray | None:
+    """kube-scheduler's firstAvailable score where counting decides: per request, the first
+    subrequest that fits a node is the one its search takes (8 - its index)."""
+    scores = np.zeros(n, dtype=np.int64)
+    any_first = False
+    for claim, per_request in zip(claims, counted, strict=True):
+        for req, subs in zip(claim.requests, per_request, strict=True):
+            if not req.first_available:
+                continue
+            any_first = True
+            taken = np.zeros(n, dtype=np.bool_)
+            for i, c in enumerate(subs):
+                fits = enough(c) & ~taken
+                scores[fits] += FIRST_AVAILABLE_MAX - i
+                taken |= fits
+    return scores if any_first else None
+
+
+def _score_of(claims: Sequence[ResourceClaim], found: Sequence[Allocation]) -> int:
+    """kube-scheduler's computeScore: per allocated subrequest, 8 - its index."""
+    score = 0
+    for claim, allocation in zip(claims, found, strict=True):
+        chosen = {d.request for d in allocation.devices if "/" in d.request}
+        for req in claim.requests:
+            for i, sub in enumerate(req.first_available):
+                if f"{req.name}/{sub.name}" in chosen:
+                    score += FIRST_AVAILABLE_MAX - i
+    return score
