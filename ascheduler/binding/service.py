@@ -515,7 +515,9 @@ class Binding:
         await self.service.run(stop, grace=self.grace)
 
     async def release(self) -> None:
-        pass  # `RequestBinder.run` lets go of its locks once its requests in hand are done
+        # `RequestBinder.run` lets go of its locks once its requests in hand are done, and
+        # this finds none; after serving failed, this is what lets them go.
+        await self.service.binder.release_all()
 
     async def close(self) -> None:
         await self.watch.close()
