@@ -31,18 +31,12 @@ from ascheduler.debug import DebugEndpoints, log_cache_check
 from ascheduler.diagnoses import Diagnoses
 from ascheduler.eventhandlers import EventRouter
 from ascheduler.events import StatusWriter
-from ascheduler.framework import (
-    ClusterEvent,
-    Framework,
-    Handle,
-    QueuedPodInfo,
-    Registry,
-    WaitingPods,
-)
+from ascheduler.framework import ClusterEvent, Handle, QueuedPodInfo, Registry, WaitingPods
 from ascheduler.framework.extender import Extenders
 from ascheduler.framework.gangs import POD_GROUP_API, WORKLOAD_API, parse_pod_group, parse_workload
 from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.objects import parse_budget, parse_namespace, parse_selecting
+from ascheduler.framework.runtime import Framework
 from ascheduler.http import HealthServer
 from ascheduler.kube import KubeClient
 from ascheduler.kube.client import RateLimiter

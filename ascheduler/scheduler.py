@@ -50,14 +50,13 @@ from ascheduler.framework import (
     Code,
     CycleState,
     Diagnosis,
-    Framework,
     QueuedPodInfo,
-    ScheduleResult,
     Status,
     slot_released,
 )
 from ascheduler.framework.extender import EXTENDER, ExtenderError
 from ascheduler.framework.nominated import Nominator
+from ascheduler.framework.runtime import Framework, ScheduleResult
 from ascheduler.framework.waiting import WaitingPods
 from ascheduler.model import PodInfo
 from ascheduler.preemption import Evictions
@@ -143,8 +142,8 @@ class Scheduler:
             # A pod that met another instance's lock is retried as soon as it is let go.
             binder.locks.on_free = self._lock_freed
         for fw in self.frameworks.values():
-            fw.handle.wake = self._wake
-            fw.handle.evictor = self.evictions
+            fw.handle.set_activator(self._wake)
+            fw.handle.set_evictor(self.evictions)
 
     def _wake(self, uids: Iterable[str]) -> None:
         """A plugin's `handle.wake`: the pods are woken, keeping their backoff."""

@@ -33,7 +33,6 @@ from ascheduler.cache import Cache
 from ascheduler.devcluster.nodes import FakeNodes, fake_node_body
 from ascheduler.framework import (
     CycleState,
-    Framework,
     Handle,
     NoArgs,
     NodeInfo,
@@ -46,6 +45,7 @@ from ascheduler.framework import (
     default_plugins,
     multipoint,
 )
+from ascheduler.framework.runtime import Framework
 from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.model.dra import parse_device_class, parse_resource_claim, parse_resource_slice
 from ascheduler.plugins import IN_TREE

@@ -31,8 +31,9 @@ import structlog
 from ascheduler import metrics
 from ascheduler.binding.phases import phase_annotations
 from ascheduler.binding.revalidation import NODE_LOCK, NodeView, Revalidation
-from ascheduler.framework import CycleState, Framework, Status
+from ascheduler.framework import CycleState, Status
 from ascheduler.framework.interface import BINDING_ANNOTATIONS
+from ascheduler.framework.runtime import Framework
 from ascheduler.kube import KubeError
 from ascheduler.locks import Holds, Known, LockContended, LockSettings, lock_wait_message
 from ascheduler.model import PodInfo

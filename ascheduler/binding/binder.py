@@ -29,8 +29,9 @@ from ascheduler.binding.leases import LeaseEvents
 from ascheduler.binding.phases import bound_phase, phase_annotations
 from ascheduler.binding.revalidation import NODE_LOCK
 from ascheduler.cache import Cache
-from ascheduler.framework import CycleState, Framework, Status
+from ascheduler.framework import CycleState, Status
 from ascheduler.framework.interface import BINDING_ANNOTATIONS
+from ascheduler.framework.runtime import Framework
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.locks import RELEASE_ALL_SECONDS, DeviceLocks, LockSettings, Members, NodeLocks
 from ascheduler.locks.keys import lock_lease_name

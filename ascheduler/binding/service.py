@@ -41,8 +41,9 @@ from ascheduler.binding.binder import LockedBinder
 from ascheduler.binding.reconcile import Act, after_failed_bind, backoff, decide
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
-from ascheduler.framework import CycleState, Framework, Handle
+from ascheduler.framework import CycleState, Handle
 from ascheduler.framework.profile import PluginRef, multipoint
+from ascheduler.framework.runtime import Framework
 from ascheduler.http import HealthServer
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import MERGE_PATCH, RateLimiter

@@ -31,10 +31,11 @@ from ascheduler.config.profiles import ignoring, profile, queue_sort_problems
 from ascheduler.config.types import LeaderElection, SchedulerConfig
 from ascheduler.config.validation import Problems
 from ascheduler.durations import parse_seconds
-from ascheduler.framework import ConfigError, Framework, Handle, ProfileSpec, Registry
+from ascheduler.framework import ConfigError, Handle, ProfileSpec, Registry
 from ascheduler.framework.args import decode
 from ascheduler.framework.extender import ExtenderConfig, ignored_by_scheduler
 from ascheduler.framework.extender import validate as validate_extenders
+from ascheduler.framework.runtime import Framework
 from ascheduler.http import DEBUG_MODES, parse_address
 from ascheduler.locks import LockSettings
 from ascheduler.locks.keys import DEFAULT_KEY, HAMI_KEY, LOCK_OBJECTS, LockObject

@@ -9,8 +9,9 @@ from typing import Any
 
 from ascheduler.config.defaults import API_VERSION, KIND
 from ascheduler.config.types import SchedulerConfig
-from ascheduler.framework import Framework, Handle, ProfileSpec, Registry, default_plugins
+from ascheduler.framework import Handle, ProfileSpec, Registry, default_plugins
 from ascheduler.framework.args import encode
+from ascheduler.framework.runtime import Framework
 
 
 def _has_fields(args: Any) -> bool:

@@ -33,17 +33,10 @@ from typing import Any, Final
 import numpy as np
 import structlog
 
-from ascheduler.framework import (
-    Code,
-    CycleState,
-    Diagnosis,
-    DryRun,
-    ExplainFilterPlugin,
-    Framework,
-)
+from ascheduler.framework import Code, CycleState, Diagnosis, ExplainFilterPlugin
 from ascheduler.framework.extender import EXTENDER
 from ascheduler.framework.nodes import NodeTable
-from ascheduler.framework.runtime import num_feasible_nodes_to_find
+from ascheduler.framework.runtime import DryRun, Framework, num_feasible_nodes_to_find
 from ascheduler.model import PodInfo
 from ascheduler.plugins.defaultpreemption import CHOSEN, Candidate
 

@@ -55,11 +55,9 @@ from ascheduler.framework.interface import (
     slot_released,
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
-from ascheduler.framework.outcomes import DryRun, ScheduleResult
 from ascheduler.framework.profile import PluginRef, ProfileSpec, default_plugins, multipoint
 from ascheduler.framework.registry import NoArgs, Registration, Registry
 from ascheduler.framework.rows import NodeInfo, RowFilterPlugin, RowScorePlugin
-from ascheduler.framework.runtime import Framework
 from ascheduler.framework.waiting import WaitingPod, WaitingPods
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.locks import DeviceLocks, DeviceTaken, Known, LockContended, lock_wait_message
@@ -85,7 +83,6 @@ __all__ = [
     "DeviceLocks",
     "DeviceTaken",
     "Diagnosis",
-    "DryRun",
     "EnqueueExtensions",
     "Evictor",
     "ExplainFilterPlugin",
@@ -93,7 +90,6 @@ __all__ = [
     "ExtensionPoint",
     "FilterPlugin",
     "FilterResult",
-    "Framework",
     "GateKeysPlugin",
     "Handle",
     "IntArray",
@@ -129,7 +125,6 @@ __all__ = [
     "RowFilterPlugin",
     "RowLocalScorePlugin",
     "RowScorePlugin",
-    "ScheduleResult",
     "ScorePlugin",
     "Status",
     "WaitingPod",

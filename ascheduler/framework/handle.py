@@ -39,6 +39,10 @@ class FilterRunner(Protocol):
     ) -> Status: ...
 
 
+#: Wakes the pods with these uids wherever they wait.
+Activator = Callable[[Iterable[str]], None]
+
+
 class Evictor(Protocol):
     """Carries out a preemption a PostFilter chose, off the scheduling cycle (the
     scheduler's `preemption.Evictions`): the victims' DisruptionTarget conditions and
@@ -78,12 +82,42 @@ class Handle:
     features: frozenset[str] = frozenset()
     #: Pod groups and their members (Coscheduling, GangScheduling).
     gangs: Gangs = field(default_factory=Gangs)
-    #: Wakes pods (by uid) wherever they wait, as kube-scheduler's `Activate` does but
-    #: keeping each pod's backoff (`SchedulingQueue.wake`); set by the scheduler that owns
-    #: the queue.
-    wake: Callable[[Iterable[str]], None] = lambda _uids: None
-    #: The profile's Filters (set by the Framework this handle is built into).
-    filters: FilterRunner | None = None
-    #: Carries out chosen preemptions; set by the scheduler that runs the profile. None:
-    #: dry runs only (`explain`, benchmarks), nothing is evicted.
-    evictor: Evictor | None = None
+    #: Set once the profile is wired (`set_activator`, `set_filters`, `set_evictor`), as
+    #: kube-scheduler's `SetPodActivator` and `SetPodNominator` are: the queue that wakes
+    #: pods, and the scheduler that evicts, are built from the frameworks, so they cannot be
+    #: passed in when the Handle is made.
+    _activator: Activator | None = field(default=None, init=False, repr=False)
+    _filters: FilterRunner | None = field(default=None, init=False, repr=False)
+    _evictor: Evictor | None = field(default=None, init=False, repr=False)
+
+    def set_activator(self, activator: Activator) -> None:
+        """Where `wake` sends pods (the scheduling queue's `wake`, keeping each pod's
+        backoff); set by the scheduler that owns the queue."""
+        self._activator = activator
+
+    def set_filters(self, filters: FilterRunner) -> None:
+        """The profile's Filters (set by the Framework this handle is built into)."""
+        self._filters = filters
+
+    def set_evictor(self, evictor: Evictor) -> None:
+        """Who carries out chosen preemptions; set by the scheduler that runs the
+        profile."""
+        self._evictor = evictor
+
+    def wake(self, uids: Iterable[str]) -> None:
+        """Wakes pods (by uid) wherever they wait, as kube-scheduler's `Activate` does but
+        keeping each pod's backoff. Before a scheduler owns the queue (`explain`, benchmarks,
+        a framework that only computes) there is nothing to wake, and nothing happens."""
+        if self._activator is not None:
+            self._activator(uids)
+
+    @property
+    def filters(self) -> FilterRunner | None:
+        """The profile's Filters; None until a Framework is built on this handle."""
+        return self._filters
+
+    @property
+    def evictor(self) -> Evictor | None:
+        """Carries out chosen preemptions. None: dry runs only (`explain`, benchmarks),
+        nothing is evicted."""
+        return self._evictor

@@ -18,7 +18,8 @@ from ascheduler.binding.binder import BindSettings, LockedBinder
 from ascheduler.cache import Cache
 from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
 from ascheduler.devcluster.nodes import FakeNodes
-from ascheduler.framework import CycleState, Framework, Status
+from ascheduler.framework import CycleState, Status
+from ascheduler.framework.runtime import Framework
 from ascheduler.kube import KubeClient
 from ascheduler.locks import LockSettings, Members
 from ascheduler.locks.keys import LockObject, group_key

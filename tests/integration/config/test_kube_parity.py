@@ -30,8 +30,9 @@ import yaml
 from ascheduler.config import parse
 from ascheduler.devcluster import ensure_built
 from ascheduler.durations import parse_seconds
-from ascheduler.framework import EXTENSION_POINTS, ConfigError, Framework, Handle, multipoint
+from ascheduler.framework import EXTENSION_POINTS, ConfigError, Handle, multipoint
 from ascheduler.framework.args import encode
+from ascheduler.framework.runtime import Framework
 from ascheduler.plugins import IN_TREE
 
 CORPUS = Path(__file__).parent / "corpus"

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from ascheduler.framework import DryRun, Framework, NodeTable
-from ascheduler.framework.runtime import num_feasible_nodes_to_find
+from ascheduler.framework import NodeTable
+from ascheduler.framework.runtime import DryRun, Framework, num_feasible_nodes_to_find
 
 #: kube-scheduler's flags for the lines compared here.
 SCORE_LOG_ARGS: Final = ("--vmodule=schedule_one=10",)

@@ -11,7 +11,8 @@ import pytest
 from ascheduler.cache import Cache
 from ascheduler.config import DEFAULT_SCHEDULER_NAME
 from ascheduler.devcluster.nodes import csinode_body, fake_node_body
-from ascheduler.framework import CycleState, Framework, Handle, multipoint
+from ascheduler.framework import CycleState, Handle, multipoint
+from ascheduler.framework.runtime import Framework
 from ascheduler.model import parse_node, parse_pod
 from ascheduler.model.storage import parse_claim, parse_csi_node, parse_volume
 from ascheduler.plugins import IN_TREE

@@ -9,7 +9,8 @@ import pytest
 
 from ascheduler.config import API_VERSION, KIND, parse
 from ascheduler.config.profiles import merge
-from ascheduler.framework import ConfigError, Framework, Handle, PluginRef
+from ascheduler.framework import ConfigError, Handle, PluginRef
+from ascheduler.framework.runtime import Framework
 from ascheduler.plugins import IN_TREE
 
 HEAD = {"apiVersion": API_VERSION, "kind": KIND}

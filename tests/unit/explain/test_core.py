@@ -15,16 +15,10 @@ from aiohttp import web
 from ascheduler.cache import Cache
 from ascheduler.explain.core import capacity, explain, explain_with_extenders
 from ascheduler.explain.render import render, table
-from ascheduler.framework import (
-    CycleState,
-    Framework,
-    Handle,
-    Registry,
-    default_plugins,
-    multipoint,
-)
+from ascheduler.framework import CycleState, Handle, Registry, default_plugins, multipoint
 from ascheduler.framework.args import decode
 from ascheduler.framework.extender import ExtenderConfig, Extenders
+from ascheduler.framework.runtime import Framework
 from ascheduler.model import PodInfo
 from ascheduler.plugins import IN_TREE
 from tests.kit import expr, make_cache, node, on, parsed, pod, term
@@ -221,7 +215,7 @@ def test_preemption_names_its_victims_and_evicts_none() -> None:
     )
     fw = framework(cache)
     evictor = _Evictor()
-    fw.handle.evictor = evictor
+    fw.handle.set_evictor(evictor)
     exp = explain(fw, parsed(pod("vip", cpu="2", priority=100)), cache.table)
     assert exp.preemption is not None
     assert exp.preemption.node == "a"

@@ -17,19 +17,14 @@ from aiohttp import web
 
 from ascheduler.config import parse
 from ascheduler.devcluster.certs import generate
-from ascheduler.framework import (
-    ConfigError,
-    CycleState,
-    Framework,
-    Handle,
-    multipoint,
-)
+from ascheduler.framework import ConfigError, CycleState, Handle, multipoint
 from ascheduler.framework.args import decode
 from ascheduler.framework.extender import (
     ExtenderConfig,
     ExtenderError,
     Extenders,
 )
+from ascheduler.framework.runtime import Framework
 from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.defaultpreemption import CHOSEN

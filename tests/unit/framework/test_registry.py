@@ -17,7 +17,6 @@ from ascheduler.framework import (
     CycleState,
     FilterPlugin,
     FilterResult,
-    Framework,
     Handle,
     NoArgs,
     NodeTable,
@@ -31,6 +30,7 @@ from ascheduler.framework import (
     multipoint,
 )
 from ascheduler.framework.registry import conformance_problems, load_registration
+from ascheduler.framework.runtime import Framework
 from ascheduler.plugins import IN_TREE
 
 HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}

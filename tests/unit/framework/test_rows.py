@@ -10,7 +10,6 @@ import pytest
 from ascheduler.framework import (
     Code,
     CycleState,
-    Framework,
     Handle,
     NoArgs,
     NodeInfo,
@@ -25,6 +24,7 @@ from ascheduler.framework import (
     default_plugins,
     multipoint,
 )
+from ascheduler.framework.runtime import Framework
 from ascheduler.plugins import IN_TREE
 from tests.kit import make_cache, node, on, parsed, pod
 

@@ -60,7 +60,7 @@ def setup(
     gangs.pod_group_handler.on_add(group(min_member=min_member, **spec))
     activated: list[str] = []
     handle = Handle(nodes=cache.table, gangs=gangs, waiting_pods=WaitingPods())
-    handle.wake = lambda uids: activated.extend(uids)
+    handle.set_activator(lambda uids: activated.extend(uids))
     clock = Clock()
     plugin = Coscheduling(CoschedulingArgs(), handle, clock=clock)
     for p in pods:

@@ -406,7 +406,7 @@ async def test_a_pod_with_a_costly_selector_waits_outside_the_queue_until_it_is_
         woken.extend(uids)
         done.set()
 
-    plugin.handle.wake = wake
+    plugin.handle.set_activator(wake)
     info = parse_pod(claiming("c"))
     try:
         status = plugin.pre_enqueue(info)
@@ -432,7 +432,7 @@ async def test_costly_results_the_cycle_lacks_time_the_nodes_out() -> None:
     add_claim(cache, claim("c", exactly("r", "gpu", 1, costly)))
     plugin = make_plugin(NAME, cache)
     done = asyncio.Event()
-    plugin.handle.wake = lambda _uids: done.set()
+    plugin.handle.set_activator(lambda _uids: done.set())
     info = parse_pod(claiming("c"))
     try:
         state = CycleState()

@@ -28,7 +28,7 @@ from ascheduler.framework.interface import (
     Status,
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
-from ascheduler.framework.outcomes import (
+from ascheduler.framework.runtime.outcomes import (
     DryRun,
     Filtered,
     PostFiltering,

@@ -20,7 +20,6 @@ from ascheduler.framework import (
     ConfigError,
     CycleState,
     Diagnosis,
-    Framework,
     Handle,
     IntArray,
     NoArgs,
@@ -42,7 +41,7 @@ from ascheduler.framework import (
     default_plugins,
     multipoint,
 )
-from ascheduler.framework.runtime import num_feasible_nodes_to_find
+from ascheduler.framework.runtime import Framework, num_feasible_nodes_to_find
 from ascheduler.model import PodInfo
 from ascheduler.plugins import IN_TREE
 from tests.kit import (

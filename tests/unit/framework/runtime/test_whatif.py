@@ -8,9 +8,10 @@ import random
 from typing import Any
 
 from ascheduler.cache import Cache
-from ascheduler.framework import CycleState, Framework, Handle, NodeInfo, RowFilterPlugin, Status
-from ascheduler.framework.outcomes import ScheduleResult
+from ascheduler.framework import CycleState, Handle, NodeInfo, RowFilterPlugin, Status
 from ascheduler.framework.profile import multipoint
+from ascheduler.framework.runtime import Framework
+from ascheduler.framework.runtime.outcomes import ScheduleResult
 from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.plugins import IN_TREE
 from tests.kit import node, on, pod

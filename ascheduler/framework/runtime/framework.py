@@ -24,8 +24,6 @@ from typing import Any, Final
 import numpy as np
 import structlog
 
-from ascheduler.framework import withextenders
-from ascheduler.framework.assembly import assemble
 from ascheduler.framework.extender import Extenders
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
@@ -60,15 +58,17 @@ from ascheduler.framework.interface import (
     WhatIfFilterPlugin,
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
-from ascheduler.framework.outcomes import (
+from ascheduler.framework.profile import ProfileSpec, default_plugins
+from ascheduler.framework.registry import Registry
+from ascheduler.framework.runtime import withextenders
+from ascheduler.framework.runtime.assembly import assemble
+from ascheduler.framework.runtime.outcomes import (
     DryRun,
     Filtered,
     PostFiltering,
     ScheduleResult,
     ScoringError,
 )
-from ascheduler.framework.profile import ProfileSpec, default_plugins
-from ascheduler.framework.registry import Registry
 from ascheduler.framework.waiting import WaitingPod
 from ascheduler.model import PodInfo
 
@@ -153,7 +153,7 @@ class Framework:
         collected into one ConfigError, with its path."""
         self.profile = spec.scheduler_name
         self.handle = handle
-        handle.filters = self
+        handle.set_filters(self)
         #: kube-scheduler's HTTP extenders (shared by every profile); None: there are none.
         self.extenders: Extenders | None = None
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
