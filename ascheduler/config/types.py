@@ -55,9 +55,10 @@ class SchedulerConfig:
     #: authorized (on the secure port, to users the API server authorizes).
     debug_endpoints: str = defaults.DEBUG_ENDPOINTS
     #: Connections of the client for writes (binds, events, locks): HTTP/1.1 carries one
-    #: request in flight per connection, and each new one costs a TLS handshake (about 0.9 ms
-    #: of the client's CPU, and the API server's share) when a burst first needs it. Fewer
-    #: save that CPU; more keep binds flowing when the API server is slow to answer.
+    #: request in flight per connection, and each new one costs a TLS handshake of the
+    #: client's CPU and the API server's when a burst first needs it (benchmarks/README.md
+    #: measures it). Fewer save that CPU; more keep binds flowing when the API server is
+    #: slow to answer.
     write_pool: int = defaults.WRITE_CONNECTIONS
     #: How long a graceful stop waits for binding cycles in flight.
     shutdown_grace: float = defaults.SHUTDOWN_GRACE

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 
 import aiohttp
@@ -344,3 +344,25 @@ async def serving(base: str) -> bool:
     except aiohttp.ClientError:
         return False
     return status == 200
+
+
+@asynccontextmanager
+async def priority_classes(kube: KubeClient, classes: Mapping[str, int]) -> AsyncIterator[None]:
+    """PriorityClasses by name and value for the block (one already there is kept as it
+    is), deleted after it."""
+    path = "/apis/scheduling.k8s.io/v1/priorityclasses"
+    for name, value in classes.items():
+        try:
+            await kube.post(path, {"metadata": {"name": name}, "value": value})
+        except ApiError as exc:
+            if not exc.conflict:
+                raise
+    try:
+        yield
+    finally:
+        for name in classes:
+            try:
+                await kube.request("DELETE", f"{path}/{name}")
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise

@@ -7,7 +7,6 @@ kube-scheduler evicts with the same extender."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import subprocess
@@ -30,6 +29,7 @@ from tests.integration.helpers import (
     fetch,
     get_pod,
     pause_pod,
+    priority_classes,
     scheduler,
     wait_bound,
     wait_unschedulable,
@@ -194,19 +194,8 @@ CLASSES = {"ext-lowest": 1, "ext-low": 10, "ext-top": 1000}
 
 @pytest.fixture
 async def classes(kube: KubeClient) -> AsyncIterator[None]:
-    for name, value in CLASSES.items():
-        try:
-            await kube.post(
-                "/apis/scheduling.k8s.io/v1/priorityclasses",
-                {"metadata": {"name": name}, "value": value},
-            )
-        except ApiError as exc:
-            if not exc.conflict:
-                raise
-    yield
-    for name in CLASSES:
-        with contextlib.suppress(ApiError):
-            await kube.request("DELETE", f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
+    async with priority_classes(kube, CLASSES):
+        yield
 
 
 async def going(kube: KubeClient, namespace: str, name: str) -> bool:

@@ -21,6 +21,7 @@ from tests.integration.helpers import (
     get_pod,
     pause_pod,
     pods_in,
+    priority_classes,
     wait_bound,
 )
 
@@ -29,22 +30,8 @@ CLASSES = {"it-lowest": -2147483648, "it-low": 10, "it-top": 1000000000}
 
 @pytest.fixture
 async def classes(kube: KubeClient) -> AsyncIterator[None]:
-    for name, value in CLASSES.items():
-        try:
-            await kube.post(
-                "/apis/scheduling.k8s.io/v1/priorityclasses",
-                {"metadata": {"name": name}, "value": value},
-            )
-        except ApiError as exc:
-            if not exc.conflict:
-                raise
-    yield
-    for name in CLASSES:
-        try:
-            await kube.request("DELETE", f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
+    async with priority_classes(kube, CLASSES):
+        yield
 
 
 def prio(name: str, cls: str, cpu: str, **spec: Any) -> dict[str, Any]:
