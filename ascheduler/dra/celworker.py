@@ -18,21 +18,19 @@ The parent talks to the child over its stdin/stdout, in frames of a length and a
 a list of devices (`device_value`s); the child answers as it goes, in chunks, so the devices
 evaluated before a deadline keep their results. The child exits when its stdin closes, and
 the kernel kills it when its parent dies (`PR_SET_PDEATHSIG`). Its address space is capped
-(MEMORY_LIMIT), so an expression that builds huge strings fails in the child alone.
+(`celchild.MEMORY_LIMIT`), so an expression that builds huge strings fails in the child
+alone. This module is the parent's side and the wire; the child's loop is `celchild`, which
+alone imports the evaluators.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import pickle
-import resource
-import signal
 import struct
 import sys
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Final
@@ -138,101 +136,21 @@ def _string_end(text: str, start: int, *, raw: bool = False) -> int:
     return -1
 
 
-# -- the child ------------------------------------------------------------------------------
+# -- the wire (both ends) -------------------------------------------------------------------
 
 
-def _write(stream: BinaryIO, message: Any) -> None:
+def write_frame(stream: BinaryIO, message: Any) -> None:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_LENGTH.pack(len(data)) + data)
     stream.flush()
 
 
-def _read(stream: BinaryIO) -> Any:
+def read_frame(stream: BinaryIO) -> Any:
     head = stream.read(_LENGTH.size)
     if len(head) < _LENGTH.size:
         return None
     (size,) = _LENGTH.unpack(head)
     return pickle.loads(stream.read(size))
-
-
-#: The child's address space: a selector that builds a string of gigabytes fails there (the
-#: device's evaluation, or the child, which the next job replaces), never in the scheduler.
-MEMORY_LIMIT: Final = 4 << 30
-
-
-def _confine() -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() == 1:
-        os._exit(0)
-    with contextlib.suppress(OSError, ValueError):
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-
-
-Evaluate = Callable[[str, Any], bool]
-
-
-def serve(source: BinaryIO, sink: BinaryIO, evaluate: Evaluate) -> None:
-    """The child's loop: a job is (job id, expression, [(key, device value), ...]); its answer
-    is chunks of (job id, [(key, code, error text), ...]) and a closing (job id, None)."""
-    from ascheduler.dra.allocator import CompileError, EvalError
-
-    while (job := _read(source)) is not None:
-        job_id, expression, items = job
-        out: list[tuple[Any, int, str]] = []
-        sent = time.monotonic()
-        for key, value in items:
-            try:
-                out.append((key, MATCH if evaluate(expression, value) else NO_MATCH, ""))
-            except (CompileError, EvalError) as exc:
-                out.append((key, FAILED, str(exc)))
-            except Exception as exc:  # a library fault is this device's failure, not the job's
-                out.append((key, FAILED, f"{type(exc).__name__}: {exc}"))
-            if time.monotonic() - sent >= CHUNK_SECONDS:
-                _write(sink, (job_id, out))
-                out, sent = [], time.monotonic()
-        if out:
-            _write(sink, (job_id, out))
-        _write(sink, (job_id, None))
-
-
-#: Metered programs the child keeps (selectors repeat across jobs).
-METERED_KEPT: Final = 256
-
-
-def main() -> None:
-    """The child: costly selectors run on the metered evaluator (`celeval`: Kubernetes'
-    runtime cost limit, no iteration budget); one it does not model runs on cel-cpp."""
-    _confine()
-    # The results travel on a copy of stdout; whatever prints (logs, a library) goes to stderr.
-    results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    from ascheduler.dra.allocator import CompileError
-    from ascheduler.dra.cel import SelectorCache
-    from ascheduler.dra.celeval import MeteredProgram, Unsupported, meter
-
-    cache = SelectorCache()
-    metered: dict[str, MeteredProgram | None] = {}
-
-    def evaluate(expression: str, value: Any) -> bool:
-        if expression not in metered:
-            program = cache.program(expression)
-            if program.error:
-                raise CompileError(program.error)
-            if len(metered) >= METERED_KEPT:
-                metered.pop(next(iter(metered)))
-            try:
-                metered[expression] = meter(program)
-            except Unsupported as exc:
-                log.info("cel_selector_not_metered", reason=str(exc), expression=expression[:200])
-                metered[expression] = None
-        program_ = metered[expression]
-        if program_ is None:
-            return cache.evaluate_here(expression, value)
-        return program_.evaluate(value)
-
-    serve(sys.stdin.buffer, results, evaluate)
 
 
 # -- the parent -----------------------------------------------------------------------------
@@ -252,7 +170,7 @@ class SelectorWorker:
     it by pid."""
 
     def __init__(self, command: Sequence[str] | None = None) -> None:
-        self._command = list(command or (sys.executable, "-m", "ascheduler.dra.celworker"))
+        self._command = list(command or (sys.executable, "-m", "ascheduler.dra.celchild"))
         self._process: asyncio.subprocess.Process | None = None
         self._turn = asyncio.Lock()
         self._jobs = 0
@@ -340,7 +258,3 @@ class SelectorWorker:
 
 class WorkerDied(Exception):
     """The child exited in the middle of a job (killed from outside, out of memory)."""
-
-
-if __name__ == "__main__":
-    main()

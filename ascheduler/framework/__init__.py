@@ -11,6 +11,7 @@ under the Handle's `DeviceLocks` (`DeviceTaken`, `LockContended`, the pool label
 """
 
 from ascheduler.framework.errors import ConfigError, PluginArgsError
+from ascheduler.framework.extender import ExtenderPostFilterPlugin
 from ascheduler.framework.handle import Evictor, Handle
 from ascheduler.framework.interface import (
     BINDING_SLOT,
@@ -27,7 +28,6 @@ from ascheduler.framework.interface import (
     Diagnosis,
     EnqueueExtensions,
     ExplainFilterPlugin,
-    ExtenderPostFilterPlugin,
     ExtensionPoint,
     FilterPlugin,
     FilterResult,

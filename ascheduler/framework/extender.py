@@ -31,6 +31,7 @@ as kube-scheduler's is, and the event loop's other work (watches, binds) goes on
 
 from __future__ import annotations
 
+import abc
 import base64
 import contextlib
 import dataclasses
@@ -47,7 +48,16 @@ import structlog
 
 from ascheduler.framework.args import Seconds
 from ascheduler.framework.errors import PluginArgsError
-from ascheduler.framework.interface import MAX_NODE_SCORE, Code, Status
+from ascheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    Code,
+    CycleState,
+    Diagnosis,
+    PostFilterPlugin,
+    PostFilterResult,
+    Status,
+)
+from ascheduler.framework.nodes import NodeTable
 from ascheduler.model import Node, PodInfo, parse_pod, reparse_pod
 
 log = structlog.get_logger(__name__)
@@ -647,3 +657,20 @@ class Extenders:
     async def close(self) -> None:
         for extender in self.all:
             await extender.close()
+
+
+class ExtenderPostFilterPlugin(PostFilterPlugin):
+    """A PostFilter that consults the HTTP extenders (preemption asks their preempt verb
+    which candidates to keep). A profile with extenders awaits this instead of `post_filter`;
+    the table may change during the await, so nodes cross it by name."""
+
+    @abc.abstractmethod
+    async def post_filter_with_extenders(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        diagnosis: Diagnosis,
+        extenders: Extenders,
+    ) -> PostFilterResult:
+        """`post_filter`, the extenders asked where kube-scheduler asks them."""

@@ -27,15 +27,12 @@ import contextlib
 import enum
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
 import numpy as np
 
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.model import PodInfo
-
-if TYPE_CHECKING:
-    from ascheduler.framework.extender import Extenders
 
 MAX_NODE_SCORE: Final = 100
 #: CycleState key: annotations a Bind plugin puts on the Binding (the API server copies a
@@ -431,23 +428,6 @@ class PostFilterPlugin(Plugin):
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, diagnosis: Diagnosis
     ) -> PostFilterResult:
         """Runs when no node fits (preemption makes room here)."""
-
-
-class ExtenderPostFilterPlugin(PostFilterPlugin):
-    """A PostFilter that consults the HTTP extenders (preemption asks their preempt verb
-    which candidates to keep). A profile with extenders awaits this instead of `post_filter`;
-    the table may change during the await, so nodes cross it by name."""
-
-    @abc.abstractmethod
-    async def post_filter_with_extenders(
-        self,
-        state: CycleState,
-        pod: PodInfo,
-        nodes: NodeTable,
-        diagnosis: Diagnosis,
-        extenders: Extenders,
-    ) -> PostFilterResult:
-        """`post_filter`, the extenders asked where kube-scheduler asks them."""
 
 
 class PreScorePlugin(Plugin):

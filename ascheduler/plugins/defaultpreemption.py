@@ -32,7 +32,12 @@ import numpy as np
 
 from ascheduler import metrics
 from ascheduler.framework.errors import PluginArgsError
-from ascheduler.framework.extender import ExtenderError, Extenders, Victims
+from ascheduler.framework.extender import (
+    ExtenderError,
+    ExtenderPostFilterPlugin,
+    Extenders,
+    Victims,
+)
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
     SUCCESS,
@@ -40,7 +45,6 @@ from ascheduler.framework.interface import (
     Code,
     CycleState,
     Diagnosis,
-    ExtenderPostFilterPlugin,
     FilterResult,
     PostFilterResult,
     PreEnqueuePlugin,

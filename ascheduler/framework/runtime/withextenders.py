@@ -17,12 +17,17 @@ from typing import Protocol
 
 import numpy as np
 
-from ascheduler.framework.extender import EXTENDER, ExtenderError, Extenders, ExtenderVerdicts
+from ascheduler.framework.extender import (
+    EXTENDER,
+    ExtenderError,
+    ExtenderPostFilterPlugin,
+    Extenders,
+    ExtenderVerdicts,
+)
 from ascheduler.framework.interface import (
     SUCCESS,
     CycleState,
     Diagnosis,
-    ExtenderPostFilterPlugin,
     FilterResult,
     PostFilterPlugin,
     Status,
