@@ -52,6 +52,21 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     build.add_argument("--force", action="store_true", help="rebuild even if cached")
 
+    def with_release(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        from ascheduler.devcluster.versions import DEFAULT_RELEASE, RELEASE_ENV, RELEASES
+
+        p.add_argument(
+            "--kubernetes-version",
+            default=None,
+            metavar="VERSION",
+            help=f"the Kubernetes release to build or run: "
+            f"{', '.join(r.kubernetes for r in RELEASES.values())} (default: ${RELEASE_ENV}, "
+            f"else {RELEASES[DEFAULT_RELEASE].kubernetes}); etcd and kwok follow it",
+        )
+        return p
+
+    with_release(build)
+
     def with_state_dir(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument(
             "--state-dir",
@@ -61,7 +76,9 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         )
         return p
 
-    up = with_state_dir(verbs.add_parser("up", help="start a plane and print its KUBECONFIG"))
+    up = with_release(
+        with_state_dir(verbs.add_parser("up", help="start a plane and print its KUBECONFIG"))
+    )
     up.add_argument(
         "--benchmark",
         action="store_true",
@@ -242,15 +259,18 @@ def _config(args: argparse.Namespace) -> int:
 
 def _cluster(args: argparse.Namespace) -> int:
     from ascheduler.devcluster import BuildError, ControlPlane, PlaneError, ensure_built
+    from ascheduler.devcluster.versions import UnsupportedRelease, release
 
     try:
+        if args.verb in ("build", "up"):
+            kubernetes = release(args.kubernetes_version)
         if args.verb == "build":
-            bins = ensure_built(force=args.force, progress=_say)
+            bins = ensure_built(force=args.force, progress=_say, release=kubernetes)
             for path in bins.all():
                 print(path)
             return 0
         if args.verb == "up":
-            bins = ensure_built(progress=_say)
+            bins = ensure_built(progress=_say, release=kubernetes)
             plane = ControlPlane(
                 args.state_dir,
                 bins=bins,
@@ -263,7 +283,10 @@ def _cluster(args: argparse.Namespace) -> int:
             if args.nodes:
                 _say(f"creating {args.nodes} fake nodes")
                 asyncio.run(_create_nodes(state.admin_kubeconfig, args.nodes))
-            _say(f"plane ready at {state.server} (state in {state.state_dir})")
+            _say(
+                f"Kubernetes {state.kubernetes_version} plane ready at {state.server} "
+                f"(state in {state.state_dir})"
+            )
             _say(f"kubectl: {bins.kubectl} (add its directory to PATH after the export below)")
             print(f"export KUBECONFIG={state.admin_kubeconfig}")
             print(f"export PATH={bins.kubectl.parent}:$PATH")
@@ -289,7 +312,7 @@ def _cluster(args: argparse.Namespace) -> int:
             for key, value in plane_or_none.env().items():
                 print(f"export {key}={value}")
         return 0
-    except (BuildError, PlaneError) as exc:
+    except (BuildError, PlaneError, UnsupportedRelease) as exc:
         _say(f"error: {exc}")
         return 1
 

@@ -31,9 +31,9 @@ def context() -> dict[str, Any]:
     return {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "versions": {
-            "kubernetes": versions.KUBERNETES_VERSION,
-            "etcd": versions.ETCD_VERSION,
-            "kwok": versions.KWOK_VERSION,
+            "kubernetes": versions.release().kubernetes,
+            "etcd": versions.release().etcd,
+            "kwok": versions.release().kwok,
             "python": platform.python_version(),
         },
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},

@@ -66,6 +66,8 @@ class Binaries:
     kube_controller_manager: Path
     kubectl: Path
     helm: Path
+    #: The Kubernetes release these are (or will be) built from.
+    release: versions.Release = versions.RELEASES[versions.DEFAULT_RELEASE]
 
     @property
     def kwok_stages(self) -> Path:
@@ -125,18 +127,21 @@ def cache_dir() -> Path:
     return base / "ascheduler"
 
 
-def binaries(cache: Path | None = None) -> Binaries:
-    """Where the pinned versions' binaries live (whether or not they are built yet)."""
+def binaries(cache: Path | None = None, release: versions.Release | None = None) -> Binaries:
+    """Where a release's pinned binaries live, whether or not they are built yet (the
+    release: `versions.release()`'s, from `$ASCHEDULER_KUBE_VERSION` or the default)."""
     root = (cache or cache_dir()) / "bin"
-    k8s = root / f"kubernetes-{versions.KUBERNETES_VERSION}"
+    rel = release or versions.release()
+    k8s = root / f"kubernetes-{rel.kubernetes}"
     return Binaries(
-        etcd=root / f"etcd-{versions.ETCD_VERSION}" / "etcd",
+        etcd=root / f"etcd-{rel.etcd}" / "etcd",
         kube_apiserver=k8s / "kube-apiserver",
         kube_scheduler=k8s / "kube-scheduler",
-        kwok=root / f"kwok-{versions.KWOK_VERSION}" / "kwok",
+        kwok=root / f"kwok-{rel.kwok}" / "kwok",
         kube_controller_manager=k8s / "kube-controller-manager",
         kubectl=k8s / "kubectl",
         helm=root / f"helm-{versions.HELM_VERSION}" / "helm",
+        release=rel,
     )
 
 
@@ -300,9 +305,9 @@ class _Builder:
                 os.replace(item, dest / item.name)
 
     def build_kubernetes(self, bins: Binaries) -> None:
-        version = versions.KUBERNETES_VERSION
+        version = bins.release.kubernetes
         step = f"kubernetes {version}"
-        log = self._fresh_log("kubernetes")
+        log = self._fresh_log(f"kubernetes-{version}")
         src = self.cache / "src" / f"kubernetes-{version}"
         src.mkdir(parents=True, exist_ok=True)
         self.progress(
@@ -351,9 +356,9 @@ class _Builder:
             )
 
     def build_etcd(self, bins: Binaries) -> None:
-        version = versions.ETCD_VERSION
+        version = bins.release.etcd
         step = f"etcd {version}"
-        log = self._fresh_log("etcd")
+        log = self._fresh_log(f"etcd-{version}")
         src = self.cache / "src" / f"etcd-{version}"
         src.mkdir(parents=True, exist_ok=True)
         self.progress(f"building etcd {version}")
@@ -381,9 +386,9 @@ class _Builder:
             )
 
     def build_kwok(self, bins: Binaries) -> None:
-        version = versions.KWOK_VERSION
+        version = bins.release.kwok
         step = f"kwok {version}"
-        log = self._fresh_log("kwok")
+        log = self._fresh_log(f"kwok-{version}")
         self.progress(f"building kwok {version}")
         with self.staged(bins.kwok.parent) as out:
             self._go_install(
@@ -462,16 +467,21 @@ class _Builder:
 
 
 def ensure_built(
-    *, cache: Path | None = None, force: bool = False, progress: Progress | None = None
+    *,
+    cache: Path | None = None,
+    force: bool = False,
+    progress: Progress | None = None,
+    release: versions.Release | None = None,
 ) -> Binaries:
-    """Build whatever pinned binary is missing (or all, with `force`); return their paths.
+    """Build whatever pinned binary of `release` (`versions.release()`'s by default) is
+    missing (or all, with `force`); return their paths.
 
     Concurrent callers (a `make` target and a pytest session, say) serialise on a lock file,
     and the second finds the first one's binaries.
     """
     root = cache or cache_dir()
     root.mkdir(parents=True, exist_ok=True)
-    bins = binaries(root)
+    bins = binaries(root, release)
     say = progress or (lambda _msg: None)
     with (root / "build.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -41,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from ascheduler.devcluster import certs, processes
+from ascheduler.devcluster import certs, processes, versions
 from ascheduler.devcluster.build import Binaries, binaries, cache_dir
 from ascheduler.devcluster.faultproxy import FaultProxy
 from ascheduler.devcluster.processes import ProcessRecord
@@ -163,6 +163,8 @@ class PlaneState:
     processes: list[ProcessRecord] = field(default_factory=list)
     #: `--feature-gates` of kube-apiserver, kube-controller-manager and kube-scheduler.
     feature_gates: str = ""
+    #: The Kubernetes release the plane runs (`v1.36.3`).
+    kubernetes_version: str = versions.RELEASES[versions.DEFAULT_RELEASE].kubernetes
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -179,6 +181,7 @@ class PlaneState:
             "benchmark": self.benchmark,
             "processes": [p.to_json() for p in self.processes],
             "feature_gates": self.feature_gates,
+            "kubernetes_version": self.kubernetes_version,
         }
 
     @classmethod
@@ -197,6 +200,11 @@ class PlaneState:
             benchmark=bool(data["benchmark"]),
             processes=[ProcessRecord.from_json(p) for p in data["processes"]],
             feature_gates=str(data.get("feature_gates", "")),
+            kubernetes_version=str(
+                data.get(
+                    "kubernetes_version", versions.RELEASES[versions.DEFAULT_RELEASE].kubernetes
+                )
+            ),
         )
 
 
@@ -236,7 +244,8 @@ class ControlPlane:
     ) -> None:
         self.state_dir = (state_dir or default_state_dir()).absolute()
         #: `Name=true,...` for the plane's Kubernetes processes; `GenericWorkload=true` also
-        #: serves the Workload API (`scheduling.k8s.io/v1alpha1`).
+        #: serves the Workload API (`scheduling.k8s.io/v1alpha1` in 1.35: the release's
+        #: `workload_api`).
         self.feature_gates = feature_gates
         self.bins = bins or binaries()
         self.benchmark = benchmark
@@ -256,6 +265,8 @@ class ControlPlane:
             return None
         plane.state = PlaneState.from_json(json.loads(path.read_text()))
         plane.benchmark = plane.state.benchmark
+        with contextlib.suppress(versions.UnsupportedRelease):
+            plane.bins = binaries(release=versions.release(plane.state.kubernetes_version))
         return plane
 
     def up(self) -> PlaneState:
@@ -299,6 +310,7 @@ class ControlPlane:
             admin_key=pki.admin.key,
             benchmark=self.benchmark,
             feature_gates=self.feature_gates,
+            kubernetes_version=self.bins.release.kubernetes,
         )
         self.state = state
         self._save()
@@ -554,7 +566,8 @@ class ControlPlane:
         if state.feature_gates:
             argv.append(f"--feature-gates={state.feature_gates}")
             if "GenericWorkload=true" in state.feature_gates.replace(" ", ""):
-                argv.append("--runtime-config=scheduling.k8s.io/v1alpha1=true")
+                api = self.bins.release.workload_api
+                argv.append(f"--runtime-config=scheduling.k8s.io/{api}=true")
         return argv
 
     def _kcm_argv(self, state: PlaneState) -> list[str]:

@@ -37,19 +37,24 @@ def test_readyz_needs_and_accepts_client_certificates(
     assert err.value.code in (401, 403)
 
 
-async def test_apiserver_reports_the_pinned_release(kube: KubeClient) -> None:
+async def test_apiserver_reports_the_pinned_release(
+    kube: KubeClient, plane_state: PlaneState
+) -> None:
     info = await kube.get("/version")
-    assert info["gitVersion"] == versions.KUBERNETES_VERSION
+    assert info["gitVersion"] == versions.release().kubernetes
+    assert plane_state.kubernetes_version == info["gitVersion"]
 
 
 def test_binaries_report_their_versions(plane: ControlPlane) -> None:
+    release = versions.release()
+    assert plane.bins.release == release
     for binary in (plane.bins.kube_apiserver, plane.bins.kube_scheduler):
         out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=True)
-        assert versions.KUBERNETES_VERSION in out.stdout
+        assert release.kubernetes in out.stdout
     out = subprocess.run(
         [str(plane.bins.etcd), "--version"], capture_output=True, text=True, check=True
     )
-    assert versions.ETCD_VERSION.lstrip("v") in out.stdout
+    assert release.etcd.lstrip("v") in out.stdout
 
 
 async def test_kube_scheduler_binds_a_pod_and_kwok_runs_it(
@@ -148,6 +153,7 @@ def test_failed_start_names_the_step_and_log_and_stops_what_started(
         kube_controller_manager=plane.bins.kube_controller_manager,
         kubectl=plane.bins.kubectl,
         helm=plane.bins.helm,
+        release=plane.bins.release,
     )
     failing = ControlPlane(tmp_path / "failing", bins=bins, die_with_parent=True)
     with pytest.raises(PlaneError) as err:
