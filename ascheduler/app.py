@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import signal
 from collections.abc import Awaitable, Callable, Mapping
@@ -23,7 +24,7 @@ from typing import Any
 
 import structlog
 
-from ascheduler import heap, metrics, runner
+from ascheduler import features, heap, metrics, runner
 from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
@@ -31,7 +32,14 @@ from ascheduler.debug import DebugEndpoints, log_cache_check
 from ascheduler.diagnoses import Diagnoses
 from ascheduler.eventhandlers import EventRouter
 from ascheduler.events import StatusWriter
-from ascheduler.framework import ClusterEvent, Handle, QueuedPodInfo, Registry, WaitingPods
+from ascheduler.framework import (
+    ClusterEvent,
+    ConfigError,
+    Handle,
+    QueuedPodInfo,
+    Registry,
+    WaitingPods,
+)
 from ascheduler.framework.extender import Extenders
 from ascheduler.framework.gangs import POD_GROUP_API, WORKLOAD_API, parse_pod_group, parse_workload
 from ascheduler.framework.nominated import Nominator
@@ -213,6 +221,12 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
     """Everything `ascheduler run` runs, not started: its clients, the cache, the profiles,
     the queue, the binder, the scheduler and the informers feeding them."""
     watch_client, write_client = await _clients(config)
+    try:
+        config = await behave_as(config, write_client)
+    except BaseException:
+        await watch_client.close()
+        await write_client.close()
+        raise
     extenders = Extenders(config.extenders)
     scheduler = _scheduler(config, registry, write_client, extenders)
     router = EventRouter(scheduler)
@@ -241,6 +255,29 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
         shutdown_grace=config.shutdown_grace,
         extenders=extenders or None,
     )
+
+
+async def behave_as(config: SchedulerConfig, kube: KubeClient) -> SchedulerConfig:
+    """`config` with the release ascheduler behaves as, from the API server's version (or
+    `--emulated-version`), and `--feature-gates` applied to that release's defaults;
+    ConfigError when the API server's release is not one ascheduler can behave as, or the
+    gates are wrong there."""
+    info = await kube.get("/version")
+    git_version = str(info.get("gitVersion", "")) if isinstance(info, dict) else ""
+    try:
+        release, warning = features.cluster_release(git_version, config.emulated_version)
+    except ValueError as exc:
+        raise ConfigError([str(exc)]) from None
+    try:
+        gates = features.parse_gates(config.feature_gates, release)
+    except ValueError as exc:
+        raise ConfigError([f"--feature-gates: {exc} (at release {release})"]) from None
+    if warning is not None:
+        log.warning("release_emulated", detail=warning)
+    for note in gates.warnings:
+        log.warning("feature_gate_set", detail=note)
+    log.info("behaving_as", release=str(release), api_server=git_version, gates=list(gates))
+    return dataclasses.replace(config, features=gates)
 
 
 def _scheduler(

@@ -148,6 +148,7 @@ def _explain_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SCHEDULER_NAME",
         help="explain under this profile of the configuration (default: the pod's schedulerName)",
     )
+    flag("emulated_version").add_to(explain, help=None)
     flag("feature_gates").add_to(explain, help=None)
     flag("percentage_of_nodes_to_score").add_to(explain, help="as kube-scheduler's")
     explain.add_argument(
@@ -360,7 +361,14 @@ def _run(args: argparse.Namespace) -> int:
     if resolved is None:
         return 2
     config, registry = resolved
-    return uvloop.run(app.main(config, registry))
+    from ascheduler.framework import ConfigError
+
+    try:
+        return uvloop.run(app.main(config, registry))
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"ascheduler: {problem}", file=sys.stderr)
+        return 2
 
 
 def _binder(args: argparse.Namespace) -> int:
@@ -459,6 +467,7 @@ async def _explain_async(args: argparse.Namespace) -> int:
         overrides = Overrides(
             kubeconfig=args.kubeconfig,
             scheduler_names=names,
+            emulated_version=args.emulated_version,
             feature_gates=args.feature_gates,
             percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
         )

@@ -163,11 +163,26 @@ def _binding_concurrency(d: Draft, value: int) -> None:
     d.changes["binding_concurrency"] = value
 
 
-def _feature_gates(d: Draft, value: str) -> None:
+def _emulated_version(d: Draft, value: str) -> None:
     try:
-        d.changes["features"] = features.parse_gates(value)
+        release = features.parse_emulated_version(value)
+    except ValueError as exc:
+        d.problem("--emulated-version", str(exc))
+        return
+    d.changes["emulated_version"] = release
+    try:
+        d.changes["features"] = features.parse_gates(d.config.feature_gates, release)
     except ValueError as exc:
         d.problem("--feature-gates", str(exc))
+
+
+def _feature_gates(d: Draft, value: str) -> None:
+    release = d.changes.get("emulated_version", d.config.emulated_version)
+    try:
+        d.changes["features"] = features.parse_gates(value, release or features.DEFAULT_RELEASE)
+    except ValueError as exc:
+        d.problem("--feature-gates", str(exc))
+    d.changes["feature_gates"] = value
 
 
 def _percentage(d: Draft, value: int) -> None:
@@ -319,12 +334,22 @@ FLAGS: Final[tuple[Flag, ...]] = (
         help=f"binding cycles in flight at most (default: {defaults.BINDING_CONCURRENCY})",
     ),
     Flag(
+        "--emulated-version",
+        "plain",
+        _emulated_version,
+        lambda c: c.emulated_version,
+        metavar="VERSION",
+        help="behave as kube-scheduler of this release (1.35, 1.36, 1.37; also kube=1.36) "
+        "whatever the API server's (default: the API server's release)",
+    ),
+    Flag(
         "--feature-gates",
         "plain",
         _feature_gates,
         lambda c: c.features,
         metavar="GATES",
-        help="kube-scheduler's feature gates ascheduler knows, e.g. StorageCapacityScoring=true",
+        help="kube-scheduler's feature gates ascheduler knows, e.g. StorageCapacityScoring=true, "
+        "over the defaults of the release it behaves as",
     ),
     Flag(
         "--percentage-of-nodes-to-score",

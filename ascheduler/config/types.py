@@ -67,5 +67,12 @@ class SchedulerConfig:
     #: Whether the file named `nodeLock.leaseGroups`: if not, the number follows where the
     #: flags put the locks (`default_lease_groups`).
     lease_groups_named: bool = False
-    #: The feature gates on (`--feature-gates`).
-    features: frozenset[str] = field(default_factory=features.defaults)
+    #: `--feature-gates` as given: applied to the defaults of the release ascheduler behaves
+    #: as, which is known once the API server is asked (`app.build`).
+    feature_gates: str = ""
+    #: `--emulated-version`: the release to behave as whatever the API server's (None: the
+    #: API server's).
+    emulated_version: features.Release | None = None
+    #: The release and the gates on. Until the API server is asked, at `emulated_version`
+    #: or the default release; `app.build` sets it for the cluster's.
+    features: features.Features = field(default_factory=features.Features.defaults)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from ascheduler.dra.store import ResourceObjects
+from ascheduler.features import Features
 from ascheduler.framework.gangs import Gangs
 from ascheduler.framework.interface import CycleState, FilterResult, Status
 from ascheduler.framework.nodes import NodeTable
@@ -78,8 +79,9 @@ class Handle:
     attachments: AttachedVolumes | None = None
     #: Pods nominated to nodes (shared by every profile).
     nominator: Nominator = field(default_factory=Nominator)
-    #: The feature gates on (`--feature-gates`).
-    features: frozenset[str] = frozenset()
+    #: The release ascheduler behaves as and the feature gates on there
+    #: (`name in handle.features`, `handle.features.since(1, 36)`).
+    features: Features = field(default_factory=Features.defaults)
     #: Pod groups and their members (Coscheduling, GangScheduling).
     gangs: Gangs = field(default_factory=Gangs)
     #: Set once the profile is wired (`set_activator`, `set_filters`, `set_evictor`), as

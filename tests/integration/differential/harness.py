@@ -41,10 +41,10 @@ from ascheduler.app import DRA_KINDS, STORAGE_KINDS, build_frameworks
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
 from ascheduler.config import parse as parse_config
-from ascheduler.devcluster import ControlPlane
+from ascheduler.devcluster import ControlPlane, versions
 from ascheduler.devcluster.nodes import FakeNodes, fake_node_body, wait_nodes_ready
 from ascheduler.devcluster.plane import FAKE_NODE_ANNOTATION
-from ascheduler.features import parse_gates
+from ascheduler.features import Release, parse_gates
 from ascheduler.framework.objects import parse_namespace, parse_selecting
 from ascheduler.kube import ApiError, KubeClient
 from ascheduler.model import parse_node, parse_pod
@@ -96,6 +96,11 @@ PRIORITY_CLASSES: Mapping[str, tuple[int, str]] = {
     "diff-high": (1000, "PreemptLowerPriority"),
     "diff-never": (1000, "Never"),
 }
+
+
+def plane_release() -> Release:
+    """The release of the plane the scenarios run on (and of its kube-scheduler)."""
+    return Release.parse(versions.release().kubernetes)
 
 
 def fake_node(
@@ -746,8 +751,9 @@ class Runner:
                 "profiles": [{"schedulerName": "dry-run", **s.profile}],
             }
             config = parse_config(document, IN_TREE)
-        if s.feature_gates:
-            config = dataclasses.replace(config, features=parse_gates(s.feature_gates))
+        config = dataclasses.replace(
+            config, features=parse_gates(s.feature_gates or "", plane_release())
+        )
         framework = next(iter(build_frameworks(config, IN_TREE, cache, None).values()))
         probe = copy.deepcopy(pod_body)
         probe["metadata"]["uid"] = "dry-run"

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from ascheduler.features import parse_gates
 from ascheduler.framework import ClusterEvent, Code, CycleState, Handle, WaitingPod, WaitingPods
 from ascheduler.framework.gangs import (
     POD_GROUP_LABEL,
@@ -249,7 +250,7 @@ def test_members_sort_together_at_their_groups_first_queue_time() -> None:
 
 async def test_gang_scheduling_speaks_kube_schedulers_words() -> None:
     gangs = Gangs()
-    handle = Handle(gangs=gangs, features=frozenset({"GangScheduling"}))
+    handle = Handle(gangs=gangs, features=parse_gates("GenericWorkload=true,GangScheduling=true"))
     plugin = GangScheduling(handle)
 
     def ref(name: str, workload: str = "job", group: str = "workers") -> PodInfo:

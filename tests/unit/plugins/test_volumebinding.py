@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ascheduler.cache import Cache
-from ascheduler.features import STORAGE_CAPACITY_SCORING
+from ascheduler.features import parse_gates
 from ascheduler.framework import ClusterEvent, Code, CycleState
 from ascheduler.framework.errors import ConfigError
 from ascheduler.framework.handle import Handle
@@ -496,7 +496,7 @@ def scoring(cache: Cache, args: dict[str, Any] | None = None, *, gate: bool = Tr
         objects=cache.objects,
         storage=cache.storage,
         attachments=cache.attachments,
-        features=frozenset({STORAGE_CAPACITY_SCORING}) if gate else frozenset(),
+        features=parse_gates(f"StorageCapacityScoring={str(gate).lower()}"),
     )
     return registration.build(registration.decode_args(args, "args"), handle)
 
