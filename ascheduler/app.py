@@ -33,9 +33,7 @@ from ascheduler.eventhandlers import EventRouter
 from ascheduler.events import StatusWriter
 from ascheduler.framework import ClusterEvent, Handle, QueuedPodInfo, Registry, WaitingPods
 from ascheduler.framework.extender import Extenders
-from ascheduler.framework.gangs import POD_GROUP_API, WORKLOAD_API, parse_pod_group, parse_workload
 from ascheduler.framework.nominated import Nominator
-from ascheduler.framework.objects import parse_budget, parse_namespace, parse_selecting
 from ascheduler.framework.runtime import Framework
 from ascheduler.http import HealthServer
 from ascheduler.kube import KubeClient
@@ -44,6 +42,8 @@ from ascheduler.kube.informer import Informer
 from ascheduler.locks import Members, witnessing
 from ascheduler.model import Node, PodInfo, dra, parse_node, storage
 from ascheduler.model import bindrequest as requests
+from ascheduler.model.objects import parse_budget, parse_namespace, parse_selecting
+from ascheduler.model.podgroups import POD_GROUP_API, WORKLOAD_API, parse_pod_group, parse_workload
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.bindrequest import with_bind_requests
 from ascheduler.plugins.coscheduling import GANG_GATE
