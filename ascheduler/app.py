@@ -41,17 +41,17 @@ from ascheduler.framework import (
     WaitingPods,
 )
 from ascheduler.framework.extender import Extenders
-from ascheduler.framework.gangs import POD_GROUP_API, WORKLOAD_API, parse_pod_group, parse_workload
 from ascheduler.framework.nominated import Nominator
-from ascheduler.framework.objects import parse_budget, parse_namespace, parse_selecting
 from ascheduler.framework.runtime import Framework
 from ascheduler.http import HealthServer
 from ascheduler.kube import KubeClient
 from ascheduler.kube.client import RateLimiter
 from ascheduler.kube.informer import Informer
-from ascheduler.locks import Members, witnessing
+from ascheduler.locks import DeviceLocks, Members, witnessing
 from ascheduler.model import Node, PodInfo, dra, parse_node, storage
 from ascheduler.model import bindrequest as requests
+from ascheduler.model.objects import parse_budget, parse_namespace, parse_selecting
+from ascheduler.model.podgroups import POD_GROUP_API, WORKLOAD_API, parse_pod_group, parse_workload
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.bindrequest import with_bind_requests
 from ascheduler.plugins.coscheduling import GANG_GATE
@@ -133,7 +133,10 @@ def build_frameworks(
     cache: Cache,
     kube: KubeClient | None,
     extenders: Extenders | None = None,
+    device_locks: DeviceLocks | None = None,
 ) -> dict[str, Framework]:
+    """One framework per profile over the cache, sharing the pods waiting on Permit, the
+    nominations, the extenders and the device locks (None: node locks are off)."""
     waiting = WaitingPods()
     nominator = Nominator()
     frameworks = {}
@@ -152,6 +155,7 @@ def build_frameworks(
             nominator=nominator,
             features=config.features,
             gangs=cache.gangs,
+            device_locks=device_locks,
         )
         fw = Framework(
             spec,
@@ -162,8 +166,8 @@ def build_frameworks(
                 if spec.percentage_of_nodes_to_score is None
                 else spec.percentage_of_nodes_to_score
             ),
+            extenders=extenders,
         )
-        fw.extenders = extenders or None
         frameworks[spec.scheduler_name] = fw
     return frameworks
 
@@ -217,9 +221,12 @@ def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) ->
     return queue
 
 
-async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtime:
+async def build(
+    config: SchedulerConfig, registry: Registry = IN_TREE, *, writes: bool = True
+) -> Runtime:
     """Everything `ascheduler run` runs, not started: its clients, the cache, the profiles,
-    the queue, the binder, the scheduler and the informers feeding them."""
+    the queue, the binder, the scheduler and the informers feeding them. With `writes` off
+    (`explain`'s dry runs) no plugin is given the client: none reports on what it lists."""
     watch_client, write_client = await _clients(config)
     try:
         config = await behave_as(config, write_client)
@@ -228,7 +235,7 @@ async def build(config: SchedulerConfig, registry: Registry = IN_TREE) -> Runtim
         await write_client.close()
         raise
     extenders = Extenders(config.extenders)
-    scheduler = _scheduler(config, registry, write_client, extenders)
+    scheduler = _scheduler(config, registry, write_client, extenders, writes=writes)
     router = EventRouter(scheduler)
     pods, nodes = _pods_and_nodes(watch_client, router, extenders)
     binder = scheduler.binder
@@ -281,14 +288,25 @@ async def behave_as(config: SchedulerConfig, kube: KubeClient) -> SchedulerConfi
 
 
 def _scheduler(
-    config: SchedulerConfig, registry: Registry, write_client: KubeClient, extenders: Extenders
+    config: SchedulerConfig,
+    registry: Registry,
+    write_client: KubeClient,
+    extenders: Extenders,
+    *,
+    writes: bool = True,
 ) -> Scheduler:
-    """The cache, the profiles, the queue, the binder and the scheduler over them."""
+    """The cache, the profiles, the queue, the binder and the scheduler over them (the
+    plugins given no client when `writes` is off)."""
     cache = Cache()
-    frameworks = build_frameworks(config, registry, cache, write_client, extenders)
     binder = _binder(config, write_client, cache)
-    for fw in frameworks.values():
-        fw.handle.device_locks = binder.devices if binder is not None else None
+    frameworks = build_frameworks(
+        config,
+        registry,
+        cache,
+        write_client if writes else None,
+        extenders,
+        binder.devices if binder is not None else None,
+    )
     scheduler = Scheduler(
         frameworks=frameworks,
         cache=cache,

@@ -12,11 +12,11 @@ from typing import Any
 
 import structlog
 
+from ascheduler.cache.gangs import Gang
 from ascheduler.framework import ClusterEvent, CycleState
-from ascheduler.framework.gangs import Gang
-from ascheduler.framework.objects import Namespace
 from ascheduler.model import Node, PodInfo
 from ascheduler.model.bindrequest import BindRequest
+from ascheduler.model.objects import Namespace
 from ascheduler.scheduler import Scheduler
 
 log = structlog.get_logger(__name__)

@@ -32,12 +32,12 @@ from typing import Any
 
 import structlog
 
+from ascheduler.cache.attachments import AttachedVolumes
+from ascheduler.cache.gangs import Gangs
+from ascheduler.cache.nodetable import MutableNodeTable
+from ascheduler.cache.objects import ClusterObjects
+from ascheduler.cache.storage import StorageObjects
 from ascheduler.dra.store import ResourceObjects
-from ascheduler.framework.attachments import AttachedVolumes
-from ascheduler.framework.gangs import Gangs
-from ascheduler.framework.nodes import NodeTable
-from ascheduler.framework.objects import ClusterObjects
-from ascheduler.framework.storage import StorageObjects
 from ascheduler.model import Node, PodInfo
 
 log = structlog.get_logger(__name__)
@@ -56,7 +56,7 @@ class CacheError(RuntimeError):
 
 class Cache:
     def __init__(self) -> None:
-        self.table = NodeTable()
+        self.table = MutableNodeTable()
         #: Namespaces, Services and pod controllers (their own informers fill it).
         self.objects = ClusterObjects()
         #: PersistentVolumes, claims, storage classes and CSI objects (their informers).

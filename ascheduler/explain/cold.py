@@ -82,9 +82,7 @@ async def read_pod(kube: KubeClient, namespace: str, name: str) -> PodInfo:
 
 async def snapshot(config: SchedulerConfig, registry: Registry) -> Runtime:
     """The scheduler's informers, listed once (their watches stopped when all have synced)."""
-    runtime = await build(config, registry)
-    for fw in runtime.scheduler.frameworks.values():
-        fw.handle.kube = None  # nothing is written: no plugin reports on what it lists
+    runtime = await build(config, registry, writes=False)
     informers: tuple[Informer[Any], ...] = (
         runtime.node_informer,
         runtime.pod_informer,

@@ -1,8 +1,10 @@
 """The scheduling framework, and everything a plugin is written against.
 
 A plugin imports from here only: the interface of each extension point it implements (and
-subclasses), `CycleState`, `Status` and its codes, the `Handle`, the `NodeTable` it reads,
-`MAX_NODE_SCORE` and the normalizing helper, and `Registration` to declare itself. The records
+subclasses), `CycleState`, `Status` and its codes, the `Handle`, the `NodeTable` it reads (and
+its count columns' `PodPredicate`, `Domains`), the views of the cache's other stores the Handle
+gives (`ClusterObjectsView`, `StorageView`, `GangsView`, `AttachmentsView`), `MAX_NODE_SCORE`
+and the normalizing helper, and `Registration` to declare itself. The records
 it is given (`PodInfo`, `Node`) are re-exported from `ascheduler.model`. `RowFilterPlugin` and
 `RowScorePlugin` take a plugin written one node at a time (`NodeInfo`), as kube-scheduler's are.
 A plugin that writes to the API server does it through the Handle's client (`KubeClient`,
@@ -10,10 +12,17 @@ failing with `KubeError`); one that allocates devices several instances share ta
 under the Handle's `DeviceLocks` (`DeviceTaken`, `LockContended`, the pool labels).
 """
 
+from ascheduler.framework.args import Seconds
 from ascheduler.framework.errors import ConfigError, PluginArgsError
-from ascheduler.framework.extender import ExtenderPostFilterPlugin
+from ascheduler.framework.extender import (
+    ExtenderError,
+    ExtenderPostFilterPlugin,
+    Extenders,
+    Victims,
+)
 from ascheduler.framework.handle import Evictor, Handle
 from ascheduler.framework.interface import (
+    BINDING_ANNOTATIONS,
     BINDING_SLOT,
     EXTENSION_POINTS,
     INTERFACES,
@@ -54,7 +63,30 @@ from ascheduler.framework.interface import (
     default_normalize,
     slot_released,
 )
-from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
+from ascheduler.framework.listers import (
+    AssumeCacheView,
+    AssumeError,
+    AttachmentsView,
+    ClaimError,
+    ClusterObjectsView,
+    GangsView,
+    GangView,
+    GangWatcher,
+    StorageView,
+)
+from ascheduler.framework.nodes import (
+    BASE_RESOURCES,
+    CPU,
+    EPHEMERAL,
+    MEMORY,
+    PODS,
+    BoolArray,
+    Domains,
+    IntArray,
+    NodeTable,
+    PodPredicate,
+    selector_hint,
+)
 from ascheduler.framework.profile import PluginRef, ProfileSpec, default_plugins, multipoint
 from ascheduler.framework.registry import NoArgs, Registration, Registry
 from ascheduler.framework.rows import NodeInfo, RowFilterPlugin, RowScorePlugin
@@ -66,30 +98,47 @@ from ascheduler.locks.devicelocks import pool_label
 from ascheduler.model import Node, PodInfo
 
 __all__ = [
+    "BASE_RESOURCES",
+    "BINDING_ANNOTATIONS",
     "BINDING_SLOT",
+    "CPU",
     "DEVICE_POOL_LABEL_PREFIX",
+    "EPHEMERAL",
     "EXTENSION_POINTS",
     "INTERFACES",
     "MAX_NODE_SCORE",
+    "MEMORY",
+    "PODS",
     "SKIP",
     "SUCCESS",
+    "AssumeCacheView",
+    "AssumeError",
+    "AttachmentsView",
     "BindPlugin",
     "BindingSlot",
     "BoolArray",
+    "ClaimError",
     "ClusterEvent",
+    "ClusterObjectsView",
     "Code",
     "ConfigError",
     "CycleState",
     "DeviceLocks",
     "DeviceTaken",
     "Diagnosis",
+    "Domains",
     "EnqueueExtensions",
     "Evictor",
     "ExplainFilterPlugin",
+    "ExtenderError",
     "ExtenderPostFilterPlugin",
+    "Extenders",
     "ExtensionPoint",
     "FilterPlugin",
     "FilterResult",
+    "GangView",
+    "GangWatcher",
+    "GangsView",
     "GateKeysPlugin",
     "Handle",
     "IntArray",
@@ -106,6 +155,7 @@ __all__ = [
     "PluginArgsError",
     "PluginRef",
     "PodInfo",
+    "PodPredicate",
     "PostBindPlugin",
     "PostFilterPlugin",
     "PostFilterResult",
@@ -126,7 +176,10 @@ __all__ = [
     "RowLocalScorePlugin",
     "RowScorePlugin",
     "ScorePlugin",
+    "Seconds",
     "Status",
+    "StorageView",
+    "Victims",
     "WaitingPod",
     "WaitingPods",
     "WhatIfFilterPlugin",
@@ -135,5 +188,6 @@ __all__ = [
     "lock_wait_message",
     "multipoint",
     "pool_label",
+    "selector_hint",
     "slot_released",
 ]

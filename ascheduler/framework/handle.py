@@ -10,17 +10,22 @@ from typing import TYPE_CHECKING, Protocol
 
 from ascheduler.dra.store import ResourceObjects
 from ascheduler.features import Features
-from ascheduler.framework.gangs import Gangs
 from ascheduler.framework.interface import CycleState, FilterResult, Status
+from ascheduler.framework.listers import (
+    AttachmentsView,
+    ClusterObjectsView,
+    GangsView,
+    StorageView,
+    no_gangs,
+    no_objects,
+    no_storage,
+)
 from ascheduler.framework.nodes import NodeTable
 from ascheduler.framework.nominated import Nominator
-from ascheduler.framework.objects import ClusterObjects
-from ascheduler.framework.storage import StorageObjects
 from ascheduler.framework.waiting import WaitingPods
 from ascheduler.model import PodInfo
 
 if TYPE_CHECKING:
-    from ascheduler.framework.attachments import AttachedVolumes
     from ascheduler.kube import KubeClient
     from ascheduler.locks import DeviceLocks
 
@@ -64,26 +69,27 @@ class Handle:
     kube: KubeClient | None = None
     profile: str = ""
     #: Namespaces, Services, pod controllers and PodDisruptionBudgets, as the informers
-    #: have them.
-    objects: ClusterObjects = field(default_factory=ClusterObjects)
+    #: have them (the cache's; none by default).
+    objects: ClusterObjectsView = field(default_factory=no_objects)
     #: PersistentVolumes, claims, storage classes and CSI objects, as the informers have
-    #: them (with VolumeBinding's assumptions).
-    storage: StorageObjects = field(default_factory=StorageObjects)
+    #: them (with VolumeBinding's assumptions; the cache's, none by default).
+    storage: StorageView = field(default_factory=no_storage)
     #: DeviceClasses, ResourceSlices, ResourceClaims and their templates, as the informers
     #: have them (with DynamicResources' allocations in flight).
     resources: ResourceObjects = field(default_factory=ResourceObjects)
     #: The locks new device allocations are written under (None: node locks are off, this
     #: instance is the only allocator).
     device_locks: DeviceLocks | None = None
-    #: CSI volumes attached per node (the cache keeps them; None: the plugin keeps its own).
-    attachments: AttachedVolumes | None = None
+    #: CSI volumes attached per node (the cache keeps them; None: nothing counts them).
+    attachments: AttachmentsView | None = None
     #: Pods nominated to nodes (shared by every profile).
     nominator: Nominator = field(default_factory=Nominator)
     #: The release ascheduler behaves as and the feature gates on there
     #: (`name in handle.features`, `handle.features.since(1, 36)`).
     features: Features = field(default_factory=Features.defaults)
-    #: Pod groups and their members (Coscheduling, GangScheduling).
-    gangs: Gangs = field(default_factory=Gangs)
+    #: Pod groups and their members (Coscheduling, GangScheduling; the cache's, none by
+    #: default).
+    gangs: GangsView = field(default_factory=no_gangs)
     #: Set once the profile is wired (`set_activator`, `set_filters`, `set_evictor`), as
     #: kube-scheduler's `SetPodActivator` and `SetPodNominator` are: the queue that wakes
     #: pods, and the scheduler that evicts, are built from the frameworks, so they cannot be

@@ -16,7 +16,7 @@ from typing import Any, Final
 from ascheduler.model.affinity import NodeSelectorTerm, SpecError, parse_term
 from ascheduler.model.quantity import QuantityError, parse_value
 from ascheduler.model.topology import NOTHING, LabelSelector, parse_selector
-from ascheduler.model.volumes import string_field
+from ascheduler.model.volumes import AWS_EBS, GCE_PD, string_field
 
 #: The annotations kube-scheduler and the persistentvolume controller read and write.
 SELECTED_NODE: Final = "volume.kubernetes.io/selected-node"
@@ -495,3 +495,27 @@ def parse_volume_attachment(obj: Any) -> VolumeAttachment:
         volume_name=string_field(source, "persistentVolumeName", "spec.source", errors),
         errors=tuple(errors),
     )
+
+
+def not_found(kind: str, name: str) -> str:
+    """The API server's NotFound text, as kube-scheduler's listers give it
+    (`persistentvolumeclaim "x" not found`, `storageclass.storage.k8s.io "x" not found`)."""
+    return f'{kind} "{name}" not found'
+
+
+#: In-tree plugins whose volumes kube-scheduler counts as their CSI driver's.
+MIGRATED_PROVISIONERS: Final = {
+    "kubernetes.io/aws-ebs": "ebs.csi.aws.com",
+    "kubernetes.io/gce-pd": "pd.csi.storage.gke.io",
+    "kubernetes.io/azure-disk": "disk.csi.azure.com",
+    "kubernetes.io/cinder": "cinder.csi.openstack.org",
+}
+#: A PersistentVolume's in-tree source -> the CSI driver it migrated to.
+MIGRATED_SOURCES: Final = {
+    "awsElasticBlockStore": "ebs.csi.aws.com",
+    "gcePersistentDisk": "pd.csi.storage.gke.io",
+    "azureDisk": "disk.csi.azure.com",
+    "cinder": "cinder.csi.openstack.org",
+}
+#: Inline in-tree disks kube-scheduler counts, -> the CSI driver each migrated to.
+INLINE_DRIVERS: Final = {GCE_PD: "pd.csi.storage.gke.io", AWS_EBS: "ebs.csi.aws.com"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ascheduler.framework.registry import Registry
+from ascheduler.framework import Registry
 from ascheduler.plugins import (
     bindrequest,
     coscheduling,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ascheduler.framework.errors import PluginArgsError
+from ascheduler.framework import PluginArgsError
 from ascheduler.model.affinity import (
     NodeSelectorTerm,
     PreferredTerm,

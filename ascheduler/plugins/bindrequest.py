@@ -17,11 +17,19 @@ import asyncio
 import dataclasses
 from typing import Final
 
-from ascheduler.framework import KubeClient, KubeError
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import SUCCESS, BindPlugin, CycleState, Status
-from ascheduler.framework.profile import PluginRef, ProfileSpec
-from ascheduler.framework.registry import NoArgs, Registration
+from ascheduler.framework import (
+    SUCCESS,
+    BindPlugin,
+    CycleState,
+    Handle,
+    KubeClient,
+    KubeError,
+    NoArgs,
+    PluginRef,
+    ProfileSpec,
+    Registration,
+    Status,
+)
 from ascheduler.model import PodInfo
 from ascheduler.model.bindrequest import (
     DEFAULT_BACKOFF_LIMIT,

@@ -39,40 +39,41 @@ import numpy as np
 import structlog
 
 from ascheduler.durations import go_duration
-from ascheduler.framework.errors import PluginArgsError
-from ascheduler.framework.gangs import (
-    POD_GROUP,
-    POD_GROUP_LABEL,
-    WORKLOAD,
-    Gang,
-    Gangs,
-    PodGroupSpec,
-    group_key,
-    object_of,
-)
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     SUCCESS,
     ClusterEvent,
     Code,
     CycleState,
     Diagnosis,
     EnqueueExtensions,
+    GangsView,
+    GangView,
     GateKeysPlugin,
+    Handle,
+    NoArgs,
+    NodeTable,
     PermitPlugin,
+    PluginArgsError,
     PostFilterPlugin,
     PostFilterResult,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
     QueueingHintPlugin,
+    Registration,
     ReservePlugin,
     Status,
+    WaitingPod,
 )
-from ascheduler.framework.nodes import NodeTable
-from ascheduler.framework.registry import NoArgs, Registration
-from ascheduler.framework.waiting import WaitingPod
 from ascheduler.model import PodInfo
+from ascheduler.model.podgroups import (
+    POD_GROUP,
+    POD_GROUP_LABEL,
+    WORKLOAD,
+    PodGroupSpec,
+    group_key,
+    object_of,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -158,14 +159,16 @@ class _Reporter:
         task.add_done_callback(self._tasks.discard)
         return True
 
-    def event(self, gang: Gang, kind: str, reason: str, note: str) -> None:
+    def event(self, gang: GangView, kind: str, reason: str, note: str) -> None:
         if self.handle.kube is None or self._said.get(gang.key) == note:
             return
         self._said[gang.key] = note
         self._prune()
         self._spawn(self._event(gang, kind, reason, note))
 
-    def status(self, gang: Gang, spec: PodGroupSpec, placed: bool, reason: str, line: str) -> None:
+    def status(
+        self, gang: GangView, spec: PodGroupSpec, placed: bool, reason: str, line: str
+    ) -> None:
         """The PodGroup's `status`: `phase` (Scheduled once the quorum is placed, else
         Pending), `scheduled` (members placed) and a `PodGroupScheduled` condition (True, or
         False with `reason`) whose message is `line`."""
@@ -182,14 +185,14 @@ class _Reporter:
         if not self._spawn(self._write_status(gang.key)):
             del self._next[gang.key]
 
-    def recount(self, gang: Gang, spec: PodGroupSpec) -> None:
+    def recount(self, gang: GangView, spec: PodGroupSpec) -> None:
         """The status said last, with the members placed now (members bound after the
         group was admitted, or deleted)."""
         said = self._next.get(gang.key, (spec, self._status.get(gang.key)))[1]
         if said is not None and said[1] != gang.placed():
             self.status(gang, spec, said[0], said[2], said[3])
 
-    def said_status(self, gang: Gang) -> tuple[bool, int, str, str] | None:
+    def said_status(self, gang: GangView) -> tuple[bool, int, str, str] | None:
         pending = self._next.get(gang.key)
         return pending[1] if pending is not None else self._status.get(gang.key)
 
@@ -217,7 +220,7 @@ class _Reporter:
             for key in [k for k in memory if gangs.get(k) is None and k not in self._next]:
                 del memory[key]
 
-    async def _event(self, gang: Gang, kind: str, reason: str, note: str) -> None:
+    async def _event(self, gang: GangView, kind: str, reason: str, note: str) -> None:
         kube = self.handle.kube
         assert kube is not None
         namespace, _, name = object_of(gang.key).partition("/")
@@ -303,7 +306,7 @@ class _GangPlugin(
 
     def __init__(self, handle: Handle, clock: Callable[[], float] = time.monotonic) -> None:
         self.handle = handle
-        self.gangs: Gangs = handle.gangs
+        self.gangs: GangsView = handle.gangs
         self.clock = clock
         self.reporter = _Reporter(handle, handle.profile or "ascheduler")
         #: Runs a callback after a delay (the event loop's `call_later` by default).
@@ -343,7 +346,7 @@ class _GangPlugin(
             return self._too_few(pod, policy, ready)
         return SUCCESS
 
-    def _members(self, gang: Gang) -> int:
+    def _members(self, gang: GangView) -> int:
         """The members that count toward the quorum before any is scheduled."""
         return gang.ready()
 
@@ -368,7 +371,7 @@ class _GangPlugin(
         if key is None:
             return False
         if event is ClusterEvent.GANG_MEMBER_ADD:
-            return isinstance(new, Gang) and new.key == key
+            return isinstance(new, GangView) and new.key == key
         if event in self._object_events():
             obj = new if new is not None else old
             return getattr(obj, "key", None) == object_of(key)
@@ -416,11 +419,11 @@ class _GangPlugin(
                 f"{_names(gang, gang.unscheduled())}",
             )
 
-    def reject_waiting(self, gang: Gang, why: str) -> None:
+    def reject_waiting(self, gang: GangView, why: str) -> None:
         for w in self._let_go(gang):
             w.reject(self.name, why)
 
-    def _let_go(self, gang: Gang) -> list[WaitingPod]:
+    def _let_go(self, gang: GangView) -> list[WaitingPod]:
         """The group's members waiting on Permit, no longer counted as waiting."""
         waiting = [w for uid in gang.waiting if (w := self.handle.waiting_pods.get(uid))]
         gang.waiting.clear()
@@ -429,7 +432,7 @@ class _GangPlugin(
 
     # -- reports on the group's pods as the informer shows them ----------------------------
 
-    def _changed(self, gang: Gang) -> None:
+    def _changed(self, gang: GangView) -> None:
         """A group's pods changed: a group short of its quorum is reported as waiting once it
         has been short for WAITING_REPORT_SECONDS; an admitted one's count kept current."""
         if not gang.key.startswith(self.kind) or not gang.pods:
@@ -465,10 +468,10 @@ class _GangPlugin(
             f"{policy.minimum - have} more before any is placed",
         )
 
-    def _recount(self, gang: Gang) -> None:
+    def _recount(self, gang: GangView) -> None:
         """Keep the group's reported count of placed members current (PodGroups)."""
 
-    def _back_off(self, gang: Gang, why: str) -> None:
+    def _back_off(self, gang: GangView, why: str) -> None:
         """A group whose round failed as a whole (timed out) waits before its next one."""
 
     # -- Permit ----------------------------------------------------------------------------
@@ -505,10 +508,10 @@ class _GangPlugin(
         wait = deadline - now if self.shared_deadline and deadline is not None else policy.timeout
         return Status(Code.WAIT, (self._wait_message(gang, policy),)), wait
 
-    def _wait_message(self, gang: Gang, policy: _Policy) -> str:
+    def _wait_message(self, gang: GangView, policy: _Policy) -> str:
         return WAITING_ON_PERMIT
 
-    def _admitted(self, gang: Gang, policy: _Policy) -> None:
+    def _admitted(self, gang: GangView, policy: _Policy) -> None:
         self._report(
             gang,
             policy,
@@ -516,7 +519,7 @@ class _GangPlugin(
             f"{gang.placed()}/{policy.minimum} members placed together",
         )
 
-    def _report(self, gang: Gang, policy: _Policy, reason: str, line: str) -> None:
+    def _report(self, gang: GangView, policy: _Policy, reason: str, line: str) -> None:
         """Tell the group's object what happened to it: an event (`GangScheduled` and
         `GangWaiting` are Normal, anything else a Warning) saying `LABEL: line`. A waiting
         group's event is told once, however its count changes."""
@@ -527,7 +530,7 @@ class _GangPlugin(
         self.reporter.event(gang, kind, reason, note)
 
 
-def _names(gang: Gang, uids: Iterable[str], limit: int = 5) -> str:
+def _names(gang: GangView, uids: Iterable[str], limit: int = 5) -> str:
     names = sorted(gang.pods[u].name for u in uids if u in gang.pods)
     if not names:
         return "no pod"
@@ -678,7 +681,7 @@ class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
             Status(Code.UNSCHEDULABLE, (f"{policy.label} rejected as a whole",), self.name)
         )
 
-    def _back_off(self, gang: Gang, why: str) -> None:
+    def _back_off(self, gang: GangView, why: str) -> None:
         """The whole group waits before its next round, longer each time a round fails
         (doomed by a member, or timed out: `why`); then its members are woken together."""
         gang.backoff_why = why
@@ -690,7 +693,7 @@ class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
 
     # -- status ----------------------------------------------------------------------------
 
-    def _report(self, gang: Gang, policy: _Policy, reason: str, line: str) -> None:
+    def _report(self, gang: GangView, policy: _Policy, reason: str, line: str) -> None:
         """The event, and the PodGroup's status with its `PodGroupScheduled` condition."""
         super()._report(gang, policy, reason, line)
         spec = self.gangs.pod_groups.get(object_of(gang.key))
@@ -699,7 +702,7 @@ class Coscheduling(_GangPlugin, PreFilterPlugin, PostFilterPlugin):
         placed = reason == "GangScheduled"
         self.reporter.status(gang, spec, placed, "Scheduled" if placed else "Unschedulable", line)
 
-    def _recount(self, gang: Gang) -> None:
+    def _recount(self, gang: GangView) -> None:
         spec = self.gangs.pod_groups.get(object_of(gang.key))
         if spec is not None:
             self.reporter.recount(gang, spec)
@@ -759,7 +762,7 @@ class GangScheduling(_GangPlugin):
     def _too_few(self, pod: PodInfo, policy: _Policy, ready: int) -> Status:
         return Status.unschedulable(WAITING_FOR_MIN_COUNT, resolvable=False)
 
-    def _members(self, gang: Gang) -> int:
+    def _members(self, gang: GangView) -> int:
         return len(gang.pods)  # kube-scheduler counts every pod of the group, gated or not
 
 

@@ -13,16 +13,18 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
-from ascheduler.framework import KubeClient, KubeError
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     BINDING_ANNOTATIONS,
     SUCCESS,
     BindPlugin,
     CycleState,
+    Handle,
+    KubeClient,
+    KubeError,
+    NoArgs,
+    Registration,
     Status,
 )
-from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo
 
 NAME: Final = "DefaultBinder"

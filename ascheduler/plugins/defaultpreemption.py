@@ -31,29 +31,28 @@ from typing import Final
 import numpy as np
 
 from ascheduler import metrics
-from ascheduler.framework.errors import PluginArgsError
-from ascheduler.framework.extender import (
-    ExtenderError,
-    ExtenderPostFilterPlugin,
-    Extenders,
-    Victims,
-)
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     SUCCESS,
+    BoolArray,
     ClusterEvent,
     Code,
     CycleState,
     Diagnosis,
+    ExtenderError,
+    ExtenderPostFilterPlugin,
+    Extenders,
     FilterResult,
+    Handle,
+    NodeTable,
+    PluginArgsError,
     PostFilterResult,
     PreEnqueuePlugin,
+    Registration,
     Status,
+    Victims,
 )
-from ascheduler.framework.nodes import BoolArray, NodeTable
-from ascheduler.framework.objects import DisruptionBudget
-from ascheduler.framework.registry import Registration
 from ascheduler.model import PodInfo
+from ascheduler.model.objects import DisruptionBudget
 from ascheduler.model.pod import PREEMPT_NEVER
 
 NAME: Final = "DefaultPreemption"

@@ -16,14 +16,16 @@ from typing import Final
 
 import numpy as np
 
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     MAX_NODE_SCORE,
     CycleState,
+    Handle,
+    IntArray,
+    NoArgs,
+    NodeTable,
+    Registration,
     ScorePlugin,
 )
-from ascheduler.framework.nodes import IntArray, NodeTable
-from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo
 
 NAME: Final = "ImageLocality"

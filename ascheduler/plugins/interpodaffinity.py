@@ -35,29 +35,32 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from ascheduler.framework.errors import PluginArgsError
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     MAX_NODE_SCORE,
     SKIP,
     SUCCESS,
+    BoolArray,
     ClusterEvent,
+    ClusterObjectsView,
     Code,
     CycleState,
     ExplainFilterPlugin,
     FilterResult,
+    Handle,
+    IntArray,
+    NodeTable,
+    PluginArgsError,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
     QueueingHintPlugin,
+    Registration,
     Rejection,
     ScorePlugin,
     Status,
     WhatIfFilterPlugin,
+    selector_hint,
 )
-from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable, selector_hint
-from ascheduler.framework.objects import ClusterObjects
-from ascheduler.framework.registry import Registration
 from ascheduler.model import Node, PodInfo
 from ascheduler.model.topology import AffinityTerm
 
@@ -187,7 +190,7 @@ class InterPodAffinity(
 ):
     name = NAME
 
-    def __init__(self, args: InterPodAffinityArgs, objects: ClusterObjects) -> None:
+    def __init__(self, args: InterPodAffinityArgs, objects: ClusterObjectsView) -> None:
         self.args = args
         self.objects = objects
 

@@ -19,25 +19,27 @@ from typing import Any, Final
 
 import numpy as np
 
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     SKIP,
     SUCCESS,
+    BoolArray,
     ClusterEvent,
     Code,
     CycleState,
     ExplainFilterPlugin,
     FilterResult,
+    Handle,
+    IntArray,
+    NodeTable,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    Registration,
     Rejection,
     ScorePlugin,
     Status,
     default_normalize,
 )
-from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
-from ascheduler.framework.registry import Registration
 from ascheduler.model import PodInfo
 from ascheduler.plugins.addedaffinity import AddedAffinity, parse_added_affinity
 

@@ -6,16 +6,17 @@ from typing import Final
 
 import numpy as np
 
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     ClusterEvent,
     Code,
     CycleState,
     FilterPlugin,
     FilterResult,
+    Handle,
+    NoArgs,
+    NodeTable,
+    Registration,
 )
-from ascheduler.framework.nodes import NodeTable
-from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo
 
 NAME: Final = "NodeName"

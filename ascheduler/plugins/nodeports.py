@@ -8,18 +8,19 @@ from typing import Final
 
 import numpy as np
 
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     SUCCESS,
     ClusterEvent,
     CycleState,
     ExplainFilterPlugin,
     FilterResult,
+    Handle,
+    NoArgs,
+    NodeTable,
+    Registration,
     Status,
     WhatIfFilterPlugin,
 )
-from ascheduler.framework.nodes import NodeTable
-from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo
 from ascheduler.model.pod import HostPort
 

@@ -18,26 +18,31 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from ascheduler.framework.errors import PluginArgsError
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
+    CPU,
     MAX_NODE_SCORE,
+    MEMORY,
+    PODS,
     SKIP,
     SUCCESS,
+    BoolArray,
     ClusterEvent,
     Code,
     CycleState,
     ExplainFilterPlugin,
     FilterResult,
+    Handle,
+    IntArray,
+    NodeTable,
+    PluginArgsError,
     PreScorePlugin,
     QueueingHintPlugin,
+    Registration,
     Rejection,
     RowLocalScorePlugin,
     Status,
     WhatIfFilterPlugin,
 )
-from ascheduler.framework.nodes import CPU, MEMORY, PODS, BoolArray, IntArray, NodeTable
-from ascheduler.framework.registry import Registration
 from ascheduler.model import PodInfo
 from ascheduler.model.labelnames import label_key_problem
 from ascheduler.model.quantity import format_quantity

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from typing import Final
 
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     ClusterEvent,
     Code,
     CycleState,
     FilterPlugin,
     FilterResult,
+    Handle,
+    NoArgs,
+    NodeTable,
+    Registration,
 )
-from ascheduler.framework.nodes import NodeTable
-from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo, Taint
 from ascheduler.model.affinity import tolerated
 

@@ -1,11 +1,11 @@
 """NodeVolumeLimits: a node takes no more CSI volumes of a driver than its CSINode's
 `allocatable.count` for that driver (kube-scheduler v1.35's CSI limits).
 
-The pod's countable volumes (see `AttachedVolumes`) that are not already attached to the node
-are added to the unique volumes of that driver its pods use; above the limit the node is
-rejected with `node(s) exceed max volume count`. Nodes without a CSINode, or whose CSINode
-gives the driver no count, are not limited. A new pod's claim that is missing, or a generic
-ephemeral claim the pod does not own, rejects every node with kube-scheduler's message
+The pod's countable volumes (see the cache's `AttachedVolumes`) that are not already attached
+to the node are added to the unique volumes of that driver its pods use; above the limit the
+node is rejected with `node(s) exceed max volume count`. Nodes without a CSINode, or whose
+CSINode gives the driver no count, are not limited. A new pod's claim that is missing, or a
+generic ephemeral claim the pod does not own, rejects every node with kube-scheduler's message
 (unresolvable). The attached counts are node table columns kept as pods come and go.
 
 VolumeAttachments count as well: a CSI volume attached to a node counts there even when no
@@ -20,27 +20,30 @@ from typing import Any, Final
 
 import numpy as np
 
-from ascheduler.framework.attachments import INLINE_DRIVERS, AttachedVolumes, ClaimError
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     SKIP,
     SUCCESS,
+    AttachmentsView,
+    ClaimError,
     ClusterEvent,
     Code,
     CycleState,
     ExplainFilterPlugin,
     FilterResult,
+    Handle,
+    IntArray,
+    NoArgs,
+    NodeTable,
     PreFilterPlugin,
     PreFilterResult,
     QueueingHintPlugin,
+    Registration,
     Rejection,
     Status,
     WhatIfFilterPlugin,
 )
-from ascheduler.framework.nodes import IntArray, NodeTable
-from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo
-from ascheduler.model.storage import CSINode, VolumeAttachment, VolumeClaim
+from ascheduler.model.storage import INLINE_DRIVERS, CSINode, VolumeAttachment, VolumeClaim
 from ascheduler.model.volumes import AWS_EBS, CLAIM, EPHEMERAL, GCE_PD, names_claim
 
 NAME: Final = "NodeVolumeLimits"
@@ -64,7 +67,7 @@ class NodeVolumeLimits(
 ):
     name = NAME
 
-    def __init__(self, handle: Handle, attachments: AttachedVolumes | None) -> None:
+    def __init__(self, handle: Handle, attachments: AttachmentsView | None) -> None:
         self.handle = handle
         self._attachments = attachments
 
@@ -90,9 +93,11 @@ class NodeVolumeLimits(
         return True
 
     @property
-    def attachments(self) -> AttachedVolumes:
+    def attachments(self) -> AttachmentsView:
+        """The cache's attachments (read only after PreFilter found them: it skips every pod
+        on a handle without a cache, which counts nothing attached)."""
         if self._attachments is None:
-            self._attachments = AttachedVolumes(self.handle.storage, self.handle.nodes)
+            raise RuntimeError(f"{NAME}: the handle has no attachments")
         return self._attachments
 
     def limits(self, nodes: NodeTable, driver: str) -> IntArray:
@@ -117,7 +122,7 @@ class NodeVolumeLimits(
     ) -> tuple[PreFilterResult | None, Status]:
         if not pod.volumes:
             return None, SKIP
-        if not any(v.kind in _COUNTED for v in pod.volumes):
+        if not any(v.kind in _COUNTED for v in pod.volumes) or self._attachments is None:
             return None, SKIP
         try:
             volumes = self.attachments.resolve(pod, new=True)

@@ -33,29 +33,33 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from ascheduler.framework.errors import PluginArgsError
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     MAX_NODE_SCORE,
     SKIP,
     SUCCESS,
+    BoolArray,
     ClusterEvent,
+    ClusterObjectsView,
     Code,
     CycleState,
+    Domains,
     ExplainFilterPlugin,
     FilterResult,
+    Handle,
+    IntArray,
+    NodeTable,
+    PluginArgsError,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
     QueueingHintPlugin,
+    Registration,
     Rejection,
     ScorePlugin,
     Status,
     WhatIfFilterPlugin,
+    selector_hint,
 )
-from ascheduler.framework.nodes import BoolArray, Domains, IntArray, NodeTable, selector_hint
-from ascheduler.framework.objects import ClusterObjects
-from ascheduler.framework.registry import Registration
 from ascheduler.model import Node, PodInfo
 from ascheduler.model.affinity import SpecError
 from ascheduler.model.topology import (
@@ -255,7 +259,7 @@ class PodTopologySpread(
 ):
     name = NAME
 
-    def __init__(self, args: PodTopologySpreadArgs, objects: ClusterObjects) -> None:
+    def __init__(self, args: PodTopologySpreadArgs, objects: ClusterObjectsView) -> None:
         self.objects = objects
         self.system_defaulted = args.defaulting_type == "System"
         self.defaults: tuple[SpreadConstraint, ...] = (

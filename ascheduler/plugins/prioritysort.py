@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ascheduler.framework.gangs import Gangs
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import QueuedPodInfo, QueueSortPlugin
-from ascheduler.framework.registry import NoArgs, Registration
+from ascheduler.framework import (
+    GangsView,
+    Handle,
+    NoArgs,
+    QueuedPodInfo,
+    QueueSortPlugin,
+    Registration,
+)
 
 NAME: Final = "PrioritySort"
 
@@ -19,7 +23,7 @@ NAME: Final = "PrioritySort"
 class PrioritySort(QueueSortPlugin):
     name = NAME
 
-    def __init__(self, gangs: Gangs | None = None) -> None:
+    def __init__(self, gangs: GangsView | None = None) -> None:
         self.gangs = gangs
 
     def sort_key(self, qp: QueuedPodInfo) -> tuple[Any, ...]:

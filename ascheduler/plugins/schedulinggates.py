@@ -5,9 +5,16 @@ from __future__ import annotations
 
 from typing import Final
 
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import SUCCESS, ClusterEvent, Code, PreEnqueuePlugin, Status
-from ascheduler.framework.registry import NoArgs, Registration
+from ascheduler.framework import (
+    SUCCESS,
+    ClusterEvent,
+    Code,
+    Handle,
+    NoArgs,
+    PreEnqueuePlugin,
+    Registration,
+    Status,
+)
 from ascheduler.model import PodInfo
 
 NAME: Final = "SchedulingGates"

@@ -16,21 +16,24 @@ from typing import Final
 
 import numpy as np
 
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     SUCCESS,
+    BoolArray,
     ClusterEvent,
     Code,
     CycleState,
     ExplainFilterPlugin,
     FilterResult,
+    Handle,
+    IntArray,
+    NoArgs,
+    NodeTable,
     PreScorePlugin,
+    Registration,
     ScorePlugin,
     Status,
     default_normalize,
 )
-from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
-from ascheduler.framework.registry import NoArgs, Registration
 from ascheduler.model import PodInfo
 from ascheduler.model.affinity import Taint, Toleration, tolerated
 

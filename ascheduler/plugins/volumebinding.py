@@ -29,32 +29,34 @@ from typing import Any, Final
 import numpy as np
 
 from ascheduler.features import STORAGE_CAPACITY_SCORING
-from ascheduler.framework import KubeError
-from ascheduler.framework.errors import ConfigError, PluginArgsError
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     MAX_NODE_SCORE,
     SKIP,
     SUCCESS,
+    AssumeError,
     ClusterEvent,
     Code,
+    ConfigError,
     CycleState,
     ExplainFilterPlugin,
     FilterResult,
+    Handle,
+    IntArray,
+    KubeError,
+    NodeTable,
+    PluginArgsError,
     PreBindPlugin,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
     QueueingHintPlugin,
+    Registration,
     Rejection,
     ReservePlugin,
     ScorePlugin,
     Status,
     slot_released,
 )
-from ascheduler.framework.nodes import IntArray, NodeTable
-from ascheduler.framework.registry import Registration
-from ascheduler.framework.storage import AssumeError, not_found
 from ascheduler.model import PodInfo
 from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.storage import (
@@ -65,6 +67,7 @@ from ascheduler.model.storage import (
     CSINode,
     StorageClass,
     VolumeClaim,
+    not_found,
 )
 from ascheduler.model.volumes import CLAIM, CSI, EPHEMERAL, names_claim
 from ascheduler.plugins.noderesources import MAX_CUSTOM_SCORE, UtilizationShapePoint

@@ -21,8 +21,7 @@ from typing import Final
 
 import numpy as np
 
-from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
-from ascheduler.framework.storage import StorageObjects
+from ascheduler.framework import BoolArray, IntArray, NodeTable, StorageView
 from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.quantity import format_quantity
 from ascheduler.model.storage import (
@@ -136,7 +135,7 @@ class VolumeState:
 
 
 def match_delayed(
-    storage: StorageObjects, s: VolumeState, nodes: NodeTable
+    storage: StorageView, s: VolumeState, nodes: NodeTable
 ) -> tuple[BoolArray, BoolArray]:
     """Rows where the delayed claims cannot all be bound or provisioned, and rows without
     room to provision them; records the plan in `s` (`selected`, `matches`)."""
@@ -186,7 +185,7 @@ def match_delayed(
 
 
 def match_claim(
-    storage: StorageObjects, claim: VolumeClaim, nodes: NodeTable, taken: dict[str, BoolArray]
+    storage: StorageView, claim: VolumeClaim, nodes: NodeTable, taken: dict[str, BoolArray]
 ) -> ClaimMatch:
     """The volume `claim` gets on each row (marked taken there)."""
     n = nodes.n
@@ -232,7 +231,7 @@ def match_claim(
 
 
 def provisionable_rows(
-    storage: StorageObjects, claim: VolumeClaim, nodes: NodeTable
+    storage: StorageView, claim: VolumeClaim, nodes: NodeTable
 ) -> tuple[BoolArray, BoolArray]:
     """(rows where the claim's class can provision it, rows with room for it)."""
     n = nodes.n
@@ -259,7 +258,7 @@ def provisionable_rows(
 
 
 def explain_unmatched(
-    storage: StorageObjects, match: ClaimMatch, nodes: NodeTable, row: int
+    storage: StorageView, match: ClaimMatch, nodes: NodeTable, row: int
 ) -> list[str]:
     """Why a claim to bind gets no volume on the row: the volumes of its class, and whether
     the class can provision it here, or has no room for it."""

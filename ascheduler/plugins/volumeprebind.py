@@ -12,9 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Final
 
-from ascheduler.framework import KubeClient
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import SUCCESS, Status
+from ascheduler.framework import SUCCESS, Handle, KubeClient, Status
 from ascheduler.model import version_number
 from ascheduler.model.storage import BOUND_BY_CONTROLLER, SELECTED_NODE, Volume
 from ascheduler.plugins.volumematching import VolumeState, bound_to, fully_bound

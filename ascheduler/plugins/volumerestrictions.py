@@ -21,8 +21,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     SKIP,
     SUCCESS,
     ClusterEvent,
@@ -30,18 +29,19 @@ from ascheduler.framework.interface import (
     CycleState,
     ExplainFilterPlugin,
     FilterResult,
+    Handle,
+    NoArgs,
+    NodeTable,
     PreFilterPlugin,
     PreFilterResult,
     QueueingHintPlugin,
+    Registration,
     Rejection,
     Status,
     WhatIfFilterPlugin,
 )
-from ascheduler.framework.nodes import NodeTable
-from ascheduler.framework.registry import NoArgs, Registration
-from ascheduler.framework.storage import not_found
 from ascheduler.model import PodInfo
-from ascheduler.model.storage import VolumeClaim
+from ascheduler.model.storage import VolumeClaim, not_found
 from ascheduler.model.volumes import CLAIM, DISKS, names_claim
 
 NAME: Final = "VolumeRestrictions"

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
-from ascheduler.framework.storage import StorageObjects
+from ascheduler.framework import BoolArray, IntArray, NodeTable, StorageView
 from ascheduler.model.storage import VolumeClaim
 from ascheduler.plugins.noderesources import broken_linear
 from ascheduler.plugins.volumematching import VolumeState, capacity_limit, selected_rows
@@ -22,7 +21,7 @@ from ascheduler.plugins.volumematching import VolumeState, capacity_limit, selec
 def capacity_scores(
     shape: tuple[tuple[int, int], ...],
     s: VolumeState | None,
-    storage: StorageObjects,
+    storage: StorageView,
     nodes: NodeTable,
     feasible: IntArray,
 ) -> IntArray:
@@ -78,7 +77,7 @@ def capacity_scores(
 
 
 def node_capacity(
-    storage: StorageObjects, claim: VolumeClaim, nodes: NodeTable
+    storage: StorageView, claim: VolumeClaim, nodes: NodeTable
 ) -> tuple[BoolArray, IntArray]:
     """Per row, whether a CSIStorageCapacity admits the claim there and that capacity's
     `capacity` (0 when it gives none): the first such object by namespace/name, where

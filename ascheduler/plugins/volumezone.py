@@ -18,26 +18,27 @@ from typing import Any, Final
 
 import numpy as np
 
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     SKIP,
     SUCCESS,
+    BoolArray,
     ClusterEvent,
     Code,
     CycleState,
     ExplainFilterPlugin,
     FilterResult,
+    Handle,
+    NoArgs,
+    NodeTable,
     PreFilterPlugin,
     PreFilterResult,
     QueueingHintPlugin,
+    Registration,
     Rejection,
     Status,
 )
-from ascheduler.framework.nodes import BoolArray, NodeTable
-from ascheduler.framework.registry import NoArgs, Registration
-from ascheduler.framework.storage import not_found
 from ascheduler.model import PodInfo
-from ascheduler.model.storage import StorageClass, Volume, VolumeClaim
+from ascheduler.model.storage import StorageClass, Volume, VolumeClaim, not_found
 from ascheduler.model.volumes import CLAIM, names_claim
 
 NAME: Final = "VolumeZone"

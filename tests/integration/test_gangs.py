@@ -13,8 +13,8 @@ from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState, free_port
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
-from ascheduler.framework.gangs import POD_GROUP_LABEL
 from ascheduler.kube import KubeClient
+from ascheduler.model.podgroups import POD_GROUP_LABEL
 from benchmarks.common import OPEN_METRICS
 from benchmarks.locks import binds_per_hold
 from tests.integration.conftest import NodeFactory

@@ -18,8 +18,8 @@ import yaml
 from ascheduler.devcluster import ControlPlane, ensure_built
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState
-from ascheduler.framework.gangs import POD_GROUP_LABEL
 from ascheduler.kube import KubeClient
+from ascheduler.model.podgroups import POD_GROUP_LABEL
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
     claiming_pod,

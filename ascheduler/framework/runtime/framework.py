@@ -147,6 +147,7 @@ class Framework:
         handle: Handle,
         *,
         percentage_of_nodes_to_score: int = 0,
+        extenders: Extenders | None = None,
     ) -> None:
         """Build each enabled plugin once, from its registration and decoded args; every
         problem (an unknown plugin, a bad argument, a plugin that does not conform) is
@@ -155,7 +156,7 @@ class Framework:
         self.handle = handle
         handle.set_filters(self)
         #: kube-scheduler's HTTP extenders (shared by every profile); None: there are none.
-        self.extenders: Extenders | None = None
+        self.extenders: Extenders | None = extenders or None
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self._next_start = 0
         multi_refs = spec.points.get("multiPoint")

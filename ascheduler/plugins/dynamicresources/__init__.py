@@ -26,8 +26,7 @@ import numpy as np
 
 from ascheduler.dra.allocator import AllocationError, Allocator, InvalidPools, Timeout
 from ascheduler.dra.store import ResourceObjects
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import (
+from ascheduler.framework import (
     SKIP,
     SUCCESS,
     ClusterEvent,
@@ -37,6 +36,9 @@ from ascheduler.framework.interface import (
     ExplainFilterPlugin,
     FilterResult,
     GateKeysPlugin,
+    Handle,
+    IntArray,
+    NodeTable,
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
@@ -44,14 +46,13 @@ from ascheduler.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
     QueueingHintPlugin,
+    Registration,
     Rejection,
     ReservePlugin,
     ScorePlugin,
     Status,
     default_normalize,
 )
-from ascheduler.framework.nodes import IntArray, NodeTable
-from ascheduler.framework.registry import Registration
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import FINALIZER, Allocation, ResourceClaim
 from ascheduler.plugins.dynamicresources.binding import ClaimWriter

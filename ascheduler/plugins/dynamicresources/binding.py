@@ -26,16 +26,17 @@ from ascheduler.dra.reservations import Placed, Reuse, placed, release, reuse
 from ascheduler.dra.store import ResourceObjects
 from ascheduler.framework import (
     DEVICE_POOL_LABEL_PREFIX,
+    SUCCESS,
     DeviceTaken,
+    Handle,
     Known,
     KubeClient,
     KubeError,
     LockContended,
+    Status,
     lock_wait_message,
     pool_label,
 )
-from ascheduler.framework.handle import Handle
-from ascheduler.framework.interface import SUCCESS, Status
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import FINALIZER, Allocation, ResourceClaim, parse_resource_claim
 from ascheduler.plugins.dynamicresources.state import NOT_AVAILABLE, WRITE_ATTEMPTS, _State

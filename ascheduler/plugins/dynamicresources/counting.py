@@ -31,8 +31,7 @@ from ascheduler.dra.allocator import (
 )
 from ascheduler.dra.cel import SelectorCache
 from ascheduler.dra.store import DeviceTable, ResourceObjects
-from ascheduler.framework.args import Seconds
-from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
+from ascheduler.framework import BoolArray, IntArray, NodeTable, Seconds
 from ascheduler.model.dra import (
     ALL,
     ALLOCATION_RESULTS_MAX,

@@ -13,10 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ascheduler.dra.store import ResourceObjects
-from ascheduler.framework.args import Seconds
-from ascheduler.framework.errors import PluginArgsError
-from ascheduler.framework.interface import SUCCESS, Status
-from ascheduler.framework.nodes import IntArray
+from ascheduler.framework import SUCCESS, IntArray, PluginArgsError, Seconds, Status
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import Allocation, ResourceClaim
 

@@ -45,9 +45,9 @@ from ascheduler.devcluster import ControlPlane, versions
 from ascheduler.devcluster.nodes import FakeNodes, fake_node_body, wait_nodes_ready
 from ascheduler.devcluster.plane import FAKE_NODE_ANNOTATION
 from ascheduler.features import Release, parse_gates
-from ascheduler.framework.objects import parse_namespace, parse_selecting
 from ascheduler.kube import ApiError, KubeClient
 from ascheduler.model import parse_node, parse_pod
+from ascheduler.model.objects import parse_namespace, parse_selecting
 from ascheduler.plugins import IN_TREE
 from tests.integration.differential.scores import (
     SCORE_LOG_ARGS,

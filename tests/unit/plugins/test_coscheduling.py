@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
+from ascheduler.cache.gangs import Gangs
 from ascheduler.features import parse_gates
 from ascheduler.framework import ClusterEvent, Code, CycleState, Handle, WaitingPod, WaitingPods
-from ascheduler.framework.gangs import (
+from ascheduler.framework.interface import Diagnosis
+from ascheduler.model import PodInfo
+from ascheduler.model.podgroups import (
     POD_GROUP_LABEL,
-    Gangs,
     group_key,
     parse_pod_group,
     parse_workload,
 )
-from ascheduler.framework.interface import Diagnosis
-from ascheduler.model import PodInfo
 from ascheduler.plugins import coscheduling
 from ascheduler.plugins.coscheduling import (
     WAITING_FOR_MIN_COUNT,

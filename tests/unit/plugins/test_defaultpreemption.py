@@ -12,9 +12,9 @@ import pytest
 from ascheduler.config import DEFAULT_SCHEDULER_NAME
 from ascheduler.framework.errors import PluginArgsError
 from ascheduler.framework.interface import Code, Diagnosis, FilterResult
-from ascheduler.framework.objects import parse_budget
 from ascheduler.framework.runtime import recorded_status
 from ascheduler.model import PodInfo, parse_pod
+from ascheduler.model.objects import parse_budget
 from ascheduler.plugins.defaultpreemption import (
     NOT_ELIGIBLE_NEVER,
     NOT_ELIGIBLE_TERMINATING,

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from ascheduler.framework import Code
-from ascheduler.framework.objects import parse_namespace
 from ascheduler.model import parse_pod
+from ascheduler.model.objects import parse_namespace
 from tests.kit import (
     make_cache,
     make_plugin,

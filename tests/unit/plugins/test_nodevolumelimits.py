@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ascheduler.cache import Cache
-from ascheduler.framework import ClusterEvent, Code, CycleState
+from ascheduler.framework import ClusterEvent, Code, CycleState, Handle
 from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.model.storage import (
     parse_claim,
@@ -17,6 +17,7 @@ from ascheduler.model.storage import (
     parse_volume,
     parse_volume_attachment,
 )
+from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.nodevolumelimits import REASON
 from tests.kit import make_cache, make_plugin, node, on, pod, rejected_reasons
 from tests.kit import run_filter as run
@@ -323,3 +324,18 @@ def test_explain_gives_attached_new_and_the_limit() -> None:
         f"{DRIVER}: 1 volume(s) attached, 2 more would exceed its limit of 1"
     ]
     assert plugin.explain(state, x, cache.table, cache.table.index["free"]) == []
+
+
+def test_a_handle_without_the_caches_attachments_skips_every_pod() -> None:
+    """Without a cache counting attachments (a handle that only computes), PreFilter skips:
+    nothing is attached to count against."""
+    cache = setup()
+    cache.add_pod(parse_pod(using("p1", "c-h1", where="b")))
+    raw = using("x", "c-h2")
+    assert rejected_reasons(run(make_plugin(NAME, cache), raw, cache), cache) == {"b": [REASON]}
+    registration = IN_TREE[NAME]
+    bare = registration.build(
+        registration.decode_args(None, "args"), Handle(nodes=cache.table, storage=cache.storage)
+    )
+    _, status = bare.pre_filter(CycleState(), parse_pod(raw), cache.table)
+    assert status.code is Code.SKIP

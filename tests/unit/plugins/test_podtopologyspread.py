@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from ascheduler.framework import Code
-from ascheduler.framework.objects import parse_namespace, parse_selecting
 from ascheduler.model import parse_pod
+from ascheduler.model.objects import parse_namespace, parse_selecting
 from tests.kit import (
     make_cache,
     make_plugin,

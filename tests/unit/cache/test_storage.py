@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from ascheduler.framework.storage import AssumeError, StorageObjects
+from ascheduler.cache.storage import StorageObjects
+from ascheduler.framework import AssumeError
 from ascheduler.model.storage import ClaimRef, Volume, parse_capacity, parse_volume
 
 

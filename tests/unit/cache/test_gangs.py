@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import random
 
-from ascheduler.framework.gangs import POD_GROUP_LABEL, Gang, Gangs, parse_pod_group
+from ascheduler.cache.gangs import Gang, Gangs
 from ascheduler.model import PodInfo
+from ascheduler.model.podgroups import POD_GROUP_LABEL, parse_pod_group
 from tests.kit import parsed, pod
 
 

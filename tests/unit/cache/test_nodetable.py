@@ -180,7 +180,7 @@ def test_domain_rows_agree_with_a_brute_force_over_every_key_layout() -> None:
 
     import numpy as np
 
-    from ascheduler.framework.nodes import NodeTable
+    from ascheduler.framework import NodeTable
 
     rng = random.Random(11)
     anti = {

@@ -1,4 +1,5 @@
-"""CSI volumes attached to each node, counted per driver, for NodeVolumeLimits.
+"""CSI volumes attached to each node, counted per driver, for NodeVolumeLimits (which reads
+them through `ascheduler.framework.listers.AttachmentsView`).
 
 kube-scheduler counts, per node and filter, the unique CSI volumes (`driver/volumeHandle`)
 of the pods on the node, walking them. Here the count is kept as pods come and go, in a node
@@ -29,30 +30,22 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
 
-from ascheduler.framework.nodes import IntArray, NodeTable
-from ascheduler.framework.storage import StorageObjects, not_found
+from ascheduler.cache.nodetable import MutableNodeTable
+from ascheduler.cache.storage import StorageObjects
+from ascheduler.framework.listers import ClaimError
+from ascheduler.framework.nodes import IntArray
 from ascheduler.model import PodInfo
-from ascheduler.model.storage import Volume, VolumeAttachment, VolumeClaim
-from ascheduler.model.volumes import AWS_EBS, CLAIM, EPHEMERAL, GCE_PD
-
-#: In-tree plugins whose volumes kube-scheduler counts as their CSI driver's.
-MIGRATED_PROVISIONERS: Final = {
-    "kubernetes.io/aws-ebs": "ebs.csi.aws.com",
-    "kubernetes.io/gce-pd": "pd.csi.storage.gke.io",
-    "kubernetes.io/azure-disk": "disk.csi.azure.com",
-    "kubernetes.io/cinder": "cinder.csi.openstack.org",
-}
-#: A PersistentVolume's in-tree source -> the CSI driver it migrated to.
-MIGRATED_SOURCES: Final = {
-    "awsElasticBlockStore": "ebs.csi.aws.com",
-    "gcePersistentDisk": "pd.csi.storage.gke.io",
-    "azureDisk": "disk.csi.azure.com",
-    "cinder": "cinder.csi.openstack.org",
-}
-#: Inline in-tree disks kube-scheduler counts, -> the CSI driver each migrated to.
-INLINE_DRIVERS: Final = {GCE_PD: "pd.csi.storage.gke.io", AWS_EBS: "ebs.csi.aws.com"}
+from ascheduler.model.storage import (
+    INLINE_DRIVERS,
+    MIGRATED_PROVISIONERS,
+    MIGRATED_SOURCES,
+    Volume,
+    VolumeAttachment,
+    VolumeClaim,
+    not_found,
+)
+from ascheduler.model.volumes import CLAIM, EPHEMERAL
 
 
 @dataclass(slots=True)
@@ -63,17 +56,13 @@ class _Use:
     attachments: int = 0
 
 
-class ClaimError(Exception):
-    """A new pod's claim is missing or not its own (kube-scheduler's message)."""
-
-
 def column(driver: str) -> tuple[str, str]:
     """The node table column counting a driver's volumes attached per row."""
     return ("csi-attached", driver)
 
 
 class AttachedVolumes:
-    def __init__(self, storage: StorageObjects, table: NodeTable) -> None:
+    def __init__(self, storage: StorageObjects, table: MutableNodeTable) -> None:
         self.storage = storage
         self.table = table
         #: Unbound claims get handles no real volume has.

@@ -1,5 +1,5 @@
-"""The storage objects the volume plugins read, kept by their informers, with indexes and
-the assume cache VolumeBinding writes into.
+"""The storage objects the volume plugins read (`ascheduler.framework.listers.StorageView`),
+kept by their informers, with indexes and the assume cache VolumeBinding writes into.
 
 Indexes: volumes by storage class (the candidates of a delayed claim), capacities by storage
 class, and the pods using each claim (ReadWriteOncePod).
@@ -20,6 +20,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
+from ascheduler.framework.listers import AssumeError
 from ascheduler.model import version_number
 from ascheduler.model.storage import (
     CSIDriver,
@@ -40,16 +41,6 @@ class _Versioned(Protocol):
 
 
 T = TypeVar("T", bound=_Versioned)
-
-
-def not_found(kind: str, name: str) -> str:
-    """The API server's NotFound text, as kube-scheduler's listers give it
-    (`persistentvolumeclaim "x" not found`, `storageclass.storage.k8s.io "x" not found`)."""
-    return f'{kind} "{name}" not found'
-
-
-class AssumeError(RuntimeError):
-    """The object is gone or changed since the version being assumed over."""
 
 
 class AssumeCache(Generic[T]):
