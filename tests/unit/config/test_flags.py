@@ -12,6 +12,7 @@ import pytest
 
 from ascheduler.cli import build_parser
 from ascheduler.config import FLAGS, NO_FILE, Overrides, SchedulerConfig, add_flags, apply, parse
+from ascheduler.features import Release
 from ascheduler.plugins import IN_TREE
 
 
@@ -26,6 +27,7 @@ def samples(tmp: Path) -> dict[str, tuple[list[str], Any]]:
         "kubeconfig": (["--kubeconfig", "/etc/k.conf"], "/etc/k.conf"),
         "scheduler_names": (["--scheduler-name", "a", "--scheduler-name", "b"], ("a", "b")),
         "binding_concurrency": (["--binding-concurrency", "7"], 7),
+        "emulated_version": (["--emulated-version", "kube=1.36"], Release(1, 36)),
         "feature_gates": (
             ["--feature-gates", "StorageCapacityScoring=true"],
             lambda gates: "StorageCapacityScoring" in gates,
