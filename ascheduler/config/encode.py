@@ -9,7 +9,8 @@ from typing import Any
 
 from ascheduler.config.defaults import API_VERSION, KIND
 from ascheduler.config.types import SchedulerConfig
-from ascheduler.framework import Handle, ProfileSpec, Registry, default_plugins
+from ascheduler.features import Features
+from ascheduler.framework import Handle, ProfileSpec, Registry, multipoint_plugins
 from ascheduler.framework.args import encode
 from ascheduler.framework.runtime import Framework
 
@@ -42,27 +43,26 @@ def to_document(config: SchedulerConfig, registry: Registry) -> dict[str, Any]:
             "resourceName": le.resource_name,
             "resourceNamespace": le.resource_namespace,
         },
-        "profiles": [_profile(spec, registry) for spec in config.profiles],
+        "profiles": [_profile(spec, registry, config.features) for spec in config.profiles],
         "ascheduler": _own(config),
     }
 
 
-def _profile(spec: ProfileSpec, registry: Registry) -> dict[str, Any]:
-    """A profile's plugin sets as merged, and every enabled plugin's arguments, defaults
-    filled in, as its own type decodes them."""
-    multi = spec.points.get("multiPoint")
-    refs = default_plugins(registry) if multi is None else multi
+def _profile(spec: ProfileSpec, registry: Registry, features: Features) -> dict[str, Any]:
+    """A profile's plugin sets as merged at the release `features` are of, and every enabled
+    plugin's arguments, defaults filled in, as its own type decodes them."""
+    refs = multipoint_plugins(spec, registry, features)
     plugins: dict[str, Any] = {
         "multiPoint": {"enabled": [{"name": r.name, "weight": r.weight} for r in refs]}
     }
-    for point, refs in spec.points.items():
+    for point, listed in spec.points.items():
         if point != "multiPoint":
             plugins.setdefault(point, {})["enabled"] = [
-                {"name": r.name, "weight": r.weight} for r in refs
+                {"name": r.name, "weight": r.weight} for r in listed
             ]
     for point, names in spec.disabled.items():
         plugins.setdefault(point, {})["disabled"] = [{"name": n} for n in sorted(names)]
-    fw = Framework(spec, registry, Handle())
+    fw = Framework(spec, registry, Handle(features=features))
     args = {name: encode(value) for name, value in fw.args.items() if _has_fields(value)}
     return {
         "schedulerName": spec.scheduler_name,

@@ -1,7 +1,9 @@
 """A `KubeSchedulerConfiguration`'s profiles, merged onto the default one as kube-scheduler's are.
 
-kube-scheduler v1.35 (`apis/config/v1/default_plugins.go`, `mergePluginSet`) merges each plugin
-set of a profile onto its defaults, and `framework/runtime` then expands `multiPoint`:
+kube-scheduler (`apis/config/v1/default_plugins.go`, `mergePluginSet`) merges each plugin set of
+a profile onto its defaults, and `framework/runtime` then expands `multiPoint`. The defaults
+are a release's (`default_plugins`), so multiPoint's changes are kept here and merged when the
+profile is built, once the release is known (`multipoint_plugins`):
 
 * `multiPoint`: the default plugins, less those disabled (`*`: all of them); an enabled entry
   naming a default plugin *replaces* it in place, weight and all (left out, the weight is 0,
@@ -28,10 +30,10 @@ from ascheduler.config.validation import Problems
 from ascheduler.framework import (
     EXTENSION_POINTS,
     ConfigError,
+    MultiPointChanges,
     PluginRef,
     ProfileSpec,
     Registry,
-    default_plugins,
 )
 from ascheduler.framework.interface import ExtensionPoint, PluginSet
 
@@ -71,27 +73,6 @@ def plugin_set(
     return enabled, disabled
 
 
-def merge(
-    defaults: Sequence[PluginRef], enabled: Sequence[PluginRef], disabled: set[str]
-) -> tuple[PluginRef, ...]:
-    """kube-scheduler's `mergePluginSet`: the defaults not disabled, each replaced in place by
-    the last enabled entry naming it, then every other enabled entry in order (a name listed
-    twice stays twice, for the framework to refuse)."""
-    last = {ref.name: i for i, ref in enumerate(enabled)}
-    replacing: set[int] = set()
-    merged: list[PluginRef] = []
-    if "*" not in disabled:
-        for ref in defaults:
-            if ref.name in disabled:
-                continue
-            if ref.name in last:
-                replacing.add(last[ref.name])
-                ref = enabled[last[ref.name]]
-            merged.append(ref)
-    merged.extend(ref for i, ref in enumerate(enabled) if i not in replacing)
-    return tuple(merged)
-
-
 def profile(
     p: Problems, raw: Any, path: str, registry: Registry, *, default_name: str | None
 ) -> ProfileSpec:
@@ -111,7 +92,7 @@ def profile(
             low=0,
             high=100,
         )
-    points, disabled = _plugins(p, body, path, registry)
+    points, disabled, multi = _plugins(p, body, path, registry)
     args, arg_paths = _plugin_config(p, body, path, registry)
     return ProfileSpec(
         name,
@@ -121,21 +102,23 @@ def profile(
         arg_paths=arg_paths,
         path=f"{path}.",
         percentage_of_nodes_to_score=percentage,
+        multi_point=multi,
     )
 
 
 def _plugins(
     p: Problems, body: Mapping[str, Any], path: str, registry: Registry
-) -> tuple[dict[PluginSet, Sequence[PluginRef]], dict[ExtensionPoint, frozenset[str]]]:
-    """`plugins`: multiPoint merged onto the defaults, each other point's own list, and
-    what each point disables."""
+) -> tuple[
+    dict[PluginSet, Sequence[PluginRef]], dict[ExtensionPoint, frozenset[str]], MultiPointChanges
+]:
+    """`plugins`: each point's own list, what each point disables, and multiPoint's changes
+    to the defaults (merged once the release is known: `multipoint_plugins`)."""
     plugins = p.obj(body.get("plugins"), f"{path}.plugins", {"multiPoint", *EXTENSION_POINTS})
     multi_enabled, multi_disabled = plugin_set(
         p, plugins.get("multiPoint"), f"{path}.plugins.multiPoint", registry
     )
-    points: dict[PluginSet, Sequence[PluginRef]] = {
-        "multiPoint": merge(default_plugins(registry), multi_enabled, multi_disabled)
-    }
+    multi = MultiPointChanges(tuple(multi_enabled), frozenset(multi_disabled))
+    points: dict[PluginSet, Sequence[PluginRef]] = {}
     disabled: dict[ExtensionPoint, frozenset[str]] = {}
     for point in EXTENSION_POINTS:
         if point not in plugins:
@@ -144,7 +127,7 @@ def _plugins(
         points[point] = tuple(enabled)
         if off:
             disabled[point] = frozenset(off)
-    return points, disabled
+    return points, disabled, multi
 
 
 def _plugin_config(

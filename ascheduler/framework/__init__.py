@@ -87,7 +87,15 @@ from ascheduler.framework.nodes import (
     PodPredicate,
     selector_hint,
 )
-from ascheduler.framework.profile import PluginRef, ProfileSpec, default_plugins, multipoint
+from ascheduler.framework.profile import (
+    MultiPointChanges,
+    PluginRef,
+    ProfileSpec,
+    default_plugins,
+    merge,
+    multipoint,
+    multipoint_plugins,
+)
 from ascheduler.framework.registry import NoArgs, Registration, Registry
 from ascheduler.framework.rows import NodeInfo, RowFilterPlugin, RowScorePlugin
 from ascheduler.framework.waiting import WaitingPod, WaitingPods
@@ -146,6 +154,7 @@ __all__ = [
     "KubeClient",
     "KubeError",
     "LockContended",
+    "MultiPointChanges",
     "NoArgs",
     "Node",
     "NodeInfo",
@@ -186,7 +195,9 @@ __all__ = [
     "default_normalize",
     "default_plugins",
     "lock_wait_message",
+    "merge",
     "multipoint",
+    "multipoint_plugins",
     "pool_label",
     "selector_hint",
     "slot_released",

@@ -49,6 +49,9 @@ class Registration(Generic[A]):
     events: frozenset[ClusterEvent] | None = None
     #: Its weight in the default profile; None: not in the default profile.
     default_weight: int | None = None
+    #: The feature gate that puts it in the default profile (None: it always is, when it
+    #: has a `default_weight`).
+    default_gate: str | None = None
     #: Extension points where kube-scheduler's plugin of this name also runs and this one
     #: does that work at another point (NodeResourcesFit's PreFilter and PreScore are in its
     #: columnar Filter and Score): a profile enabling it there is accepted, as kube-scheduler
@@ -172,10 +175,11 @@ class Registry(Mapping[str, "Registration[Any]"]):
             raise ConfigError([f"plugin {registration.name!r} is registered twice"])
         self._by_name[registration.name] = registration
 
-    def default_profile(self) -> tuple[tuple[str, int], ...]:
-        """(name, weight) of the default profile's plugins, in registration order."""
+    def default_profile(self) -> tuple[tuple[str, int, str | None], ...]:
+        """(name, weight, gate) of the default profile's plugins, in registration order (a
+        plugin with a gate is in it only while the gate is on: `default_plugins`)."""
         return tuple(
-            (r.name, r.default_weight)
+            (r.name, r.default_weight, r.default_gate)
             for r in self._by_name.values()
             if r.default_weight is not None
         )

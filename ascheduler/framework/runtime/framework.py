@@ -58,7 +58,7 @@ from ascheduler.framework.interface import (
     WhatIfFilterPlugin,
 )
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
-from ascheduler.framework.profile import ProfileSpec, default_plugins
+from ascheduler.framework.profile import ProfileSpec, multipoint_plugins
 from ascheduler.framework.registry import Registry
 from ascheduler.framework.runtime import withextenders
 from ascheduler.framework.runtime.assembly import assemble
@@ -159,8 +159,7 @@ class Framework:
         self.extenders: Extenders | None = extenders or None
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self._next_start = 0
-        multi_refs = spec.points.get("multiPoint")
-        multi = default_plugins(registry) if multi_refs is None else multi_refs
+        multi = multipoint_plugins(spec, registry, handle.features)
         built = assemble(spec, registry, handle, multi)
         self.plugins: dict[str, Plugin] = built.plugins
         #: Each plugin's decoded arguments (what `config defaults` prints).

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from ascheduler.config import Overrides, parse, resolve, to_document
-from ascheduler.framework import ConfigError
+from ascheduler.framework import ConfigError, multipoint_plugins
 from ascheduler.locks.settings import DEFAULT_LEASE_GROUPS
 from ascheduler.plugins import IN_TREE
 
@@ -76,7 +76,8 @@ def test_wrong_api_version_and_kind() -> None:
 
 
 def _multipoint(config: Any, profile: int = 0) -> dict[str, int]:
-    return {r.name: r.weight for r in config.profiles[profile].points["multiPoint"]}
+    spec = config.profiles[profile]
+    return {r.name: r.weight for r in multipoint_plugins(spec, IN_TREE, config.features)}
 
 
 def test_plugins_merge_onto_the_defaults() -> None:

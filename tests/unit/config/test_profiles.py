@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from ascheduler.config import API_VERSION, KIND, parse
-from ascheduler.config.profiles import merge
-from ascheduler.framework import ConfigError, Handle, PluginRef
+from ascheduler.framework import ConfigError, Handle, PluginRef, merge
 from ascheduler.framework.runtime import Framework
 from ascheduler.plugins import IN_TREE
 
