@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: all venv build demo test test-fast lint typecheck pytest clean
+.PHONY: all venv build demo test test-fast lint typecheck pytest pytest-releases clean
 
 all: test
 
@@ -24,10 +24,16 @@ $(STAMP): pyproject.toml requirements.lock $(EXAMPLE)/pyproject.toml $(PLATFORM_
 
 venv: $(STAMP)
 
-# etcd, kube-apiserver, kube-scheduler and kwok from their Go modules; cached, so instant
-# after the first time (see `ascheduler cluster build --help`).
+# The releases the smoke tests also run on, besides the default one (`ASCHEDULER_KUBE_VERSION`
+# picks the release of the whole suite; docs/testing.md).
+OTHER_RELEASES ?= 1.36 1.37
+
+# etcd, kube-apiserver, kube-scheduler and kwok from their Go modules, for the default release
+# and the others; cached, so instant after the first time (`ascheduler cluster build --help`).
 build: venv
 	$(BIN)/ascheduler cluster build
+	for release in $(OTHER_RELEASES); do \
+		$(BIN)/ascheduler cluster build --kubernetes-version $$release || exit 1; done
 
 demo: build
 	$(BIN)/python -m ascheduler.devcluster.demo
@@ -45,7 +51,13 @@ typecheck: venv
 pytest: build
 	$(BIN)/pytest
 
-test: lint typecheck pytest
+# The smoke tests (start, schedule, bind, report, explain) against each other release's
+# plane and kube-scheduler.
+pytest-releases: build
+	for release in $(OTHER_RELEASES); do \
+		ASCHEDULER_KUBE_VERSION=$$release $(BIN)/pytest -m smoke -p no:randomly || exit 1; done
+
+test: lint typecheck pytest pytest-releases
 
 # Lint, types, the unit tests and the smoke integration tests, in one pytest run (one plane);
 # the differential scenarios, the fault injection and the other integration tests are left to

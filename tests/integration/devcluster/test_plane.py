@@ -37,6 +37,7 @@ def test_readyz_needs_and_accepts_client_certificates(
     assert err.value.code in (401, 403)
 
 
+@pytest.mark.smoke
 async def test_apiserver_reports_the_pinned_release(
     kube: KubeClient, plane_state: PlaneState
 ) -> None:
@@ -45,6 +46,7 @@ async def test_apiserver_reports_the_pinned_release(
     assert plane_state.kubernetes_version == info["gitVersion"]
 
 
+@pytest.mark.smoke
 def test_binaries_report_their_versions(plane: ControlPlane) -> None:
     release = versions.release()
     assert plane.bins.release == release
