@@ -11,12 +11,28 @@ from typing import Any, TypeVar
 import aiohttp
 
 from ascheduler.binding.leases import LEASE_GROUP, LEASE_NODE
-from ascheduler.devcluster import ControlPlane
+from ascheduler.devcluster import ControlPlane, versions
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.devcluster.processes import ProcessRecord
+from ascheduler.features import Release
 from ascheduler.kube import ApiError, KubeClient
 from ascheduler.locks.keys import DEFAULT_KEY, group_key, is_group_key, lock_lease_name
 from ascheduler.locks.settings import DEFAULT_LEASE_GROUPS
+
+#: The release of the plane the suite runs on (`ASCHEDULER_KUBE_VERSION`), and so of the
+#: kube-scheduler ascheduler behaves as.
+PLANE_RELEASE = Release.parse(versions.release().kubernetes)
+
+
+def at_plane_release(message: str) -> str:
+    """A pod's `PodScheduled` message as kube-scheduler 1.35 words it, as the plane's release
+    words it: from 1.37 DynamicResources' PostFilter adds nothing when it deallocates
+    nothing (`no new claims to deallocate`, `still not schedulable`)."""
+    if Release(1, 37) <= PLANE_RELEASE:
+        for said in ("no new claims to deallocate, ", "still not schedulable, "):
+            message = message.replace(said, "")
+    return message
+
 
 T = TypeVar("T")
 

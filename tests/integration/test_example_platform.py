@@ -16,6 +16,7 @@ from ascheduler.devcluster.processes import ProcessRecord
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
+    at_plane_release,
     create_pods,
     eventually,
     get_pod,
@@ -62,7 +63,7 @@ def write_config(path: Path, *profiles: dict[str, Any]) -> Path:
 
 def unresolvable(reason: str) -> str:
     """The message of a pod pinned to one of 4 nodes that SpotAvoidance rejects."""
-    return (
+    return at_plane_release(
         f"0/4 nodes are available: {reason}, 3 node(s) didn't match Pod's node "
         "affinity/selector. no new claims to deallocate, preemption: 0/4 nodes are available: "
         "4 Preemption is not helpful for scheduling."

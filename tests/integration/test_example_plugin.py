@@ -16,6 +16,7 @@ from ascheduler.devcluster.plane import PlaneState
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
+    at_plane_release,
     create_pods,
     pause_pod,
     scheduler,
@@ -103,7 +104,7 @@ async def test_it_changes_placements_on_the_plane(
         )
         await create_pods(kube, namespace, [pinned])
         message = await wait_unschedulable(kube, namespace, "pinned")
-        assert message == (
+        assert message == at_plane_release(
             "0/3 nodes are available: 1 node(s) are in maintenance, "
             "2 node(s) didn't match Pod's node affinity/selector. no new claims to deallocate, "
             "preemption: 0/3 nodes are "

@@ -33,6 +33,7 @@ from ascheduler.kube import KubeClient, KubeError
 from ascheduler.model.quantity import parse_resource
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
+    at_plane_release,
     create_pods,
     eventually,
     lock_annotations,
@@ -184,7 +185,7 @@ async def test_a_bind_whose_answer_is_lost_keeps_its_room(
         "p0": node,
         "p1": node,
     }
-    assert message == (
+    assert message == at_plane_release(
         "0/1 nodes are available: 1 Insufficient cpu. "
         "no new claims to deallocate, "
         "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."

@@ -14,6 +14,7 @@ from ascheduler.devcluster.processes import ProcessRecord, is_alive
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
+    at_plane_release,
     create_pods,
     eventually,
     pause_pod,
@@ -59,7 +60,7 @@ async def test_a_deployment_spreads_over_zones_one_replica_per_node(
     assert Counter(zone_of[n] for n in placed) == {"a": 2, "b": 2, "c": 2}
     (pending,) = [p for p in pods.values() if not p["spec"].get("nodeName")]
     message = await wait_unschedulable(kube, namespace, pending["metadata"]["name"])
-    assert message == (
+    assert message == at_plane_release(
         "0/6 nodes are available: 6 node(s) didn't match pod anti-affinity rules. "
         "no new claims to deallocate, "
         "preemption: 0/6 nodes are available: 6 No preemption victims found for incoming pod."
@@ -123,7 +124,7 @@ async def test_unmeetable_and_enormous_constraints_are_reported_and_others_sched
     await wait_bound(kube, namespace, [f"plain-{i}" for i in range(5)])
     await wait_bound(kube, namespace, ["absurd-skew", "many-terms"], timeout=120)
     message = await wait_unschedulable(kube, namespace, "no-such-key")
-    assert message == (
+    assert message == at_plane_release(
         "0/3 nodes are available: 3 node(s) didn't match pod topology spread constraints "
         "(missing required label). "
         "no new claims to deallocate, "
@@ -132,7 +133,7 @@ async def test_unmeetable_and_enormous_constraints_are_reported_and_others_sched
     # No pod matches in no namespace: the pod is not the first of its group (it does not
     # match its own term), so nothing fits.
     message = await wait_unschedulable(kube, namespace, "selects-nothing")
-    assert message == (
+    assert message == at_plane_release(
         "0/3 nodes are available: 3 node(s) didn't match pod affinity rules. "
         "no new claims to deallocate, "
         "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."

@@ -298,8 +298,13 @@ class DynamicResources(
             # scheduler's plugin fails reading its state, and that error ends PostFilter (no
             # preemption), its text closing the pod's message.
             return PostFilterResult(Status.error(STATE_NOT_FOUND))
+        # From 1.37 kube-scheduler's PostFilter no longer says why it deallocated nothing:
+        # the pod's message then names no reason of this plugin's.
+        quiet = self.handle.features.since(1, 37)
         if not s.claims:
-            return PostFilterResult(Status.unschedulable(NO_NEW_CLAIMS))
+            return PostFilterResult(
+                Status.unschedulable() if quiet else Status.unschedulable(NO_NEW_CLAIMS)
+            )
         for i in sorted(s.unavailable):
             claim = s.claims[i]
             users = claim.reserved_for
@@ -307,7 +312,9 @@ class DynamicResources(
                 if not state.dry_run:
                     self.writer.spawn(self.writer.deallocate(claim))
                 return PostFilterResult(Status.unschedulable(DEALLOCATED))
-        return PostFilterResult(Status.unschedulable(STILL_NOT))
+        return PostFilterResult(
+            Status.unschedulable() if quiet else Status.unschedulable(STILL_NOT)
+        )
 
     def score(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
