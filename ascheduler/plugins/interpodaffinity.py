@@ -18,6 +18,14 @@ affinity at `hardPodAffinityWeight`, their preferred terms at their weights; nor
 
 A term's namespaces: those it names, the pod's own when it names none and has no
 `namespaceSelector`, and those whose labels match its `namespaceSelector` (namespace informer).
+Up to 1.36 kube-scheduler resolved the selector on a copy of the term and kept the selector
+itself, which then matched any namespace when an empty label set satisfies it (`NotIn`,
+`DoesNotExist`); from 1.37 the resolved namespaces alone count (`_resolve`).
+
+Queueing hints follow the release: 1.36 wakes the pod on its own relabelling, counts a
+nominated pod as placed and, on a deletion, wakes the pod the deleted pod's anti-affinity kept
+away (when it matched all of those terms); 1.37 asks "any term" instead of "all terms" of
+anti-affinity on updates and deletions (`_after_pod_change`).
 
 Columnar: the incoming pod's terms are counted per row by the node table's pod index (one
 count column per term, kept up to date as pods come and go), summed per domain with
@@ -35,6 +43,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from ascheduler.features import Features
 from ascheduler.framework import (
     MAX_NODE_SCORE,
     SKIP,
@@ -44,6 +53,7 @@ from ascheduler.framework import (
     ClusterObjectsView,
     Code,
     CycleState,
+    EnqueueExtensions,
     ExplainFilterPlugin,
     FilterResult,
     Handle,
@@ -62,7 +72,7 @@ from ascheduler.framework import (
     selector_hint,
 )
 from ascheduler.model import Node, PodInfo
-from ascheduler.model.topology import AffinityTerm
+from ascheduler.model.topology import NOTHING, AffinityTerm
 
 NAME: Final = "InterPodAffinity"
 REASON_AFFINITY: Final = "node(s) didn't match pod affinity rules"
@@ -180,6 +190,25 @@ def _match_all(terms: tuple[AffinityTerm, ...], pod: PodInfo | None) -> bool:
     )
 
 
+def _match_any(terms: tuple[AffinityTerm, ...], pod: PodInfo | None) -> bool:
+    """kube-scheduler's `podMatchesAnyAffinityTerms` (1.37; false for no terms)."""
+    return pod is not None and any(t.matches(pod.namespace, pod.labels, None) for t in terms)
+
+
+#: The events every release registers (kube-scheduler's `Pod/Add|UpdatePodLabel|Delete` of
+#: assigned pods, `Node/Add|UpdateNodeLabel`, and the namespaces behind namespace selectors).
+_EVENTS: Final = frozenset(
+    {
+        ClusterEvent.ASSIGNED_POD_ADD,
+        ClusterEvent.ASSIGNED_POD_DELETE,
+        ClusterEvent.ASSIGNED_POD_UPDATE,
+        ClusterEvent.NODE_ADD,
+        ClusterEvent.NODE_LABEL,
+        ClusterEvent.NAMESPACE_CHANGE,
+    }
+)
+
+
 class InterPodAffinity(
     PreFilterPlugin,
     WhatIfFilterPlugin,
@@ -187,24 +216,45 @@ class InterPodAffinity(
     PreScorePlugin,
     ScorePlugin,
     QueueingHintPlugin,
+    EnqueueExtensions,
 ):
     name = NAME
 
-    def __init__(self, args: InterPodAffinityArgs, objects: ClusterObjectsView) -> None:
+    def __init__(
+        self,
+        args: InterPodAffinityArgs,
+        objects: ClusterObjectsView,
+        features: Features | None = None,
+    ) -> None:
         self.args = args
         self.objects = objects
+        features = features or Features.defaults()
+        #: 1.37 clears a resolved namespace selector (R-F5) and tests anti-affinity terms
+        #: with "any" in its hints; 1.36 changed the hints (see `_after_pod_change`).
+        self._clears_selector = features.since(1, 37)
+        self._hints_1_36 = features.since(1, 36)
+        self._any_anti = features.since(1, 37)
+
+    def events_to_register(self) -> frozenset[ClusterEvent]:
+        """From 1.36 the pod's own relabelling may help it (kube-scheduler's
+        `isSchedulableAfterPodChange` for the target pod, 1.37's `TargetPod/UpdatePodLabel`);
+        1.35 registered it too but its hint always skipped, as not registering it does."""
+        if self._hints_1_36:
+            return _EVENTS | {ClusterEvent.UNSCHEDULED_POD_UPDATE}
+        return _EVENTS
 
     def _resolve(self, term: AffinityTerm) -> AffinityTerm:
         """kube-scheduler's `mergeAffinityTermNamespacesIfNotEmpty`: the namespaces a
-        non-empty namespace selector matches now, added to the term's own. (kube-scheduler
-        then clears the selector on a copy only, so the term keeps it; matched against no
-        namespace labels, it still selects every namespace if it matches an empty set.)"""
+        non-empty namespace selector matches now, added to the term's own. Up to 1.36
+        kube-scheduler then cleared the selector on a copy only, so the term keeps it: matched
+        against no namespace labels, it still selects every namespace if it matches an empty
+        set. From 1.37 the term itself is changed: its selector matches nothing, so only the
+        namespaces resolved here count."""
         if term.namespace_selector.empty:
             return term
         matched = self.objects.namespaces_matching(term.namespace_selector)
-        return AffinityTerm(
-            term.selector, term.namespaces | matched, term.namespace_selector, term.topology_key
-        )
+        selector = NOTHING if self._clears_selector else term.namespace_selector
+        return AffinityTerm(term.selector, term.namespaces | matched, selector, term.topology_key)
 
     def _existing_anti(self, pod: PodInfo, nodes: NodeTable) -> BoolArray | None:
         """Rows in a domain where a placed pod's required anti-affinity matches `pod`; None
@@ -235,25 +285,39 @@ class InterPodAffinity(
         return self._after_pod_change(pod, old, new)
 
     def _after_pod_change(self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
-        if (new is not None and not new.assigned) or (old is not None and not old.assigned):
+        """kube-scheduler's `isSchedulableAfterPodChange` (1.37:
+        `isSchedulableAfterAssignedPodChange` and `isSchedulableAfterTargetPodUpdateLabel`)."""
+        if self._hints_1_36 and new is not None and old is not None and new.uid == pod.uid:
+            return True  # the pod's own labels changed: another pod's anti-affinity may pass
+        if self._unscheduled(new) or self._unscheduled(old):
             return False
         terms = pod.pod_affinity.required
         anti = pod.pod_affinity.required_anti
+        matches_anti = _match_any if self._any_anti else _match_all
         if old is not None and new is not None:
             return (not _match_all(terms, old) and _match_all(terms, new)) or (
-                _match_all(anti, old) and not _match_all(anti, new)
+                matches_anti(anti, old) and not matches_anti(anti, new)
             )
         if new is not None:
             return _match_all(terms, new)
         assert old is not None
-        if _match_all(anti, old):
+        if matches_anti(anti, old):
             return True
-        # A pod whose own anti-affinity kept this one away is gone (kube-scheduler waits for
-        # the periodic flush here).
+        if self._hints_1_36:
+            # The deleted pod's own anti-affinity kept this one away.
+            return matches_anti(old.pod_affinity.required_anti, pod)
+        # 1.35 kube-scheduler waits for the periodic flush here; ascheduler wakes the pod.
         ns_labels = self.objects.namespace_labels(pod.namespace)
         return any(
             t.matches(pod.namespace, pod.labels, ns_labels) for t in old.pod_affinity.required_anti
         )
+
+    def _unscheduled(self, other: PodInfo | None) -> bool:
+        """A pod the hint ignores: not on a node (from 1.36 a nominated pod counts as on
+        one: lower-priority pods see it there)."""
+        if other is None or other.assigned:
+            return False
+        return not (self._hints_1_36 and other.nominated_node_name)
 
     def _after_node_change(self, pod: PodInfo, old: Node | None, new: Node | None) -> bool:
         if new is None:
@@ -550,22 +614,13 @@ class InterPodAffinity(
 
 
 def new(args: InterPodAffinityArgs, handle: Handle) -> InterPodAffinity:
-    return InterPodAffinity(args, handle.objects)
+    return InterPodAffinity(args, handle.objects, handle.features)
 
 
 REGISTRATION: Final = Registration(
     NAME,
     new,
     InterPodAffinityArgs,
-    events=frozenset(
-        {
-            ClusterEvent.ASSIGNED_POD_ADD,
-            ClusterEvent.ASSIGNED_POD_DELETE,
-            ClusterEvent.ASSIGNED_POD_UPDATE,
-            ClusterEvent.NODE_ADD,
-            ClusterEvent.NODE_LABEL,
-            ClusterEvent.NAMESPACE_CHANGE,
-        }
-    ),
+    events=_EVENTS,
     default_weight=2,
 )

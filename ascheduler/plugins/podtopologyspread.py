@@ -33,6 +33,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from ascheduler.features import Features
 from ascheduler.framework import (
     MAX_NODE_SCORE,
     SKIP,
@@ -259,8 +260,15 @@ class PodTopologySpread(
 ):
     name = NAME
 
-    def __init__(self, args: PodTopologySpreadArgs, objects: ClusterObjectsView) -> None:
+    def __init__(
+        self,
+        args: PodTopologySpreadArgs,
+        objects: ClusterObjectsView,
+        features: Features | None = None,
+    ) -> None:
         self.objects = objects
+        #: From 1.36 a nominated pod's events count in the hints, as a placed pod's do.
+        self._nominated_count = (features or Features.defaults()).since(1, 36)
         self.system_defaulted = args.defaulting_type == "System"
         self.defaults: tuple[SpreadConstraint, ...] = (
             SYSTEM_DEFAULTS
@@ -304,8 +312,14 @@ class PodTopologySpread(
         return self._after_node_change(pod, old, new)
 
     def _after_pod_change(self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
+        """kube-scheduler's `isSchedulableAfterPodChange` (1.37: the assigned and target pod
+        halves, the same decisions)."""
+
         def involved(other: PodInfo) -> bool:
-            return other.uid == pod.uid or (other.assigned and other.namespace == pod.namespace)
+            """`involvedInTopologySpreading`: the pod itself, or one in its namespace on a
+            node (from 1.36: or nominated to one)."""
+            placed = other.assigned or (self._nominated_count and bool(other.nominated_node_name))
+            return other.uid == pod.uid or (placed and other.namespace == pod.namespace)
 
         if (new is not None and not involved(new)) or (old is not None and not involved(old)):
             return False
@@ -579,7 +593,7 @@ class PodTopologySpread(
 
 
 def new(args: PodTopologySpreadArgs, handle: Handle) -> PodTopologySpread:
-    return PodTopologySpread(args, handle.objects)
+    return PodTopologySpread(args, handle.objects, handle.features)
 
 
 REGISTRATION: Final = Registration(

@@ -15,6 +15,7 @@ from tests.integration.differential.harness import (
     fake_node,
     pause,
 )
+from tests.integration.differential.scenarios_affinity import AFFINITY_SCENARIOS
 from tests.integration.differential.scenarios_resize import RESIZE_SCENARIOS
 from tests.integration.helpers import stateful_set_body
 
@@ -1495,3 +1496,4 @@ SCENARIOS += [
 
 # In-place pod resize and pod-level resources: requests read from the status too.
 SCENARIOS += RESIZE_SCENARIOS
+SCENARIOS += AFFINITY_SCENARIOS

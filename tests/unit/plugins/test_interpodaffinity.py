@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ascheduler.framework import Code
+import pytest
+
+from ascheduler.features import Features, Release
+from ascheduler.framework import ClusterEvent, Code
 from ascheduler.model import parse_pod
 from ascheduler.model.objects import parse_namespace
 from tests.kit import (
@@ -299,3 +302,123 @@ def test_hints_wake_the_pod_only_for_changes_that_can_help() -> None:
     assert plugin.queueing_hint(me, ClusterEvent.NODE_LABEL, parse_node(zoned("a", "z1")), moved)
     only_affinity = parse_pod(with_affinity("w", {"app": "w"}, required=[aff_term("db")]))
     assert not plugin.queueing_hint(only_affinity, ClusterEvent.NODE_ADD, None, bare)
+
+
+# -- per release -----------------------------------------------------------------------------
+
+R35, R36, R37 = (Features.defaults(Release(1, m)) for m in (35, 36, 37))
+
+
+def labelled_namespaces(cache: Any) -> None:
+    """data (tier=prod), scratch (tier=dev) and default (no labels)."""
+    for name, labels in (("data", {"tier": "prod"}), ("scratch", {"tier": "dev"}), ("default", {})):
+        cache.objects.namespace_handler.on_add(
+            parse_namespace({"metadata": {"name": name, "labels": labels}})
+        )
+
+
+#: Satisfied by an empty label set: up to 1.36 the kept selector matches every namespace.
+NOT_DEV = {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["dev"]}]}
+DBS = [
+    on("a", pod("db", labels={"app": "db"}, namespace="data")),
+    on("c", pod("db2", labels={"app": "db"}, namespace="scratch")),
+]
+
+
+@pytest.mark.parametrize(
+    ("features", "rejected"),
+    [
+        pytest.param(R35, {"a", "b", "c"}, id="1.35-selector-kept"),
+        pytest.param(R36, {"a", "b", "c"}, id="1.36-selector-kept"),
+        pytest.param(R37, {"a", "b"}, id="1.37-resolved-namespaces-only"),
+    ],
+)
+def test_a_resolved_namespace_selector_is_cleared_from_1_37(
+    features: Features, rejected: set[str]
+) -> None:
+    cache = make_cache(NODES, DBS)
+    labelled_namespaces(cache)
+    term = aff_term("db", namespaceSelector=NOT_DEV)
+    incoming = with_affinity("web", {"app": "web"}, anti=[term])
+    plugin = make_plugin(NAME, cache, features=features)
+    result = rejected_reasons(run_filter(plugin, incoming, cache), cache)
+    assert result == {name: [ANTI] for name in rejected}
+
+
+@pytest.mark.parametrize(
+    ("features", "expected"),
+    [
+        pytest.param(R35, {"a": 100, "b": 100, "c": 100, "d": 0}, id="1.35"),
+        pytest.param(R37, {"a": 100, "b": 100, "c": 0, "d": 0}, id="1.37"),
+    ],
+)
+def test_preferred_terms_clear_the_selector_from_1_37(
+    features: Features, expected: dict[str, int]
+) -> None:
+    cache = make_cache(NODES, DBS)
+    labelled_namespaces(cache)
+    term = aff_term("db", namespaceSelector=NOT_DEV)
+    incoming = with_affinity("web", {"app": "web"}, preferred=[weighted(10, term)])
+    assert run_score(make_plugin(NAME, cache, features=features), incoming, cache) == expected
+
+
+def test_the_pod_s_own_relabelling_wakes_it_from_1_36() -> None:
+    cache = make_cache(NODES)
+    before = parse_pod(with_affinity("web", {"app": "web"}, anti=[aff_term("web")]))
+    after = parse_pod(with_affinity("web", {"app": "web", "v": "2"}, anti=[aff_term("web")]))
+    event = ClusterEvent.UNSCHEDULED_POD_UPDATE
+    for features, woken in ((R35, False), (R36, True), (R37, True)):
+        plugin = make_plugin(NAME, cache, features=features)
+        assert (event in plugin.events_to_register()) is woken
+        assert plugin.queueing_hint(after, event, before, after) is woken
+
+
+def nominated(raw: dict[str, Any], node_name: str) -> Any:
+    raw["status"] = {"nominatedNodeName": node_name}
+    return parse_pod(raw)
+
+
+def test_a_nominated_pod_counts_as_placed_in_hints_from_1_36() -> None:
+    cache = make_cache(NODES)
+    me = parse_pod(with_affinity("web", {"app": "web"}, required=[aff_term("db")]))
+    db = nominated(pod("db", labels={"app": "db"}), "a")
+    for features, woken in ((R35, False), (R36, True), (R37, True)):
+        plugin = make_plugin(NAME, cache, features=features)
+        assert plugin.queueing_hint(me, ClusterEvent.ASSIGNED_POD_ADD, None, db) is woken
+    bare = parse_pod(pod("db", labels={"app": "db"}))
+    for features in (R35, R36, R37):
+        plugin = make_plugin(NAME, cache, features=features)
+        assert not plugin.queueing_hint(me, ClusterEvent.ASSIGNED_POD_ADD, None, bare)
+
+
+def two_anti(name: str, labels: dict[str, str], **where: Any) -> dict[str, Any]:
+    """Anti-affinity to app=web and to tier=front, one term each."""
+    terms = [
+        aff_term("web", key=HOST),
+        {"labelSelector": {"matchLabels": {"tier": "front"}}, "topologyKey": HOST},
+    ]
+    raw = with_affinity(name, labels, anti=terms)
+    return on(where["node"], raw) if "node" in where else raw
+
+
+def test_anti_affinity_hints_ask_all_terms_then_any_from_1_37() -> None:
+    cache = make_cache(NODES)
+    delete, update = ClusterEvent.ASSIGNED_POD_DELETE, ClusterEvent.ASSIGNED_POD_UPDATE
+    # The target's two anti terms; the other pod matches only the first.
+    me = parse_pod(two_anti("me", {"app": "me"}))
+    web = parse_pod(on("a", pod("w", labels={"app": "web"})))
+    relabelled = parse_pod(on("a", pod("w", labels={"app": "other"})))
+    # A placed pod whose two anti terms only the first of which the target matches.
+    guard = parse_pod(two_anti("g", {"app": "g"}, node="a"))
+    target = parse_pod(pod("t", labels={"app": "web"}))
+    for features, woken in ((R35, False), (R36, False), (R37, True)):
+        plugin = make_plugin(NAME, cache, features=features)
+        assert plugin.queueing_hint(me, delete, web, None) is woken
+        assert plugin.queueing_hint(me, update, web, relabelled) is woken
+    for features, woken in ((R36, False), (R37, True)):
+        plugin = make_plugin(NAME, cache, features=features)
+        assert plugin.queueing_hint(target, delete, guard, None) is woken
+    # Matching every term of the deleted pod's anti-affinity wakes the target from 1.36.
+    both = parse_pod(pod("t", labels={"app": "web", "tier": "front"}))
+    for features in (R36, R37):
+        assert make_plugin(NAME, cache, features=features).queueing_hint(both, delete, guard, None)

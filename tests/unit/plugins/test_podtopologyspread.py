@@ -411,3 +411,21 @@ def test_hints_wake_the_pod_only_for_changes_that_can_help() -> None:
     relabel = parse_node(zoned("n", "z3", labels={"other": "1"}))
     assert not plugin.queueing_hint(me, ClusterEvent.NODE_LABEL, keyed, relabel)
     assert plugin.queueing_hint(me, ClusterEvent.NODE_DELETE, keyed, None)
+
+
+@pytest.mark.parametrize(("minor", "woken"), [(35, False), (36, True), (37, True)])
+def test_a_nominated_pod_s_events_count_in_hints_from_1_36(minor: int, woken: bool) -> None:
+    from ascheduler.features import Features, Release
+    from ascheduler.framework import ClusterEvent
+
+    cache = make_cache(NODES)
+    plugin = make_plugin(NAME, cache, features=Features.defaults(Release(1, minor)))
+    me = parse_pod(pod("new", labels=FOO, topologySpreadConstraints=[spread()]))
+    raw = pod("n", labels=FOO)
+    raw["status"] = {"nominatedNodeName": "a"}
+    nominated = parse_pod(raw)
+    add, delete = ClusterEvent.ASSIGNED_POD_ADD, ClusterEvent.ASSIGNED_POD_DELETE
+    assert plugin.queueing_hint(me, add, None, nominated) is woken
+    assert plugin.queueing_hint(me, delete, nominated, None) is woken
+    # Neither placed nor nominated: never.
+    assert not plugin.queueing_hint(me, add, None, parse_pod(pod("u", labels=FOO)))
