@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ascheduler.cache import Cache
+from ascheduler.features import Features, Release
 from ascheduler.framework import (
     ClusterEvent,
     Code,
@@ -293,6 +294,20 @@ def test_post_filter_words_for_each_state() -> None:
     assert status.rejected
     refused = plugin.post_filter(state, missing, cache.table, diagnosis).status
     assert refused.message == NO_NEW_CLAIMS
+
+
+def test_post_filter_gives_no_reason_from_1_37() -> None:
+    """kube-scheduler 1.37's PostFilter returns a bare Unschedulable where 1.35 and 1.36
+    said `no new claims to deallocate`: the pod's message names no reason of this plugin."""
+    cache = cluster({"n1": 1})
+    diagnosis = Diagnosis(cache.table.n)
+    bare = parse_pod(pod("bare", namespace="ns"))
+    for release, said in ((Release(1, 36), (NO_NEW_CLAIMS,)), (Release(1, 37), ())):
+        plugin = make_plugin(NAME, cache, features=Features.defaults(release))
+        state = CycleState()
+        plugin.pre_filter(state, bare, cache.table)
+        status = plugin.post_filter(state, bare, cache.table, diagnosis).status
+        assert (status.code, status.reasons) == (Code.UNSCHEDULABLE, said)
 
 
 def test_claims_are_labelled_per_pool_and_lock_the_node_or_the_pool() -> None:
