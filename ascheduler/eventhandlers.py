@@ -13,6 +13,7 @@ from typing import Any
 import structlog
 
 from ascheduler.cache.gangs import Gang
+from ascheduler.features import NODE_DECLARED_FEATURES, Features
 from ascheduler.framework import ClusterEvent, CycleState
 from ascheduler.model import Node, PodInfo
 from ascheduler.model.bindrequest import BindRequest
@@ -233,6 +234,10 @@ class _RequestEvents:
 class _NodeEvents:
     def __init__(self, router: EventRouter) -> None:
         self.r = router
+        first = next(iter(router.scheduler.frameworks.values()), None)
+        features = first.handle.features if first is not None else Features()
+        #: kube-scheduler extracts a change of declared features only while the gate is on.
+        self.declared_features = NODE_DECLARED_FEATURES in features
 
     def _observe_lock(self, node: Node) -> None:
         if self.r.scheduler.binder is not None:
@@ -257,6 +262,8 @@ class _NodeEvents:
             events.append(ClusterEvent.NODE_TAINT)
         if new.unschedulable != old.unschedulable:
             events.append(ClusterEvent.NODE_SCHEDULABLE)
+        if self.declared_features and new.declared_features != old.declared_features:
+            events.append(ClusterEvent.NODE_DECLARED_FEATURES)
         for event in events:
             self.r.queue.move_all(event, old, new)
 

@@ -16,6 +16,7 @@ import numpy as np
 from ascheduler.framework.nodes import CPU, MEMORY, PODS, NodeTable, RowUsage
 from ascheduler.framework.podindex import TERM_KINDS, CountColumn, selector_hint
 from ascheduler.model import Node, PodInfo
+from ascheduler.model.nodefeatures import mask as feature_mask
 from ascheduler.model.quantity import saturate
 from ascheduler.model.topology import PodAffinity
 from ascheduler.model.volumes import CLAIM, DISKS
@@ -60,6 +61,7 @@ class MutableNodeTable(NodeTable):
             for arr in (self._alloc, self._requested, self._free, self._nonzero):
                 arr[:, row] = arr[:, last]
             self._unschedulable[row] = self._unschedulable[last]
+            self._declared[row] = self._declared[last]
             self.names[row] = self.names[last]
             self.infos[row] = self.infos[last]
             self.ports[row] = self.ports[last]
@@ -81,6 +83,7 @@ class MutableNodeTable(NodeTable):
         self._free[:, row] = self._alloc[:, row] - self._requested[:, row]
         self._touch(row)
         self._unschedulable[row] = info.unschedulable
+        self._declared[row] = feature_mask(info.declared_features)
 
     def _node_resource_row(self, name: str) -> int:
         """The row of a resource a node advertises, added the first time (zero allocatable
@@ -110,6 +113,9 @@ class MutableNodeTable(NodeTable):
         unsched = np.zeros(cap, dtype=np.bool_)
         unsched[: self._cap] = self._unschedulable
         self._unschedulable = unsched
+        declared = np.zeros(cap, dtype=np.int64)
+        declared[: self._cap] = self._declared
+        self._declared = declared
         for entry in (*self._counts.values(), *self._shapes.values(), *self._extra.values()):
             if entry.values is not None:
                 values = np.zeros(cap, dtype=np.int64)

@@ -313,6 +313,9 @@ class ClusterEvent(enum.Enum):
     NODE_ANNOTATION = "NodeAnnotationChange"
     NODE_TAINT = "NodeTaintChange"
     NODE_SCHEDULABLE = "NodeSchedulableChange"
+    #: `status.declaredFeatures` changed (kube-scheduler's UpdateNodeDeclaredFeature, which
+    #: it extracts only while the NodeDeclaredFeatures gate is on).
+    NODE_DECLARED_FEATURES = "NodeDeclaredFeatureChange"
     NODE_DELETE = "NodeDelete"
     ASSIGNED_POD_ADD = "AssignedPodAdd"
     ASSIGNED_POD_DELETE = "AssignedPodDelete"

@@ -104,6 +104,9 @@ class NodeTable(PodIndex):
         self._free = np.zeros((len(BASE_RESOURCES), capacity), dtype=np.int64)
         self._nonzero = np.zeros((2, capacity), dtype=np.int64)
         self._unschedulable = np.zeros(capacity, dtype=np.bool_)
+        #: Per row: the bits (`ascheduler.model.nodefeatures.BITS`) of the node's declared
+        #: features that a pod can require.
+        self._declared = np.zeros(capacity, dtype=np.int64)
         self.names: list[str] = []
         self.infos: list[Node] = []
         self.index: dict[str, int] = {}
@@ -140,6 +143,12 @@ class NodeTable(PodIndex):
     @property
     def unschedulable(self) -> BoolArray:
         return self._unschedulable[: self.n]
+
+    @property
+    def declared_features(self) -> IntArray:
+        """Per row, the bits of the schedulable features the node declares
+        (`status.declaredFeatures`; `ascheduler.model.nodefeatures`)."""
+        return self._declared[: self.n]
 
     def resource_row(self, name: str) -> int | None:
         """The row of resource `name`; None when no node has ever advertised it (it is then

@@ -28,6 +28,9 @@ class Node:
     errors: tuple[str, ...] = ()
     #: `status.images`: (names, sizeBytes) per image the node holds.
     images: tuple[tuple[tuple[str, ...], int], ...] = ()
+    #: `status.declaredFeatures`, as listed (the kubelet keeps it sorted); NodeDeclaredFeatures
+    #: reads it, and its queueing hint compares it as kube-scheduler does (`slices.Equal`).
+    declared_features: tuple[str, ...] = ()
     #: The object as the API server sent it, kept only where something needs all of it
     #: (HTTP extenders that are not nodeCacheCapable are sent nodes); never compared.
     raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -77,6 +80,17 @@ def parse_node(obj: Mapping[str, Any], *, keep_raw: bool = False) -> Node:
             errors.append(f"status.images[{i}]: expected names (strings) and sizeBytes")
             continue
         images.append((tuple(names), max(0, size)))
+    declared: list[str] = []
+    raw_declared = status.get("declaredFeatures")
+    if raw_declared is not None and not isinstance(raw_declared, list):
+        errors.append(
+            f"status.declaredFeatures: expected a list, got {type(raw_declared).__name__}"
+        )
+    for i, name in enumerate(raw_declared if isinstance(raw_declared, list) else ()):
+        if isinstance(name, str):
+            declared.append(name)
+        else:
+            errors.append(f"status.declaredFeatures[{i}]: expected a string, got {name!r}")
     return Node(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
@@ -92,5 +106,6 @@ def parse_node(obj: Mapping[str, Any], *, keep_raw: bool = False) -> Node:
         ),
         errors=tuple(errors),
         images=tuple(images),
+        declared_features=tuple(declared),
         raw=obj if keep_raw else None,
     )

@@ -24,6 +24,7 @@ from ascheduler.model.affinity import (
 )
 from ascheduler.model.dra import PodClaim, parse_pod_claims
 from ascheduler.model.fields import as_list, as_map
+from ascheduler.model.nodefeatures import infer_for_scheduling
 from ascheduler.model.resources import pod_requests, resize_digest
 from ascheduler.model.topology import (
     NO_POD_AFFINITY,
@@ -93,6 +94,8 @@ class PodInfo:
     claim_statuses: tuple[tuple[str, str | None], ...] = ()
     #: `spec.workloadRef` (name, podGroup, podGroupReplicaKey): the Workload API's gang.
     workload_ref: tuple[str, str, str] | None = None
+    #: The node declared features the spec requires (`ascheduler.model.nodefeatures`).
+    node_features: frozenset[str] = frozenset()
     #: The object as the API server sent it, kept only where something needs all of it
     #: (HTTP extenders are sent the pod); never compared.
     raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -156,6 +159,7 @@ class PodInfo:
             and self.resource_claims == other.resource_claims
             and self.claim_statuses == other.claim_statuses
             and self.workload_ref == other.workload_ref
+            and self.node_features == other.node_features
         )
 
 
@@ -325,6 +329,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
     for i, raw in enumerate(as_list(spec.get("schedulingGates"), "spec.schedulingGates", errors)):
         gate = as_map(raw, f"spec.schedulingGates[{i}]", errors)
         gates.append(str(gate.get("name", "")))
+    node_features = infer_for_scheduling(spec, errors)
     return PodInfo(
         uid=str(meta.get("uid", "")),
         namespace=namespace,
@@ -360,6 +365,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
         resource_claims=resource_claims,
         claim_statuses=claim_statuses,
         workload_ref=workload_ref,
+        node_features=node_features,
         raw=obj if keep_raw and not spec.get("nodeName") and isinstance(obj, Mapping) else None,
         fingerprint=_fingerprint(spec, meta),
         score_nonzero=reqs.score_nonzero,

@@ -12,6 +12,7 @@ from ascheduler.plugins import (
     imagelocality,
     interpodaffinity,
     nodeaffinity,
+    nodedeclaredfeatures,
     nodename,
     nodeports,
     noderesources,
@@ -47,6 +48,8 @@ IN_TREE = Registry(
         noderesources.BALANCED_REGISTRATION,
         imagelocality.REGISTRATION,
         defaultbinder.REGISTRATION,
+        # kube-scheduler appends it to the default profile while its gate is on.
+        nodedeclaredfeatures.REGISTRATION,
         coscheduling.GANG_REGISTRATION,
         coscheduling.REGISTRATION,
         bindrequest.REGISTRATION,

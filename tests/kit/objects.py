@@ -44,6 +44,7 @@ def node(
     taints: Sequence[Mapping[str, str]] = (),
     unschedulable: bool = False,
     extra: Mapping[str, str] | None = None,
+    declared_features: Sequence[str] | None = None,
     **resources: str,
 ) -> Json:
     """A Node object with `status.allocatable` = cpu, memory, pods, `extra` and `resources`
@@ -57,12 +58,15 @@ def node(
     if annotations:
         meta["annotations"] = dict(annotations)
     allocatable = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {}), **resources}
+    status: Json = {"allocatable": allocatable}
+    if declared_features is not None:
+        status["declaredFeatures"] = list(declared_features)
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": meta,
         "spec": spec,
-        "status": {"allocatable": allocatable},
+        "status": status,
     }
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ascheduler.config import DEFAULT_SCHEDULER_NAME
+from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
+from ascheduler.features import Features, Release
 from ascheduler.framework import ClusterEvent, QueuedPodInfo
 from ascheduler.framework.nodes import CPU, PODS
 from ascheduler.model import PodInfo, parse_node, parse_pod
@@ -474,3 +475,26 @@ async def test_assigned_pod_relabel_does_not_wake_pods_waiting_for_room() -> Non
     env.router.pods.on_update(relabelled, grown)
     env.router.pods.on_update(grown, relabelled)
     assert env.queue.where(pod.uid) == "unschedulable"
+
+
+async def test_declared_features_change_moves_the_pod_only_while_the_gate_is_on() -> None:
+    rules = [{"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [1]}}]
+    restarting = [{"name": "c", "restartPolicyRules": rules}]
+    plain = make_node("n1")
+    declaring = make_node("n1", declared_features=["RestartAllContainersOnContainerExits"])
+    env = Env(plain, options=SchedulerConfig(features=Features.defaults(Release(1, 37))))
+    pod = make_pod("p", containers=restarting)
+    await env.attempt(pod)
+    assert env.queue.where(pod.uid) == "unschedulable"
+    env.router.nodes.on_update(plain, make_node("n1", labels={"a": "b"}))
+    assert env.queue.where(pod.uid) == "unschedulable"
+    env.router.nodes.on_update(plain, declaring)
+    assert env.queue.where(pod.uid) in ("backoff", "active")
+    env.clock.advance(1)
+    bind, _ = await env.attempt(pod)
+    assert bind is not None
+    assert bind.node == "n1"
+    # 1.35 (gate off): the plugin is absent and the change is not an event.
+    old = Env(plain)
+    assert not old.router.nodes.declared_features
+    assert "NodeDeclaredFeatures" not in old.frameworks[DEFAULT_SCHEDULER_NAME].plugins

@@ -1,11 +1,13 @@
 """The node table's pod index: count columns per pod predicate kept up to date as pods come
-and go and as rows move, pods grouped by their affinity terms, topology domain codes."""
+and go and as rows move, pods grouped by their affinity terms, topology domain codes; the
+nodes' declared features column."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from ascheduler.model import PodInfo, parse_node, parse_pod
+from ascheduler.model.nodefeatures import mask
 from ascheduler.model.topology import parse_selector
 from ascheduler.plugins.podtopologyspread import SpreadMatch
 from tests.kit import make_cache, node, on, pod
@@ -259,3 +261,28 @@ def test_row_values_recompute_a_single_touched_row_the_same_either_way() -> None
     cache.add_pod(parse_pod(on("c", pod("z"))))
     assert table.row_values("k", pods_on, one).tolist() == [0, 1, 2]
     assert table.row_values("plain", pods_on).tolist() == [0, 1, 2]
+
+
+def test_declared_features_column_follows_updates_growth_and_removals() -> None:
+    restart, every = (
+        ["RestartAllContainersOnContainerExits"],
+        [
+            "RestartAllContainersOnContainerExits",
+            "UserNamespacesHostNetworkSupport",
+            "VolumeBindMountOptions",
+        ],
+    )
+    cache = make_cache([node("n0", declared_features=every)])
+    table = cache.table
+    for i in range(1, 300):  # past the initial capacity
+        cache.add_node(parse_node(node(f"n{i}", declared_features=restart if i % 2 else None)))
+    expected = {
+        name: mask(every if name == "n0" else restart if int(name[1:]) % 2 else [])
+        for name in table.names
+    }
+    assert {n: int(table.declared_features[table.index[n]]) for n in table.names} == expected
+    cache.update_node(parse_node(node("n1", declared_features=["SomethingElse"])))
+    cache.remove_node("n0")  # n299 moves into row 0
+    assert int(table.declared_features[table.index["n1"]]) == 0
+    assert int(table.declared_features[table.index["n299"]]) == mask(restart)
+    assert table.declared_features.shape == (299,)

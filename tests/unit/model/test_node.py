@@ -170,3 +170,25 @@ def test_spec_equal() -> None:
     assert not base.spec_equal(replace(base, taints=()))
     assert not base.spec_equal(replace(base, taints=(Taint("t", "v", "NoSchedule"),)))
     assert not base.spec_equal(replace(base, unschedulable=True))
+
+
+@pytest.mark.parametrize(
+    ("declared", "parsed", "errors"),
+    [
+        pytest.param(None, (), (), id="absent"),
+        pytest.param(["A", "Other"], ("A", "Other"), (), id="strings"),
+        pytest.param(
+            ["A", 7], ("A",), ("status.declaredFeatures[1]: expected a string, got 7",), id="mixed"
+        ),
+        pytest.param(
+            "A", (), ("status.declaredFeatures: expected a list, got str",), id="not-a-list"
+        ),
+    ],
+)
+def test_declared_features_parsed_and_bad_entries_named(
+    declared: Any, parsed: tuple[str, ...], errors: tuple[str, ...]
+) -> None:
+    status = {} if declared is None else {"declaredFeatures": declared}
+    info = parse_node({"metadata": {"name": "n1"}, "status": status})
+    assert info.declared_features == parsed
+    assert info.errors == errors
