@@ -52,6 +52,7 @@ from ascheduler.model import Node, PodInfo, dra, parse_node, storage
 from ascheduler.model import bindrequest as requests
 from ascheduler.model.objects import parse_budget, parse_namespace, parse_selecting
 from ascheduler.model.podgroups import POD_GROUP_API, WORKLOAD_API, parse_pod_group, parse_workload
+from ascheduler.model.resources import RequestsRule
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.bindrequest import with_bind_requests
 from ascheduler.plugins.coscheduling import GANG_GATE
@@ -237,7 +238,7 @@ async def build(
     extenders = Extenders(config.extenders)
     scheduler = _scheduler(config, registry, write_client, extenders, writes=writes)
     router = EventRouter(scheduler)
-    pods, nodes = _pods_and_nodes(watch_client, router, extenders)
+    pods, nodes = _pods_and_nodes(watch_client, router, extenders, RequestsRule.of(config.features))
     binder = scheduler.binder
     leases = binder.lease_informer(watch_client) if binder is not None else None
     objects = [
@@ -354,10 +355,11 @@ def _binder(config: SchedulerConfig, write_client: KubeClient, cache: Cache) -> 
 
 
 def _pods_and_nodes(
-    watch_client: KubeClient, router: EventRouter, extenders: Extenders
+    watch_client: KubeClient, router: EventRouter, extenders: Extenders, rule: RequestsRule
 ) -> tuple[Informer[PodInfo], Informer[Node]]:
-    # Extenders are sent the pods they are asked about, whole.
-    parse, reparse = extenders.pod_parsers()
+    # Extenders are sent the pods they are asked about, whole; every pod is read as the
+    # release reads a resized pod's requests.
+    parse, reparse = extenders.pod_parsers(rule)
     pods: Informer[PodInfo] = Informer(
         watch_client,
         "/api/v1/pods",
