@@ -27,7 +27,7 @@ import structlog
 from ascheduler import features, heap, metrics, runner
 from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
-from ascheduler.config import SchedulerConfig
+from ascheduler.config import SchedulerConfig, release_problems
 from ascheduler.debug import DebugEndpoints, log_cache_check
 from ascheduler.diagnoses import Diagnoses
 from ascheduler.eventhandlers import EventRouter
@@ -230,7 +230,7 @@ async def build(
     (`explain`'s dry runs) no plugin is given the client: none reports on what it lists."""
     watch_client, write_client = await _clients(config)
     try:
-        config = await behave_as(config, write_client)
+        config = await behave_as(config, write_client, registry)
     except BaseException:
         await watch_client.close()
         await write_client.close()
@@ -265,11 +265,14 @@ async def build(
     )
 
 
-async def behave_as(config: SchedulerConfig, kube: KubeClient) -> SchedulerConfig:
+async def behave_as(
+    config: SchedulerConfig, kube: KubeClient, registry: Registry = IN_TREE
+) -> SchedulerConfig:
     """`config` with the release ascheduler behaves as, from the API server's version (or
     `--emulated-version`), and `--feature-gates` applied to that release's defaults;
-    ConfigError when the API server's release is not one ascheduler can behave as, or the
-    gates are wrong there."""
+    ConfigError when the API server's release is not one ascheduler can behave as, the
+    gates are wrong there, or that release refuses the configuration (it was read at the
+    emulated or default release: a newer one is stricter with some plugin args)."""
     info = await kube.get("/version")
     git_version = str(info.get("gitVersion", "")) if isinstance(info, dict) else ""
     try:
@@ -280,6 +283,10 @@ async def behave_as(config: SchedulerConfig, kube: KubeClient) -> SchedulerConfi
         gates = features.parse_gates(config.feature_gates, release)
     except ValueError as exc:
         raise ConfigError([f"--feature-gates: {exc} (at release {release})"]) from None
+    if gates != config.features:
+        problems = release_problems(config, registry, gates)
+        if problems:
+            raise ConfigError([f"{p} (at release {release})" for p in problems])
     if warning is not None:
         log.warning("release_emulated", detail=warning)
     for note in gates.warnings:

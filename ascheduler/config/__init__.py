@@ -24,7 +24,7 @@ instance that takes node locks joins its peers' member Leases before its informe
 cluster (`locks.members`), and a standby, binding nothing, must not join.
 """
 
-from ascheduler.config.decode import load, parse, read
+from ascheduler.config.decode import load, parse, read, release_problems
 from ascheduler.config.defaults import (
     API_VERSION,
     DEFAULT_SCHEDULER_NAME,
@@ -57,6 +57,7 @@ __all__ = [
     "parse",
     "plain_problem",
     "read",
+    "release_problems",
     "resolve",
     "secure_problems",
     "to_document",
