@@ -63,6 +63,9 @@ class Registration(Generic[A]):
     #: does; this, what depends on the release, so the same file is read as each release
     #: reads it.
     check: Callable[[A, Features], Sequence[str]] | None = None
+    #: The args with what a release (or its gates) defaults beside the dataclass's own
+    #: defaults (kube-scheduler's `SetDefaults_...` reading a gate).
+    release_defaults: Callable[[A, Features], A] | None = None
 
     def decode_args(
         self, raw: Mapping[str, Any] | None, path: str, features: Features | None = None
@@ -73,10 +76,13 @@ class Registration(Generic[A]):
             # kube-scheduler passes args of a plugin without an args type through, unread.
             return self.args()
         args = decode(self.args, raw, path)
+        gates = features if features is not None else Features.defaults()
         if self.check is not None:
-            problems = self.check(args, features if features is not None else Features.defaults())
+            problems = self.check(args, gates)
             if problems:
                 raise ConfigError([f"{path}.{p}" for p in problems])
+        if self.release_defaults is not None:
+            args = self.release_defaults(args, gates)
         return args
 
     def build(self, args: A, handle: Handle) -> Plugin:
