@@ -292,6 +292,7 @@ async def behave_as(
     for note in gates.warnings:
         log.warning("feature_gate_set", detail=note)
     log.info("behaving_as", release=str(release), api_server=git_version, gates=list(gates))
+    metrics.behave_as(gates)
     return dataclasses.replace(config, features=gates)
 
 

@@ -1,6 +1,6 @@
 """`pod_requests`: a pod's requests with an in-place resize's status, as component-helpers'
 `PodRequests` reads them for kube-scheduler v1.35 (cases from its `helpers_test.go` where they
-apply), and `resize_digest`."""
+apply), for 1.36 and 1.37 (`RequestsRule`), and `resize_digest`."""
 
 from __future__ import annotations
 
