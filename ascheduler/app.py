@@ -359,6 +359,7 @@ def _binder(config: SchedulerConfig, write_client: KubeClient, cache: Cache) -> 
         lease_namespace=config.leader_election.resource_namespace,
         cache=cache,
         register=config.binding.mode == "direct",
+        requests_rule=RequestsRule.of(config.features),
     )
 
 

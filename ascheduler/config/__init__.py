@@ -6,7 +6,8 @@ validation (`validation`), the way back to a document (`encode`) and the command
 
 Read as kube-scheduler of the release ascheduler behaves as reads it (the one the flags name,
 else the default release; checked again at the API server's by `release_problems`): a file it
-accepts is accepted, with the same effective profiles, and one it refuses is refused, every problem reported with its path
+accepts is accepted, with the same effective profiles, and one it refuses is refused, every
+problem reported with its path
 (`profiles[0].plugins.score.enabled[2].name: unknown plugin "Foo"`), all of them at once
 (docs/configuration.md; `tests/integration/config` compares the two on a corpus).
 ascheduler's own settings live in one top-level section, `ascheduler:`.
