@@ -27,7 +27,7 @@ import structlog
 from ascheduler import features, heap, metrics, runner
 from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
-from ascheduler.config import SchedulerConfig
+from ascheduler.config import SchedulerConfig, release_problems
 from ascheduler.debug import DebugEndpoints, log_cache_check
 from ascheduler.diagnoses import Diagnoses
 from ascheduler.eventhandlers import EventRouter
@@ -52,6 +52,7 @@ from ascheduler.model import Node, PodInfo, dra, parse_node, storage
 from ascheduler.model import bindrequest as requests
 from ascheduler.model.objects import parse_budget, parse_namespace, parse_selecting
 from ascheduler.model.podgroups import POD_GROUP_API, WORKLOAD_API, parse_pod_group, parse_workload
+from ascheduler.model.resources import RequestsRule
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.bindrequest import with_bind_requests
 from ascheduler.plugins.coscheduling import GANG_GATE
@@ -229,7 +230,7 @@ async def build(
     (`explain`'s dry runs) no plugin is given the client: none reports on what it lists."""
     watch_client, write_client = await _clients(config)
     try:
-        config = await behave_as(config, write_client)
+        config = await behave_as(config, write_client, registry)
     except BaseException:
         await watch_client.close()
         await write_client.close()
@@ -237,7 +238,7 @@ async def build(
     extenders = Extenders(config.extenders)
     scheduler = _scheduler(config, registry, write_client, extenders, writes=writes)
     router = EventRouter(scheduler)
-    pods, nodes = _pods_and_nodes(watch_client, router, extenders)
+    pods, nodes = _pods_and_nodes(watch_client, router, extenders, RequestsRule.of(config.features))
     binder = scheduler.binder
     leases = binder.lease_informer(watch_client) if binder is not None else None
     objects = [
@@ -264,11 +265,14 @@ async def build(
     )
 
 
-async def behave_as(config: SchedulerConfig, kube: KubeClient) -> SchedulerConfig:
+async def behave_as(
+    config: SchedulerConfig, kube: KubeClient, registry: Registry = IN_TREE
+) -> SchedulerConfig:
     """`config` with the release ascheduler behaves as, from the API server's version (or
     `--emulated-version`), and `--feature-gates` applied to that release's defaults;
-    ConfigError when the API server's release is not one ascheduler can behave as, or the
-    gates are wrong there."""
+    ConfigError when the API server's release is not one ascheduler can behave as, the
+    gates are wrong there, or that release refuses the configuration (it was read at the
+    emulated or default release: a newer one is stricter with some plugin args)."""
     info = await kube.get("/version")
     git_version = str(info.get("gitVersion", "")) if isinstance(info, dict) else ""
     try:
@@ -279,11 +283,16 @@ async def behave_as(config: SchedulerConfig, kube: KubeClient) -> SchedulerConfi
         gates = features.parse_gates(config.feature_gates, release)
     except ValueError as exc:
         raise ConfigError([f"--feature-gates: {exc} (at release {release})"]) from None
+    if gates != config.features:
+        problems = release_problems(config, registry, gates)
+        if problems:
+            raise ConfigError([f"{p} (at release {release})" for p in problems])
     if warning is not None:
         log.warning("release_emulated", detail=warning)
     for note in gates.warnings:
         log.warning("feature_gate_set", detail=note)
     log.info("behaving_as", release=str(release), api_server=git_version, gates=list(gates))
+    metrics.behave_as(gates)
     return dataclasses.replace(config, features=gates)
 
 
@@ -350,14 +359,16 @@ def _binder(config: SchedulerConfig, write_client: KubeClient, cache: Cache) -> 
         lease_namespace=config.leader_election.resource_namespace,
         cache=cache,
         register=config.binding.mode == "direct",
+        requests_rule=RequestsRule.of(config.features),
     )
 
 
 def _pods_and_nodes(
-    watch_client: KubeClient, router: EventRouter, extenders: Extenders
+    watch_client: KubeClient, router: EventRouter, extenders: Extenders, rule: RequestsRule
 ) -> tuple[Informer[PodInfo], Informer[Node]]:
-    # Extenders are sent the pods they are asked about, whole.
-    parse, reparse = extenders.pod_parsers()
+    # Extenders are sent the pods they are asked about, whole; every pod is read as the
+    # release reads a resized pod's requests.
+    parse, reparse = extenders.pod_parsers(rule)
     pods: Informer[PodInfo] = Informer(
         watch_client,
         "/api/v1/pods",

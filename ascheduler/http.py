@@ -202,8 +202,7 @@ class HealthServer:
                 await client.close()
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        for queue, count in self.pending().items():
-            metrics.PENDING_PODS.labels(queue).set(count)
+        metrics.set_pending(self.pending())
         return web.Response(
             body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST}
         )

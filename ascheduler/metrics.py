@@ -1,10 +1,19 @@
-"""Prometheus metrics of ascheduler's own (kube-scheduler's names live beside them)."""
+"""Prometheus metrics of ascheduler's own (kube-scheduler's names live beside them).
+
+kube-scheduler's metrics are a release's: a metric a release added is exported only by
+ascheduler behaving as that release or a later one (`RELEASE_METRICS`, registered by
+`behave_as` once the release is known), so a dashboard sees what the cluster's own
+kube-scheduler would export.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final, TypeVar
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+from ascheduler.features import Features, Release
 
 NODE_LOCK_WAIT: Final = Histogram(
     "ascheduler_node_lock_wait_seconds",
@@ -142,6 +151,44 @@ POD_SCHEDULING_SLI_DURATION: Final = Histogram(
         5242.88,
     ),
 )
+#: v1.37: the queued pods again, by entity type (`pod`: not a member of a pod group; ascheduler
+#: has no Workload pod groups, so every pod is one).
+QUEUED_ENTITIES: Final = Gauge(
+    "scheduler_queued_entities",
+    "Number of queued scheduling entities ('pod' or 'podgroup'; 'pod' stands for individual "
+    "pods that are not members of any podgroup) by the queue type. 'active' means number of "
+    "entities in activeQ; 'backoff' means number of entities in backoffQ; 'unschedulable' "
+    "means number of entities in unschedulableEntities that the scheduler attempted to "
+    "schedule and failed; 'gated' is the number of unschedulable entities that the scheduler "
+    "never attempted to schedule because they are gated.",
+    ["queue", "type"],
+    registry=None,
+)
+#: The `type` of a plain pod in `QUEUED_ENTITIES`.
+POD_ENTITY: Final = "pod"
+#: kube-scheduler's metrics a release added, exported from that release on.
+RELEASE_METRICS: Final[Mapping[Gauge | Counter | Histogram, Release]] = {
+    QUEUED_ENTITIES: Release(1, 37),
+}
+_REGISTERED: set[object] = set()
+
+
+def behave_as(features: Features, registry: CollectorRegistry = REGISTRY) -> None:
+    """Export the metrics the release of `features` has (once; a metric is never taken back,
+    as a process behaves as one release)."""
+    for metric, since in RELEASE_METRICS.items():
+        if features.release >= since and (metric, registry) not in _REGISTERED:
+            registry.register(metric)
+            _REGISTERED.add((metric, registry))
+
+
+def set_pending(counts: Mapping[str, int]) -> None:
+    """The queues' sizes: `pending_pods`, and `queued_entities` (exported from 1.37)."""
+    for queue, count in counts.items():
+        labelled(PENDING_PODS, queue).set(count)
+        labelled(QUEUED_ENTITIES, queue, POD_ENTITY).set(count)
+
+
 BIND_DURATION: Final = Histogram(
     "ascheduler_binding_duration_seconds",
     "Time of a binding cycle: WaitOnPermit, PreBind, node lock, Bind.",

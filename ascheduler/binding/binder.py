@@ -36,6 +36,7 @@ from ascheduler.kube import KubeClient, KubeError
 from ascheduler.locks import RELEASE_ALL_SECONDS, DeviceLocks, LockSettings, Members, NodeLocks
 from ascheduler.locks.keys import lock_lease_name
 from ascheduler.model import PodInfo
+from ascheduler.model.resources import V1_35, RequestsRule
 
 log = structlog.get_logger(__name__)
 
@@ -85,13 +86,17 @@ class LockedBinder(Batching):
         lease_namespace: str = "kube-system",
         cache: Cache | None = None,
         register: bool = False,
+        requests_rule: RequestsRule = V1_35,
     ) -> None:
         """`register`: with locks on Leases, take part in deciding who shares the nodes (see
         `locks.members`): every instance that binds does; a scheduler whose binds go out as
         BindRequests does not. Binds skip the node lock while this instance is alone, when
-        the settings allow it and there is a `cache` to catch up with the others' binds."""
+        the settings allow it and there is a `cache` to catch up with the others' binds.
+        `requests_rule`: how the release reads the requests of the pods a re-validation
+        lists (the scheduler's own)."""
         self.kube = kube
         self.cache = cache
+        self.requests_rule = requests_rule
         self.settings = settings
         self.lock_settings = settings.lock
         self.lease_groups = settings.lock.lease_groups

@@ -32,6 +32,7 @@ from ascheduler.cache import Cache
 from ascheduler.framework import Code, Status
 from ascheduler.locks import Holds
 from ascheduler.model import Node, PodInfo, parse_node, parse_pod
+from ascheduler.model.resources import RequestsRule
 
 log = structlog.get_logger(__name__)
 
@@ -117,6 +118,8 @@ class Revalidation(LockLeases):
     #: so), oldest first: the cache counts such a pod there while it is assumed, so it need
     #: not have seen it bound yet to stand in for the API server's list.
     _vouched: dict[str, str]
+    #: How the release reads a listed pod's requests (`resources.RequestsRule`).
+    requests_rule: RequestsRule
 
     async def _allocatable(self, node: str, hold: Holds, cached: Node | None) -> dict[str, int]:
         """The node's allocatable: off the Node our lock write returned, else the cache's
@@ -186,7 +189,7 @@ class Revalidation(LockLeases):
                 "status.phase!=Failed"
             },
         )
-        return [parse_pod(raw) for raw in listing.get("items") or []]
+        return [parse_pod(raw, rule=self.requests_rule) for raw in listing.get("items") or []]
 
     def _revalidate(
         self, pod: PodInfo, node: str, allocatable: dict[str, int], view: NodeView

@@ -4,8 +4,10 @@ strict decoding of a file (`decode`, with the profiles' plugin sets in `profiles
 validation (`validation`), the way back to a document (`encode`) and the command-line flags
 (`flags`, one table from which the options, their values and their application come).
 
-Read as kube-scheduler v1.35 reads it: a file it accepts is accepted, with the same
-effective profiles, and one it refuses is refused, every problem reported with its path
+Read as kube-scheduler of the release ascheduler behaves as reads it (the one the flags name,
+else the default release; checked again at the API server's by `release_problems`): a file it
+accepts is accepted, with the same effective profiles, and one it refuses is refused, every
+problem reported with its path
 (`profiles[0].plugins.score.enabled[2].name: unknown plugin "Foo"`), all of them at once
 (docs/configuration.md; `tests/integration/config` compares the two on a corpus).
 ascheduler's own settings live in one top-level section, `ascheduler:`.
@@ -24,7 +26,7 @@ instance that takes node locks joins its peers' member Leases before its informe
 cluster (`locks.members`), and a standby, binding nothing, must not join.
 """
 
-from ascheduler.config.decode import load, parse, read
+from ascheduler.config.decode import load, parse, read, release_problems
 from ascheduler.config.defaults import (
     API_VERSION,
     DEFAULT_SCHEDULER_NAME,
@@ -57,6 +59,7 @@ __all__ = [
     "parse",
     "plain_problem",
     "read",
+    "release_problems",
     "resolve",
     "secure_problems",
     "to_document",

@@ -31,6 +31,7 @@ from ascheduler.config.profiles import ignoring, profile, queue_sort_problems
 from ascheduler.config.types import LeaderElection, SchedulerConfig
 from ascheduler.config.validation import Problems
 from ascheduler.durations import parse_seconds
+from ascheduler.features import Features
 from ascheduler.framework import ConfigError, Handle, ProfileSpec, Registry
 from ascheduler.framework.args import decode
 from ascheduler.framework.extender import ExtenderConfig, ignored_by_scheduler
@@ -111,12 +112,16 @@ def read(path: str | Path) -> Any:
         raise ConfigError([f"{path}: not YAML: {exc}"]) from exc
 
 
-def load(path: str | Path, registry: Registry) -> SchedulerConfig:
-    return parse(read(path), registry)
+def load(path: str | Path, registry: Registry, features: Features | None = None) -> SchedulerConfig:
+    return parse(read(path), registry, features)
 
 
-def parse(data: Any, registry: Registry) -> SchedulerConfig:
-    """Validate and default a decoded configuration; `ConfigError` lists every problem."""
+def parse(data: Any, registry: Registry, features: Features | None = None) -> SchedulerConfig:
+    """Validate and default a decoded configuration as the release of `features` reads it
+    (None: the default release); `ConfigError` lists every problem. The release ascheduler
+    behaves as may be known only once the API server is asked: `release_problems` then
+    checks the result again, at that release."""
+    gates = features if features is not None else Features.defaults()
     p = Problems()
     top = p.obj(data, "", _TOP)
     _header(p, top)
@@ -134,7 +139,7 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
     lock = p.obj(own.get("nodeLock"), _LOCK_PATH, _LOCK)
     binding = _binding(p, own, lock)
     serving = _serving(p, own)
-    profiles = _profiles(p, top, registry)
+    profiles = _profiles(p, top, registry, gates)
     extenders = _extenders(p, top)
     ignored = ignored_by_scheduler(extenders)
     if ignored:
@@ -142,7 +147,7 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
         # NodeResourcesFit's ignoredResources in every profile.
         profiles = [ignoring(spec, ignored) for spec in profiles]
     if not p.items:
-        _build_each(p, profiles, registry)
+        _build_each(p, profiles, registry, gates)
     if p.items:
         raise ConfigError(p.items)
     return SchedulerConfig(
@@ -161,6 +166,7 @@ def parse(data: Any, registry: Registry) -> SchedulerConfig:
         debug_endpoints=serving.debug,
         extenders=tuple(extenders),
         lease_groups_named=lock.get("leaseGroups") is not None,
+        features=gates,
     )
 
 
@@ -419,14 +425,16 @@ def _serving(p: Problems, own: Mapping[str, Any]) -> _Serving:
     return _Serving(address, anywhere, concurrency, connections, debug)
 
 
-def _profiles(p: Problems, top: Mapping[str, Any], registry: Registry) -> list[ProfileSpec]:
+def _profiles(
+    p: Problems, top: Mapping[str, Any], registry: Registry, features: Features
+) -> list[ProfileSpec]:
     """Each profile merged onto the default one (`profiles`); names unique, one queue sort."""
     profiles = []
     raw_profiles = p.seq(top.get("profiles"), "profiles") or [{}]
     seen: set[str] = set()
     single = defaults.DEFAULT_SCHEDULER_NAME if len(raw_profiles) == 1 else None
     for i, raw in enumerate(raw_profiles):
-        spec = profile(p, raw, f"profiles[{i}]", registry, default_name=single)
+        spec = profile(p, raw, f"profiles[{i}]", registry, default_name=single, features=features)
         if spec.scheduler_name in seen:
             p.add(f"profiles[{i}].schedulerName", f"duplicate {spec.scheduler_name!r}")
         seen.add(spec.scheduler_name)
@@ -446,11 +454,39 @@ def _extenders(p: Problems, top: Mapping[str, Any]) -> list[ExtenderConfig]:
     return [e for _, e in decoded]
 
 
-def _build_each(p: Problems, profiles: list[ProfileSpec], registry: Registry) -> None:
+def _build_each(
+    p: Problems, profiles: list[ProfileSpec], registry: Registry, features: Features
+) -> None:
     """Build each profile once, computing nothing: plugin args and the extension-point
     rules (one QueueSort, a Bind) are checked by the same code that runs them."""
     for spec in profiles:
         try:
-            Framework(spec, registry, Handle())
+            Framework(spec, registry, Handle(features=features))
         except ConfigError as exc:
             p.items.extend(exc.problems)
+
+
+def release_problems(config: SchedulerConfig, registry: Registry, features: Features) -> list[str]:
+    """What the release of `features` refuses in `config`, parsed at another release: each
+    profile's plugin args by that release's rules (every plugin's, enabled or not, as
+    kube-scheduler validates them) and each profile built there. A newer release only adds
+    `Plugins` fields, so what parse accepted of those stays accepted."""
+    problems: list[str] = []
+    for spec in config.profiles:
+        found: list[str] = []
+        for name, raw in spec.args.items():
+            registration = registry.get(name)
+            if registration is None:
+                continue
+            where = spec.arg_paths.get(name, f"{spec.path}pluginConfig[{name}].args")
+            try:
+                registration.decode_args(raw, where, features)
+            except ConfigError as exc:
+                found.extend(exc.problems)
+        if not found:
+            try:
+                Framework(spec, registry, Handle(features=features))
+            except ConfigError as exc:
+                found.extend(exc.problems)
+        problems.extend(found)
+    return list(dict.fromkeys(problems))

@@ -706,7 +706,14 @@ def resolve(path: str | None, overrides: Overrides, registry: Registry) -> Sched
     """The file at `path` (or `NO_FILE`), then `overrides`; ConfigError naming every problem,
     the file's by their paths and the flags' by their names."""
     document = read(path) if path else dict(NO_FILE)
-    config = parse(document, registry)
+    # The file is read as the release the flags name reads it (`--emulated-version`, the
+    # gates), else as the default release's; `app.behave_as` checks it again at the API
+    # server's.
+    release_flags = {
+        k: v for k, v in overrides.values.items() if k in ("emulated_version", "feature_gates")
+    }
+    gates = apply(SchedulerConfig(), Overrides(**release_flags)).features
+    config = parse(document, registry, gates)
     named = isinstance(document, Mapping) and bool(document.get("profiles"))
     return apply(config, overrides, file_profiles=named)
 

@@ -18,6 +18,12 @@ profile is built, once the release is known (`multipoint_plugins`):
 
 Duplicates, the order at each point and the weights are the framework's (`Framework`), which
 follows kube-scheduler's `expandMultiPointPlugins` and `getScoreWeights`.
+
+A release reads a profile as its own: the plugin sets its `Plugins` type has (`RELEASE_POINTS`:
+`placementGenerate` and `placementScore` from 1.36, `podGroupPostFilter` from 1.37, the
+workload scheduling points) are fields there and unknown before; ascheduler has no plugin at
+those points, so a set there may disable plugins but enable none. Plugin args are checked by
+the release's rules (`Registration.check`).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ascheduler.config.validation import Problems
+from ascheduler.features import Features, Release
 from ascheduler.framework import (
     EXTENSION_POINTS,
     ConfigError,
@@ -40,6 +47,18 @@ from ascheduler.framework.interface import ExtensionPoint, PluginSet
 #: A profile's fields.
 PROFILE_FIELDS: Final = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
 INT32: Final = (-(2**31), 2**31 - 1)
+#: `Plugins` fields a release added, with the release: extension points of workload
+#: scheduling that ascheduler does not have.
+RELEASE_POINTS: Final[Mapping[str, Release]] = {
+    "placementGenerate": Release(1, 36),
+    "placementScore": Release(1, 36),
+    "podGroupPostFilter": Release(1, 37),
+}
+
+
+def release_points(features: Features) -> frozenset[str]:
+    """The `RELEASE_POINTS` the release of `features` has."""
+    return frozenset(k for k, since in RELEASE_POINTS.items() if features.release >= since)
 
 
 def plugin_set(
@@ -74,7 +93,13 @@ def plugin_set(
 
 
 def profile(
-    p: Problems, raw: Any, path: str, registry: Registry, *, default_name: str | None
+    p: Problems,
+    raw: Any,
+    path: str,
+    registry: Registry,
+    *,
+    default_name: str | None,
+    features: Features | None = None,
 ) -> ProfileSpec:
     """One profile, merged onto the default; `default_name` None: `schedulerName` is required
     (kube-scheduler defaults it only when there is a single profile)."""
@@ -92,8 +117,9 @@ def profile(
             low=0,
             high=100,
         )
-    points, disabled, multi = _plugins(p, body, path, registry)
-    args, arg_paths = _plugin_config(p, body, path, registry)
+    gates = features if features is not None else Features.defaults()
+    points, disabled, multi = _plugins(p, body, path, registry, gates)
+    args, arg_paths = _plugin_config(p, body, path, registry, gates)
     return ProfileSpec(
         name,
         points,
@@ -107,13 +133,24 @@ def profile(
 
 
 def _plugins(
-    p: Problems, body: Mapping[str, Any], path: str, registry: Registry
+    p: Problems, body: Mapping[str, Any], path: str, registry: Registry, features: Features
 ) -> tuple[
     dict[PluginSet, Sequence[PluginRef]], dict[ExtensionPoint, frozenset[str]], MultiPointChanges
 ]:
     """`plugins`: each point's own list, what each point disables, and multiPoint's changes
     to the defaults (merged once the release is known: `multipoint_plugins`)."""
-    plugins = p.obj(body.get("plugins"), f"{path}.plugins", {"multiPoint", *EXTENSION_POINTS})
+    extra = release_points(features)
+    plugins = p.obj(
+        body.get("plugins"), f"{path}.plugins", {"multiPoint", *EXTENSION_POINTS, *extra}
+    )
+    for point in sorted(extra & plugins.keys()):
+        where = f"{path}.plugins.{point}"
+        enabled, _ = plugin_set(p, plugins[point], where, registry)
+        for i, ref in enumerate(enabled):
+            p.add(
+                f"{where}.enabled[{i}].name",
+                f"{ref.name!r} does not extend {point}: ascheduler has no {point} plugins",
+            )
     multi_enabled, multi_disabled = plugin_set(
         p, plugins.get("multiPoint"), f"{path}.plugins.multiPoint", registry
     )
@@ -131,7 +168,7 @@ def _plugins(
 
 
 def _plugin_config(
-    p: Problems, body: Mapping[str, Any], path: str, registry: Registry
+    p: Problems, body: Mapping[str, Any], path: str, registry: Registry, features: Features
 ) -> tuple[dict[str, Mapping[str, Any]], dict[str, str]]:
     """`pluginConfig`: each known plugin's raw args, checked, and where they came from."""
     args: dict[str, Mapping[str, Any]] = {}
@@ -158,7 +195,7 @@ def _plugin_config(
         # Checked whether or not the plugin is enabled, as kube-scheduler decodes and
         # validates every plugin's args it knows.
         try:
-            registration.decode_args(raw_args or {}, f"{where}.args")
+            registration.decode_args(raw_args or {}, f"{where}.args", features)
         except ConfigError as exc:
             p.items.extend(exc.problems)
             continue

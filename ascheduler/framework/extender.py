@@ -59,6 +59,7 @@ from ascheduler.framework.interface import (
 )
 from ascheduler.framework.nodes import NodeTable
 from ascheduler.model import Node, PodInfo, parse_pod, reparse_pod
+from ascheduler.model.resources import V1_35, RequestsRule
 
 log = structlog.get_logger(__name__)
 
@@ -509,22 +510,25 @@ class Extenders:
         """Whether a preempt verb is sent whole victims (bound pods then keep their object)."""
         return any(e.supports_preemption and not e.config.node_cache_capable for e in self.all)
 
-    def pod_parsers(self) -> tuple[Callable[[Any], PodInfo], Callable[[Any, PodInfo], PodInfo]]:
-        """The pod informer's parse and reparse: with extenders, pods not yet bound keep their
-        object (extenders are sent the pod); every pod does when a preempt verb is sent whole
-        victims (the memory that costs is the configuration's choice)."""
+    def pod_parsers(
+        self, rule: RequestsRule = V1_35
+    ) -> tuple[Callable[[Any], PodInfo], Callable[[Any, PodInfo], PodInfo]]:
+        """The pod informer's parse and reparse, reading requests by the release's `rule`:
+        with extenders, pods not yet bound keep their object (extenders are sent the pod);
+        every pod does when a preempt verb is sent whole victims (the memory that costs is
+        the configuration's choice)."""
         keep = bool(self.all)
         if not self.want_raw_pods:
             return (
-                functools.partial(parse_pod, keep_raw=keep),
-                functools.partial(reparse_pod, keep_raw=keep),
+                functools.partial(parse_pod, keep_raw=keep, rule=rule),
+                functools.partial(reparse_pod, keep_raw=keep, rule=rule),
             )
 
         def parse(obj: Any) -> PodInfo:
-            return _keeping(parse_pod(obj, keep_raw=True), obj)
+            return _keeping(parse_pod(obj, keep_raw=True, rule=rule), obj)
 
         def reparse(obj: Any, old: PodInfo) -> PodInfo:
-            return _keeping(reparse_pod(obj, old, keep_raw=True), obj)
+            return _keeping(reparse_pod(obj, old, keep_raw=True, rule=rule), obj)
 
         return parse, reparse
 

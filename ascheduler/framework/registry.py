@@ -17,10 +17,11 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import inspect
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
+from ascheduler.features import Features
 from ascheduler.framework.args import decode
 from ascheduler.framework.errors import ConfigError
 from ascheduler.framework.handle import Handle
@@ -57,12 +58,32 @@ class Registration(Generic[A]):
     #: columnar Filter and Score): a profile enabling it there is accepted, as kube-scheduler
     #: accepts it, and changes nothing.
     kube_points: frozenset[str] = frozenset()
+    #: What a release refuses in args that decode (a rule a release changed): problems as
+    #: `field: message`, relative to the args. The args dataclass checks what every release
+    #: does; this, what depends on the release, so the same file is read as each release
+    #: reads it.
+    check: Callable[[A, Features], Sequence[str]] | None = None
+    #: The args with what a release (or its gates) defaults beside the dataclass's own
+    #: defaults (kube-scheduler's `SetDefaults_...` reading a gate).
+    release_defaults: Callable[[A, Features], A] | None = None
 
-    def decode_args(self, raw: Mapping[str, Any] | None, path: str) -> A:
+    def decode_args(
+        self, raw: Mapping[str, Any] | None, path: str, features: Features | None = None
+    ) -> A:
+        """The args decoded and checked as the release of `features` (None: the default
+        release) checks them; ConfigError naming each problem by its path."""
         if self.args is NoArgs:
             # kube-scheduler passes args of a plugin without an args type through, unread.
             return self.args()
-        return decode(self.args, raw, path)
+        args = decode(self.args, raw, path)
+        gates = features if features is not None else Features.defaults()
+        if self.check is not None:
+            problems = self.check(args, gates)
+            if problems:
+                raise ConfigError([f"{path}.{p}" for p in problems])
+        if self.release_defaults is not None:
+            args = self.release_defaults(args, gates)
+        return args
 
     def build(self, args: A, handle: Handle) -> Plugin:
         """The plugin, checked against the interfaces it claims; ConfigError naming it if

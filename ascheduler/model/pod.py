@@ -25,7 +25,7 @@ from ascheduler.model.affinity import (
 from ascheduler.model.dra import PodClaim, parse_pod_claims
 from ascheduler.model.fields import as_list, as_map
 from ascheduler.model.nodefeatures import infer_for_scheduling
-from ascheduler.model.resources import pod_requests, resize_digest
+from ascheduler.model.resources import V1_35, RequestsRule, pod_requests, resize_digest
 from ascheduler.model.topology import (
     NO_POD_AFFINITY,
     PodAffinity,
@@ -283,8 +283,9 @@ def _images(spec: Mapping[str, Any], errors: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
-    """`keep_raw` keeps the object itself on a pod not yet bound (what extenders are sent)."""
+def parse_pod(obj: Any, *, keep_raw: bool = False, rule: RequestsRule = V1_35) -> PodInfo:
+    """`keep_raw` keeps the object itself on a pod not yet bound (what extenders are sent);
+    `rule` is how the release reads a resized pod's requests (`resources.RequestsRule`)."""
     errors: list[str] = []
     if not isinstance(obj, Mapping):
         obj = {}
@@ -293,7 +294,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False) -> PodInfo:
     spec = as_map(obj.get("spec"), "spec", errors)
     status = as_map(obj.get("status"), "status", errors)
 
-    reqs = pod_requests(spec, status, errors)
+    reqs = pod_requests(spec, status, errors, rule)
     tolerations: list[Toleration] = []
     for i, t in enumerate(as_list(spec.get("tolerations"), "spec.tolerations", errors)):
         try:
@@ -425,7 +426,9 @@ def _fingerprint(spec: Mapping[str, Any], meta: Mapping[str, Any]) -> int:
         return 0
 
 
-def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
+def reparse_pod(
+    obj: Any, old: PodInfo, *, keep_raw: bool = False, rule: RequestsRule = V1_35
+) -> PodInfo:
     """`parse_pod` for a new version of `old`: when only its status (but what an in-place
     resize reports of its containers' resources), labels (and
     resourceVersion or deletionTimestamp) changed, which is what most updates of a bound pod
@@ -434,17 +437,17 @@ def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
     `topology.kubernetes.io` labels on the way), `old` with those fields replaced, at a
     fraction of the cost; otherwise a full parse."""
     if not isinstance(obj, Mapping) or not old.fingerprint or old.errors:
-        return parse_pod(obj, keep_raw=keep_raw)
+        return parse_pod(obj, keep_raw=keep_raw, rule=rule)
     meta, spec, status = obj.get("metadata"), obj.get("spec"), obj.get("status")
     if not (isinstance(meta, Mapping) and isinstance(spec, Mapping)):
-        return parse_pod(obj, keep_raw=keep_raw)
+        return parse_pod(obj, keep_raw=keep_raw, rule=rule)
     if status is None:
         status = {}
     if not isinstance(status, Mapping):
-        return parse_pod(obj, keep_raw=keep_raw)
+        return parse_pod(obj, keep_raw=keep_raw, rule=rule)
     if resize_digest(status) != old.resize_digest:
         # An in-place resize moved what the kubelet reports: the requests change.
-        return parse_pod(obj, keep_raw=keep_raw)
+        return parse_pod(obj, keep_raw=keep_raw, rule=rule)
     fingerprint = _fingerprint(spec, meta)
     node_name = old.node_name
     if fingerprint != old.fingerprint:
@@ -456,7 +459,7 @@ def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
             or _fingerprint({k: v for k, v in spec.items() if k != "nodeName"}, meta)
             != old.fingerprint
         ):
-            return parse_pod(obj, keep_raw=keep_raw)
+            return parse_pod(obj, keep_raw=keep_raw, rule=rule)
         node_name = bound
     errors: list[str] = []
     labels = old.labels
@@ -468,7 +471,7 @@ def reparse_pod(obj: Any, old: PodInfo, *, keep_raw: bool = False) -> PodInfo:
     if old.resource_claims or status.get("resourceClaimStatuses"):
         _, claim_statuses = parse_pod_claims({}, status, errors)
     if errors:
-        return parse_pod(obj, keep_raw=keep_raw)
+        return parse_pod(obj, keep_raw=keep_raw, rule=rule)
     return _status_update(
         old,
         {

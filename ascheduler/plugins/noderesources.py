@@ -18,6 +18,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from ascheduler.features import Features
 from ascheduler.framework import (
     CPU,
     MAX_NODE_SCORE,
@@ -51,7 +52,8 @@ FIT: Final = "NodeResourcesFit"
 BALANCED: Final = "NodeResourcesBalancedAllocation"
 MAX_CUSTOM_SCORE: Final = 10
 MAX_UTILIZATION: Final = 100
-STRATEGIES: Final = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
+RATIO: Final = "RequestedToCapacityRatio"
+STRATEGIES: Final = ("LeastAllocated", "MostAllocated", RATIO)
 
 
 @dataclass(frozen=True)
@@ -145,9 +147,9 @@ class ScoringStrategy:
                 f"type: unknown strategy {self.type!r}, expected one of {', '.join(STRATEGIES)}"
             )
         _check_resources(self.resources)
-        if self.type != "RequestedToCapacityRatio":
-            return
-        shape = self.requested_to_capacity_ratio.shape if self.requested_to_capacity_ratio else ()
+        if self.type != RATIO or self.requested_to_capacity_ratio is None:
+            return  # a release's rule (`fit_args_problems`)
+        shape = self.requested_to_capacity_ratio.shape
         path = "requestedToCapacityRatio.shape"
         if not shape:
             raise PluginArgsError(f"{path}: at least one point is required")
@@ -177,6 +179,26 @@ class NodeResourcesFitArgs:
                 )
             if why := label_key_problem(group):
                 raise PluginArgsError(f"ignoredResourceGroups[{i}]: invalid value {group!r}: {why}")
+
+
+def fit_args_problems(args: NodeResourcesFitArgs, features: Features) -> list[str]:
+    """What a release refuses of `requestedToCapacityRatio` beside the strategy's type
+    (`ValidateNodeResourcesFitArgs`). v1.35 reads it only for RequestedToCapacityRatio
+    (ascheduler refuses that type without it, which kube-scheduler v1.35 would take and
+    then fail on); from v1.36 it is required with that type and forbidden with the others,
+    in kube-scheduler's words."""
+    strategy = args.scoring_strategy
+    ratio = strategy.requested_to_capacity_ratio
+    path = "scoringStrategy.requestedToCapacityRatio"
+    if not features.since(1, 36):
+        if strategy.type == RATIO and ratio is None:
+            return [f"{path}.shape: at least one point is required"]
+        return []
+    if strategy.type == RATIO and ratio is None:
+        return [f"{path}: Required value: must be specified when type is {RATIO}"]
+    if strategy.type != RATIO and ratio is not None:
+        return [f"{path}: Forbidden: must be nil when type is not {RATIO}"]
+    return []
 
 
 @dataclass(frozen=True)
@@ -612,6 +634,7 @@ FIT_REGISTRATION: Final = Registration(
     ),
     default_weight=1,
     kube_points=frozenset({"preFilter", "preScore"}),
+    check=fit_args_problems,
 )
 BALANCED_REGISTRATION: Final = Registration(
     BALANCED,

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from ascheduler.features import STORAGE_CAPACITY_SCORING
+from ascheduler.features import STORAGE_CAPACITY_SCORING, Features
 from ascheduler.framework import (
     MAX_NODE_SCORE,
     SKIP,
@@ -430,10 +430,20 @@ def new(args: VolumeBindingArgs, handle: Handle) -> VolumeBinding:
     return VolumeBinding(args, handle, shape=points)
 
 
+def with_default_shape(args: VolumeBindingArgs, features: Features) -> VolumeBindingArgs:
+    """kube-scheduler's `SetDefaults_VolumeBindingArgs`: with StorageCapacityScoring on (by
+    default from 1.37) a shape left out (or empty) is `DEFAULT_SHAPE`, and written so."""
+    if args.shape or STORAGE_CAPACITY_SCORING not in features:
+        return args
+    shape = tuple(UtilizationShapePoint(u, s) for u, s in DEFAULT_SHAPE)
+    return dataclasses.replace(args, shape=shape)
+
+
 REGISTRATION: Final = Registration(
     NAME,
     new,
     VolumeBindingArgs,
+    release_defaults=with_default_shape,
     events=frozenset(
         {
             ClusterEvent.NODE_ADD,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from ascheduler import metrics
+from ascheduler.features import Features, Release
 
 
 def sample(registry: CollectorRegistry, name: str, labels: dict[str, str]) -> float | None:
@@ -33,3 +34,15 @@ def test_children_of_two_metrics_with_the_same_labels_are_kept_apart() -> None:
     assert sample(registry, "t_two_seconds_count", {"result": "success"}) is None
     metrics.labelled(two, "success").observe(0.5)
     assert sample(registry, "t_two_seconds_count", {"result": "success"}) == 1
+
+
+def test_a_release_s_metrics_are_exported_from_that_release_on() -> None:
+    metrics.set_pending({"active": 2, "gated": 1})
+    older = CollectorRegistry()
+    metrics.behave_as(Features.defaults(Release(1, 36)), older)
+    assert sample(older, "scheduler_queued_entities", {"queue": "active", "type": "pod"}) is None
+    newer = CollectorRegistry()
+    metrics.behave_as(Features.defaults(Release(1, 37)), newer)
+    metrics.behave_as(Features.defaults(Release(1, 37)), newer)  # once
+    assert sample(newer, "scheduler_queued_entities", {"queue": "active", "type": "pod"}) == 2
+    assert sample(newer, "scheduler_queued_entities", {"queue": "gated", "type": "pod"}) == 1

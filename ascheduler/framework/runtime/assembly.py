@@ -94,7 +94,7 @@ class _Assembler:
             return None
         where = spec.arg_paths.get(ref.name, f"{spec.path}pluginConfig[{ref.name}].args")
         try:
-            args = registration.decode_args(spec.args.get(ref.name), where)
+            args = registration.decode_args(spec.args.get(ref.name), where, self.handle.features)
             plugin = registration.build(args, self.handle)
         except ConfigError as exc:
             self.problems.extend(exc.problems)

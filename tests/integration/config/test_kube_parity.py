@@ -1,12 +1,14 @@
 """Configuration files as kube-scheduler reads them: the corpus in `corpus/`, each file run
-through kube-scheduler v1.35's `--write-config-to` and through `ascheduler.config.parse`.
+through the plane release's kube-scheduler `--write-config-to` (v1.35 unless
+`ASCHEDULER_KUBE_VERSION` names another) and through `ascheduler.config.parse` at that release.
 
 ascheduler must accept exactly the files kube-scheduler accepts, and end with the same
 effective profiles: the plugins of each extension point in order, the Score weights
 (kube-scheduler logs them at -v=2, "the scheduler starts to work with those plugins"), and
 each plugin's args after defaulting (the written file's pluginConfig). Each file's first line
-says what kube-scheduler does with it, so a corpus file that stops meaning what it says
-fails too.
+says what kube-scheduler does with it, and a line `# from 1.36 kube-scheduler accepts: ...`
+after it what a later release does instead, so a corpus file that stops meaning what it says
+fails too. `PENDING` names the files a release reads in a way ascheduler does not yet.
 
 Only the kube-scheduler binary is needed, not the plane: `--master` points it at an address
 nothing listens on (it writes the file and exits before connecting), `--secure-port 0` binds
@@ -28,8 +30,9 @@ import pytest
 import yaml
 
 from ascheduler.config import parse
-from ascheduler.devcluster import ensure_built
+from ascheduler.devcluster import ensure_built, versions
 from ascheduler.durations import parse_seconds
+from ascheduler.features import Features, Release
 from ascheduler.framework import EXTENSION_POINTS, ConfigError, Handle, multipoint
 from ascheduler.framework.args import encode
 from ascheduler.framework.runtime import Framework
@@ -37,6 +40,24 @@ from ascheduler.plugins import IN_TREE
 
 CORPUS = Path(__file__).parent / "corpus"
 FILES = sorted(CORPUS.glob("*.yaml"))
+#: The plane's release, which both read the files as.
+RELEASE = Release.parse(versions.release().kubernetes)
+FEATURES = Features.defaults(RELEASE)
+#: Files a release reads in a way ascheduler does not yet: (file, from release) -> why.
+PENDING: dict[tuple[str, Release], str] = {
+    ("dra-binding-timeout.yaml", Release(1, 36)): (
+        "DRADeviceBindingConditions is on from 1.36: DynamicResources' bindingTimeout is "
+        "Dynamic Resource Allocation's to read (docs/releases.md section 12)"
+    ),
+}
+#: Plugins whose written args a release defaults in a way ascheduler does not yet: (plugin,
+#: from release) -> why; their args are not compared there.
+PENDING_ARGS: dict[tuple[str, Release], str] = {
+    ("DynamicResources", Release(1, 36)): (
+        "bindingTimeout defaults to 10m with DRADeviceBindingConditions, on from 1.36 "
+        "(docs/releases.md section 12)"
+    ),
+}
 #: Plugins ascheduler has that kube-scheduler v1.35 does not run by default.
 ASCHEDULER_ONLY = frozenset({"Coscheduling", "GangScheduling", "BindRequestBinder"})
 #: kube-scheduler's ListPlugins keys, and the Framework's lists.
@@ -132,7 +153,7 @@ def _both_implement(
     """`listed` restricted, point by point, to the plugins both schedulers implement there:
     ascheduler's plugins do some work at other points than kube-scheduler's (NodeResourcesFit
     needs no PreScore, its Score reads the node table), which is not configuration."""
-    ours = Framework(multipoint("all"), IN_TREE, Handle()).plugins
+    ours = Framework(multipoint("all"), IN_TREE, Handle(features=FEATURES)).plugins
     return {
         point: [
             (name, weight)
@@ -156,11 +177,26 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _expectation(path: Path) -> bool:
-    first = path.read_text().splitlines()[0]
-    match = re.fullmatch(r"# kube-scheduler (accepts|refuses): .+", first)
+def _expectation(path: Path, release: Release = RELEASE) -> bool:
+    """What the file's header says kube-scheduler of `release` does with it."""
+    lines = path.read_text().splitlines()
+    match = re.fullmatch(r"# kube-scheduler (accepts|refuses): .+", lines[0])
     assert match, f"{path.name}: the first line says what kube-scheduler does with it"
-    return match.group(1) == "accepts"
+    verdict = match.group(1)
+    for line in lines[1:]:
+        later = re.fullmatch(r"# from (\d+\.\d+) kube-scheduler (accepts|refuses): .+", line)
+        if later is None:
+            break
+        if release >= Release.parse(later.group(1)):
+            verdict = later.group(2)
+    return verdict == "accepts"
+
+
+def _pending(path: Path) -> str | None:
+    found = [
+        why for (name, since), why in PENDING.items() if name == path.name and since <= RELEASE
+    ]
+    return found[0] if found else None
 
 
 def test_the_corpus_has_both_kinds() -> None:
@@ -179,13 +215,16 @@ def test_ascheduler_reads_the_file_as_kube_scheduler_does(
         for point, entries in kube_verdicts["empty.yaml"].plugins[0].items()
     }
     assert kube.accepted == _expectation(path), kube.stderr
+    pending = _pending(path)
+    if pending is not None:
+        pytest.xfail(pending)
     document = yaml.safe_load(path.read_text())
     if not kube.accepted:
         with pytest.raises(ConfigError):
-            parse(document, IN_TREE)
+            parse(document, IN_TREE, FEATURES)
         return
     try:
-        config = parse(document, IN_TREE)
+        config = parse(document, IN_TREE, FEATURES)
     except ConfigError as exc:
         pytest.fail(f"kube-scheduler accepts it; ascheduler refuses it: {exc.problems}")
     written = kube.written
@@ -218,7 +257,7 @@ def test_ascheduler_reads_the_file_as_kube_scheduler_does(
         if "schedulerName" in (document.get("profiles") or [{}])[i]:
             assert spec.scheduler_name == theirs["schedulerName"]
         assert spec.percentage_of_nodes_to_score == theirs.get("percentageOfNodesToScore")
-        fw = Framework(spec, IN_TREE, Handle())
+        fw = Framework(spec, IN_TREE, Handle(features=FEATURES))
         theirs_listed = {point: listed.get(point, []) for point in POINTS}
         assert _both_implement(_ours(fw), kube_points) == _both_implement(
             theirs_listed, kube_points
@@ -226,5 +265,6 @@ def test_ascheduler_reads_the_file_as_kube_scheduler_does(
         their_args = {c["name"]: _plain(c["args"]) for c in theirs.get("pluginConfig") or []}
         for name, args in fw.args.items():
             # A plugin without args passes what it is given through, unread, on both sides.
-            if name in their_args and dataclasses.fields(args):
+            pending = any(n == name and since <= RELEASE for n, since in PENDING_ARGS)
+            if name in their_args and dataclasses.fields(args) and not pending:
                 assert _plain(encode(args)) == their_args[name], name

@@ -48,6 +48,7 @@ from ascheduler.features import Release, parse_gates
 from ascheduler.kube import ApiError, KubeClient
 from ascheduler.model import parse_node, parse_pod
 from ascheduler.model.objects import parse_namespace, parse_selecting
+from ascheduler.model.resources import RequestsRule
 from ascheduler.plugins import IN_TREE
 from tests.integration.differential.scores import (
     SCORE_LOG_ARGS,
@@ -725,10 +726,12 @@ class Runner:
         """The best nodes ascheduler's framework finds for the pod on the current state, and
         the scores kube-scheduler should log for it there."""
         cache = Cache()
+        gates = parse_gates(s.feature_gates or "", plane_release())
+        rule = RequestsRule.of(gates)
         for node in (await self.kube.get("/api/v1/nodes"))["items"]:
             cache.add_node(parse_node(node))
         for pod in (await self.kube.get("/api/v1/pods"))["items"]:
-            info = parse_pod(pod)
+            info = parse_pod(pod, rule=rule)
             if info.assigned and not info.terminal:
                 cache.add_pod(info)
         for ns in (await self.kube.get("/api/v1/namespaces"))["items"]:
@@ -751,14 +754,12 @@ class Runner:
                 "profiles": [{"schedulerName": "dry-run", **s.profile}],
             }
             config = parse_config(document, IN_TREE)
-        config = dataclasses.replace(
-            config, features=parse_gates(s.feature_gates or "", plane_release())
-        )
+        config = dataclasses.replace(config, features=gates)
         framework = next(iter(build_frameworks(config, IN_TREE, cache, None).values()))
         probe = copy.deepcopy(pod_body)
         probe["metadata"]["uid"] = "dry-run"
         table = cache.table
-        dry = framework.dry_run(parse_pod(probe), table, post_filter=False)
+        dry = framework.dry_run(parse_pod(probe, rule=rule), table, post_filter=False)
         rows = dry.feasible[dry.total == dry.total.max()] if dry.feasible.size else dry.feasible
         best = frozenset(self.logical_node(s, table.names[r]) for r in rows.tolist())
         return best, expected(framework, dry, table, lambda n: self.logical_node(s, n))

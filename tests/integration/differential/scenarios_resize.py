@@ -49,6 +49,45 @@ def pod_level(name: str, requests: Json, *containers: Json, **kw: Any) -> Json:
     return body
 
 
+def containers(name: str, *specs: tuple[str, str], node: str, init: str | None = None) -> Json:
+    """A pod of containers (name, cpu) at 64Mi each; `init` names a plain init container
+    (cpu 1) run before them."""
+    body = pause(name, node=node)
+    body["spec"]["containers"] = [
+        {
+            "name": c,
+            "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+        }
+        for c, cpu in specs
+    ]
+    if init is not None:
+        body["spec"]["initContainers"] = [
+            {
+                "name": init,
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": "1", "memory": "64Mi"}},
+            }
+        ]
+    return body
+
+
+def running(container: str, cpu: str) -> Json:
+    """A container status: resized to, and running at, `cpu`."""
+    return {
+        "name": container,
+        "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+        "allocatedResources": {"cpu": cpu, "memory": "64Mi"},
+    }
+
+
+#: The profile of the scenarios for what a release counts: BalancedAllocation's formula is a
+#: release's too (it scores the change in balance from 1.36), and is not what they compare.
+COUNTING_ONLY: Json = {
+    "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}}
+}
+
+
 def requesting(**requests: str) -> Json:
     return {"resources": {"requests": requests}} if requests else {}
 
@@ -115,5 +154,41 @@ RESIZE_SCENARIOS: list[Scenario] = [
             pod_level("mem-only", {"memory": "512Mi"}, {}, {}),
             pod_level("too-wide", {"cpu": "3500m"}, requesting(cpu="100m")),
         ],
+    ),
+    Scenario(
+        # 1.35 and 1.36 take each container's largest (2 + 2 = 4 cpus, n1 full); 1.37 the
+        # largest of the whole-pod sums (spec 3, running 3: one cpu free on n1).
+        "resize: containers resized opposite ways hold the largest sum (1.37), not the sum "
+        "of the largest",
+        nodes=[fake_node("n1", cpu="4"), fake_node("n2", cpu="1500m")],
+        existing=[containers("old", ("a", "2"), ("b", "1"), node="n1")],
+        statuses={"old": {"containerStatuses": [running("a", "1"), running("b", "2")]}},
+        pods=[pause("one", cpu="1")],
+        profile=COUNTING_ONLY,
+    ),
+    Scenario(
+        # A plain init container's status counts from 1.37 (3 cpus held on n1), not before
+        # (1 cpu: the spec's).
+        "resize: a plain init container's status counts (1.37)",
+        nodes=[fake_node("n1", cpu="4"), fake_node("n2", cpu="2")],
+        existing=[containers("old", ("main", "1"), node="n1", init="setup")],
+        statuses={"old": {"initContainerStatuses": [running("setup", "3")]}},
+        pods=[pause("two", cpu="2")],
+        profile=COUNTING_ONLY,
+    ),
+    Scenario(
+        # With InPlacePodLevelResourcesVerticalScaling (on from 1.36) the pod-level requests
+        # follow the pod's status: 3 cpus held on n1 instead of the spec's 1.
+        "pod-level resources: requests follow the pod's resize status (1.36)",
+        nodes=[fake_node("n1", cpu="4"), fake_node("n2", cpu="2")],
+        existing=[pod_level("levelled", {"cpu": "1"}, requesting(memory="100Mi"), node="n1")],
+        statuses={
+            "levelled": {
+                "resources": {"requests": {"cpu": "3", "memory": "100Mi"}},
+                "allocatedResources": {"cpu": "3", "memory": "100Mi"},
+            }
+        },
+        pods=[pause("two", cpu="2")],
+        profile=COUNTING_ONLY,
     ),
 ]
