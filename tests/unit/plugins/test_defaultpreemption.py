@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ascheduler.config import DEFAULT_SCHEDULER_NAME
+from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
+from ascheduler.features import Features, Release
 from ascheduler.framework.errors import PluginArgsError
 from ascheduler.framework.interface import Code, Diagnosis, FilterResult
 from ascheduler.framework.runtime import recorded_status
@@ -119,6 +120,29 @@ def test_budgets_are_decremented_victim_by_victim() -> None:
     assert [p.name for p in violating] == ["w1", "w2"]
 
 
+def test_from_1_37_a_victim_s_first_exhausted_budget_ends_its_accounting() -> None:
+    """`guarded` is covered by `strict` (no room) then `roomy` (room for one); `web` by
+    `roomy` alone. Until 1.36 `guarded` costs both budgets, so `web` finds `roomy` empty;
+    from 1.37 `strict` going below zero ends `guarded`'s accounting and `roomy` keeps its
+    room for `web`."""
+    both = {"tier": "x"}
+    victims = [
+        victim("guarded", 1, labels={"app": "web", "tier": "x"}),
+        victim("web", 1, labels={"app": "web"}),
+    ]
+    budgets = [
+        budget("strict", 0, {"matchLabels": both}),
+        budget("roomy", 1, {"matchLabels": {"app": "web"}}),
+    ]
+    old = split_by_budgets(victims, budgets)
+    new = split_by_budgets(victims, budgets, first_violation_ends=True)
+    assert [[p.name for p in group] for group in old] == [["guarded", "web"], []]
+    assert [[p.name for p in group] for group in new] == [["guarded"], ["web"]]
+    # The budgets in the other order: `roomy` is charged before `strict` stops the count.
+    flipped = split_by_budgets(victims, budgets[::-1], first_violation_ends=True)
+    assert [[p.name for p in group] for group in flipped] == [["guarded", "web"], []]
+
+
 def test_a_disrupted_pod_costs_its_budget_nothing() -> None:
     web = {"matchLabels": {"app": "web"}}
     victims = [victim("w0", 1, labels={"app": "web"}), victim("w1", 1, labels={"app": "web"})]
@@ -200,8 +224,10 @@ def incoming(name: str = "vip", priority: int = 100, cpu: str = "1", **spec: Any
     )
 
 
-def env_with(nodes: list[str], pods: list[PodInfo], cpu: str = "2") -> Env:
-    env = Env(*(node_info(n, cpu=cpu) for n in nodes))
+def env_with(
+    nodes: list[str], pods: list[PodInfo], cpu: str = "2", options: SchedulerConfig | None = None
+) -> Env:
+    env = Env(*(node_info(n, cpu=cpu) for n in nodes), options=options)
     for p in pods:
         env.cache.add_pod(p)
     return env
@@ -262,6 +288,28 @@ async def test_the_node_whose_victims_matter_least_is_chosen() -> None:
     env = env_with(["a", "b"], [placed("mid", "a", 50, cpu="2"), placed("low", "b", 10, cpu="2")])
     node, _, victims = await attempt(env, incoming(cpu="2"))
     assert (node, victims) == ("b", ["low"])
+
+
+async def test_from_1_37_a_successful_preemption_ends_the_failure_message() -> None:
+    """1.37's Evaluator.Preempt succeeds with a message the FitError appends; the DRA
+    PostFilter's rejection before it is not kept (RunPostFilterPlugins returns the success
+    as it is). 1.35 and 1.36 end the message with the filters' reasons."""
+    pods = [placed("old", "a", 0, started="2030-01-01T00:00:00Z"), placed("new", "a", 0)]
+    pods.append(placed("peer", "b", 200, cpu="2"))
+    for release, tail in (
+        (Release(1, 35), ""),
+        (Release(1, 36), ""),
+        (
+            Release(1, 37),
+            " preemption: found a potential placement for pod on node a, preempting 2 victims",
+        ),
+    ):
+        env = env_with(
+            ["a", "b"], pods, options=SchedulerConfig(features=Features.defaults(release))
+        )
+        node, note, victims = await attempt(env, incoming(cpu="2"))
+        assert (node, sorted(victims)) == ("a", ["new", "old"])
+        assert note == f"0/2 nodes are available: 2 Insufficient cpu.{tail}", release
 
 
 async def test_never_preempting_pods_say_so() -> None:
