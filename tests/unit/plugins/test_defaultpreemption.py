@@ -322,6 +322,22 @@ async def test_never_preempting_pods_say_so() -> None:
     )
 
 
+async def test_from_1_37_the_dra_post_filter_adds_nothing_to_the_message() -> None:
+    """DynamicResources' PostFilter before DefaultPreemption: `no new claims to deallocate`
+    until 1.36, a rejection without a message from 1.37."""
+    for release, dra in (
+        (Release(1, 36), "no new claims to deallocate, "),
+        (Release(1, 37), ""),
+    ):
+        options = SchedulerConfig(features=Features.defaults(release))
+        env = env_with(["a"], [placed("low", "a", 0, cpu="2")], options=options)
+        _, note, _ = await attempt(env, incoming(cpu="2", preemptionPolicy="Never"))
+        assert note == (
+            f"0/1 nodes are available: 1 Insufficient cpu. {dra}"
+            "preemption: not eligible due to preemptionPolicy=Never."
+        ), release
+
+
 async def test_no_lower_priority_pod_means_no_victims() -> None:
     env = env_with(["a", "b"], [placed("peer", "a", 100, cpu="2"), placed("top", "b", 500, "2")])
     env.cache.add_node(node_info("tainted", cpu="8", taints=[{"key": "k", "effect": "NoSchedule"}]))
