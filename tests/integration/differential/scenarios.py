@@ -714,13 +714,19 @@ SCENARIOS += [
         # first (1.37 stops there, earlier releases charge both), and `web-b` violates `web`
         # alone; either node has one violation, b fewer victims. kube-scheduler lists the
         # budgets in no fixed order, so only a case every order agrees on is compared.
+        # (`x-b`, covered by `tier` alone, makes the disruption controller count `tier`: it
+        # follows a pod two budgets cover through one of them only.)
         "preemption: a victim two budgets cover",
-        nodes=PAIR,
-        objects=[budget("web", "web", min_available=2), budget_on("tier", {"tier": "x"})],
+        nodes=[fake_node("a", cpu="2"), fake_node("b", cpu="3")],
+        objects=[
+            budget("web", "web", min_available=2),
+            budget_on("tier", {"tier": "x"}, min_available=2),
+        ],
         existing=[
             prio("both", "low", cpu="1", node="a", labels={**WEB, "tier": "x"}),
             prio("plain-a", "low", cpu="1", node="a"),
             prio("web-b", "low", cpu="2", node="b", labels=WEB),
+            prio("x-b", "high", cpu="1", node="b", labels={"tier": "x"}),
         ],
         pods=[prio("vip", "high", cpu="2")],
         preemption=True,
