@@ -11,14 +11,28 @@ from typing import Any, TypeVar
 import aiohttp
 
 from ascheduler.binding.leases import LEASE_GROUP, LEASE_NODE
-from ascheduler.devcluster import ControlPlane
+from ascheduler.devcluster import ControlPlane, versions
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.devcluster.processes import ProcessRecord
+from ascheduler.features import Release
 from ascheduler.kube import ApiError, KubeClient
 from ascheduler.locks.keys import DEFAULT_KEY, group_key, is_group_key, lock_lease_name
 from ascheduler.locks.settings import DEFAULT_LEASE_GROUPS
 
 T = TypeVar("T")
+
+
+def plane_since(major: int, minor: int) -> bool:
+    """Whether the plane (and so the ascheduler behaving as its release) is `major.minor` or
+    later."""
+    return Release.parse(versions.release().kubernetes) >= Release(major, minor)
+
+
+#: What DynamicResources' PostFilter adds to a pod's message before preemption's, for a pod
+#: without claims: its reason until 1.36, nothing from 1.37.
+NO_NEW_CLAIMS = "" if plane_since(1, 37) else "no new claims to deallocate, "
+#: The same for a pod whose claims have nothing to deallocate.
+STILL_NOT = "" if plane_since(1, 37) else "still not schedulable, "
 
 
 async def eventually(

@@ -16,6 +16,7 @@ from ascheduler.devcluster.processes import is_alive
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
+    STILL_NOT,
     claiming_pod,
     create_device_class,
     create_pods,
@@ -176,7 +177,7 @@ async def test_a_costly_selector_holds_up_no_other_pod_and_ends_at_filter_timeou
         )
         assert message == (
             "0/2 nodes are available: 1 cannot allocate all claims, 1 timed out trying to "
-            "allocate devices. still not schedulable, preemption: 0/2 nodes are available: "
+            f"allocate devices. {STILL_NOT}preemption: 0/2 nodes are available: "
             "2 Preemption is not helpful for scheduling."
         ), message
         assert is_alive(me)

@@ -16,6 +16,7 @@ from ascheduler.devcluster.processes import ProcessRecord
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
+    NO_NEW_CLAIMS,
     create_pods,
     eventually,
     get_pod,
@@ -64,7 +65,7 @@ def unresolvable(reason: str) -> str:
     """The message of a pod pinned to one of 4 nodes that SpotAvoidance rejects."""
     return (
         f"0/4 nodes are available: {reason}, 3 node(s) didn't match Pod's node "
-        "affinity/selector. no new claims to deallocate, preemption: 0/4 nodes are available: "
+        f"affinity/selector. {NO_NEW_CLAIMS}preemption: 0/4 nodes are available: "
         "4 Preemption is not helpful for scheduling."
     )
 

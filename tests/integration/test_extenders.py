@@ -25,6 +25,7 @@ from ascheduler.devcluster.plane import PlaneState, free_port, kube_scheduler_co
 from ascheduler.kube import ApiError, KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
+    NO_NEW_CLAIMS,
     create_pods,
     fetch,
     get_pod,
@@ -182,7 +183,7 @@ async def test_an_extender_filters_prioritizes_and_binds_its_pods(
     assert placed["ordinary"] in {*plain, silver, gold}
     assert message == (
         "0/4 nodes are available: 1 node(s) had no accelerator, "
-        "3 node(s) didn't match Pod's node affinity/selector. no new claims to deallocate, "
+        f"3 node(s) didn't match Pod's node affinity/selector. {NO_NEW_CLAIMS}"
         "preemption: 0/4 nodes are "
         "available: 1 No preemption victims found for incoming pod, 3 Preemption is not "
         "helpful for scheduling."

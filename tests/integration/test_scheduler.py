@@ -19,6 +19,7 @@ from ascheduler.kube import KubeClient
 from ascheduler.model.quantity import parse_resource
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
+    NO_NEW_CLAIMS,
     create_pods,
     events_for,
     eventually,
@@ -73,7 +74,7 @@ async def test_exact_fit_then_unschedulable_until_room_appears(
     message = await wait_unschedulable(kube, namespace, "extra")
     assert message == (
         "0/2 nodes are available: 2 Insufficient cpu. "
-        "no new claims to deallocate, "
+        f"{NO_NEW_CLAIMS}"
         "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
     )
     failed = await eventually(
@@ -123,7 +124,7 @@ async def test_taints_tolerations_and_cordoned_nodes(
     assert message == (
         "0/2 nodes are available: 1 node(s) had untolerated taint(s), "
         "1 node(s) were unschedulable. "
-        "no new claims to deallocate, "
+        f"{NO_NEW_CLAIMS}"
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
     assert (await wait_bound(kube, namespace, ["tolerant"]))["tolerant"] == tainted[0]
@@ -185,7 +186,7 @@ async def test_node_selector_and_affinity(
     message = await wait_unschedulable(kube, namespace, "nowhere")
     assert (
         message == "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. "
-        "no new claims to deallocate, "
+        f"{NO_NEW_CLAIMS}"
         "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
 
@@ -204,7 +205,7 @@ async def test_host_ports_conflict(
     message = await wait_unschedulable(kube, namespace, "web-1")
     assert message == (
         "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. "
-        "no new claims to deallocate, "
+        f"{NO_NEW_CLAIMS}"
         "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     )
     await kube.request(
@@ -276,7 +277,7 @@ async def test_higher_priority_pod_gets_the_only_room(
             message = await wait_unschedulable(kube, namespace, "low")
         assert message == (
             "0/1 nodes are available: 1 Insufficient cpu. "
-            "no new claims to deallocate, "
+            f"{NO_NEW_CLAIMS}"
             "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
         )
         assert node_of(await get_pod(kube, namespace, "low")) == ""
@@ -305,7 +306,7 @@ async def test_extended_resources(
     message = await wait_unschedulable(kube, namespace, waiting)
     # Full on the GPU node, none at all on the other: one reason, counted on both.
     assert message == (
-        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. no new claims to deallocate, "
+        f"0/2 nodes are available: 2 Insufficient nvidia.com/gpu. {NO_NEW_CLAIMS}"
         "preemption: 0/2 nodes are "
         "available: 1 No preemption victims found for incoming pod, 1 Preemption is not "
         "helpful for scheduling."
@@ -382,7 +383,7 @@ async def test_enormous_pod_is_reported_and_others_still_scheduled(
     assert message == (
         "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient "
         "example.com/unobtainium, 2 Insufficient memory. "
-        "no new claims to deallocate, "
+        f"{NO_NEW_CLAIMS}"
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
     assert is_alive(ascheduler)

@@ -14,6 +14,7 @@ from ascheduler.devcluster.processes import ProcessRecord, is_alive
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
+    NO_NEW_CLAIMS,
     create_pods,
     eventually,
     pause_pod,
@@ -61,7 +62,7 @@ async def test_a_deployment_spreads_over_zones_one_replica_per_node(
     message = await wait_unschedulable(kube, namespace, pending["metadata"]["name"])
     assert message == (
         "0/6 nodes are available: 6 node(s) didn't match pod anti-affinity rules. "
-        "no new claims to deallocate, "
+        f"{NO_NEW_CLAIMS}"
         "preemption: 0/6 nodes are available: 6 No preemption victims found for incoming pod."
     )
     assert is_alive(ascheduler)
@@ -126,7 +127,7 @@ async def test_unmeetable_and_enormous_constraints_are_reported_and_others_sched
     assert message == (
         "0/3 nodes are available: 3 node(s) didn't match pod topology spread constraints "
         "(missing required label). "
-        "no new claims to deallocate, "
+        f"{NO_NEW_CLAIMS}"
         "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
     # No pod matches in no namespace: the pod is not the first of its group (it does not
@@ -134,7 +135,7 @@ async def test_unmeetable_and_enormous_constraints_are_reported_and_others_sched
     message = await wait_unschedulable(kube, namespace, "selects-nothing")
     assert message == (
         "0/3 nodes are available: 3 node(s) didn't match pod affinity rules. "
-        "no new claims to deallocate, "
+        f"{NO_NEW_CLAIMS}"
         "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
     assert is_alive(ascheduler)
