@@ -159,9 +159,15 @@ class StatusWriter:
         if not unchanged or clear or (nominated_node and nominated_node != pod.nominated_node_name):
             self._put(_Condition(pod, reason, message, nominated_node, clear))
 
-    def preempted(self, victim: PodInfo, preemptor: PodInfo, node: str) -> None:
+    def preempted(
+        self, victim: PodInfo, preemptor: PodInfo, node: str, *, in_memory: bool = False
+    ) -> None:
         """kube-scheduler's `Preempted` event on a victim (reported by the preemptor's
-        profile, related to the preemptor)."""
+        profile, related to the preemptor); `in_memory`: the victim was preempted without
+        an API call (a pod waiting on Permit, 1.36 on), which the note says."""
+        note = f"Preempted by pod {preemptor.uid} on node {node}"
+        if in_memory:
+            note += " (in kube-scheduler memory)."
         self._put(
             _Event(
                 victim,
@@ -169,7 +175,7 @@ class StatusWriter:
                 "Normal",
                 "Preempted",
                 "Preempting",
-                f"Preempted by pod {preemptor.uid} on node {node}",
+                note,
                 preemptor,
             )
         )

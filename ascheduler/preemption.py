@@ -6,18 +6,22 @@ the loop goes on. A background task per preemptor:
 
 1. clears the nominations of lower-priority pods nominated to that node (they may no longer
    fit there) and sends them back to the active queue;
-2. evicts each victim that is not already terminating: a pod waiting on Permit is rejected;
+2. evicts each victim that is not already terminating: a pod waiting on Permit is rejected
+   (1.35) or preempted in memory (1.36 on: its wait ends in an error, and the `Preempted`
+   event says ` (in kube-scheduler memory).`; a wait already over falls back to the API);
    any other gets the `DisruptionTarget` condition kube-scheduler writes
    (`PreemptionByScheduler`), is deleted, and a `Preempted` event is recorded on it. All but
-   the last in parallel, then the last.
+   the last in parallel, then the last; from 1.36 the last is left alone when one of the
+   others failed (the preemptor is retried instead, as on any failure).
 
 The preemptor is held back by DefaultPreemption's PreEnqueue while its room is being made,
 so it is not tried elsewhere meanwhile: until the last victim is going (deleting, or gone from
 the cache), as kube-scheduler's `IsPodRunningPreemption` reads its informer. It is then left
 to the events that may help it (that victim's deletion above all), not activated: a victim
 that terminates slowly does not make the preemptor retry in a loop. It is activated when the
-task ends in a failure, or when an event tried to move it while it was held (it is gated
-then, and only activation lets it out). A write that fails transiently is retried with
+task ends in a failure, when an event tried to move it while it was held (it is gated
+then, and only activation lets it out), and from 1.37 when its last victim was preempted in
+memory (no deletion event will come for it). A write that fails transiently is retried with
 backoff; a victim already gone is done; a permanent failure (403, a webhook) ends the task
 early (the nomination stays, as kube-scheduler leaves it). Nothing awaits these tasks but
 shutdown.
@@ -28,12 +32,14 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import structlog
 
 from ascheduler import metrics
 from ascheduler.events import StatusWriter
+from ascheduler.features import Features
 from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.waiting import WaitingPods
 from ascheduler.kube import KubeClient, KubeError
@@ -48,6 +54,23 @@ ATTEMPTS: Final = 5
 FIRST_RETRY: Final = 0.2
 
 
+@dataclass(frozen=True, slots=True)
+class _Evicted:
+    """One victim's eviction: done (gone or going), and whether without an API call."""
+
+    ok: bool
+    in_memory: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """A preemptor's task: every eviction done, and whether the preemptor must be activated
+    because its last victim was preempted in memory (1.37)."""
+
+    ok: bool
+    last_in_memory: bool = False
+
+
 class Evictions:
     def __init__(
         self,
@@ -59,6 +82,7 @@ class Evictions:
         plugin: str = "DefaultPreemption",
         going: Callable[[str], bool] | None = None,
         gated: Callable[[str], bool] | None = None,
+        features: Features | None = None,
     ) -> None:
         self.kube = kube
         self.writer = writer
@@ -71,7 +95,9 @@ class Evictions:
         self.going = going or (lambda uid: False)
         #: Whether the queue holds a pod (by uid) gated by PreEnqueue.
         self.gated = gated or (lambda uid: False)
-        self._tasks: dict[str, asyncio.Task[bool]] = {}
+        #: The release whose executor this is (victims' handling changed in 1.36 and 1.37).
+        self.features = features if features is not None else Features.defaults()
+        self._tasks: dict[str, asyncio.Task[_Outcome]] = {}
         #: Preemptor -> its last victim, once that one's eviction is under way.
         self._last: dict[str, str] = {}
 
@@ -86,8 +112,10 @@ class Evictions:
         return len(self._tasks)
 
     def start(self, preemptor: PodInfo, node: str, victims: Sequence[PodInfo]) -> None:
-        metrics.PREEMPTION_VICTIMS.observe(len(victims))
         todo = [v for v in victims if not v.deleting]
+        # 1.36 counts the victims only when one is left to evict (1.35 and 1.37 always).
+        if todo or not self.features.since(1, 36) or self.features.since(1, 37):
+            metrics.PREEMPTION_VICTIMS.observe(len(victims))
         lower = [
             p
             for p in self.nominator.on_node(node)
@@ -103,7 +131,7 @@ class Evictions:
         )
         self._tasks[uid] = task
 
-        def finished(t: asyncio.Task[bool]) -> None:
+        def finished(t: asyncio.Task[_Outcome]) -> None:
             if self._tasks.get(uid) is t:
                 del self._tasks[uid]
                 self._last.pop(uid, None)
@@ -112,10 +140,11 @@ class Evictions:
             failure = t.exception()
             if failure is not None:
                 log.error("preemption_crashed", preemptor=preemptor.key, error=repr(failure))
-            result = "success" if failure is None and t.result() else "error"
+            outcome = t.result() if failure is None else _Outcome(ok=False)
+            result = "success" if outcome.ok else "error"
             metrics.PREEMPTION_GOROUTINES.labels(result).inc()
             metrics.PREEMPTION_GOROUTINES_DURATION.labels(result).observe(loop.time() - began)
-            if result == "error" or self.gated(uid):
+            if result == "error" or outcome.last_in_memory or self.gated(uid):
                 self.activate(uid)
 
         task.add_done_callback(finished)
@@ -126,7 +155,7 @@ class Evictions:
         node: str,
         victims: Sequence[PodInfo],
         lower: Sequence[PodInfo],
-    ) -> bool:
+    ) -> _Outcome:
         log.info(
             "preemption_started",
             preemptor=preemptor.key,
@@ -142,18 +171,30 @@ class Evictions:
             results = await asyncio.gather(
                 *(self._evict(preemptor, node, v) for v in victims[:-1]), return_exceptions=True
             )
-            ok = all(r is True for r in results)
-        if victims:
+            ok = all(isinstance(r, _Evicted) and r.ok for r in results)
+        in_memory = False
+        # kube-scheduler 1.36 on (`prepareCandidateAsync`): after a failure among the
+        # others, the last victim is spared; the preemptor is activated to try again.
+        if victims and (ok or not self.features.since(1, 36)):
             self._last[preemptor.uid] = victims[-1].uid
-            ok = await self._evict(preemptor, node, victims[-1]) and ok
+            last = await self._evict(preemptor, node, victims[-1])
+            ok = last.ok and ok
+            in_memory = last.in_memory
         log.info("preemption_finished", preemptor=preemptor.key, node=node, ok=ok)
-        return ok
+        # 1.37: a last victim preempted in memory sends no deletion event to wake the
+        # preemptor (PreEnqueue watches only that victim), so it is activated.
+        return _Outcome(ok, last_in_memory=in_memory and self.features.since(1, 37))
 
-    async def _evict(self, preemptor: PodInfo, node: str, victim: PodInfo) -> bool:
-        """One victim: True when it is gone or going."""
+    async def _evict(self, preemptor: PodInfo, node: str, victim: PodInfo) -> _Evicted:
+        """One victim: ok when it is gone or going; `in_memory` when no API call was made
+        (a pod waiting on Permit, 1.36 on)."""
         waiting = self.waiting.get(victim.uid)
-        if waiting is not None:
+        if waiting is not None and not self.features.since(1, 36):
             waiting.reject(self.plugin, "preempted")
+        elif waiting is not None and waiting.preempt(self.plugin, "preempted"):
+            log.info("preemption_victim_in_memory", victim=victim.key, preemptor=preemptor.key)
+            self.writer.preempted(victim, preemptor, node, in_memory=True)
+            return _Evicted(True, in_memory=True)
         else:
             path = f"/api/v1/namespaces/{victim.namespace}/pods/{victim.name}"
             condition = {
@@ -173,7 +214,7 @@ class Evictions:
                 outcome = await self._write(*args)
                 if outcome == "gone":
                     log.info("preemption_victim_gone", victim=victim.key, preemptor=preemptor.key)
-                    return True
+                    return _Evicted(True)
                 if outcome != "ok":
                     log.warning(
                         "preemption_eviction_failed",
@@ -182,9 +223,9 @@ class Evictions:
                         step=step,
                         error=outcome,
                     )
-                    return False
+                    return _Evicted(False)
         self.writer.preempted(victim, preemptor, node)
-        return True
+        return _Evicted(True)
 
     async def _write(self, method: str, path: str, body: Any, content_type: str | None) -> str:
         """ "ok", "gone" (404, or a uid precondition that no longer holds: another pod of that

@@ -137,6 +137,7 @@ class Scheduler:
             queue.activate,
             going=self._pod_going,
             gated=lambda uid: queue.where(uid) == "gated",
+            features=first.handle.features if first is not None else None,
         )
         if binder is not None:
             # A pod that met another instance's lock is retried as soon as it is let go.

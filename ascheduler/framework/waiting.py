@@ -42,6 +42,16 @@ class WaitingPod:
     def reject(self, plugin: str, message: str) -> None:
         self._finish(Status(Code.UNSCHEDULABLE, (message,), plugin))
 
+    def preempt(self, plugin: str, message: str) -> bool:
+        """kube-scheduler's `waitingPod.Preempt` (1.36): the wait ends in an error, not a
+        rejection, so the pod is retried after the error backoff rather than parked until
+        an event; False when the wait was already over (the pod was let go or rejected), so
+        the caller deletes it through the API as any other victim."""
+        if self._result.done():
+            return False
+        self._finish(Status(Code.ERROR, (message,), plugin))
+        return True
+
     def _timeout(self, plugin: str, seconds: float) -> None:
         self._finish(
             Status(

@@ -8,10 +8,14 @@ kube-scheduler v1.35's rules (`pkg/scheduler/framework/preemption` and the plugi
   that failed resolvably, at least `minCandidateNodesAbsolute`);
 * the importance order of victims (higher priority first, then the one running longer);
 * PodDisruptionBudgets: victims split into those whose eviction would take a budget below
-  zero and the others, budgets decremented victim by victim in the same pass;
+  zero and the others, budgets decremented victim by victim in the same pass (until 1.36
+  every budget covering a victim is decremented for it; from 1.37 the first one going below
+  zero ends the victim's accounting, so the budgets after it keep their room);
 * the choice among candidate nodes: fewest PDB violations, then the lowest highest-victim
   priority, the smallest sum of priorities, the fewest victims, the latest start time of the
-  highest-priority victims, then the first found.
+  highest-priority victims, then the first found;
+* from 1.37 a successful preemption says where it made room (`found a potential placement
+  ...`), and the pod's failure message ends with it.
 
 In a profile with HTTP extenders, the cycle awaits `post_filter_with_extenders` instead: the
 candidates go to the extenders' preempt verbs between the dry run and the choice, and what
@@ -66,6 +70,10 @@ NO_VICTIMS: Final = "No preemption victims found for incoming pod"
 NOT_HELPFUL: Final = "Preemption is not helpful for scheduling"
 NO_CANDIDATE: Final = "no candidate node for preemption"
 WAITING_FOR_PREEMPTION: Final = "waiting for the preemption for this pod to be finished"
+#: 1.37's `Evaluator.Preempt` success message (prefixed `preemption: ` by the plugin).
+FOUND_PLACEMENT: Final = (
+    "found a potential placement for pod on node {node}, preempting {n} victims"
+)
 #: Where PostFilter leaves the candidate it chose (its node and victims), in the cycle state.
 CHOSEN: Final = "DefaultPreemption/chosen"
 
@@ -135,11 +143,19 @@ def importance(now: float) -> Callable[[PodInfo], tuple[int, float]]:
 
 
 def split_by_budgets(
-    victims: Sequence[PodInfo], budgets: Iterable[DisruptionBudget]
+    victims: Sequence[PodInfo],
+    budgets: Iterable[DisruptionBudget],
+    *,
+    first_violation_ends: bool = False,
 ) -> tuple[list[PodInfo], list[PodInfo]]:
     """(violating, non-violating), each in the order given: a victim violates when some
     budget covering it, decremented for it and every covered victim before it, goes below
-    zero. A pod the budget already counts as disrupted costs it nothing."""
+    zero. A pod the budget already counts as disrupted costs it nothing.
+
+    Until 1.36 (`filterPodsWithPDBViolation`) every covering budget is decremented for a
+    victim; 1.37's `FilterVictimsWithPDBViolation` stops at the first budget that goes below
+    zero (`first_violation_ends`), so budgets later in the list are not charged for a victim
+    already found violating. Only a pod two budgets cover tells them apart."""
     covering = [b for b in budgets if not b.selector.nothing]
     allowed = [b.disruptions_allowed for b in covering]
     violating: list[PodInfo] = []
@@ -153,6 +169,8 @@ def split_by_budgets(
                 allowed[i] -= 1
                 if allowed[i] < 0:
                     violated = True
+                    if first_violation_ends:
+                        break
         (violating if violated else fine).append(pod)
     return violating, fine
 
@@ -311,7 +329,11 @@ class DefaultPreemption(ExtenderPostFilterPlugin, PreEnqueuePlugin):
         state.write(CHOSEN, best)
         if self.handle.evictor is not None and not state.dry_run:
             self.handle.evictor.start(pod, best.node, best.victims)
-        return PostFilterResult(SUCCESS, nominated_node=best.node)
+        if not self.handle.features.since(1, 37):
+            return PostFilterResult(SUCCESS, nominated_node=best.node)
+        # 1.37: the success says where; the cycle's failure message ends with it.
+        found = FOUND_PLACEMENT.format(node=best.node, n=len(best.victims))
+        return PostFilterResult(Status(Code.SUCCESS, (f"preemption: {found}",)), best.node)
 
     def dry_run(
         self,
@@ -387,7 +409,9 @@ class DefaultPreemption(ExtenderPostFilterPlugin, PreEnqueuePlugin):
         key = importance(now)
         lower.sort(key=key)
         budgets = self.handle.objects.budgets_for({p.namespace for p in lower})
-        violating, fine = split_by_budgets(lower, budgets)
+        violating, fine = split_by_budgets(
+            lower, budgets, first_violation_ends=self.handle.features.since(1, 37)
+        )
         removed = {p.uid: p for p in lower}
         victims: list[PodInfo] = []
         violations = 0

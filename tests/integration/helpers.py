@@ -19,22 +19,20 @@ from ascheduler.kube import ApiError, KubeClient
 from ascheduler.locks.keys import DEFAULT_KEY, group_key, is_group_key, lock_lease_name
 from ascheduler.locks.settings import DEFAULT_LEASE_GROUPS
 
-#: The release of the plane the suite runs on (`ASCHEDULER_KUBE_VERSION`), and so of the
-#: kube-scheduler ascheduler behaves as.
-PLANE_RELEASE = Release.parse(versions.release().kubernetes)
-
-
-def at_plane_release(message: str) -> str:
-    """A pod's `PodScheduled` message as kube-scheduler 1.35 words it, as the plane's release
-    words it: from 1.37 DynamicResources' PostFilter adds nothing when it deallocates
-    nothing (`no new claims to deallocate`, `still not schedulable`)."""
-    if Release(1, 37) <= PLANE_RELEASE:
-        for said in ("no new claims to deallocate, ", "still not schedulable, "):
-            message = message.replace(said, "")
-    return message
-
-
 T = TypeVar("T")
+
+
+def plane_since(major: int, minor: int) -> bool:
+    """Whether the plane (and so the ascheduler behaving as its release) is `major.minor` or
+    later."""
+    return Release.parse(versions.release().kubernetes) >= Release(major, minor)
+
+
+#: What DynamicResources' PostFilter adds to a pod's message before preemption's, for a pod
+#: without claims: its reason until 1.36, nothing from 1.37.
+NO_NEW_CLAIMS = "" if plane_since(1, 37) else "no new claims to deallocate, "
+#: The same for a pod whose claims have nothing to deallocate.
+STILL_NOT = "" if plane_since(1, 37) else "still not schedulable, "
 
 
 async def eventually(

@@ -16,7 +16,7 @@ from ascheduler.devcluster.processes import is_alive
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
-    at_plane_release,
+    STILL_NOT,
     claiming_pod,
     create_device_class,
     create_pods,
@@ -175,9 +175,9 @@ async def test_a_costly_selector_holds_up_no_other_pod_and_ends_at_filter_timeou
         message = await wait_unschedulable(
             kube, namespace, "iterations", timeout=FILTER_TIMEOUT + 180
         )
-        assert message == at_plane_release(
+        assert message == (
             "0/2 nodes are available: 1 cannot allocate all claims, 1 timed out trying to "
-            "allocate devices. still not schedulable, preemption: 0/2 nodes are available: "
+            f"allocate devices. {STILL_NOT}preemption: 0/2 nodes are available: "
             "2 Preemption is not helpful for scheduling."
         ), message
         assert is_alive(me)

@@ -16,7 +16,7 @@ from ascheduler.devcluster.processes import ProcessRecord
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
-    at_plane_release,
+    NO_NEW_CLAIMS,
     create_pods,
     eventually,
     get_pod,
@@ -63,9 +63,9 @@ def write_config(path: Path, *profiles: dict[str, Any]) -> Path:
 
 def unresolvable(reason: str) -> str:
     """The message of a pod pinned to one of 4 nodes that SpotAvoidance rejects."""
-    return at_plane_release(
+    return (
         f"0/4 nodes are available: {reason}, 3 node(s) didn't match Pod's node "
-        "affinity/selector. no new claims to deallocate, preemption: 0/4 nodes are available: "
+        f"affinity/selector. {NO_NEW_CLAIMS}preemption: 0/4 nodes are available: "
         "4 Preemption is not helpful for scheduling."
     )
 

@@ -16,7 +16,7 @@ from ascheduler.devcluster.plane import PlaneState
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
-    at_plane_release,
+    NO_NEW_CLAIMS,
     create_pods,
     pause_pod,
     scheduler,
@@ -104,9 +104,9 @@ async def test_it_changes_placements_on_the_plane(
         )
         await create_pods(kube, namespace, [pinned])
         message = await wait_unschedulable(kube, namespace, "pinned")
-        assert message == at_plane_release(
+        assert message == (
             "0/3 nodes are available: 1 node(s) are in maintenance, "
-            "2 node(s) didn't match Pod's node affinity/selector. no new claims to deallocate, "
+            f"2 node(s) didn't match Pod's node affinity/selector. {NO_NEW_CLAIMS}"
             "preemption: 0/3 nodes are "
             "available: 1 No preemption victims found for incoming pod, 2 Preemption is not "
             "helpful for scheduling."

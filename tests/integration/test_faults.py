@@ -33,7 +33,7 @@ from ascheduler.kube import KubeClient, KubeError
 from ascheduler.model.quantity import parse_resource
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
-    at_plane_release,
+    NO_NEW_CLAIMS,
     create_pods,
     eventually,
     lock_annotations,
@@ -185,9 +185,9 @@ async def test_a_bind_whose_answer_is_lost_keeps_its_room(
         "p0": node,
         "p1": node,
     }
-    assert message == at_plane_release(
+    assert message == (
         "0/1 nodes are available: 1 Insufficient cpu. "
-        "no new claims to deallocate, "
+        f"{NO_NEW_CLAIMS}"
         "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     )
     assert [proxy.stats.bindings[f"{namespace}/p{i}"] for i in range(3)] == [1, 1, 0]

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
+from ascheduler.devcluster import versions
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.processes import ProcessRecord, is_alive
+from ascheduler.features import Release
 from ascheduler.kube import ApiError, KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
@@ -73,6 +75,17 @@ async def test_a_high_priority_pod_evicts_the_least_important_and_takes_its_plac
     )
     assert [e["regarding"]["name"] for e in events] == ["lowest"]
     assert events[0]["note"] == f"Preempted by pod {pods['vip']['metadata']['uid']} on node {node}"
+    # The preemptor's failure: from 1.37 it ends with where preemption made room.
+    failed = await eventually(
+        lambda: events_for(kube, namespace, "FailedScheduling"), what="vip's FailedScheduling"
+    )
+    found = ""
+    if Release.parse(versions.release().kubernetes) >= Release(1, 37):
+        found = (
+            f" preemption: found a potential placement for pod on node {node}, preempting 1 victims"
+        )
+    first = min(failed, key=lambda e: str(e.get("eventTime") or ""))
+    assert first["note"] == f"0/1 nodes are available: 1 Insufficient cpu.{found}"
     assert is_alive(ascheduler)
 
 

@@ -19,7 +19,7 @@ from ascheduler.kube import KubeClient
 from ascheduler.model.quantity import parse_resource
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
-    at_plane_release,
+    NO_NEW_CLAIMS,
     create_pods,
     events_for,
     eventually,
@@ -72,9 +72,9 @@ async def test_exact_fit_then_unschedulable_until_room_appears(
 
     await create_pods(kube, namespace, [pause_pod("extra", cpu="1", memory="1Gi")])
     message = await wait_unschedulable(kube, namespace, "extra")
-    assert message == at_plane_release(
+    assert message == (
         "0/2 nodes are available: 2 Insufficient cpu. "
-        "no new claims to deallocate, "
+        f"{NO_NEW_CLAIMS}"
         "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
     )
     failed = await eventually(
@@ -121,10 +121,10 @@ async def test_taints_tolerations_and_cordoned_nodes(
         ],
     )
     message = await wait_unschedulable(kube, namespace, "plain")
-    assert message == at_plane_release(
+    assert message == (
         "0/2 nodes are available: 1 node(s) had untolerated taint(s), "
         "1 node(s) were unschedulable. "
-        "no new claims to deallocate, "
+        f"{NO_NEW_CLAIMS}"
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
     assert (await wait_bound(kube, namespace, ["tolerant"]))["tolerant"] == tainted[0]
@@ -184,9 +184,9 @@ async def test_node_selector_and_affinity(
     assert placed["gt-4"] == b[0]
     assert placed["prefers-b"] == b[0]
     message = await wait_unschedulable(kube, namespace, "nowhere")
-    assert message == at_plane_release(
-        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. "
-        "no new claims to deallocate, "
+    assert (
+        message == "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. "
+        f"{NO_NEW_CLAIMS}"
         "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
 
@@ -203,9 +203,9 @@ async def test_host_ports_conflict(
     await wait_bound(kube, namespace, ["web-0"])
     await create_pods(kube, namespace, pods[1:])
     message = await wait_unschedulable(kube, namespace, "web-1")
-    assert message == at_plane_release(
+    assert message == (
         "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. "
-        "no new claims to deallocate, "
+        f"{NO_NEW_CLAIMS}"
         "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     )
     await kube.request(
@@ -275,9 +275,9 @@ async def test_higher_priority_pod_gets_the_only_room(
         with scheduler(plane, plane_state, "ascheduler-prio", profile):
             await wait_bound(kube, namespace, ["high"])
             message = await wait_unschedulable(kube, namespace, "low")
-        assert message == at_plane_release(
+        assert message == (
             "0/1 nodes are available: 1 Insufficient cpu. "
-            "no new claims to deallocate, "
+            f"{NO_NEW_CLAIMS}"
             "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
         )
         assert node_of(await get_pod(kube, namespace, "low")) == ""
@@ -305,8 +305,8 @@ async def test_extended_resources(
     (waiting,) = set(pods) - set(bound)
     message = await wait_unschedulable(kube, namespace, waiting)
     # Full on the GPU node, none at all on the other: one reason, counted on both.
-    assert message == at_plane_release(
-        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. no new claims to deallocate, "
+    assert message == (
+        f"0/2 nodes are available: 2 Insufficient nvidia.com/gpu. {NO_NEW_CLAIMS}"
         "preemption: 0/2 nodes are "
         "available: 1 No preemption victims found for incoming pod, 1 Preemption is not "
         "helpful for scheduling."
@@ -380,10 +380,10 @@ async def test_enormous_pod_is_reported_and_others_still_scheduled(
     )
     await wait_bound(kube, namespace, [f"ordinary-{i}" for i in range(3)])
     message = await wait_unschedulable(kube, namespace, "enormous")
-    assert message == at_plane_release(
+    assert message == (
         "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient "
         "example.com/unobtainium, 2 Insufficient memory. "
-        "no new claims to deallocate, "
+        f"{NO_NEW_CLAIMS}"
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
     assert is_alive(ascheduler)

@@ -7,6 +7,8 @@ import asyncio
 from typing import Any
 
 from ascheduler.events import StatusWriter
+from ascheduler.features import Features, Release
+from ascheduler.framework.interface import Code
 from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.waiting import WaitingPod, WaitingPods
 from ascheduler.kube import ApiError
@@ -46,6 +48,7 @@ def evictions(
     *,
     going: set[str] | None = None,
     gated: set[str] | None = None,
+    release: Release | None = None,
 ) -> tuple[Evictions, list[str]]:
     """Evictions whose cache reads the pods in `going` as deleting, and whose queue holds
     the pods in `gated` gated."""
@@ -58,6 +61,7 @@ def evictions(
         activated.append,
         going=(going if going is not None else set()).__contains__,
         gated=(gated if gated is not None else set()).__contains__,
+        features=None if release is None else Features.defaults(release),
     )
     return ev, activated
 
@@ -175,6 +179,75 @@ async def test_a_victim_waiting_on_permit_is_rejected_not_deleted() -> None:
     assert not status.ok
     assert "preempted" in status.message
     assert kube.calls == []
+
+
+V135, V136, V137 = Release(1, 35), Release(1, 36), Release(1, 37)
+
+
+async def preempt_waiting(release: Release) -> tuple[Any, list[Any], list[str], FakeKube]:
+    """A lone victim waiting on Permit, preempted at `release`: (its wait's status, the
+    writes, the pods activated, the API calls)."""
+    kube = FakeKube()
+    ev, activated = evictions(kube, release=release)
+    waiting_pod = victim("w")
+    waiting = WaitingPod(waiting_pod, "n", {"Gang": 30.0})
+    ev.waiting.add(waiting)
+    ev.start(PREEMPTOR, "n", [waiting_pod])
+    status = await asyncio.wait_for(waiting.wait(), 5)
+    await finish(ev)
+    return status, written(ev), activated, kube
+
+
+async def test_until_1_36_a_waiting_victim_is_rejected() -> None:
+    status, items, activated, kube = await preempt_waiting(V135)
+    assert (status.code, status.reasons, status.plugin) == (
+        Code.UNSCHEDULABLE,
+        ("preempted",),
+        "DefaultPreemption",
+    )
+    assert [e.note for e in items] == ["Preempted by pod uid-vip on node n"]
+    assert (activated, kube.calls) == ([], [])
+
+
+async def test_from_1_36_a_waiting_victim_is_preempted_in_memory() -> None:
+    """kube-scheduler 1.36's `waitingPod.Preempt`: the wait ends in an error (the victim
+    goes to the error backoff), no API call, and the event says where it happened. Only
+    1.37 activates the preemptor afterwards (no deletion will wake it)."""
+    for release, woken in ((V136, []), (V137, [PREEMPTOR.uid])):
+        status, items, activated, kube = await preempt_waiting(release)
+        assert (status.code, status.reasons) == (Code.ERROR, ("preempted",)), release
+        assert [e.note for e in items] == [
+            "Preempted by pod uid-vip on node n (in kube-scheduler memory)."
+        ]
+        assert kube.calls == []
+        assert activated == woken, release
+
+
+async def test_from_1_36_a_wait_already_over_falls_back_to_the_api() -> None:
+    kube = FakeKube()
+    ev, _ = evictions(kube, release=V136)
+    waiting_pod = victim("w")
+    waiting = WaitingPod(waiting_pod, "n", {"Gang": 30.0})
+    waiting.allow("Gang")  # let go before the preemption reaches it
+    ev.waiting.add(waiting)
+    ev.start(PREEMPTOR, "n", [waiting_pod])
+    await finish(ev)
+    assert [c[0] for c in kube.calls] == ["PATCH", "DELETE"]
+    assert [e.note for e in written(ev)] == ["Preempted by pod uid-vip on node n"]
+    assert (await waiting.wait()).ok
+
+
+async def test_from_1_36_the_last_victim_is_spared_after_a_failure() -> None:
+    """Victims but the last go in parallel; one failing ends the task before the last at
+    1.36 and 1.37 (1.35 still evicted it). The preemptor is activated either way."""
+    for release, last_deleted in ((V135, True), (V136, False), (V137, False)):
+        kube = FakeKube({("DELETE", "a"): [403]})
+        ev, activated = evictions(kube, release=release)
+        ev.start(PREEMPTOR, "n", [victim("a"), victim("b")])
+        await finish(ev)
+        deleted = [c[1].rsplit("/", 1)[1] for c in kube.calls if c[0] == "DELETE"]
+        assert ("b" in deleted) is last_deleted, release
+        assert activated == [PREEMPTOR.uid]
 
 
 async def test_lower_priority_nominations_to_the_node_are_cleared() -> None:

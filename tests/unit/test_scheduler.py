@@ -12,6 +12,7 @@ import pytest
 from aiohttp import web
 
 from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
+from ascheduler.features import Features, Release
 from ascheduler.framework import (
     BindPlugin,
     ClusterEvent,
@@ -295,8 +296,11 @@ async def test_failed_bind_requeues_the_pod_as_the_informer_has_it_now() -> None
     assert condition.pod.resource_version == "42"
 
 
-@pytest.mark.parametrize("fate", ["deleted", "deleting", "bound elsewhere"])
+@pytest.mark.parametrize("fate", ["deleted", "deleting", "bound elsewhere", "recreated"])
 async def test_failed_bind_of_a_pod_gone_meanwhile_is_not_requeued(fate: str) -> None:
+    """kube-scheduler 1.36's `handleSchedulingFailure` skips a pod recreated under its name
+    (another UID): no requeue, no event, no condition; the pod is read back by UID here, so
+    every release behaves so."""
     store: dict[str, PodInfo] = {}
     env = Env(make_node("n1"), make_node("n2"), store=store)
     pod = make_pod("p")
@@ -308,6 +312,9 @@ async def test_failed_bind_of_a_pod_gone_meanwhile_is_not_requeued(fate: str) ->
         del store[pod.uid]
     elif fate == "deleting":
         store[pod.uid] = replace(pod, deleting=True)
+    elif fate == "recreated":
+        del store[pod.uid]
+        store["uid-p-again"] = replace(pod, uid="uid-p-again")
     else:
         store[pod.uid] = replace(pod, node_name="n2")
     await env.scheduler.binding_cycle(bind)
@@ -610,6 +617,55 @@ async def test_pods_waiting_on_permit_hold_no_binding_slot() -> None:
         running.cancel()
     assert sorted(plugin.bound) == ["fast", "w-0", "w-1"]
     assert scheduler._bind_slots._value == 1
+
+
+@pytest.mark.parametrize(
+    ("release", "reason", "message", "note"),
+    [
+        ("1.35", "Unschedulable", "preempted", "Preempted by pod uid-vip on node n1"),
+        (
+            "1.37",
+            "SchedulerError",
+            "waiting on permit for pod: preempted",
+            "Preempted by pod uid-vip on node n1 (in kube-scheduler memory).",
+        ),
+    ],
+)
+async def test_a_victim_waiting_on_permit_is_preempted_as_its_release_does(
+    release: str, reason: str, message: str, note: str
+) -> None:
+    """A pod holding its node while it waits on Permit is a victim like any other. 1.35
+    rejects its wait (the pod is unschedulable, parked); from 1.36 kube-scheduler preempts
+    it in memory: its binding cycle fails with an error (the error backoff), and the
+    `Preempted` event says no API call was made."""
+    made: list[WaitsOnPermit] = []
+
+    def factory(args: NoArgs, handle: Any) -> WaitsOnPermit:
+        made.append(WaitsOnPermit())
+        return made[-1]
+
+    plugins = [p for p in default_plugins(IN_TREE) if p.name != "DefaultBinder"]
+    options = SchedulerConfig(
+        profiles=(multipoint(DEFAULT_SCHEDULER_NAME, (*plugins, PluginRef(WaitsOnPermit.name))),),
+        features=Features.defaults(Release.parse(release)),
+    )
+    registry = Registry([*IN_TREE.values(), Registration(WaitsOnPermit.name, factory, NoArgs)])
+    env = Env(make_node("n1", cpu="2"), options=options, registry=registry)
+    victim = make_pod("w-low", cpu="2", priority=0)
+    bind, _ = await env.attempt(victim)
+    assert bind is not None
+    binding = asyncio.create_task(env.scheduler.binding_cycle(bind))
+    vip = make_pod("vip", cpu="2", priority=100)
+    assert (await env.attempt(vip))[0] is None
+    async with asyncio.timeout(10):
+        await binding
+    assert not env.cache.has_pod(victim.uid)
+    assert env.queue.where(victim.uid) is not None  # put back, to be tried again
+    items = env.written()
+    [condition] = [i for i in items if type(i).__name__ == "_Condition" and i.pod.name == "w-low"]
+    assert (condition.reason, condition.message) == (reason, message)
+    [preempted] = [i for i in items if getattr(i, "reason", "") == "Preempted"]
+    assert (preempted.pod.name, preempted.note) == ("w-low", note)
 
 
 class WaitsOutside(PreBindPlugin, BindPlugin):

@@ -721,9 +721,14 @@ class Framework:
         if waiting is None:
             return SUCCESS
         try:
-            return await waiting.wait()
+            status = await waiting.wait()
         finally:
             self.handle.waiting_pods.remove(pod.uid)
+        if status.code is Code.ERROR:
+            # kube-scheduler's wording of a wait that ended in an error (a preempted
+            # waiting pod, 1.36).
+            return Status.error(f"waiting on permit for pod: {status.message}", status.plugin)
+        return status
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         for plugin in self.pre_bind_plugins:

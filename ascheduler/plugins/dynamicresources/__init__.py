@@ -298,13 +298,11 @@ class DynamicResources(
             # scheduler's plugin fails reading its state, and that error ends PostFilter (no
             # preemption), its text closing the pod's message.
             return PostFilterResult(Status.error(STATE_NOT_FOUND))
-        # From 1.37 kube-scheduler's PostFilter no longer says why it deallocated nothing:
-        # the pod's message then names no reason of this plugin's.
+        # 1.37 rejects without a word where earlier releases said why (no claims, nothing
+        # to deallocate): the pod's message no longer carries it before preemption's.
         quiet = self.handle.features.since(1, 37)
         if not s.claims:
-            return PostFilterResult(
-                Status.unschedulable() if quiet else Status.unschedulable(NO_NEW_CLAIMS)
-            )
+            return PostFilterResult(Status.unschedulable(*(() if quiet else (NO_NEW_CLAIMS,))))
         for i in sorted(s.unavailable):
             claim = s.claims[i]
             users = claim.reserved_for
@@ -312,9 +310,7 @@ class DynamicResources(
                 if not state.dry_run:
                     self.writer.spawn(self.writer.deallocate(claim))
                 return PostFilterResult(Status.unschedulable(DEALLOCATED))
-        return PostFilterResult(
-            Status.unschedulable() if quiet else Status.unschedulable(STILL_NOT)
-        )
+        return PostFilterResult(Status.unschedulable(*(() if quiet else (STILL_NOT,))))
 
     def score(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray

@@ -613,6 +613,12 @@ def budget(name: str, app: str, min_available: int = 1) -> tuple[str, Json]:
     )
 
 
+def budget_on(name: str, labels: dict[str, str], min_available: int = 1) -> tuple[str, Json]:
+    path, body = budget(name, "", min_available)
+    body["spec"]["selector"] = {"matchLabels": labels}
+    return path, body
+
+
 def prio(name: str, cls: str, **kw: Any) -> Json:
     return pause(name, priorityClassName=f"diff-{cls}", **kw)
 
@@ -688,6 +694,43 @@ SCENARIOS += [
         ],
         preemption=True,
         independent=True,
+        dry_run=False,
+    ),
+    Scenario(
+        # From 1.37 the preemptor's first failure ends with where preemption made room and
+        # how many pods it evicts there (both victims counted).
+        "preemption: the message names the node and the victims",
+        nodes=PAIR,
+        existing=[
+            prio("low-1", "low", cpu="1", node="a"),
+            prio("low-2", "low", cpu="1", node="a"),
+            prio("top", "high", cpu="2", node="b"),
+        ],
+        pods=[prio("vip", "high", cpu="2")],
+        preemption=True,
+        dry_run=False,
+    ),
+    Scenario(
+        # `both` is covered by two budgets with no room: it violates whichever is counted
+        # first (1.37 stops there, earlier releases charge both), and `web-b` violates `web`
+        # alone; either node has one violation, b fewer victims. kube-scheduler lists the
+        # budgets in no fixed order, so only a case every order agrees on is compared.
+        # (`x-b`, covered by `tier` alone, makes the disruption controller count `tier`: it
+        # follows a pod two budgets cover through one of them only.)
+        "preemption: a victim two budgets cover",
+        nodes=[fake_node("a", cpu="2"), fake_node("b", cpu="3")],
+        objects=[
+            budget("web", "web", min_available=2),
+            budget_on("tier", {"tier": "x"}, min_available=2),
+        ],
+        existing=[
+            prio("both", "low", cpu="1", node="a", labels={**WEB, "tier": "x"}),
+            prio("plain-a", "low", cpu="1", node="a"),
+            prio("web-b", "low", cpu="2", node="b", labels=WEB),
+            prio("x-b", "high", cpu="1", node="b", labels={"tier": "x"}),
+        ],
+        pods=[prio("vip", "high", cpu="2")],
+        preemption=True,
         dry_run=False,
     ),
 ]

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ascheduler.config import DEFAULT_SCHEDULER_NAME
+from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
+from ascheduler.features import Features, Release
 from ascheduler.framework.errors import PluginArgsError
 from ascheduler.framework.interface import Code, Diagnosis, FilterResult
 from ascheduler.framework.runtime import recorded_status
@@ -119,6 +120,29 @@ def test_budgets_are_decremented_victim_by_victim() -> None:
     assert [p.name for p in violating] == ["w1", "w2"]
 
 
+def test_from_1_37_a_victim_s_first_exhausted_budget_ends_its_accounting() -> None:
+    """`guarded` is covered by `strict` (no room) then `roomy` (room for one); `web` by
+    `roomy` alone. Until 1.36 `guarded` costs both budgets, so `web` finds `roomy` empty;
+    from 1.37 `strict` going below zero ends `guarded`'s accounting and `roomy` keeps its
+    room for `web`."""
+    both = {"tier": "x"}
+    victims = [
+        victim("guarded", 1, labels={"app": "web", "tier": "x"}),
+        victim("web", 1, labels={"app": "web"}),
+    ]
+    budgets = [
+        budget("strict", 0, {"matchLabels": both}),
+        budget("roomy", 1, {"matchLabels": {"app": "web"}}),
+    ]
+    old = split_by_budgets(victims, budgets)
+    new = split_by_budgets(victims, budgets, first_violation_ends=True)
+    assert [[p.name for p in group] for group in old] == [["guarded", "web"], []]
+    assert [[p.name for p in group] for group in new] == [["guarded"], ["web"]]
+    # The budgets in the other order: `roomy` is charged before `strict` stops the count.
+    flipped = split_by_budgets(victims, budgets[::-1], first_violation_ends=True)
+    assert [[p.name for p in group] for group in flipped] == [["guarded", "web"], []]
+
+
 def test_a_disrupted_pod_costs_its_budget_nothing() -> None:
     web = {"matchLabels": {"app": "web"}}
     victims = [victim("w0", 1, labels={"app": "web"}), victim("w1", 1, labels={"app": "web"})]
@@ -200,8 +224,10 @@ def incoming(name: str = "vip", priority: int = 100, cpu: str = "1", **spec: Any
     )
 
 
-def env_with(nodes: list[str], pods: list[PodInfo], cpu: str = "2") -> Env:
-    env = Env(*(node_info(n, cpu=cpu) for n in nodes))
+def env_with(
+    nodes: list[str], pods: list[PodInfo], cpu: str = "2", options: SchedulerConfig | None = None
+) -> Env:
+    env = Env(*(node_info(n, cpu=cpu) for n in nodes), options=options)
     for p in pods:
         env.cache.add_pod(p)
     return env
@@ -264,6 +290,28 @@ async def test_the_node_whose_victims_matter_least_is_chosen() -> None:
     assert (node, victims) == ("b", ["low"])
 
 
+async def test_from_1_37_a_successful_preemption_ends_the_failure_message() -> None:
+    """1.37's Evaluator.Preempt succeeds with a message the FitError appends; the DRA
+    PostFilter's rejection before it is not kept (RunPostFilterPlugins returns the success
+    as it is). 1.35 and 1.36 end the message with the filters' reasons."""
+    pods = [placed("old", "a", 0, started="2030-01-01T00:00:00Z"), placed("new", "a", 0)]
+    pods.append(placed("peer", "b", 200, cpu="2"))
+    for release, tail in (
+        (Release(1, 35), ""),
+        (Release(1, 36), ""),
+        (
+            Release(1, 37),
+            " preemption: found a potential placement for pod on node a, preempting 2 victims",
+        ),
+    ):
+        env = env_with(
+            ["a", "b"], pods, options=SchedulerConfig(features=Features.defaults(release))
+        )
+        node, note, victims = await attempt(env, incoming(cpu="2"))
+        assert (node, sorted(victims)) == ("a", ["new", "old"])
+        assert note == f"0/2 nodes are available: 2 Insufficient cpu.{tail}", release
+
+
 async def test_never_preempting_pods_say_so() -> None:
     env = env_with(["a"], [placed("low", "a", 0, cpu="2")])
     node, note, victims = await attempt(env, incoming(cpu="2", preemptionPolicy="Never"))
@@ -272,6 +320,22 @@ async def test_never_preempting_pods_say_so() -> None:
         "0/1 nodes are available: 1 Insufficient cpu. "
         "no new claims to deallocate, preemption: not eligible due to preemptionPolicy=Never."
     )
+
+
+async def test_from_1_37_the_dra_post_filter_adds_nothing_to_the_message() -> None:
+    """DynamicResources' PostFilter before DefaultPreemption: `no new claims to deallocate`
+    until 1.36, a rejection without a message from 1.37."""
+    for release, dra in (
+        (Release(1, 36), "no new claims to deallocate, "),
+        (Release(1, 37), ""),
+    ):
+        options = SchedulerConfig(features=Features.defaults(release))
+        env = env_with(["a"], [placed("low", "a", 0, cpu="2")], options=options)
+        _, note, _ = await attempt(env, incoming(cpu="2", preemptionPolicy="Never"))
+        assert note == (
+            f"0/1 nodes are available: 1 Insufficient cpu. {dra}"
+            "preemption: not eligible due to preemptionPolicy=Never."
+        ), release
 
 
 async def test_no_lower_priority_pod_means_no_victims() -> None:

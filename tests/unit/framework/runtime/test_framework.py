@@ -738,6 +738,22 @@ async def test_permit_wait_then_reject() -> None:
     assert fw.handle.waiting_pods.get(info.uid) is None
 
 
+async def test_a_preempted_wait_ends_in_an_error_in_kube_scheduler_s_words() -> None:
+    """`waitingPod.Preempt` (DefaultPreemption, 1.36 on): not a rejection, an error that
+    WaitOnPermit wraps; a second preemption finds the wait over."""
+    fw = permit_framework(Permit("Gate", WAIT, 60))
+    info = parsed(pod())
+    fw.permit(CycleState(), info, "n1")
+    task = asyncio.create_task(fw.wait_on_permit(info))
+    await asyncio.sleep(0)
+    waiting = fw.handle.waiting_pods.get(info.uid)
+    assert waiting.preempt("DefaultPreemption", "preempted")
+    assert not waiting.preempt("DefaultPreemption", "preempted")
+    status = await task
+    assert (status.code, status.plugin) == (Code.ERROR, "DefaultPreemption")
+    assert status.reasons == ("waiting on permit for pod: preempted",)
+
+
 async def test_permit_wait_times_out() -> None:
     fw = permit_framework(Permit("Gate", WAIT, 0.01))
     info = parsed(pod())
