@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ascheduler.cache import Cache
+from ascheduler.features import Features
 from ascheduler.framework import (
     Code,
     CycleState,
@@ -207,8 +208,15 @@ def make_cache(nodes: Iterable[Json], pods: Iterable[Json] = ()) -> Cache:
     return cache
 
 
-def make_plugin(name: str, cache: Cache, args: Mapping[str, Any] | None = None) -> Any:
-    """The in-tree plugin `name`, its `args` decoded as a profile would decode them."""
+def make_plugin(
+    name: str,
+    cache: Cache,
+    args: Mapping[str, Any] | None = None,
+    *,
+    features: Features | None = None,
+) -> Any:
+    """The in-tree plugin `name`, its `args` decoded as a profile would decode them, for
+    `features` (default: the default release's)."""
     registration = IN_TREE[name]
     return registration.build(
         registration.decode_args(args, "args"),
@@ -218,6 +226,7 @@ def make_plugin(name: str, cache: Cache, args: Mapping[str, Any] | None = None) 
             storage=cache.storage,
             resources=cache.resources,
             attachments=cache.attachments,
+            features=features or Features.defaults(),
         ),
     )
 
