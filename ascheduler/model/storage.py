@@ -202,6 +202,9 @@ class CSIDriver:
     #: `spec.storageCapacity`: the driver publishes CSIStorageCapacity objects.
     storage_capacity: bool = False
     attach_required: bool = True
+    #: `spec.preventPodSchedulingIfMissing` (1.36 on): with the VolumeLimitScaling gate,
+    #: nodes whose CSINode does not list the driver take none of its volumes.
+    prevent_scheduling_if_missing: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,6 +466,7 @@ def parse_csi_driver(obj: Any) -> CSIDriver:
         str(meta.get("resourceVersion", "")),
         storage_capacity=spec.get("storageCapacity") is True,
         attach_required=attach is not False,
+        prevent_scheduling_if_missing=spec.get("preventPodSchedulingIfMissing") is True,
     )
 
 
