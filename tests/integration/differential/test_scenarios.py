@@ -9,12 +9,13 @@ import pytest
 
 from tests.integration.differential.harness import Runner, Scenario, differ
 from tests.integration.differential.scenarios import SCENARIOS
+from tests.integration.differential.scenarios_releases import RELEASES
 from tests.integration.differential.scenarios_scoring import SCORING
 
+ALL = [*SCENARIOS, *SCORING, *RELEASES]
 
-@pytest.mark.parametrize(
-    "scenario", [*SCENARIOS, *SCORING], ids=[s.name for s in [*SCENARIOS, *SCORING]]
-)
+
+@pytest.mark.parametrize("scenario", ALL, ids=[s.name for s in ALL])
 async def test_ascheduler_agrees_with_kube_scheduler(runner: Runner, scenario: Scenario) -> None:
     comparison = await differ(runner, scenario)
     # What was compared, on stderr (`pytest -s` shows it).
