@@ -53,13 +53,13 @@ from ascheduler.framework import (
     WhatIfFilterPlugin,
 )
 from ascheduler.model import PodInfo
-from ascheduler.model.storage import INLINE_DRIVERS, CSINode, VolumeAttachment, VolumeClaim
-from ascheduler.model.volumes import AWS_EBS, CLAIM, EPHEMERAL, GCE_PD, names_claim
+from ascheduler.model.storage import PORTWORX_INLINE, CSINode, VolumeAttachment, VolumeClaim
+from ascheduler.model.volumes import AWS_EBS, CLAIM, EPHEMERAL, GCE_PD, PORTWORX, names_claim
 
 NAME: Final = "NodeVolumeLimits"
 REASON: Final = "node(s) exceed max volume count"
 NOT_INSTALLED: Final = "{} CSI driver is not installed on the node"
-_COUNTED: Final = (CLAIM, EPHEMERAL, GCE_PD, AWS_EBS)
+_COUNTED: Final = (CLAIM, EPHEMERAL, GCE_PD, AWS_EBS, PORTWORX)
 
 
 @dataclass
@@ -109,7 +109,9 @@ class NodeVolumeLimits(
         if event is ClusterEvent.VOLUME_ATTACHMENT_DELETE:
             detached: VolumeAttachment = old
             return any(
-                v.kind == CLAIM or INLINE_DRIVERS.get(v.kind) == detached.attacher
+                # Inline Portworx volumes are migratable in every release (the translator's
+                # word), counted or not.
+                v.kind == CLAIM or PORTWORX_INLINE.get(v.kind) == detached.attacher
                 for v in pod.volumes
             )
         return True

@@ -732,7 +732,8 @@ class Runner:
     ) -> tuple[frozenset[str], Expected]:
         """The best nodes ascheduler's framework finds for the pod on the current state, and
         the scores kube-scheduler should log for it there."""
-        cache = Cache()
+        features = parse_gates(s.feature_gates or "", plane_release())
+        cache = Cache(features)
         for node in (await self.kube.get("/api/v1/nodes"))["items"]:
             cache.add_node(parse_node(node))
         for pod in (await self.kube.get("/api/v1/pods"))["items"]:
@@ -759,9 +760,7 @@ class Runner:
                 "profiles": [{"schedulerName": "dry-run", **s.profile}],
             }
             config = parse_config(document, IN_TREE)
-        config = dataclasses.replace(
-            config, features=parse_gates(s.feature_gates or "", plane_release())
-        )
+        config = dataclasses.replace(config, features=features)
         framework = next(iter(build_frameworks(config, IN_TREE, cache, None).values()))
         probe = copy.deepcopy(pod_body)
         probe["metadata"]["uid"] = "dry-run"

@@ -192,3 +192,58 @@ RELEASES += [
     for gates in ("", "VolumeLimitScaling=true")
     for messages in (False, True)
 ]
+
+# -- NodeVolumeLimits: Portworx migrated from 1.36 ----------------------------------------------
+
+PX = "pxd.portworx.com"
+
+
+def portworx_volume(name: str, claim_name: str) -> tuple[str, Json]:
+    """An in-tree Portworx PersistentVolume pre-bound to `claim_name` (class `local`)."""
+    body: Json = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "local",
+            "persistentVolumeReclaimPolicy": "Retain",
+            "portworxVolume": {"volumeID": name},
+            "claimRef": {"namespace": "default", "name": claim_name},
+        },
+    }
+    return ("PersistentVolume", body)
+
+
+def inline_portworx(name: str, volume_id: str, **kw: object) -> Json:
+    return pause(name, volumes=[{"name": "px", "portworxVolume": {"volumeID": volume_id}}], **kw)
+
+
+RELEASES += [
+    Scenario(
+        "releases: NodeVolumeLimits counts in-tree Portworx volumes from 1.36",
+        nodes=[fake_node("roomy", cpu="32", memory="64Gi"), fake_node("plain")],
+        # No migrated-plugins annotation: 1.35 counts no Portworx volume.
+        csi_nodes={"roomy": {PX: 1}, "plain": {PX: 2}},
+        storage=[
+            storage_class("local"),
+            portworx_volume("px-1", "px-1"),
+            portworx_volume("px-2", "px-2"),
+        ],
+        objects=[claim("px-1", volume_name="px-1"), claim("px-2", volume_name="px-2")],
+        bound_claims=["default/px-1", "default/px-2"],
+        existing=[
+            with_claims("holder", "px-1", node="roomy"),
+            inline_portworx("inline-holder", "px-3", node="plain"),
+        ],
+        pods=[
+            # 1.35: roomy (the resource scores); from 1.36 roomy is at its count: plain.
+            with_claims("claimed", "px-2"),
+            inline_portworx("inline", "px-4"),
+            # What roomy has already is not new there.
+            with_claims("sharing", "px-1"),
+        ],
+        independent=True,
+    ),
+]

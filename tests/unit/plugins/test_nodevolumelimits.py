@@ -438,3 +438,73 @@ def test_the_driver_field_is_parsed() -> None:
     assert not parse_csi_driver(
         {"metadata": {"name": "d"}, "spec": {}}
     ).prevent_scheduling_if_missing
+
+
+# -- Portworx: migrated from 1.36 ---------------------------------------------------------------
+
+PX = "pxd.portworx.com"
+
+
+def portworx_cluster(release: Release) -> Cache:
+    """a and b take one Portworx volume each; a holds px-1 through a claim, b px-3 inline."""
+    cache = Cache(Features.defaults(release))
+    for name in ("a", "b"):
+        cache.add_node(parse_node(node(name)))
+        body = {"name": PX, "nodeID": name, "allocatable": {"count": 1}}
+        add(
+            cache,
+            "CSINode",
+            parse_csi_node({"metadata": {"name": name}, "spec": {"drivers": [body]}}),
+        )
+    add(
+        cache,
+        "StorageClass",
+        parse_storage_class(
+            {"metadata": {"name": "px"}, "provisioner": "kubernetes.io/portworx-volume"}
+        ),
+    )
+    for handle in ("px-1", "px-2"):
+        pv = {"metadata": {"name": handle}, "spec": {"portworxVolume": {"volumeID": handle}}}
+        add(cache, "PersistentVolume", parse_volume(pv))
+        spec = {"storageClassName": "px", "volumeName": handle}
+        add(
+            cache,
+            "PersistentVolumeClaim",
+            parse_claim({"metadata": {"namespace": "ns", "name": handle}, "spec": spec}),
+        )
+    add(
+        cache,
+        "PersistentVolumeClaim",
+        parse_claim(
+            {"metadata": {"namespace": "ns", "name": "unbound"}, "spec": {"storageClassName": "px"}}
+        ),
+    )
+    cache.add_pod(parse_pod(using("p1", "px-1", where="a")))
+    cache.add_pod(parse_pod(inline_px("p3", "px-3", where="b")))
+    return cache
+
+
+def inline_px(name: str, volume_id: str, where: str | None = None) -> dict[str, Any]:
+    raw = pod(name, namespace="ns")
+    raw["spec"]["volumes"] = [{"name": "px", "portworxVolume": {"volumeID": volume_id}}]
+    return on(where, raw) if where else raw
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(using("x", "px-2"), id="claim"),
+        pytest.param(using("x", "unbound"), id="provisioner"),
+        pytest.param(inline_px("x", "px-4"), id="inline"),
+    ],
+)
+def test_portworx_volumes_count_as_their_csi_driver_s_from_1_36(raw: dict[str, Any]) -> None:
+    for release in (Release(1, 36), Release(1, 37)):
+        cache = portworx_cluster(release)
+        plugin = make_plugin(NAME, cache, features=Features.defaults(release))
+        assert rejected_reasons(run(plugin, raw, cache), cache) == {"a": [REASON], "b": [REASON]}
+        # A volume a node already has is not new there.
+        assert rejected_reasons(run(plugin, using("y", "px-1"), cache), cache) == {"b": [REASON]}
+    # 1.35 without the CSINode's migrated-plugins annotation: not counted.
+    cache = portworx_cluster(Release(1, 35))
+    assert run(make_plugin(NAME, cache), raw, cache) is None
