@@ -6,7 +6,8 @@
 * VolumeBinding: scored by default from 1.37 (StorageCapacityScoring beta);
 * NodeVolumeLimits: under VolumeLimitScaling (on by default from 1.37, named here for the
   others) nodes without a volume's CSI driver are refused: any driver with a CSIDriver object
-  in 1.35, only those setting `preventPodSchedulingIfMissing` from 1.36.
+  in 1.35, only those setting `preventPodSchedulingIfMissing` from 1.36; and in-tree
+  Portworx volumes count as their CSI driver's from 1.36.
 """
 
 from __future__ import annotations
