@@ -306,7 +306,7 @@ def _scheduler(
 ) -> Scheduler:
     """The cache, the profiles, the queue, the binder and the scheduler over them (the
     plugins given no client when `writes` is off)."""
-    cache = Cache()
+    cache = Cache(config.features)
     binder = _binder(config, write_client, cache)
     frameworks = build_frameworks(
         config,

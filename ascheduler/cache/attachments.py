@@ -12,7 +12,9 @@ Filter reads columns. A pod's volumes are resolved as kube-scheduler resolves th
 * an unbound claim: its StorageClass's provisioner (or the CSI driver a migrated in-tree
   provisioner maps to) with a handle of its own, so that it counts as one volume;
 * generic ephemeral volumes through their claim (which the pod must own); inline GCE PD and
-  AWS EBS volumes through their migrated driver.
+  AWS EBS volumes through their migrated driver;
+* from 1.36 Portworx's in-tree volumes, inline ones and its provisioner's claims too, as
+  `pxd.portworx.com`'s (`portworx`).
 
 Whatever else (no claim, no class, no driver) is not counted. Resolutions depend on claims,
 volumes and classes: when one changes, the pods using that claim are resolved again.
@@ -40,6 +42,9 @@ from ascheduler.model.storage import (
     INLINE_DRIVERS,
     MIGRATED_PROVISIONERS,
     MIGRATED_SOURCES,
+    PORTWORX_INLINE,
+    PORTWORX_PROVISIONERS,
+    PORTWORX_SOURCES,
     Volume,
     VolumeAttachment,
     VolumeClaim,
@@ -62,9 +67,15 @@ def column(driver: str) -> tuple[str, str]:
 
 
 class AttachedVolumes:
-    def __init__(self, storage: StorageObjects, table: MutableNodeTable) -> None:
+    def __init__(
+        self, storage: StorageObjects, table: MutableNodeTable, *, portworx: bool = False
+    ) -> None:
         self.storage = storage
         self.table = table
+        #: Whether Portworx counts as migrated (1.36 on).
+        self._sources = PORTWORX_SOURCES if portworx else MIGRATED_SOURCES
+        self._provisioners = PORTWORX_PROVISIONERS if portworx else MIGRATED_PROVISIONERS
+        self._inline = PORTWORX_INLINE if portworx else INLINE_DRIVERS
         #: Unbound claims get handles no real volume has.
         self._prefix = secrets.token_hex(16)
         #: uid -> (pod, node, unique name -> driver)
@@ -83,7 +94,7 @@ class AttachedVolumes:
     def _from_volume(self, volume: Volume) -> tuple[str, str] | None:
         if volume.csi_driver:
             return (volume.csi_driver, volume.csi_handle) if volume.csi_handle else None
-        driver = MIGRATED_SOURCES.get(volume.in_tree)
+        driver = self._sources.get(volume.in_tree)
         if driver is None or not volume.in_tree_id:
             return None
         return driver, volume.in_tree_id
@@ -94,7 +105,7 @@ class AttachedVolumes:
         klass = self.storage.storage_class(claim.class_name)
         if klass is None or not klass.provisioner:
             return None
-        driver = MIGRATED_PROVISIONERS.get(klass.provisioner, klass.provisioner)
+        driver = self._provisioners.get(klass.provisioner, klass.provisioner)
         return driver, f"{self._prefix}-{claim.namespace}/{claim.name}"
 
     def resolve(self, pod: PodInfo, *, new: bool) -> dict[str, str]:
@@ -123,8 +134,8 @@ class AttachedVolumes:
                 volume = self.storage.volume(claim.volume_name) if claim.volume_name else None
                 # Unbound, or bound to a volume not (yet) seen: counted by its class.
                 found = self._from_volume(volume) if volume else self._from_class(claim)
-            elif v.kind in INLINE_DRIVERS and v.disk:
-                found = (INLINE_DRIVERS[v.kind], v.disk)
+            elif v.kind in self._inline and v.disk:
+                found = (self._inline[v.kind], v.disk)
             if found is not None:
                 driver, handle = found
                 out[f"{driver}/{handle}"] = driver

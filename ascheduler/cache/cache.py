@@ -38,6 +38,7 @@ from ascheduler.cache.nodetable import MutableNodeTable
 from ascheduler.cache.objects import ClusterObjects
 from ascheduler.cache.storage import StorageObjects
 from ascheduler.dra.store import ResourceObjects
+from ascheduler.features import Features, Release
 from ascheduler.model import Node, PodInfo
 
 log = structlog.get_logger(__name__)
@@ -55,7 +56,9 @@ class CacheError(RuntimeError):
 
 
 class Cache:
-    def __init__(self) -> None:
+    def __init__(self, features: Features | None = None) -> None:
+        """`features`: the release behaved as (what NodeVolumeLimits counts depends on it)."""
+        release = (features or Features()).release
         self.table = MutableNodeTable()
         #: Namespaces, Services and pod controllers (their own informers fill it).
         self.objects = ClusterObjects()
@@ -64,7 +67,9 @@ class Cache:
         #: DeviceClasses, ResourceSlices, ResourceClaims and templates (their informers).
         self.resources = ResourceObjects()
         #: CSI volumes attached per node and driver (NodeVolumeLimits).
-        self.attachments = AttachedVolumes(self.storage, self.table)
+        self.attachments = AttachedVolumes(
+            self.storage, self.table, portworx=release >= Release(1, 36)
+        )
         #: Pod groups (PodGroups, Workloads) and their members (the pod informer's events).
         self.gangs = Gangs()
         self._pods: dict[str, _PodState] = {}

@@ -86,6 +86,8 @@ class PodInfo:
     pod_affinity: PodAffinity = NO_POD_AFFINITY
     #: Container and init container images, as written in the spec.
     images: tuple[str, ...] = ()
+    #: `spec.volumes[].image.reference` of every image volume ("" where none is given).
+    image_volumes: tuple[str, ...] = ()
     #: `spec.volumes`, as the volume plugins read them.
     volumes: tuple[PodVolume, ...] = ()
     #: `spec.resourceClaims` (Dynamic Resource Allocation).
@@ -283,6 +285,24 @@ def _images(spec: Mapping[str, Any], errors: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _image_volumes(spec: Mapping[str, Any], errors: list[str]) -> tuple[str, ...]:
+    """Image volumes' references: ImageLocality counts them from 1.36."""
+    out = []
+    volumes = spec.get("volumes")
+    for i, raw in enumerate(volumes if isinstance(volumes, list) else ()):
+        image = raw.get("image") if isinstance(raw, Mapping) else None
+        if image is None:
+            continue
+        if not isinstance(image, Mapping):
+            errors.append(f"spec.volumes[{i}].image: expected an object")
+            continue
+        reference = image.get("reference")
+        if reference is not None and not isinstance(reference, str):
+            errors.append(f"spec.volumes[{i}].image.reference: expected a string")
+        out.append(reference if isinstance(reference, str) else "")
+    return tuple(out)
+
+
 def parse_pod(obj: Any, *, keep_raw: bool = False, rule: RequestsRule = V1_35) -> PodInfo:
     """`keep_raw` keeps the object itself on a pod not yet bound (what extenders are sent);
     `rule` is how the release reads a resized pod's requests (`resources.RequestsRule`)."""
@@ -311,6 +331,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False, rule: RequestsRule = V1_35) -
     controller = _controller(meta, errors)
     spread = _spread(spec, errors)
     images = _images(spec, errors)
+    image_volumes = _image_volumes(spec, errors)
     volumes = parse_volumes(spec.get("volumes"), str(meta.get("name", "")), errors)
     resource_claims, claim_statuses = parse_pod_claims(spec, status, errors)
     priority = spec.get("priority") or 0
@@ -362,6 +383,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False, rule: RequestsRule = V1_35) -
         spread_constraints=spread,
         pod_affinity=pod_affinity,
         images=images,
+        image_volumes=image_volumes,
         volumes=volumes,
         resource_claims=resource_claims,
         claim_statuses=claim_statuses,

@@ -16,7 +16,7 @@ from typing import Any, Final
 from ascheduler.model.affinity import NodeSelectorTerm, SpecError, parse_term
 from ascheduler.model.quantity import QuantityError, parse_value
 from ascheduler.model.topology import NOTHING, LabelSelector, parse_selector
-from ascheduler.model.volumes import AWS_EBS, GCE_PD, string_field
+from ascheduler.model.volumes import AWS_EBS, GCE_PD, PORTWORX, string_field
 
 #: The annotations kube-scheduler and the persistentvolume controller read and write.
 SELECTED_NODE: Final = "volume.kubernetes.io/selected-node"
@@ -202,6 +202,9 @@ class CSIDriver:
     #: `spec.storageCapacity`: the driver publishes CSIStorageCapacity objects.
     storage_capacity: bool = False
     attach_required: bool = True
+    #: `spec.preventPodSchedulingIfMissing` (1.36 on): with the VolumeLimitScaling gate,
+    #: nodes whose CSINode does not list the driver take none of its volumes.
+    prevent_scheduling_if_missing: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +306,7 @@ _IN_TREE_IDS: Final = {
     "awsElasticBlockStore": "volumeID",
     "azureDisk": "diskURI",
     "cinder": "volumeID",
+    "portworxVolume": "volumeID",
 }
 
 
@@ -463,6 +467,7 @@ def parse_csi_driver(obj: Any) -> CSIDriver:
         str(meta.get("resourceVersion", "")),
         storage_capacity=spec.get("storageCapacity") is True,
         attach_required=attach is not False,
+        prevent_scheduling_if_missing=spec.get("preventPodSchedulingIfMissing") is True,
     )
 
 
@@ -519,3 +524,11 @@ MIGRATED_SOURCES: Final = {
 }
 #: Inline in-tree disks kube-scheduler counts, -> the CSI driver each migrated to.
 INLINE_DRIVERS: Final = {GCE_PD: "pd.csi.storage.gke.io", AWS_EBS: "ebs.csi.aws.com"}
+#: Portworx: NodeVolumeLimits counts its in-tree volumes (PersistentVolumes, inline ones and
+#: its provisioner's) as its CSI driver's from 1.36 wherever the node has a CSINode; in 1.35
+#: only where the CSINode's migrated-plugins annotation lists it (not modelled: not counted).
+PORTWORX_PLUGIN: Final = "kubernetes.io/portworx-volume"
+PORTWORX_DRIVER: Final = "pxd.portworx.com"
+PORTWORX_PROVISIONERS: Final = {**MIGRATED_PROVISIONERS, PORTWORX_PLUGIN: PORTWORX_DRIVER}
+PORTWORX_SOURCES: Final = {**MIGRATED_SOURCES, "portworxVolume": PORTWORX_DRIVER}
+PORTWORX_INLINE: Final = {**INLINE_DRIVERS, PORTWORX: PORTWORX_DRIVER}

@@ -6,7 +6,8 @@ Only what scheduling depends on is kept:
   named `<pod>-<volume>` and created by the ephemeral volume controller;
 * the in-tree disks VolumeRestrictions still checks for conflicts (GCE PD, AWS EBS, iSCSI,
   RBD) with the fields that identify them;
-* inline CSI volumes (`csi:`), which NodeVolumeLimits counts per driver.
+* inline CSI volumes (`csi:`), which NodeVolumeLimits counts per driver, and inline Portworx
+  volumes (`volumeID`), which it counts as their CSI driver's from 1.36.
 
 Every other source (emptyDir, configMap, secret, hostPath, projected...) needs nothing from
 the scheduler and is kept only by name and kind.
@@ -26,6 +27,7 @@ AWS_EBS: Final = "awsElasticBlockStore"
 ISCSI: Final = "iscsi"
 RBD: Final = "rbd"
 CSI: Final = "csi"
+PORTWORX: Final = "portworxVolume"
 OTHER: Final = ""
 #: In-tree disks that conflict when two pods on a node mount them (VolumeRestrictions).
 DISKS: Final = (GCE_PD, AWS_EBS, ISCSI, RBD)
@@ -97,7 +99,7 @@ def parse_volume(raw: Any, pod_name: str, path: str, errors: list[str]) -> PodVo
     if not name:
         errors.append(f"{path}.name: required")
         return None
-    for kind in (CLAIM, EPHEMERAL, GCE_PD, AWS_EBS, ISCSI, RBD, CSI):
+    for kind in (CLAIM, EPHEMERAL, GCE_PD, AWS_EBS, ISCSI, RBD, CSI, PORTWORX):
         source = raw.get(kind)
         if source is None:
             continue
@@ -116,7 +118,9 @@ def parse_volume(raw: Any, pod_name: str, path: str, errors: list[str]) -> PodVo
             return PodVolume(name, kind, claim=f"{pod_name}-{name}", read_only=read_only)
         if kind == CSI:
             return PodVolume(name, kind, driver=string_field(source, "driver", where, errors))
-        key = {GCE_PD: "pdName", AWS_EBS: "volumeID", ISCSI: "iqn", RBD: "image"}[kind]
+        key = {GCE_PD: "pdName", AWS_EBS: "volumeID", ISCSI: "iqn", RBD: "image"}.get(
+            kind, "volumeID"
+        )
         disk = string_field(source, key, where, errors)
         if kind != RBD:
             return PodVolume(name, kind, read_only=read_only, disk=disk)

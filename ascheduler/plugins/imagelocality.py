@@ -6,6 +6,10 @@ where no tag is given) a node reports in `status.images` adds the image's size s
 share of all nodes that hold it (so an image everywhere does not pull pods together). The
 sum, clamped between 23 MiB and 1000 MiB per container, maps linearly onto 0..100.
 
+Image volumes (`spec.volumes[].image.reference`) count as images from 1.36: added to the sum
+there, while the 1000 MiB ceiling still counts containers only (so such a pod reaches 100
+sooner); from 1.37 every image volume, held by a node or not, raises the ceiling too.
+
 Per pod the work is one lookup per image and numpy over the nodes holding it; a cluster whose
 nodes report no images (kwok's) costs a dictionary miss per container.
 """
@@ -56,11 +60,19 @@ class ImageLocality(ScorePlugin):
 
     name = NAME
 
+    def __init__(self, *, volume_images: bool = False, volume_ceiling: bool = False) -> None:
+        #: 1.36 on: image volumes' images are summed.
+        self.volume_images = volume_images
+        #: 1.37 on: and each raises the ceiling by 1000 MiB.
+        self.volume_ceiling = volume_ceiling
+
     def score(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
     ) -> IntArray:
+        images = (*pod.images, *pod.image_volumes) if self.volume_images else pod.images
+        count = len(images) if self.volume_ceiling else len(pod.images)
         held: list[tuple[list[int], int]] = []
-        for image in pod.images if nodes.n else ():
+        for image in images if nodes.n else ():
             size, holders = nodes.image(normalized_image_name(image))
             rows = [nodes.index[h] for h in holders if h in nodes.index]
             if rows:
@@ -71,12 +83,13 @@ class ImageLocality(ScorePlugin):
         sums = np.zeros(nodes.n, dtype=np.int64)
         for rows, scaled in held:
             sums[rows] += scaled
-        out: IntArray = priority(sums[feasible], len(pod.images))
+        out: IntArray = priority(sums[feasible], count)
         return out
 
 
 def new(args: NoArgs, handle: Handle) -> ImageLocality:
-    return ImageLocality()
+    since = handle.features.since
+    return ImageLocality(volume_images=since(1, 36), volume_ceiling=since(1, 37))
 
 
 REGISTRATION: Final = Registration(NAME, new, NoArgs, events=frozenset(), default_weight=1)

@@ -10,6 +10,14 @@ generic ephemeral claim the pod does not own, rejects every node with kube-sched
 
 VolumeAttachments count as well: a CSI volume attached to a node counts there even when no
 pod the scheduler sees uses it (a pod deleted before its volume was detached).
+
+With the VolumeLimitScaling gate (alpha in 1.35 and 1.36, beta and on in 1.37) a node must
+also have the CSI driver of each of the pod's volumes installed (listed in its CSINode),
+checked before the counts: `<driver> CSI driver is not installed on the node`
+(Unschedulable). A driver without a CSIDriver object is taken to be installed everywhere; in
+1.35 every driver with one is checked, from 1.36 only those whose CSIDriver sets
+`preventPodSchedulingIfMissing`. kube-scheduler checks the drivers in its map's (random)
+order; where a node lacks several, the first by name is the one named here.
 """
 
 from __future__ import annotations
@@ -20,10 +28,12 @@ from typing import Any, Final
 
 import numpy as np
 
+from ascheduler.features import VOLUME_LIMIT_SCALING
 from ascheduler.framework import (
     SKIP,
     SUCCESS,
     AttachmentsView,
+    BoolArray,
     ClaimError,
     ClusterEvent,
     Code,
@@ -43,12 +53,13 @@ from ascheduler.framework import (
     WhatIfFilterPlugin,
 )
 from ascheduler.model import PodInfo
-from ascheduler.model.storage import INLINE_DRIVERS, CSINode, VolumeAttachment, VolumeClaim
-from ascheduler.model.volumes import AWS_EBS, CLAIM, EPHEMERAL, GCE_PD, names_claim
+from ascheduler.model.storage import PORTWORX_INLINE, CSINode, VolumeAttachment, VolumeClaim
+from ascheduler.model.volumes import AWS_EBS, CLAIM, EPHEMERAL, GCE_PD, PORTWORX, names_claim
 
 NAME: Final = "NodeVolumeLimits"
 REASON: Final = "node(s) exceed max volume count"
-_COUNTED: Final = (CLAIM, EPHEMERAL, GCE_PD, AWS_EBS)
+NOT_INSTALLED: Final = "{} CSI driver is not installed on the node"
+_COUNTED: Final = (CLAIM, EPHEMERAL, GCE_PD, AWS_EBS, PORTWORX)
 
 
 @dataclass
@@ -67,9 +78,20 @@ class NodeVolumeLimits(
 ):
     name = NAME
 
-    def __init__(self, handle: Handle, attachments: AttachmentsView | None) -> None:
+    def __init__(
+        self,
+        handle: Handle,
+        attachments: AttachmentsView | None,
+        *,
+        driver_check: bool = False,
+        opt_in: bool = False,
+    ) -> None:
         self.handle = handle
         self._attachments = attachments
+        #: VolumeLimitScaling: refuse nodes without the volumes' CSI drivers.
+        self.driver_check = driver_check
+        #: 1.36 on: only drivers whose CSIDriver sets preventPodSchedulingIfMissing.
+        self.opt_in = opt_in
 
     def queueing_hint(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
         """kube-scheduler's hints: a CSINode raised a driver's count; a placed pod with
@@ -87,7 +109,9 @@ class NodeVolumeLimits(
         if event is ClusterEvent.VOLUME_ATTACHMENT_DELETE:
             detached: VolumeAttachment = old
             return any(
-                v.kind == CLAIM or INLINE_DRIVERS.get(v.kind) == detached.attacher
+                # Inline Portworx volumes are migratable in every release (the translator's
+                # word), counted or not.
+                v.kind == CLAIM or PORTWORX_INLINE.get(v.kind) == detached.attacher
                 for v in pod.volumes
             )
         return True
@@ -117,6 +141,33 @@ class NodeVolumeLimits(
         nodes.remember(key, out)
         return out
 
+    def _checked(self, driver: str) -> bool:
+        """Whether `driver`'s installation is checked (`checkCSIDriverOnNode` can say no)."""
+        found = self.handle.storage.csi_driver(driver)
+        if found is None:
+            return False
+        return found.prevent_scheduling_if_missing or not self.opt_in
+
+    def installed(self, nodes: NodeTable, driver: str) -> BoolArray:
+        """Per row, whether the node's CSINode lists `driver` (no CSINode: no)."""
+        storage = self.handle.storage
+        key = (NAME, "installed", driver, storage.csi_node_generation)
+        hit: BoolArray | None = nodes.cached(key)
+        if hit is not None:
+            return hit
+        out = np.zeros(nodes.n, dtype=np.bool_)
+        for row, name in enumerate(nodes.names):
+            csi = storage.csi_node(name)
+            out[row] = csi is not None and driver in csi.drivers
+        nodes.remember(key, out)
+        return out
+
+    def _missing(self, drivers: set[str]) -> list[str]:
+        """The drivers whose installation is checked, by name."""
+        if not self.driver_check:
+            return []
+        return sorted(d for d in drivers if self._checked(d))
+
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
@@ -143,8 +194,16 @@ class NodeVolumeLimits(
             return FilterResult.of(
                 everywhere, Rejection(s.error, everywhere, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
             )
+        drivers = set(s.volumes.values())
+        missing: list[Rejection] = []
+        absent = np.zeros(nodes.n, dtype=np.bool_)
+        for driver in self._missing(drivers):
+            lacking = ~self.installed(nodes, driver) & ~absent
+            if lacking.any():
+                missing.append(Rejection(NOT_INSTALLED.format(driver), lacking))
+                absent |= lacking
         over = np.zeros(nodes.n, dtype=np.bool_)
-        for driver in set(s.volumes.values()):
+        for driver in drivers:
             limit = self.limits(nodes, driver)
             if not (limit >= 0).any():
                 continue
@@ -156,15 +215,17 @@ class NodeVolumeLimits(
                     new[np.array(rows, dtype=np.int64)] -= 1
             attached = self.attachments.attached(driver)
             over |= (limit >= 0) & (new > 0) & (attached + new > limit)
-        if not over.any():
-            return None
-        return FilterResult.single(REASON, over)
+        over &= ~absent
+        return FilterResult.of(absent | over, *missing, Rejection(REASON, over))
 
     def explain(self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int) -> list[str]:
         """Per driver over its limit on the row: attached, new, and the limit."""
         s: _State | None = state.read(NAME)
         if s is None or s.volumes is None:
             return []
+        for driver in self._missing(set(s.volumes.values())):
+            if not self.installed(nodes, driver)[row]:
+                return [f"{driver}: the node's CSINode does not list this CSI driver"]
         lines = []
         for driver in sorted(set(s.volumes.values())):
             limit = int(self.limits(nodes, driver)[row])
@@ -194,6 +255,9 @@ class NodeVolumeLimits(
             return SUCCESS
         if s.volumes is None:
             return Status.unschedulable(s.error, resolvable=False)
+        for driver in self._missing(set(s.volumes.values())):
+            if not self.installed(nodes, driver)[row]:
+                return Status.unschedulable(NOT_INSTALLED.format(driver))
         node = nodes.names[row]
         on_node = self.attachments.on_node(node)
         for p in removed:
@@ -226,7 +290,12 @@ class NodeVolumeLimits(
 
 
 def new(args: NoArgs, handle: Handle) -> NodeVolumeLimits:
-    return NodeVolumeLimits(handle, handle.attachments)
+    return NodeVolumeLimits(
+        handle,
+        handle.attachments,
+        driver_check=VOLUME_LIMIT_SCALING in handle.features,
+        opt_in=handle.features.since(1, 36),
+    )
 
 
 REGISTRATION: Final = Registration(

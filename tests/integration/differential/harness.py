@@ -80,6 +80,7 @@ _STORAGE_PATHS: Mapping[str, str] = {
     "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
     "PersistentVolume": "/api/v1/persistentvolumes",
     "VolumeAttachment": "/apis/storage.k8s.io/v1/volumeattachments",
+    "CSIDriver": "/apis/storage.k8s.io/v1/csidrivers",
 }
 CSINODES = "/apis/storage.k8s.io/v1/csinodes"
 #: Cluster-scoped DRA kinds a scenario may have, and where they are created.
@@ -185,6 +186,7 @@ class Scenario:
     #: Cluster-scoped storage objects, by kind ("StorageClass", "PersistentVolume"): each
     #: run gets its own copies (`cluster_name`), and the names claims and volumes give
     #: each other, their namespaces and the hostnames in node affinities are rewritten.
+    #: CSIDrivers keep their names (the drivers' names, as volumes and CSINodes write them).
     storage: Sequence[tuple[str, Json]] = ()
     #: DeviceClasses and ResourceSlices, by kind: each run gets its own copies (classes and
     #: pools named by `cluster_name`, claims' class names rewritten), slices' logical
@@ -350,6 +352,10 @@ class Runner:
 
     def _rewrite_storage(self, s: Scenario, run: str, kind: str, obj: Json) -> Json:
         body = copy.deepcopy(obj)
+        if kind == "CSIDriver":
+            # Named by its driver, which volumes and CSINodes name as written: one run's at
+            # a time (each run deletes its own).
+            return body
         meta = body.setdefault("metadata", {})
         spec = body.setdefault("spec", {}) if kind != "StorageClass" else body
         if kind in ("StorageClass", "PersistentVolume"):
@@ -527,7 +533,9 @@ class Runner:
             ns = self.namespace(s, run, obj["metadata"].get("namespace", "default"))
             await self._delete(f"{self._collection(path, ns)}/{obj['metadata']['name']}")
         for kind, obj in s.storage:
-            name = self.cluster_name(s, run, obj["metadata"]["name"])
+            name = obj["metadata"]["name"]
+            if kind != "CSIDriver":
+                name = self.cluster_name(s, run, name)
             await self._delete(f"{_STORAGE_PATHS[kind]}/{name}")
         for kind, obj in s.devices:
             name = self.cluster_name(s, run, obj["metadata"]["name"])
@@ -725,8 +733,8 @@ class Runner:
     ) -> tuple[frozenset[str], Expected]:
         """The best nodes ascheduler's framework finds for the pod on the current state, and
         the scores kube-scheduler should log for it there."""
-        cache = Cache()
         gates = parse_gates(s.feature_gates or "", plane_release())
+        cache = Cache(gates)
         rule = RequestsRule.of(gates)
         for node in (await self.kube.get("/api/v1/nodes"))["items"]:
             cache.add_node(parse_node(node))

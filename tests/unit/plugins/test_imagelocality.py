@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
+from ascheduler.features import Features, Release
 from ascheduler.framework import PreScorePlugin
+from ascheduler.model import parse_pod
 from ascheduler.plugins.imagelocality import normalized_image_name
 from tests.kit import container, make_cache, make_plugin, node, pod, run_score
 
@@ -81,3 +83,64 @@ def test_image_states_follow_node_updates_and_removal() -> None:
     cache.update_node(parse_node(holding("b", (["x:1"], 700 * MB))))
     cache.remove_node("b")
     assert cache.table.image("x:1") == (0, [])
+
+
+def with_image_volumes(image: str, *references: str) -> dict[str, Any]:
+    raw = with_images(image)
+    raw["spec"]["volumes"] = [
+        {"name": "scratch", "emptyDir": {}},
+        *({"name": f"v{i}", "image": {"reference": r}} for i, r in enumerate(references)),
+    ]
+    return raw
+
+
+def score_of(total: int, count: int) -> int:
+    """`calculatePriority` by hand: the clamped sum mapped onto 0..100."""
+    top = 1000 * MB * count
+    return 100 * (min(max(total, 23 * MB), top) - 23 * MB) // (top - 23 * MB)
+
+
+IMAGE_VOLUME_NODES = [
+    holding("a", (["gcr.io/app:1"], 600 * MB), (["gcr.io/data:1"], 900 * MB)),
+    holding("b", (["gcr.io/data:1"], 900 * MB)),
+    holding("c"),
+    holding("d"),
+]
+#: app:1 on a, 600 MiB * 1/4; data:1 on a and b, 900 MiB * 2/4.
+APP, DATA = 150 * MB, 450 * MB
+
+
+@pytest.mark.parametrize(
+    ("release", "expected"),
+    [
+        # 1.35: image volumes are not looked at: app:1 alone, one container's ceiling.
+        pytest.param(Release(1, 35), {"a": score_of(APP, 1), "b": 0, "c": 0, "d": 0}, id="1.35"),
+        # 1.36: data:1 summed too, the ceiling still one container's.
+        pytest.param(
+            Release(1, 36),
+            {"a": score_of(APP + DATA, 1), "b": score_of(DATA, 1), "c": 0, "d": 0},
+            id="1.36",
+        ),
+        # 1.37: both image volumes (one held by no node) raise the ceiling: three images.
+        pytest.param(
+            Release(1, 37),
+            {"a": score_of(APP + DATA, 3), "b": score_of(DATA, 3), "c": 0, "d": 0},
+            id="1.37",
+        ),
+    ],
+)
+def test_image_volumes_per_release(release: Release, expected: dict[str, int]) -> None:
+    cache = make_cache(IMAGE_VOLUME_NODES)
+    plugin = make_plugin(NAME, cache, features=Features.defaults(release))
+    raw = with_image_volumes("gcr.io/app:1", "gcr.io/data:1", "gcr.io/nowhere:2")
+    got = run_score(plugin, raw, cache)
+    assert got == expected
+    assert got["a"] > 0
+
+
+def test_image_volume_references_are_parsed() -> None:
+    raw = with_image_volumes("app:1", "data:1", "")
+    raw["spec"]["volumes"].append({"name": "bad", "image": {"reference": 7}})
+    info = parse_pod(raw)
+    assert info.image_volumes == ("data:1", "", "")
+    assert info.errors == ("spec.volumes[3].image.reference: expected a string",)

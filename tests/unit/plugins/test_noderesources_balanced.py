@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.kit import Json, container, make_cache, make_plugin, node, on, pod, run_score
+from ascheduler.features import Features, Release
+from tests.kit import Json, container, make_cache, make_plugin, node, on, parsed, pod, run_score
 
 BALANCED = "NodeResourcesBalancedAllocation"
 GPU = "nvidia.com/gpu"
@@ -107,3 +108,50 @@ def test_score_resources(
 ) -> None:
     cache = make_cache(nodes)
     assert run_score(make_plugin(BALANCED, cache, args), raw, cache) == expected
+
+
+AT_1_36 = Features.defaults(Release(1, 36))
+AT_1_37 = Features.defaults(Release(1, 37))
+
+
+@pytest.mark.parametrize("features", [AT_1_36, AT_1_37], ids=["1.36", "1.37"])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        # From 1.36 the change the pod makes: 50 + (50 + with - without) // 2.
+        # n1: with 93 (.5 vs .375), without 93 (.25 vs .125): unchanged -> 75.
+        # n2: 100 and 100 -> 75. n3: with 81 (.5 vs .125), without 100 -> 50 + 31 // 2 = 65.
+        pytest.param(pod(cpu="1", memory="2Gi"), {"n1": 75, "n2": 75, "n3": 65}, id="basic"),
+        # n1: with 81 (.5 vs .125), without 93 -> 50 + 38 // 2 = 69; n2: 87 vs 100 -> 68;
+        # n3: 75 vs 100 -> 62.
+        pytest.param(pod(cpu="1"), {"n1": 69, "n2": 68, "n3": 62}, id="real-requests"),
+        # Memory alone evens n1 out (.25 vs .25 = 100 from 93) -> 50 + 57 // 2 = 78; n2: .0 vs
+        # .125 -> 93 from 100 -> 71; n3: 0 vs 1/16 -> 96 from 100 -> 73.
+        pytest.param(pod(memory="1Gi"), {"n1": 78, "n2": 71, "n3": 73}, id="evens-out"),
+        # Capped fractions: n1 with 62 (1 vs .25), without 93 -> 50 + 19 // 2 = 59;
+        # n2: 56 vs 100 -> 53; n3: 53 vs 100 -> 51.
+        pytest.param(pod(cpu="8", memory="1Gi"), {"n1": 59, "n2": 53, "n3": 51}, id="capped"),
+    ],
+)
+def test_score_change_in_balance(features: Features, raw: Json, expected: dict[str, int]) -> None:
+    cache = make_cache(NODES, PODS)
+    plugin = make_plugin(BALANCED, cache, features=features)
+    assert run_score(plugin, raw, cache) == expected
+    # One row at a time (what batching rescoring uses), the same numbers.
+    info = parsed(raw)
+    rows = {n: plugin.score_row(info, cache.table, cache.table.index[n]) for n in expected}
+    assert rows == expected
+
+
+def test_score_change_in_balance_over_three_resources() -> None:
+    # g: cpu 1/4, mem 2/8, gpu 2/4 -> 88 with the pod; nothing used without it -> 100:
+    # 50 + (50 + 88 - 100) // 2 = 69.
+    cache = make_cache([node("g", cpu="4", memory="8Gi", extra={GPU: "4"})])
+    plugin = make_plugin(BALANCED, cache, THREE, features=AT_1_37)
+    assert run_score(plugin, pod(cpu="1", memory="2Gi", extra={GPU: "2"}), cache) == {"g": 69}
+
+
+def test_score_at_1_35_is_the_balance_with_the_pod() -> None:
+    cache = make_cache(NODES, PODS)
+    plugin = make_plugin(BALANCED, cache, features=Features.defaults(Release(1, 35)))
+    assert run_score(plugin, pod(cpu="1", memory="2Gi"), cache) == {"n1": 93, "n2": 100, "n3": 81}

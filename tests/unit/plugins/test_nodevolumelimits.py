@@ -7,18 +7,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from ascheduler.cache import Cache
+from ascheduler.features import Features, Release, parse_gates
 from ascheduler.framework import ClusterEvent, Code, CycleState, Handle
 from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.model.storage import (
     parse_claim,
+    parse_csi_driver,
     parse_csi_node,
     parse_storage_class,
     parse_volume,
     parse_volume_attachment,
 )
 from ascheduler.plugins import IN_TREE
-from ascheduler.plugins.nodevolumelimits import REASON
+from ascheduler.plugins.nodevolumelimits import NOT_INSTALLED, REASON
 from tests.kit import make_cache, make_plugin, node, on, pod, rejected_reasons
 from tests.kit import run_filter as run
 
@@ -339,3 +343,168 @@ def test_a_handle_without_the_caches_attachments_skips_every_pod() -> None:
     )
     _, status = bare.pre_filter(CycleState(), parse_pod(raw), cache.table)
     assert status.code is Code.SKIP
+
+
+# -- VolumeLimitScaling: the driver installed -------------------------------------------------
+
+
+def csi_driver(cache: Cache, prevent: bool | None) -> None:
+    spec: dict[str, Any] = {}
+    if prevent is not None:
+        spec["preventPodSchedulingIfMissing"] = prevent
+    add(cache, "CSIDriver", parse_csi_driver({"metadata": {"name": DRIVER}, "spec": spec}))
+
+
+def driverless() -> Cache:
+    """setup()'s nodes, and `bare` (no CSINode) and `other` (a CSINode of another driver)."""
+    cache = setup()
+    cache.add_node(parse_node(node("bare")))
+    cache.add_node(parse_node(node("other")))
+    other = {"metadata": {"name": "other"}, "spec": {"drivers": [{"name": "x.csi.io"}]}}
+    add(cache, "CSINode", parse_csi_node(other))
+    cache.add_pod(parse_pod(using("p1", "c-h1", where="b")))  # b at its limit
+    return cache
+
+
+MISSING = NOT_INSTALLED.format(DRIVER)
+GATE_AT_1_35 = parse_gates("VolumeLimitScaling=true", Release(1, 35))
+GATE_AT_1_36 = parse_gates("VolumeLimitScaling=true", Release(1, 36))
+AT_1_37 = Features.defaults(Release(1, 37))
+
+
+@pytest.mark.parametrize(
+    ("features", "prevent", "missing"),
+    [
+        # 1.37: the gate is on; only a driver opting in is checked.
+        pytest.param(AT_1_37, True, True, id="1.37-opted-in"),
+        pytest.param(AT_1_37, False, False, id="1.37-opted-out"),
+        pytest.param(AT_1_37, None, False, id="1.37-unset"),
+        pytest.param(GATE_AT_1_36, True, True, id="1.36-gate-opted-in"),
+        pytest.param(GATE_AT_1_36, None, False, id="1.36-gate-unset"),
+        # 1.35 with the gate: a CSIDriver object is enough.
+        pytest.param(GATE_AT_1_35, None, True, id="1.35-gate"),
+        pytest.param(GATE_AT_1_35, False, True, id="1.35-gate-field-ignored"),
+        # The gate off (1.35 and 1.36 default): never checked.
+        pytest.param(Features.defaults(Release(1, 35)), True, False, id="1.35-default"),
+        pytest.param(Features.defaults(Release(1, 36)), True, False, id="1.36-default"),
+    ],
+)
+def test_nodes_without_the_driver_installed(
+    features: Features, prevent: bool | None, missing: bool
+) -> None:
+    cache = driverless()
+    csi_driver(cache, prevent)
+    plugin = make_plugin(NAME, cache, features=features)
+    got = rejected_reasons(run(plugin, using("x", "c-h2"), cache), cache)
+    expected = {"b": [REASON]}
+    if missing:
+        # Checked before the count, on nodes without a CSINode or not listing the driver.
+        expected |= {"bare": [MISSING], "other": [MISSING]}
+    assert got == expected
+
+
+def test_a_driver_without_a_csidriver_object_is_taken_to_be_installed() -> None:
+    cache = driverless()
+    plugin = make_plugin(NAME, cache, features=GATE_AT_1_35)
+    assert rejected_reasons(run(plugin, using("x", "c-h2"), cache), cache) == {"b": [REASON]}
+
+
+def test_a_missing_driver_wins_over_the_count_and_preemption_cannot_help() -> None:
+    cache = driverless()
+    csi_driver(cache, True)
+    # b's CSINode loses the driver: b is refused for that, not for its count.
+    add(cache, "CSINode", parse_csi_node({"metadata": {"name": "b"}, "spec": {"drivers": []}}))
+    plugin = make_plugin(NAME, cache, features=AT_1_37)
+    got = rejected_reasons(run(plugin, using("x", "c-h2"), cache), cache)
+    assert got == {"b": [MISSING], "bare": [MISSING], "other": [MISSING]}
+    state = CycleState()
+    wanting = parse_pod(using("x", "c-h2"))
+    plugin.pre_filter(state, wanting, cache.table)
+    row = cache.table.index["bare"]
+    victim = parse_pod(using("p1", "c-h1", where="b"))
+    status = plugin.filter_what_if(state, wanting, cache.table, row, (victim,), ())
+    assert (status.code, status.message) == (Code.UNSCHEDULABLE, MISSING)
+    assert plugin.filter_what_if(state, wanting, cache.table, cache.table.index["a"], (), ()).ok
+    assert plugin.explain(state, wanting, cache.table, row) == [
+        f"{DRIVER}: the node's CSINode does not list this CSI driver"
+    ]
+
+
+def test_the_driver_field_is_parsed() -> None:
+    on = parse_csi_driver(
+        {"metadata": {"name": "d"}, "spec": {"preventPodSchedulingIfMissing": True}}
+    )
+    assert on.prevent_scheduling_if_missing
+    assert not parse_csi_driver(
+        {"metadata": {"name": "d"}, "spec": {}}
+    ).prevent_scheduling_if_missing
+
+
+# -- Portworx: migrated from 1.36 ---------------------------------------------------------------
+
+PX = "pxd.portworx.com"
+
+
+def portworx_cluster(release: Release) -> Cache:
+    """a and b take one Portworx volume each; a holds px-1 through a claim, b px-3 inline."""
+    cache = Cache(Features.defaults(release))
+    for name in ("a", "b"):
+        cache.add_node(parse_node(node(name)))
+        body = {"name": PX, "nodeID": name, "allocatable": {"count": 1}}
+        add(
+            cache,
+            "CSINode",
+            parse_csi_node({"metadata": {"name": name}, "spec": {"drivers": [body]}}),
+        )
+    add(
+        cache,
+        "StorageClass",
+        parse_storage_class(
+            {"metadata": {"name": "px"}, "provisioner": "kubernetes.io/portworx-volume"}
+        ),
+    )
+    for handle in ("px-1", "px-2"):
+        pv = {"metadata": {"name": handle}, "spec": {"portworxVolume": {"volumeID": handle}}}
+        add(cache, "PersistentVolume", parse_volume(pv))
+        spec = {"storageClassName": "px", "volumeName": handle}
+        add(
+            cache,
+            "PersistentVolumeClaim",
+            parse_claim({"metadata": {"namespace": "ns", "name": handle}, "spec": spec}),
+        )
+    add(
+        cache,
+        "PersistentVolumeClaim",
+        parse_claim(
+            {"metadata": {"namespace": "ns", "name": "unbound"}, "spec": {"storageClassName": "px"}}
+        ),
+    )
+    cache.add_pod(parse_pod(using("p1", "px-1", where="a")))
+    cache.add_pod(parse_pod(inline_px("p3", "px-3", where="b")))
+    return cache
+
+
+def inline_px(name: str, volume_id: str, where: str | None = None) -> dict[str, Any]:
+    raw = pod(name, namespace="ns")
+    raw["spec"]["volumes"] = [{"name": "px", "portworxVolume": {"volumeID": volume_id}}]
+    return on(where, raw) if where else raw
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(using("x", "px-2"), id="claim"),
+        pytest.param(using("x", "unbound"), id="provisioner"),
+        pytest.param(inline_px("x", "px-4"), id="inline"),
+    ],
+)
+def test_portworx_volumes_count_as_their_csi_driver_s_from_1_36(raw: dict[str, Any]) -> None:
+    for release in (Release(1, 36), Release(1, 37)):
+        cache = portworx_cluster(release)
+        plugin = make_plugin(NAME, cache, features=Features.defaults(release))
+        assert rejected_reasons(run(plugin, raw, cache), cache) == {"a": [REASON], "b": [REASON]}
+        # A volume a node already has is not new there.
+        assert rejected_reasons(run(plugin, using("y", "px-1"), cache), cache) == {"b": [REASON]}
+    # 1.35 without the CSINode's migrated-plugins annotation: not counted.
+    cache = portworx_cluster(Release(1, 35))
+    assert run(make_plugin(NAME, cache), raw, cache) is None

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ascheduler.cache import Cache
-from ascheduler.features import parse_gates
+from ascheduler.features import Features, Release, parse_gates
 from ascheduler.framework import ClusterEvent, Code, CycleState
 from ascheduler.framework.errors import ConfigError
 from ascheduler.framework.handle import Handle
@@ -637,3 +637,35 @@ def test_explain_of_claims_to_bind_says_which_volumes_and_why_not_provisioned() 
         ],
         "c": [head + "the class's allowedTopologies exclude this node"],
     }
+
+
+@pytest.mark.parametrize(
+    ("release", "scored"),
+    [(Release(1, 35), False), (Release(1, 36), False), (Release(1, 37), True)],
+    ids=["1.35", "1.36", "1.37"],
+)
+def test_a_release_s_default_gates_decide_the_score(release: Release, scored: bool) -> None:
+    """StorageCapacityScoring is beta and on from 1.37: by default VolumeBinding scores there,
+    with the default shape (0% -> 10, 100% -> 0, scaled to 0..100)."""
+    cache = cluster()
+    local_pv(cache, "pv-a", "a", "2Gi")
+    local_pv(cache, "pv-b", "b", "10Gi")
+    claim(cache, "data")
+    plugin = make_plugin(NAME, cache, features=Features.defaults(release))
+    got = scores(plugin, using("data"), cache)
+    assert got == ({"a": 50, "b": 90} if scored else None)
+    shape = {"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}
+    if scored:
+        own = make_plugin(NAME, cache, shape, features=Features.defaults(release))
+        assert scores(own, using("data"), cache) == {"a": 50, "b": 10}
+    else:
+        with pytest.raises(ConfigError, match="unexpected field `shape`"):
+            make_plugin(NAME, cache, shape, features=Features.defaults(release))
+
+
+def test_the_gate_turned_off_in_1_37_refuses_a_shape_again() -> None:
+    off = parse_gates("StorageCapacityScoring=false", Release(1, 37))
+    cache = cluster()
+    assert scores(make_plugin(NAME, cache, features=off), pod("p", namespace="ns"), cache) is None
+    with pytest.raises(ConfigError, match="unexpected field `shape`"):
+        make_plugin(NAME, cache, {"shape": [{"utilization": 0, "score": 10}]}, features=off)
