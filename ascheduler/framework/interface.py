@@ -316,6 +316,8 @@ class ClusterEvent(enum.Enum):
     #: `status.declaredFeatures` changed (kube-scheduler's UpdateNodeDeclaredFeature, which
     #: it extracts only while the NodeDeclaredFeatures gate is on).
     NODE_DECLARED_FEATURES = "NodeDeclaredFeatureChange"
+    #: `spec.podPreemptionPolicy` changed (kube-scheduler's UpdateNodePreemptionPolicy).
+    NODE_PREEMPTION_POLICY = "NodePreemptionPolicyChange"
     NODE_DELETE = "NodeDelete"
     ASSIGNED_POD_ADD = "AssignedPodAdd"
     ASSIGNED_POD_DELETE = "AssignedPodDelete"
