@@ -201,7 +201,11 @@ class Scheduler:
         awaits only the HTTP extenders, when there are any."""
         pod = qp.pod
         fw = self.frameworks.get(pod.scheduler_name)
-        if fw is None or pod.deleting or pod.assigned or self.cache.has_pod(pod.uid):
+        if fw is None or pod.deleting:
+            self.queue.done(pod.uid)
+            return None
+        if (pod.assigned or self.cache.has_pod(pod.uid)) and not _deferred(fw, pod):
+            # A deferred resize is bound and in the cache: scheduled again all the same.
             self.queue.done(pod.uid)
             return None
         self.stats.attempts += 1
@@ -281,7 +285,7 @@ class Scheduler:
             self.handle_scheduling_failure(
                 fw,
                 qp,
-                Status.error(f"pod {pod.key} is in the cache, so can't be assumed"),
+                Status.error(f"pod {pod.uid}({pod.key}) is in the cache, so can't be assumed"),
                 error=True,
                 reason="SchedulerError",
             )

@@ -181,8 +181,24 @@ def _feature_gates(d: Draft, value: str) -> None:
     try:
         d.changes["features"] = features.parse_gates(value, release or features.DEFAULT_RELEASE)
     except ValueError as exc:
-        d.problem("--feature-gates", str(exc))
+        # Without --emulated-version the release is the API server's, known only once it is
+        # asked (`app.behave_as` parses the gates again there): a gate of a later release is
+        # accepted here if some supported release knows it.
+        parsed = None if release else _at_some_release(value)
+        if parsed is None:
+            d.problem("--feature-gates", str(exc))
+        else:
+            d.changes["features"] = parsed
     d.changes["feature_gates"] = value
+
+
+def _at_some_release(value: str) -> features.Features | None:
+    for release in reversed(features.SUPPORTED):
+        try:
+            return features.parse_gates(value, release)
+        except ValueError:
+            continue
+    return None
 
 
 def _percentage(d: Draft, value: int) -> None:
