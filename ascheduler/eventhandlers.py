@@ -110,6 +110,8 @@ class _PodEvents:
             ):
                 # Relabelled (spread and affinity count it differently) or shrunk (room freed).
                 queue.move_all(ClusterEvent.ASSIGNED_POD_UPDATE, old, new)
+            if old.assigned and self.deferred_resizes and _grew(old, new):
+                queue.move_all(ClusterEvent.ASSIGNED_POD_SCALE_UP, old, new)
             return
         if not self.r.ours(new):
             if new.nominated_node_name and not new.deleting:
@@ -162,6 +164,11 @@ class _PodEvents:
             waiting = fw.handle.waiting_pods.get(pod.uid)
             if waiting is not None:
                 waiting.reject("", "pod deleted")
+
+
+def _grew(old: PodInfo, new: PodInfo) -> bool:
+    """Some request of `new` is larger than `old`'s, or new (`extractPodScaleUp`)."""
+    return any(value > old.requests.get(name, 0) for name, value in new.requests.items())
 
 
 class _RequestEvents:

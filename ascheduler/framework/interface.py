@@ -322,6 +322,10 @@ class ClusterEvent(enum.Enum):
     ASSIGNED_POD_ADD = "AssignedPodAdd"
     ASSIGNED_POD_DELETE = "AssignedPodDelete"
     ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
+    #: A bound pod's requests grew (kube-scheduler's AssignedPod/UpdatePodScaleUp), emitted
+    #: while InPlacePodVerticalScalingSchedulerPreemption is on: it may take the room a
+    #: deferred resize on that node waits for, so that pod must preempt again.
+    ASSIGNED_POD_SCALE_UP = "AssignedPodScaleUp"
     UNSCHEDULED_POD_UPDATE = "UnscheduledPodUpdate"
     #: A namespace added, relabelled or deleted (pod affinity's namespaceSelector).
     NAMESPACE_CHANGE = "NamespaceChange"

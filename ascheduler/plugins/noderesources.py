@@ -324,6 +324,9 @@ class NodeResourcesFit(
                 where = changed.name
             if where is not None and where != pod.node_name:
                 return False
+        if event is ClusterEvent.ASSIGNED_POD_SCALE_UP:
+            # `isSchedulableAfterAssignedPodScaleUp`: only a deferred resize on that node.
+            return deferred
         if event is not ClusterEvent.ASSIGNED_POD_UPDATE:
             return True
         if not isinstance(old, PodInfo) or not isinstance(new, PodInfo) or not new.assigned:
@@ -748,6 +751,8 @@ FIT_REGISTRATION: Final = Registration(
             ClusterEvent.NODE_ALLOCATABLE,
             ClusterEvent.ASSIGNED_POD_DELETE,
             ClusterEvent.ASSIGNED_POD_UPDATE,
+            # Emitted only while InPlacePodVerticalScalingSchedulerPreemption is on.
+            ClusterEvent.ASSIGNED_POD_SCALE_UP,
         }
     ),
     default_weight=1,

@@ -241,3 +241,24 @@ def test_dynamic_resources_post_filter_returns_early_for_a_deferred_pod() -> Non
     result = dra.post_filter(CycleState(), info, cache.table, Diagnosis(1))
     assert result.status.code is Code.UNSCHEDULABLE
     assert result.status.message == ""
+
+
+def test_fit_hints_for_a_deferred_pod_look_at_its_node_only() -> None:
+    cache = make_cache([node("n1"), node("n2")])
+    fit = next(p for p in framework(ON, cache).filter_plugins if p.name == "NodeResourcesFit")
+    info = parse_pod(deferred(cpu="2"))
+    other = parse_pod(pod("o", node_name="n2", cpu="1"))
+    beside = parse_pod(pod("o", node_name="n1", cpu="1"))
+    hint = fit.queueing_hint  # type: ignore[attr-defined]
+    assert not hint(info, ClusterEvent.ASSIGNED_POD_DELETE, other, None)
+    assert hint(info, ClusterEvent.ASSIGNED_POD_DELETE, beside, None)
+    assert not hint(info, ClusterEvent.NODE_ALLOCATABLE, None, parse_node(node("n2")))
+    assert hint(info, ClusterEvent.NODE_ALLOCATABLE, None, parse_node(node("n1")))
+    assert hint(info, ClusterEvent.ASSIGNED_POD_SCALE_UP, beside, beside)
+    assert not hint(info, ClusterEvent.ASSIGNED_POD_SCALE_UP, other, other)
+    # A pod that is not deferred: scale-ups never help it; other events as before.
+    plain = parse_pod(pod(cpu="2"))
+    assert not hint(plain, ClusterEvent.ASSIGNED_POD_SCALE_UP, beside, beside)
+    assert hint(plain, ClusterEvent.ASSIGNED_POD_DELETE, other, None)
+    off = next(p for p in framework(OFF, cache).filter_plugins if p.name == "NodeResourcesFit")
+    assert off.queueing_hint(info, ClusterEvent.ASSIGNED_POD_DELETE, other, None)  # type: ignore[attr-defined]
