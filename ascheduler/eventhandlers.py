@@ -13,7 +13,11 @@ from typing import Any
 import structlog
 
 from ascheduler.cache.gangs import Gang
-from ascheduler.features import NODE_DECLARED_FEATURES, Features
+from ascheduler.features import (
+    NODE_DECLARED_FEATURES,
+    SCHEDULER_PREEMPTION_FOR_RESIZE,
+    Features,
+)
 from ascheduler.framework import ClusterEvent, CycleState
 from ascheduler.model import Node, PodInfo
 from ascheduler.model.bindrequest import BindRequest
@@ -59,6 +63,13 @@ class EventRouter:
 class _PodEvents:
     def __init__(self, router: EventRouter) -> None:
         self.r = router
+        first = next(iter(router.scheduler.frameworks.values()), None)
+        features = first.handle.features if first is not None else Features()
+        #: Bound pods whose resize the kubelet deferred are scheduled again (1.37 gate).
+        self.deferred_resizes = SCHEDULER_PREEMPTION_FOR_RESIZE in features
+
+    def _deferred(self, pod: PodInfo) -> bool:
+        return self.deferred_resizes and pod.resize_deferred and self.r.ours(pod)
 
     def on_add(self, pod: PodInfo) -> None:
         if pod.terminal:
@@ -66,6 +77,8 @@ class _PodEvents:
         self.r.cache.gangs.add_pod(pod)
         if pod.assigned:
             self.r.nominator.forget(pod.uid)
+            if self._deferred(pod) and not pod.deleting:
+                self.r.queue.add(pod)
             self.r.cache.add_pod(pod)
             self.r.queue.move_all(ClusterEvent.ASSIGNED_POD_ADD, None, pod)
         elif not pod.deleting:
@@ -86,6 +99,8 @@ class _PodEvents:
             if new.terminal:
                 self.on_delete(new)
                 return
+            if old.assigned:
+                self._deferred_transition(old, new)
             cache.update_pod(new)
             if not old.assigned:
                 queue.delete(new)  # bound (by us or anyone): no longer ours to schedule
@@ -95,6 +110,8 @@ class _PodEvents:
             ):
                 # Relabelled (spread and affinity count it differently) or shrunk (room freed).
                 queue.move_all(ClusterEvent.ASSIGNED_POD_UPDATE, old, new)
+            if old.assigned and self.deferred_resizes and _grew(old, new):
+                queue.move_all(ClusterEvent.ASSIGNED_POD_SCALE_UP, old, new)
             return
         if not self.r.ours(new):
             if new.nominated_node_name and not new.deleting:
@@ -118,6 +135,20 @@ class _PodEvents:
             nominator.nominate(new, node)
         queue.update(new)
 
+    def _deferred_transition(self, old: PodInfo, new: PodInfo) -> None:
+        """kube-scheduler's `updatePod` for a bound pod: queued when its resize becomes
+        deferred, dropped when it no longer is, updated in the queue while it stays so."""
+        if not self.deferred_resizes or not self.r.ours(new):
+            return
+        if new.resize_deferred and not old.resize_deferred:
+            log.info("deferred_resize_queued", pod=new.key, node=new.node_name)
+            self.r.queue.add(new)
+        elif old.resize_deferred and not new.resize_deferred:
+            log.info("deferred_resize_dropped", pod=new.key, node=new.node_name)
+            self.r.queue.delete(new)
+        elif new.resize_deferred:
+            self.r.queue.update(new)
+
     def on_delete(self, pod: PodInfo) -> None:
         cache, queue = self.r.cache, self.r.queue
         self.r.requests.pending.pop(pod.uid, None)
@@ -133,6 +164,11 @@ class _PodEvents:
             waiting = fw.handle.waiting_pods.get(pod.uid)
             if waiting is not None:
                 waiting.reject("", "pod deleted")
+
+
+def _grew(old: PodInfo, new: PodInfo) -> bool:
+    """Some request of `new` is larger than `old`'s, or new (`extractPodScaleUp`)."""
+    return any(value > old.requests.get(name, 0) for name, value in new.requests.items())
 
 
 class _RequestEvents:
@@ -264,6 +300,8 @@ class _NodeEvents:
             events.append(ClusterEvent.NODE_SCHEDULABLE)
         if self.declared_features and new.declared_features != old.declared_features:
             events.append(ClusterEvent.NODE_DECLARED_FEATURES)
+        if new.disable_resize_preemption != old.disable_resize_preemption:
+            events.append(ClusterEvent.NODE_PREEMPTION_POLICY)
         for event in events:
             self.r.queue.move_all(event, old, new)
 

@@ -42,6 +42,7 @@ from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
 from ascheduler.diagnoses import Diagnoses
 from ascheduler.events import StatusWriter
+from ascheduler.features import SCHEDULER_PREEMPTION_FOR_RESIZE
 from ascheduler.framework import (
     BINDING_SLOT,
     SUCCESS,
@@ -200,7 +201,11 @@ class Scheduler:
         awaits only the HTTP extenders, when there are any."""
         pod = qp.pod
         fw = self.frameworks.get(pod.scheduler_name)
-        if fw is None or pod.deleting or pod.assigned or self.cache.has_pod(pod.uid):
+        if fw is None or pod.deleting:
+            self.queue.done(pod.uid)
+            return None
+        if (pod.assigned or self.cache.has_pod(pod.uid)) and not _deferred(fw, pod):
+            # A deferred resize is bound and in the cache: scheduled again all the same.
             self.queue.done(pod.uid)
             return None
         self.stats.attempts += 1
@@ -250,7 +255,11 @@ class Scheduler:
                     if result.diagnosis
                     else frozenset()
                 )
-                if result.nominated_node:
+                if _deferred(fw, pod):
+                    # Preemption may have evicted victims on its node; a bound pod is never
+                    # nominated (`handleSchedulingFailure` returns before the nomination).
+                    pass
+                elif result.nominated_node:
                     self.nominator.nominate(pod, result.nominated_node)
                 elif result.clear_nomination:
                     self.nominator.forget(pod.uid)
@@ -270,6 +279,17 @@ class Scheduler:
             return None
 
         node = result.node
+        if _deferred(fw, pod):
+            # kube-scheduler's AssumePod refuses a pod its cache already holds (a deferred
+            # resize is bound): the cycle ends in an error before Reserve and Permit.
+            self.handle_scheduling_failure(
+                fw,
+                qp,
+                Status.error(f"pod {pod.uid}({pod.key}) is in the cache, so can't be assumed"),
+                error=True,
+                reason="SchedulerError",
+            )
+            return None
         self.cache.assume(pod, node)
         self.nominator.forget(pod.uid)
         status = fw.reserve(state, pod, node)
@@ -338,7 +358,8 @@ class Scheduler:
             attempt=qp.attempts,
             message=message,
         )
-        current = self._current(qp.pod)
+        deferred = _deferred(fw, qp.pod)
+        current = self._current(qp.pod, deferred=deferred)
         if current is None:
             # Deleted, being deleted, or bound (by us after all, or by someone else) while
             # this attempt ran: nothing to retry, nobody to report to.
@@ -358,14 +379,19 @@ class Scheduler:
                     diagnosis=diagnosis,
                     names=self.cache.table.names,
                 )
-            self.writer.failed(
-                current,
-                message,
-                fw.profile,
-                reason=reason,
-                nominated_node=nominated_node,
-                clear_nomination=clear_nomination,
-            )
+            if deferred:
+                # A deferred resize stays bound and running: requeued, but no event, no
+                # PodScheduled condition and no nomination (`handleSchedulingFailure`).
+                log.debug("deferred_resize_requeued", pod=current.key, message=message)
+            else:
+                self.writer.failed(
+                    current,
+                    message,
+                    fw.profile,
+                    reason=reason,
+                    nominated_node=nominated_node,
+                    clear_nomination=clear_nomination,
+                )
         result = "error" if error else "unschedulable"
         metrics.labelled(metrics.SCHEDULE_ATTEMPTS, result, fw.profile).inc()
         began = self._cycle_started if started is None else started
@@ -378,12 +404,13 @@ class Scheduler:
             return True
         return self.pods is not None and self._current(pod) is None
 
-    def _current(self, pod: PodInfo) -> PodInfo | None:
-        """The informer's copy of `pod`, if it is still a pod of ours to schedule."""
+    def _current(self, pod: PodInfo, *, deferred: bool = False) -> PodInfo | None:
+        """The informer's copy of `pod`, if it is still a pod of ours to schedule (bound
+        as it is, for a `deferred` resize)."""
         if self.pods is None:
             return pod
         current = self.pods(pod.uid)
-        if current is None or current.deleting or current.assigned:
+        if current is None or current.deleting or (current.assigned and not deferred):
             return None
         return current
 
@@ -471,3 +498,9 @@ class Scheduler:
         )
         # The node has room again: pods waiting for room may fit now.
         self.queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE)
+
+
+def _deferred(fw: Framework, pod: PodInfo) -> bool:
+    """`pod` is a bound pod whose in-place resize the kubelet deferred, scheduled again to
+    make room for it (InPlacePodVerticalScalingSchedulerPreemption, 1.37)."""
+    return pod.resize_deferred and SCHEDULER_PREEMPTION_FOR_RESIZE in fw.handle.features

@@ -181,8 +181,42 @@ def _feature_gates(d: Draft, value: str) -> None:
     try:
         d.changes["features"] = features.parse_gates(value, release or features.DEFAULT_RELEASE)
     except ValueError as exc:
-        d.problem("--feature-gates", str(exc))
+        # Without --emulated-version the release is the API server's, known only once it is
+        # asked (`app.behave_as` parses the gates again there): a gate of a later release is
+        # accepted here if some supported release knows it.
+        try:
+            parsed = None if release else _at_some_release(value)
+        except ValueError as later:
+            d.problem("--feature-gates", str(later))
+        else:
+            if parsed is None:
+                d.problem("--feature-gates", str(exc))
+            else:
+                d.changes["features"] = parsed
     d.changes["feature_gates"] = value
+
+
+def _at_some_release(value: str) -> features.Features | None:
+    """The gates at the default release without those it does not know, when each of those
+    is known at some supported release (the checks that depend on the release, dependencies
+    included, are then `app.behave_as`'s); None when it knows them all; ValueError naming a
+    gate no release knows, or what the rest is refused for."""
+    kept, later = [], False
+    for item in value.split(","):
+        name = item.partition("=")[0].strip()
+        if (
+            not name
+            or name in ("AllAlpha", "AllBeta")
+            or features.spec_at(name, features.DEFAULT_RELEASE) is not None
+        ):
+            kept.append(item)
+        elif any(features.spec_at(name, r) is not None for r in features.SUPPORTED):
+            later = True
+        else:
+            raise ValueError(f"unrecognized feature gate: {name}")
+    if not later:
+        return None
+    return features.parse_gates(",".join(kept), features.DEFAULT_RELEASE)
 
 
 def _percentage(d: Draft, value: int) -> None:

@@ -316,10 +316,16 @@ class ClusterEvent(enum.Enum):
     #: `status.declaredFeatures` changed (kube-scheduler's UpdateNodeDeclaredFeature, which
     #: it extracts only while the NodeDeclaredFeatures gate is on).
     NODE_DECLARED_FEATURES = "NodeDeclaredFeatureChange"
+    #: `spec.podPreemptionPolicy` changed (kube-scheduler's UpdateNodePreemptionPolicy).
+    NODE_PREEMPTION_POLICY = "NodePreemptionPolicyChange"
     NODE_DELETE = "NodeDelete"
     ASSIGNED_POD_ADD = "AssignedPodAdd"
     ASSIGNED_POD_DELETE = "AssignedPodDelete"
     ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
+    #: A bound pod's requests grew (kube-scheduler's AssignedPod/UpdatePodScaleUp), emitted
+    #: while InPlacePodVerticalScalingSchedulerPreemption is on: it may take the room a
+    #: deferred resize on that node waits for, so that pod must preempt again.
+    ASSIGNED_POD_SCALE_UP = "AssignedPodScaleUp"
     UNSCHEDULED_POD_UPDATE = "UnscheduledPodUpdate"
     #: A namespace added, relabelled or deleted (pod affinity's namespaceSelector).
     NAMESPACE_CHANGE = "NamespaceChange"

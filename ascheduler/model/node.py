@@ -31,9 +31,17 @@ class Node:
     #: `status.declaredFeatures`, as listed (the kubelet keeps it sorted); NodeDeclaredFeatures
     #: reads it, and its queueing hint compares it as kube-scheduler does (`slices.Equal`).
     declared_features: tuple[str, ...] = ()
+    #: `spec.podPreemptionPolicy.disableResizePreemption`: the owners that disabled
+    #: preemption for deferred in-place resizes on this node (DeferredPodScheduling).
+    disable_resize_preemption: tuple[str, ...] = ()
     #: The object as the API server sent it, kept only where something needs all of it
     #: (HTTP extenders that are not nodeCacheCapable are sent nodes); never compared.
     raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def resize_preemption_disabled(self) -> bool:
+        """A non-empty `disableResizePreemption`, as kube-scheduler tests it."""
+        return bool(self.disable_resize_preemption)
 
     def spec_equal(self, other: Node) -> bool:
         """Everything but allocatable that filters and scores read."""
@@ -91,6 +99,25 @@ def parse_node(obj: Mapping[str, Any], *, keep_raw: bool = False) -> Node:
             declared.append(name)
         else:
             errors.append(f"status.declaredFeatures[{i}]: expected a string, got {name!r}")
+    policy = spec.get("podPreemptionPolicy")
+    owners_seen: list[str] = []
+    if policy is not None and not isinstance(policy, Mapping):
+        errors.append(f"spec.podPreemptionPolicy: expected an object, got {type(policy).__name__}")
+    elif policy is not None:
+        owners = policy.get("disableResizePreemption")
+        if owners is not None and not isinstance(owners, list):
+            errors.append(
+                "spec.podPreemptionPolicy.disableResizePreemption: expected a list, "
+                f"got {type(owners).__name__}"
+            )
+        for i, owner in enumerate(owners if isinstance(owners, list) else ()):
+            if isinstance(owner, str):
+                owners_seen.append(owner)
+            else:
+                errors.append(
+                    f"spec.podPreemptionPolicy.disableResizePreemption[{i}]: "
+                    f"expected a string, got {owner!r}"
+                )
     return Node(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
@@ -107,5 +134,6 @@ def parse_node(obj: Mapping[str, Any], *, keep_raw: bool = False) -> Node:
         errors=tuple(errors),
         images=tuple(images),
         declared_features=tuple(declared),
+        disable_resize_preemption=tuple(owners_seen),
         raw=obj if keep_raw else None,
     )

@@ -78,6 +78,10 @@ class PodInfo:
     preemption_policy: str = "PreemptLowerPriority"
     #: A DisruptionTarget condition says a scheduler's preemption is evicting it.
     preempted: bool = False
+    #: Its first PodResizePending condition has reason Deferred: the kubelet could not fit
+    #: an in-place resize (`resource.IsPodResizeDeferred`); kube-scheduler 1.37 with
+    #: InPlacePodVerticalScalingSchedulerPreemption schedules such a bound pod again.
+    resize_deferred: bool = False
     errors: tuple[str, ...] = field(default=())
     labels: Mapping[str, str] = field(default_factory=dict)
     #: (apiVersion, kind, name) of the owner reference with `controller: true`, if any.
@@ -345,7 +349,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False, rule: RequestsRule = V1_35) -
             f"got {policy!r}"
         )
         policy = PREEMPT_LOWER_PRIORITY
-    condition, preempted = _conditions(status, errors)
+    condition, preempted, deferred = _conditions(status, errors)
     workload_ref = _workload_ref(spec, errors)
     gates = []
     for i, raw in enumerate(as_list(spec.get("schedulingGates"), "spec.schedulingGates", errors)):
@@ -377,6 +381,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False, rule: RequestsRule = V1_35) -
         start_time=str(status.get("startTime") or ""),
         preemption_policy=str(policy),
         preempted=preempted,
+        resize_deferred=deferred,
         errors=tuple(dict.fromkeys(errors)),
         labels=labels,
         controller=controller,
@@ -417,12 +422,13 @@ def _workload_ref(spec: Mapping[str, Any], errors: list[str]) -> tuple[str, str,
 
 def _conditions(
     status: Mapping[str, Any], errors: list[str]
-) -> tuple[tuple[str, str, str] | None, bool]:
-    """The PodScheduled condition (status, reason, message) and whether a DisruptionTarget
-    condition says a scheduler is preempting the pod."""
+) -> tuple[tuple[str, str, str] | None, bool, bool]:
+    """The PodScheduled condition (status, reason, message), whether a DisruptionTarget
+    condition says a scheduler is preempting the pod and whether its resize is deferred."""
     condition = None
     preempted = False
     seen_disruption = False
+    deferred: bool | None = None
     for i, raw in enumerate(as_list(status.get("conditions"), "status.conditions", errors)):
         c = as_map(raw, f"status.conditions[{i}]", errors)
         if c.get("type") == "PodScheduled":
@@ -435,7 +441,10 @@ def _conditions(
             # The first such condition decides, as kube-scheduler reads it.
             seen_disruption = True
             preempted = c.get("status") == "True" and c.get("reason") == PREEMPTION_BY_SCHEDULER
-    return condition, preempted
+        elif c.get("type") == "PodResizePending" and deferred is None:
+            # Only the first PodResizePending condition counts, whatever its status.
+            deferred = c.get("reason") == "Deferred"
+    return condition, preempted, bool(deferred)
 
 
 def _fingerprint(spec: Mapping[str, Any], meta: Mapping[str, Any]) -> int:
@@ -488,7 +497,7 @@ def reparse_pod(
     raw_labels = meta.get("labels")
     if (raw_labels if raw_labels is not None else {}) != labels:
         labels = _labels(raw_labels, "metadata.labels", errors)
-    condition, preempted = _conditions(status, errors)
+    condition, preempted, deferred = _conditions(status, errors)
     claim_statuses = old.claim_statuses
     if old.resource_claims or status.get("resourceClaimStatuses"):
         _, claim_statuses = parse_pod_claims({}, status, errors)
@@ -506,6 +515,7 @@ def reparse_pod(
             "nominated_node_name": str(status.get("nominatedNodeName") or ""),
             "start_time": str(status.get("startTime") or ""),
             "preempted": preempted,
+            "resize_deferred": deferred,
             "claim_statuses": claim_statuses,
             "labels": labels,
             "raw": obj if keep_raw and not spec.get("nodeName") else None,

@@ -8,6 +8,7 @@ from ascheduler.plugins import (
     coscheduling,
     defaultbinder,
     defaultpreemption,
+    deferredpodscheduling,
     dynamicresources,
     imagelocality,
     interpodaffinity,
@@ -36,6 +37,8 @@ IN_TREE = Registry(
         tainttoleration.REGISTRATION,
         nodeaffinity.REGISTRATION,
         nodeports.REGISTRATION,
+        # kube-scheduler inserts it before NodeResourcesFit while its gate is on.
+        deferredpodscheduling.REGISTRATION,
         noderesources.FIT_REGISTRATION,
         volumerestrictions.REGISTRATION,
         nodevolumelimits.REGISTRATION,

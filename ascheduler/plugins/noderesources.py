@@ -18,7 +18,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from ascheduler.features import Features
+from ascheduler.features import SCHEDULER_PREEMPTION_FOR_RESIZE, Features
 from ascheduler.framework import (
     CPU,
     MAX_NODE_SCORE,
@@ -44,7 +44,7 @@ from ascheduler.framework import (
     Status,
     WhatIfFilterPlugin,
 )
-from ascheduler.model import PodInfo
+from ascheduler.model import Node, PodInfo
 from ascheduler.model.labelnames import label_key_problem
 from ascheduler.model.quantity import format_quantity
 
@@ -295,6 +295,9 @@ class NodeResourcesFit(
         self.shape = tuple((u, s * (MAX_NODE_SCORE // MAX_CUSTOM_SCORE)) for u, s in shape)
         self.ignored = ignored
         self.ignored_groups = ignored_groups
+        #: InPlacePodVerticalScalingSchedulerPreemption: a deferred resize is checked on its
+        #: own node for what it adds to what the node already counts for it.
+        self.deferred_resizes = False
 
     def _checked(self, name: str) -> bool:
         """Whether the filter checks resource `name`: ignoredResources and
@@ -312,6 +315,18 @@ class NodeResourcesFit(
         """kube-scheduler's `isSchedulableAfterPodScaleDown` for an assigned pod's update (an
         in-place resize, or its end, shrinking what it holds): only a resource the pod asks
         for that the other pod now holds less of can help. Other events: always."""
+        deferred = self._deferred(pod)
+        if deferred:
+            # Bound to its node: a change elsewhere cannot help it.
+            changed = new if new is not None else old
+            where = changed.node_name if isinstance(changed, PodInfo) else None
+            if isinstance(changed, Node):
+                where = changed.name
+            if where is not None and where != pod.node_name:
+                return False
+        if event is ClusterEvent.ASSIGNED_POD_SCALE_UP:
+            # `isSchedulableAfterAssignedPodScaleUp`: only a deferred resize on that node.
+            return deferred
         if event is not ClusterEvent.ASSIGNED_POD_UPDATE:
             return True
         if not isinstance(old, PodInfo) or not isinstance(new, PodInfo) or not new.assigned:
@@ -323,14 +338,57 @@ class NodeResourcesFit(
 
     # -- filter ------------------------------------------------------------------------------
 
+    def _deferred(self, pod: PodInfo) -> bool:
+        return self.deferred_resizes and pod.resize_deferred and bool(pod.node_name)
+
+    def _cached_self(self, pod: PodInfo, nodes: NodeTable) -> tuple[int, PodInfo] | None:
+        """The row of a deferred resize's node and the pod as the node counts it, if both
+        are there (`adjustDeltasToAccomodateCacheDiscrepancy`)."""
+        if not self._deferred(pod):
+            return None
+        row = nodes.index.get(pod.node_name)
+        if row is None:
+            return None
+        cached = nodes.pods(row).get(pod.uid)
+        return None if cached is None else (row, cached)
+
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult | None:
         wanted = tuple((n, v) for n, v in pod.fit_requests.items() if v > 0 and self._checked(n))
+        found = self._cached_self(pod, nodes)
+        if found is not None:
+            return self._filter_deferred(pod, nodes, wanted, *found)
         # Which rows this request shape does not fit, kept per shape and recomputed only for
         # the rows whose usage changed: a stream of similar pods pays for one row a cycle.
         # The reasons are worked out only when some row does not fit.
         if not self._misfits(nodes, wanted).any():
             return None
         return self._rejections(nodes, wanted)
+
+    def _filter_deferred(
+        self,
+        pod: PodInfo,
+        nodes: NodeTable,
+        wanted: tuple[tuple[str, int], ...],
+        row: int,
+        cached: PodInfo,
+    ) -> FilterResult | None:
+        """`filter` with the pod's own row checked for the increase only (other rows, which
+        DeferredPodScheduling rejects anyway, as for any pod)."""
+        others = self._rejections(nodes, wanted) if self._misfits(nodes, wanted).any() else None
+        status = self._row_status(pod, nodes, row, (), (), cached)
+        rejected = np.zeros(nodes.n, dtype=np.bool_) if others is None else others.rejected.copy()
+        rejected[row] = not status.ok
+        rejections = []
+        for rejection in others.rejections if others is not None else ():
+            mask = rejection.nodes.copy()
+            mask[row] = False
+            if mask.any():
+                rejections.append(Rejection(rejection.reason, mask, rejection.code))
+        if not status.ok:
+            here = np.zeros(nodes.n, dtype=np.bool_)
+            here[row] = True
+            rejections.extend(Rejection(reason, here, status.code) for reason in status.reasons)
+        return FilterResult(rejected, rejections) if rejected.any() else None
 
     def _misfits(self, nodes: NodeTable, wanted: tuple[tuple[str, int], ...]) -> IntArray:
         rows_of = [nodes.resource_row(name) for name, _ in wanted]
@@ -431,6 +489,22 @@ class NodeResourcesFit(
         added: Sequence[PodInfo],
     ) -> Status:
         """`filter` for one row whose pods change by `removed` and `added`."""
+        found = self._cached_self(pod, nodes)
+        cached = found[1] if found is not None and found[0] == row else None
+        return self._row_status(pod, nodes, row, removed, added, cached)
+
+    def _row_status(
+        self,
+        pod: PodInfo,
+        nodes: NodeTable,
+        row: int,
+        removed: Sequence[PodInfo],
+        added: Sequence[PodInfo],
+        cached: PodInfo | None,
+    ) -> Status:
+        """One row's verdict; `cached`: the pod itself as the row already counts it (a
+        deferred resize), whose requests only the increase over is checked. The pod count
+        is not adjusted for it, as kube-scheduler does not."""
 
         def delta(name: str) -> int:
             return sum(p.requests.get(name, 0) for p in removed) - sum(
@@ -445,12 +519,14 @@ class NodeResourcesFit(
         for name, value in pod.fit_requests.items():
             if value <= 0 or not self._checked(name):
                 continue
+            need = value if cached is None else max(0, value - cached.requests.get(name, 0))
             res = nodes.resource_row(name)
             if res is None:
-                reasons.append(f"Insufficient {name}")
-                never = True
+                if need > 0:
+                    reasons.append(f"Insufficient {name}")
+                    never = True
                 continue
-            if free[res] + delta(name) < value:
+            if free[res] + delta(name) < need:
                 reasons.append(f"Insufficient {name}")
                 never = never or value > int(nodes.alloc[res, row])
         if not reasons:
@@ -648,13 +724,15 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, RowLocalScorePlugin):
 def new_fit(args: NodeResourcesFitArgs, handle: Handle) -> NodeResourcesFit:
     strategy = args.scoring_strategy
     ratio = strategy.requested_to_capacity_ratio
-    return NodeResourcesFit(
+    fit = NodeResourcesFit(
         strategy=strategy.type,
         resources=strategy.resources,
         shape=tuple((p.utilization, p.score) for p in ratio.shape) if ratio else (),
         ignored=frozenset(args.ignored_resources),
         ignored_groups=frozenset(args.ignored_resource_groups),
     )
+    fit.deferred_resizes = SCHEDULER_PREEMPTION_FOR_RESIZE in handle.features
+    return fit
 
 
 def new_balanced(
@@ -673,6 +751,8 @@ FIT_REGISTRATION: Final = Registration(
             ClusterEvent.NODE_ALLOCATABLE,
             ClusterEvent.ASSIGNED_POD_DELETE,
             ClusterEvent.ASSIGNED_POD_UPDATE,
+            # Emitted only while InPlacePodVerticalScalingSchedulerPreemption is on.
+            ClusterEvent.ASSIGNED_POD_SCALE_UP,
         }
     ),
     default_weight=1,

@@ -498,3 +498,124 @@ async def test_declared_features_change_moves_the_pod_only_while_the_gate_is_on(
     old = Env(plain)
     assert not old.router.nodes.declared_features
     assert "NodeDeclaredFeatures" not in old.frameworks[DEFAULT_SCHEDULER_NAME].plugins
+
+
+# -- deferred resizes (1.37, InPlacePodVerticalScalingSchedulerPreemption) ---------------------
+
+_RESIZE_GATES = "InPlacePodVerticalScalingSchedulerPreemption=true"
+
+
+def _deferred(name: str, *, deferred: bool = True, cpu: str = "3", **meta: Any) -> PodInfo:
+    """A pod bound to n1 asking `cpu` while running with 1, its resize deferred if told."""
+    from ascheduler.model.resources import RequestsRule
+
+    meta.setdefault("scheduler_name", DEFAULT_SCHEDULER_NAME)
+    raw = pod(name, namespace="ns", cpu=cpu, node_name="n1", **meta)
+    status: dict[str, Any] = {
+        "phase": "Running",
+        "containerStatuses": [
+            {
+                "name": raw["spec"]["containers"][0]["name"],
+                "resources": {"requests": {"cpu": "1"}},
+                "allocatedResources": {"cpu": "1"},
+            }
+        ],
+    }
+    if deferred:
+        status["conditions"] = [
+            {"type": "PodResizePending", "status": "True", "reason": "Deferred"}
+        ]
+    raw["status"] = status
+    rule = RequestsRule.of(Features.defaults(Release(1, 37)))
+    return parse_pod(raw, rule=rule)
+
+
+def _resize_env(*pods: PodInfo, gates: str = _RESIZE_GATES) -> Env:
+    from ascheduler.features import parse_gates
+
+    features = parse_gates(gates, Release(1, 37))
+    store = {p.uid: p for p in pods}
+    return Env(make_node("n1", cpu="4"), options=SchedulerConfig(features=features), store=store)
+
+
+def test_assigned_deferred_pods_are_queued_as_kube_scheduler_admits_them() -> None:
+    """`eventhandlers.go`: added deferred, queued; turning deferred, queued; no longer
+    deferred, dropped; deleted, dropped; the gate off, never."""
+    plain, grows = _deferred("grows", deferred=False), _deferred("grows")
+    env = _resize_env(grows)
+    env.router.pods.on_add(grows)
+    assert env.queue.where(grows.uid) == "active"
+    assert env.cache.has_pod(grows.uid)
+    env.router.pods.on_update(grows, plain)
+    assert env.queue.where(grows.uid) is None
+    env.router.pods.on_update(plain, grows)
+    assert env.queue.where(grows.uid) == "active"
+    env.router.pods.on_delete(grows)
+    assert env.queue.where(grows.uid) is None
+    assert not env.cache.has_pod(grows.uid)
+    # Another scheduler's pod, or the gate off: only counted.
+    for env, p in (
+        (_resize_env(), _deferred("theirs", scheduler_name="other")),
+        (_resize_env(gates=""), grows),
+    ):
+        env.router.pods.on_add(p)
+        assert env.queue.where(p.uid) is None
+        assert env.cache.has_pod(p.uid)
+
+
+async def test_a_deferred_pod_s_failure_requeues_it_without_event_or_nomination() -> None:
+    """Preemption evicts the victim on its node; the pod stays bound, gets no
+    FailedScheduling event, no condition and no nomination (`handleSchedulingFailure`)."""
+    from ascheduler.framework import CycleState
+
+    low = _deferred("low", deferred=False, cpu="2", priority=10)
+    grows = _deferred("grows", priority=1000)
+    env = _resize_env(low, grows)
+    env.router.pods.on_add(low)
+    env.router.pods.on_add(grows)
+    fw = env.frameworks[DEFAULT_SCHEDULER_NAME]
+    result = fw.find_nodes(CycleState(), grows, env.cache.table)
+    assert result.node is None
+    assert "Insufficient cpu" in result.status.message
+    assert result.nominated_node == "n1"  # preemption made room there
+    bind, _ = await env.attempt(grows)
+    assert bind is None
+    assert env.failed_events() == []
+    assert not env.scheduler.nominator.node_of(grows.uid)
+    assert env.queue.where(grows.uid) in ("backoff", "unschedulable", "active")
+    assert env.cache.has_pod(grows.uid)
+    assert env.cache.pod_node(grows.uid) == "n1"
+
+
+async def test_a_deferred_pod_that_fits_ends_its_cycle_at_assume() -> None:
+    """kube-scheduler's AssumePod refuses a pod its cache holds: an error, retried with
+    backoff, the pod left as it is (no event either)."""
+    grows = _deferred("grows")
+    env = _resize_env(grows)
+    env.router.pods.on_add(grows)
+    bind, _ = await env.attempt(grows)
+    assert bind is None
+    assert env.failed_events() == []
+    assert env.queue.where(grows.uid) == "backoff"
+    assert env.cache.has_pod(grows.uid)
+    assert not env.cache.is_assumed(grows.uid)
+
+
+async def test_a_bound_pod_growing_beside_a_deferred_one_wakes_it() -> None:
+    """NodeResourcesFit's AssignedPod/UpdatePodScaleUp: the grown pod may take the room the
+    deferred resize waits for; a pod on another node, or shrinking, does not wake it."""
+    low = _deferred("low", deferred=False, cpu="2", priority=2000)
+    grows = _deferred("grows", priority=1000)
+    env = _resize_env(low, grows)
+    env.cache.add_node(make_node("n2", cpu="4"))
+    env.router.pods.on_add(low)
+    env.router.pods.on_add(grows)
+    await env.attempt(grows)
+    assert env.queue.where(grows.uid) == "unschedulable"
+    elsewhere = make_pod("far", cpu="1", node="n2")
+    env.router.pods.on_add(elsewhere)
+    env.router.pods.on_update(elsewhere, make_pod("far", cpu="2", node="n2"))
+    assert env.queue.where(grows.uid) == "unschedulable"
+    bigger = _deferred("low", deferred=False, cpu="3", priority=2000)
+    env.router.pods.on_update(low, bigger)
+    assert env.queue.where(grows.uid) in ("backoff", "active")

@@ -186,5 +186,18 @@ def test_the_flags_set_the_config_s_release_and_features() -> None:
     assert features.TOPOLOGY_AWARE_WORKLOAD_SCHEDULING in config.features
     with pytest.raises(ConfigError, match="--feature-gates: unrecognized feature gate: X"):
         apply(SchedulerConfig(), Overrides(feature_gates="X=true"))
+    # Without --emulated-version the API server decides the release later: a later
+    # release's gate passes the flag; pinned to 1.35 it does not.
+    later = "InPlacePodVerticalScalingSchedulerPreemption=true"
+    config = apply(SchedulerConfig(), Overrides(feature_gates=later))
+    assert config.feature_gates == later  # read again at the API server's release
+    assert features.SCHEDULER_PREEMPTION_FOR_RESIZE in parse_gates(config.feature_gates, R37)
+    # A gate no release knows, or a bad value, still stops it here.
+    with pytest.raises(ConfigError, match="unrecognized feature gate: X"):
+        apply(SchedulerConfig(), Overrides(feature_gates=f"{later},X=true"))
+    with pytest.raises(ConfigError, match="invalid value of GenericWorkload=maybe"):
+        apply(SchedulerConfig(), Overrides(feature_gates=f"{later},GenericWorkload=maybe"))
+    with pytest.raises(ConfigError, match="unrecognized feature gate"):
+        apply(SchedulerConfig(), Overrides(emulated_version="1.35", feature_gates=later))
     with pytest.raises(ConfigError, match=r"--emulated-version: emulation version 1\.30"):
         apply(SchedulerConfig(), Overrides(emulated_version="1.30"))

@@ -24,6 +24,7 @@ from typing import Any, Final
 import numpy as np
 import structlog
 
+from ascheduler.features import SCHEDULER_PREEMPTION_FOR_RESIZE
 from ascheduler.framework.extender import Extenders
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
@@ -77,6 +78,25 @@ log = structlog.get_logger(__name__)
 ALL_EVENTS: Final = frozenset(ClusterEvent)
 
 MAX_PERMIT_TIMEOUT: Final = 15 * 60.0
+#: The in-tree plugins whose PreFilter returns Skip (so their Filter does not run) for a
+#: deferred in-place resize while InPlacePodVerticalScalingSchedulerPreemption is on
+#: (1.37): a pod already running on its node is checked for the resources it adds only.
+SKIPPED_FOR_DEFERRED_RESIZE: Final = frozenset(
+    {
+        "TaintToleration",
+        "NodeUnschedulable",
+        "NodeAffinity",
+        "NodePorts",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "VolumeBinding",
+        "VolumeZone",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "NodeDeclaredFeatures",
+        "DynamicResources",
+    }
+)
 MIN_FEASIBLE_NODES_TO_FIND: Final = 100
 MIN_FEASIBLE_PERCENTAGE: Final = 5
 #: The package of the in-tree plugins.
@@ -316,7 +336,13 @@ class Framework:
         timings = state.timings
         mark = time.perf_counter()
         refused: Status | None = None
+        deferred = pod.resize_deferred and SCHEDULER_PREEMPTION_FOR_RESIZE in self.handle.features
+        if deferred:
+            # Their PreFilters say Skip, whether or not they have one here.
+            state.skip_filter.update(SKIPPED_FOR_DEFERRED_RESIZE)
         for pre in self.pre_filter_plugins:
+            if deferred and pre.name in SKIPPED_FOR_DEFERRED_RESIZE:
+                continue
             result, status = pre.pre_filter(state, pod, nodes)
             if status.code is Code.SKIP:
                 state.skip_filter.add(pre.name)

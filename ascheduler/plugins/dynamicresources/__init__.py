@@ -26,6 +26,7 @@ import numpy as np
 
 from ascheduler.dra.allocator import AllocationError, Allocator, InvalidPools, Timeout
 from ascheduler.dra.store import ResourceObjects
+from ascheduler.features import SCHEDULER_PREEMPTION_FOR_RESIZE
 from ascheduler.framework import (
     SKIP,
     SUCCESS,
@@ -292,6 +293,10 @@ class DynamicResources(
     def post_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, diagnosis: Diagnosis
     ) -> PostFilterResult:
+        if pod.resize_deferred and SCHEDULER_PREEMPTION_FOR_RESIZE in self.handle.features:
+            # A deferred resize skipped PreFilter: nothing to deallocate, and no error for
+            # the missing state (kube-scheduler returns before reading it).
+            return PostFilterResult(Status.unschedulable())
         s: _State | None = state.read(NAME)
         if s is None:
             # PreFilter never ran: an earlier PreFilter rejected the pod outright. kube-
