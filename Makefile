@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: all venv build demo test test-fast lint typecheck pytest pytest-releases clean
+.PHONY: all venv build demo test test-fast test-matrix lint typecheck pytest pytest-releases clean
 
 all: test
 
@@ -58,6 +58,14 @@ pytest-releases: build
 		ASCHEDULER_KUBE_VERSION=$$release $(BIN)/pytest -m smoke -p no:randomly || exit 1; done
 
 test: lint typecheck pytest pytest-releases
+
+# The whole suite on each release named, one after the other (on demand: about as long as
+# `make test` per release): `make test-matrix ASCHEDULER_KUBE_VERSIONS="1.35 1.36 1.37"`.
+ASCHEDULER_KUBE_VERSIONS ?= 1.35 1.36 1.37
+test-matrix: lint typecheck build
+	for release in $(ASCHEDULER_KUBE_VERSIONS); do \
+		$(BIN)/ascheduler cluster build --kubernetes-version $$release || exit 1; \
+		ASCHEDULER_KUBE_VERSION=$$release $(BIN)/pytest || exit 1; done
 
 # Lint, types, the unit tests and the smoke integration tests, in one pytest run (one plane);
 # the differential scenarios, the fault injection and the other integration tests are left to
