@@ -549,10 +549,18 @@ class SchedulingQueue:
 
     # -- cluster events ------------------------------------------------------------------
 
-    def move_all(self, event: ClusterEvent, old: Any = None, new: Any = None) -> int:
+    def move_all(
+        self,
+        event: ClusterEvent,
+        old: Any = None,
+        new: Any = None,
+        pre_check: Callable[[PodInfo], bool] | None = None,
+    ) -> int:
         """Move the unschedulable pods this event may help (`old` and `new`: the object
         before and after, None where there is none, for the plugins' hints); returns how
-        many moved."""
+        many moved. `pre_check` (kube-scheduler's `PreEnqueueCheck`) narrows the pods asked
+        (parked and gated alike, as its unschedulable pool holds both); the event is still
+        recorded for the pods in flight, as kube-scheduler records it whatever the check."""
         self._event_seq += 1
         if self._in_flight:
             self._events.append((self._event_seq, event, old, new))
@@ -563,12 +571,16 @@ class SchedulingQueue:
             candidates = list(self._waiting_for.get(event, ()))
         for uid in candidates:
             qp = self._unschedulable[uid]
+            if pre_check is not None and not pre_check(qp.pod):
+                continue
             if self._may_help(qp, event, old, new):
                 self._unpark(uid)
                 self._to_active_or_backoff(qp, event.value)
                 moved += 1
         for uid in self._gated_candidates(event, old, new):
             qp = self._gated[uid]
+            if pre_check is not None and not pre_check(qp.pod):
+                continue
             if self._may_help(qp, event, old, new):
                 self._to_active(self._ungate(uid), event.value)
                 moved += 1
