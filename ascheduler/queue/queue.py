@@ -33,7 +33,7 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ascheduler.framework.interface import ClusterEvent, QueuedPodInfo, Status
@@ -144,6 +144,11 @@ class _InFlight:
     #: `wake` was asked while it was in flight: back to the active queue once its backoff is
     #: over, not parked.
     wake: bool = False
+    #: The pod as last updated while in flight (None: as popped).
+    latest: PodInfo | None = None
+    #: Its own relabellings while in flight, (before, after) each: kube-scheduler records
+    #: them as in-flight events (`addEventsIfPodInFlight`) and asks the hints at requeue.
+    relabels: list[tuple[PodInfo, PodInfo]] = field(default_factory=list)
 
 
 class SchedulingQueue:
@@ -285,8 +290,15 @@ class SchedulingQueue:
 
     def update(self, pod: PodInfo) -> None:
         uid = pod.uid
-        if uid in self._in_flight:
-            return  # its attempt's owner re-reads it when putting it back
+        flight = self._in_flight.get(uid)
+        if flight is not None:
+            # Its attempt's owner re-reads it when putting it back; what the pod's spec
+            # changed is seen then, a relabelling only through the hints (`requeue`).
+            before = flight.latest or flight.qp.pod
+            if before.labels != pod.labels:
+                flight.relabels.append((before, pod))
+            flight.latest = pod
+            return
         for heap in (self._active, self._backoff, self._error_backoff):
             if uid in heap:
                 qp = heap.remove(uid)
@@ -507,7 +519,9 @@ class SchedulingQueue:
             self.on_incoming("backoff", "ScheduleAttemptFailure")
             self._wakeup.set()
         elif flight is not None and (
-            not flight.qp.pod.scheduling_spec_equal(qp.pod) or self._helped(qp, flight)
+            not flight.qp.pod.scheduling_spec_equal(qp.pod)
+            or self._helped(qp, flight)
+            or self._relabel_helped(qp, flight)
         ):
             self._to_active_or_backoff(qp, "ScheduleAttemptFailure")
         else:
@@ -536,6 +550,12 @@ class SchedulingQueue:
             events, flight.event_mark, lo=self._events_head, key=lambda e: e[0]
         )
         return any(self._may_help(qp, *events[i][1:]) for i in range(start, len(events)))
+
+    def _relabel_helped(self, qp: QueuedPodInfo, flight: _InFlight) -> bool:
+        """Whether one of the pod's own relabellings in flight may help it, as when it is
+        relabelled while parked (`update`)."""
+        event = ClusterEvent.UNSCHEDULED_POD_UPDATE
+        return any(self._may_help(qp, event, old, new) for old, new in flight.relabels)
 
     def _may_help(self, qp: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
         return event is ClusterEvent.FORCE or (
