@@ -458,6 +458,7 @@ class SchedulingQueue:
             qp.attempts + 1,
             qp.initial_attempt_timestamp or self.clock.now(),
             qp.unschedulable_plugins,
+            qp.flushed,
         )
         self._in_flight[qp.pod.uid] = _InFlight(qp, self._event_seq)
         return qp
@@ -509,7 +510,7 @@ class SchedulingQueue:
             self._trim_events()
             return
         now = self.clock.now()
-        qp = replace(qp, timestamp=now, unschedulable_plugins=rejected_by)
+        qp = replace(qp, timestamp=now, unschedulable_plugins=rejected_by, flushed=False)
         if flight is not None and flight.activate:
             self._to_active(qp, "ForceActivate")
         elif flight is not None and flight.wake and not error:
@@ -621,7 +622,7 @@ class SchedulingQueue:
             if now - since >= timeout:
                 qp = self._unpark(uid)
                 assert qp is not None
-                self._to_active_or_backoff(qp, "UnschedulableTimeout")
+                self._to_active_or_backoff(replace(qp, flushed=True), "UnschedulableTimeout")
 
     async def run_flushes(self, interval: float = 30.0) -> None:
         """Move long-unschedulable pods back every `interval` (backoff is handled by pop)."""
