@@ -408,9 +408,16 @@ def _binder(args: argparse.Namespace) -> int:
     if args.leader_elect_resource_name is None and election.resource_name == "ascheduler":
         election = dataclasses.replace(election, resource_name=service.BINDER_LEASE)
     config = dataclasses.replace(config, leader_election=election)
-    return uvloop.run(
-        service.main(config, workers=args.workers, finished_ttl=max(args.finished_ttl, 0.0))
-    )
+    from ascheduler.framework import ConfigError
+
+    try:
+        return uvloop.run(
+            service.main(config, workers=args.workers, finished_ttl=max(args.finished_ttl, 0.0))
+        )
+    except ConfigError as exc:  # the API server's release refuses the configuration
+        for problem in exc.problems:
+            print(f"ascheduler: {problem}", file=sys.stderr)
+        return 2
 
 
 def _pod_name(args: argparse.Namespace) -> tuple[str, str]:
