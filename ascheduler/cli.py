@@ -226,6 +226,14 @@ def build_parser() -> argparse.ArgumentParser:
     _plugins_option(validate)
     defaults = config_verbs.add_parser("defaults", help="print the effective default configuration")
     _plugins_option(defaults)
+    from ascheduler.config.flags import flag
+
+    for verb in (validate, defaults):
+        # A release reads a configuration its own way (its default profile, plugin args).
+        flag("emulated_version").add_to(
+            verb, help="read as this release's kube-scheduler does (default: 1.35)"
+        )
+        flag("feature_gates").add_to(verb, help=None)
     _cluster_parser(sub)
     return parser
 
@@ -233,9 +241,18 @@ def build_parser() -> argparse.ArgumentParser:
 def _config(args: argparse.Namespace) -> int:
     import yaml
 
-    from ascheduler.config import load, parse, to_document
+    from ascheduler.config import Overrides, SchedulerConfig, apply, load, parse, to_document
     from ascheduler.framework import ConfigError
 
+    try:
+        release = Overrides(
+            emulated_version=args.emulated_version, feature_gates=args.feature_gates
+        )
+        gates = apply(SchedulerConfig(), release).features
+    except ConfigError as exc:
+        for problem in exc.problems:  # each names its flag
+            print(problem, file=sys.stderr)
+        return 2
     try:
         registry = _registry(args)
         if args.verb == "defaults":
@@ -245,10 +262,11 @@ def _config(args: argparse.Namespace) -> int:
                     "kind": "KubeSchedulerConfiguration",
                 },
                 registry,
+                gates,
             )
             print(yaml.safe_dump(to_document(defaults, registry), sort_keys=False), end="")
             return 0
-        load(args.file, registry)
+        load(args.file, registry, gates)
     except ConfigError as exc:
         where = f"{args.file}: " if args.verb == "validate" else ""
         for problem in exc.problems:
@@ -390,9 +408,16 @@ def _binder(args: argparse.Namespace) -> int:
     if args.leader_elect_resource_name is None and election.resource_name == "ascheduler":
         election = dataclasses.replace(election, resource_name=service.BINDER_LEASE)
     config = dataclasses.replace(config, leader_election=election)
-    return uvloop.run(
-        service.main(config, workers=args.workers, finished_ttl=max(args.finished_ttl, 0.0))
-    )
+    from ascheduler.framework import ConfigError
+
+    try:
+        return uvloop.run(
+            service.main(config, workers=args.workers, finished_ttl=max(args.finished_ttl, 0.0))
+        )
+    except ConfigError as exc:  # the API server's release refuses the configuration
+        for problem in exc.problems:
+            print(f"ascheduler: {problem}", file=sys.stderr)
+        return 2
 
 
 def _pod_name(args: argparse.Namespace) -> tuple[str, str]:

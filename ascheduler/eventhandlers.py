@@ -154,12 +154,27 @@ class _PodEvents:
         self.r.requests.pending.pop(pod.uid, None)
         cache.gangs.remove_pod(pod)
         self.r.nominator.forget(pod.uid)
+        nominated = False
         if cache.has_pod(pod.uid):
             was_assumed = cache.is_assumed(pod.uid)
             cache.remove_pod(pod)
             if not was_assumed or pod.assigned:
                 queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE, pod, None)
+        else:
+            nominated = not pod.assigned and bool(pod.nominated_node_name) and self.r.ours(pod)
         queue.delete(pod)
+        if nominated:
+            # Pods of lower or equal priority counted the nominated pod as placed on its node
+            # (kube-scheduler, every release: `deletePodFromSchedulingQueue`), so its deletion
+            # is an assigned pod's deletion for them; the pod itself has left the queue first.
+            priority = pod.priority
+            queue.move_all(
+                ClusterEvent.ASSIGNED_POD_DELETE,
+                pod,
+                None,
+                pre_check=lambda waiting: waiting.priority <= priority,
+            )
+            log.debug("nominated_pod_deleted", pod=pod.key, node=pod.nominated_node_name)
         for fw in self.r.scheduler.frameworks.values():
             waiting = fw.handle.waiting_pods.get(pod.uid)
             if waiting is not None:

@@ -164,10 +164,20 @@ QUEUED_ENTITIES: Final = Gauge(
     ["queue", "type"],
     registry=None,
 )
+#: v1.36: pods bound after the periodic flush (not an event) moved them out of the
+#: unschedulable pool.
+POD_SCHEDULED_AFTER_FLUSH: Final = Counter(
+    "scheduler_pod_scheduled_after_flush_total",
+    "Number of pods that were successfully scheduled after being flushed from "
+    "unschedulablePods due to timeout. This metric helps detect potential queueing hint "
+    "misconfigurations or event handling issues.",
+    registry=None,
+)
 #: The `type` of a plain pod in `QUEUED_ENTITIES`.
 POD_ENTITY: Final = "pod"
 #: kube-scheduler's metrics a release added, exported from that release on.
 RELEASE_METRICS: Final[Mapping[Gauge | Counter | Histogram, Release]] = {
+    POD_SCHEDULED_AFTER_FLUSH: Release(1, 36),
     QUEUED_ENTITIES: Release(1, 37),
 }
 _REGISTERED: set[object] = set()

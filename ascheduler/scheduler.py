@@ -468,6 +468,11 @@ class Scheduler:
             metrics.labelled(metrics.POD_SCHEDULING_SLI_DURATION, str(qp.attempts)).observe(
                 max(self.queue.clock.now() - qp.initial_attempt_timestamp, 0.0)
             )
+        if qp.flushed:
+            log.debug(
+                "pod_scheduled_after_flush", pod=pod.key, plugins=sorted(qp.unschedulable_plugins)
+            )
+            metrics.POD_SCHEDULED_AFTER_FLUSH.inc()
         fw.post_bind(state, pod, node)
         log.debug("pod_bound", pod=pod.key, node=node, profile=fw.profile, attempt=qp.attempts)
         self.writer.scheduled(pod, node, fw.profile)

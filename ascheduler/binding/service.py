@@ -37,6 +37,7 @@ from typing import Any, Final
 import structlog
 
 from ascheduler import heap, metrics, runner
+from ascheduler.app import behave_as
 from ascheduler.binding.binder import LockedBinder
 from ascheduler.binding.reconcile import Act, after_failed_bind, backoff, decide
 from ascheduler.cache import Cache
@@ -58,6 +59,7 @@ from ascheduler.model.bindrequest import (
     object_path,
     parse_bind_request,
 )
+from ascheduler.model.resources import V1_35, RequestsRule
 from ascheduler.plugins import IN_TREE
 from ascheduler.waits import wait_event
 
@@ -159,8 +161,12 @@ class RequestBinder:
         retention: float = DEFAULT_RETENTION,
         finished_ttl: float = DEFAULT_FINISHED_TTL,
         collect_rate: int = DEFAULT_COLLECT_RATE,
+        requests_rule: RequestsRule = V1_35,
     ) -> None:
+        """`requests_rule`: how the API server's release reads a resized pod's requests
+        (the pods it lists are those the node-lock re-validation fits against)."""
         self.write = write
+        self.requests_rule = requests_rule
         self.finished_ttl = finished_ttl
         self.collect_rate = collect_rate
         #: (when, request) bound requests to delete, oldest first
@@ -198,7 +204,7 @@ class RequestBinder:
             Informer(
                 watch,
                 "/api/v1/pods",
-                parse=parse_pod,
+                parse=lambda obj: parse_pod(obj, rule=requests_rule),
                 key=lambda p: p.uid,
                 version=lambda p: p.resource_version,
                 handler=self.pods,
@@ -399,7 +405,7 @@ class RequestBinder:
     async def _read_pod(self, req: BindRequest) -> PodInfo | None:
         try:
             path = f"/api/v1/namespaces/{req.namespace}/pods/{req.pod_name}"
-            return parse_pod(await self.write.get(path))
+            return parse_pod(await self.write.get(path), rule=self.requests_rule)
         except KubeError as exc:
             if exc.not_found:
                 return None
@@ -545,17 +551,34 @@ async def main(
             user_agent="ascheduler-binder",
             limiter=limiter,
         )
+        # The binder re-validates fits as the scheduler does: at the API server's release.
+        try:
+            features = (await behave_as(config, write, IN_TREE)).features
+        except BaseException:
+            await watch.close()
+            await write.close()
+            raise
+        rule = RequestsRule.of(features)
         profile = multipoint(BINDER_LEASE, [PluginRef("PrioritySort"), PluginRef("DefaultBinder")])
-        handle = Handle(nodes=Cache().table, kube=write, profile=BINDER_LEASE)
+        handle = Handle(
+            nodes=Cache(features).table, kube=write, profile=BINDER_LEASE, features=features
+        )
         fw = Framework(profile, IN_TREE, handle)
         locked = LockedBinder(
             write,
             config.binding,
             lease_namespace=config.leader_election.resource_namespace,
             register=True,  # it always locks, but others must know it shares the nodes
+            requests_rule=rule,
         )
         service = RequestBinder(
-            watch, write, locked, fw, workers=workers, finished_ttl=finished_ttl
+            watch,
+            write,
+            locked,
+            fw,
+            workers=workers,
+            finished_ttl=finished_ttl,
+            requests_rule=rule,
         )
         metrics.BINDER_PENDING.set_function(service.pending)
         return Binding(service, watch, write, grace=config.shutdown_grace)

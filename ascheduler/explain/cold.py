@@ -17,10 +17,12 @@ from ascheduler.app import Runtime, build
 from ascheduler.binding.leases import LEASE_INFORMER
 from ascheduler.config import SchedulerConfig
 from ascheduler.explain.core import Capacity, Explanation, capacity, explain_with_extenders
+from ascheduler.features import Features
 from ascheduler.framework import Registry
 from ascheduler.kube import ApiError, KubeClient
 from ascheduler.kube.informer import Informer
 from ascheduler.model import PodInfo, parse_pod
+from ascheduler.model.resources import V1_35, RequestsRule
 
 #: How long listing the cluster may take before explain gives up.
 SYNC_TIMEOUT = 120.0
@@ -131,6 +133,7 @@ async def explain_cold(
                 f'no profile "{name}" (the pod\'s schedulerName unless --profile); '
                 f"profiles: {known}"
             )
+        pod = as_release(pod, fw.handle.features)
         cache = scheduler.cache
         cached = cache.pod(pod.uid)
         if cached is not None:
@@ -151,6 +154,17 @@ async def explain_cold(
         return report
     finally:
         await runtime.close()
+
+
+def as_release(pod: PodInfo, features: Features) -> PodInfo:
+    """`pod` read again as the release explain behaves as reads it (known only once the API
+    server's version is): a resized pod's requests differ per release (`RequestsRule`).
+    The pod was read with the default release's rule to find its profile; its raw object is
+    kept (what extenders are sent), so nothing is fetched again."""
+    rule = RequestsRule.of(features)
+    if pod.raw is None or rule == V1_35:
+        return pod
+    return dataclasses.replace(parse_pod(pod.raw, rule=rule), raw=pod.raw)
 
 
 def _unbound(pod: PodInfo) -> PodInfo:

@@ -302,6 +302,10 @@ class QueuedPodInfo:
     attempts: int = 0
     initial_attempt_timestamp: float | None = None
     unschedulable_plugins: frozenset[str] = field(default_factory=frozenset)
+    #: Last moved out of the unschedulable pool by the periodic flush, not by an event
+    #: (kube-scheduler's `WasFlushedFromUnschedulable`, 1.36): a pod scheduled then may point
+    #: to a hint or an event missed. Cleared when an attempt puts it back.
+    flushed: bool = False
 
 
 class ClusterEvent(enum.Enum):

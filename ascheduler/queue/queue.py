@@ -33,7 +33,7 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ascheduler.framework.interface import ClusterEvent, QueuedPodInfo, Status
@@ -144,6 +144,11 @@ class _InFlight:
     #: `wake` was asked while it was in flight: back to the active queue once its backoff is
     #: over, not parked.
     wake: bool = False
+    #: The pod as last updated while in flight (None: as popped).
+    latest: PodInfo | None = None
+    #: Its own relabellings while in flight, (before, after) each: kube-scheduler records
+    #: them as in-flight events (`addEventsIfPodInFlight`) and asks the hints at requeue.
+    relabels: list[tuple[PodInfo, PodInfo]] = field(default_factory=list)
 
 
 class SchedulingQueue:
@@ -285,8 +290,15 @@ class SchedulingQueue:
 
     def update(self, pod: PodInfo) -> None:
         uid = pod.uid
-        if uid in self._in_flight:
-            return  # its attempt's owner re-reads it when putting it back
+        flight = self._in_flight.get(uid)
+        if flight is not None:
+            # Its attempt's owner re-reads it when putting it back; what the pod's spec
+            # changed is seen then, a relabelling only through the hints (`requeue`).
+            before = flight.latest or flight.qp.pod
+            if before.labels != pod.labels:
+                flight.relabels.append((before, pod))
+            flight.latest = pod
+            return
         for heap in (self._active, self._backoff, self._error_backoff):
             if uid in heap:
                 qp = heap.remove(uid)
@@ -446,6 +458,7 @@ class SchedulingQueue:
             qp.attempts + 1,
             qp.initial_attempt_timestamp or self.clock.now(),
             qp.unschedulable_plugins,
+            qp.flushed,
         )
         self._in_flight[qp.pod.uid] = _InFlight(qp, self._event_seq)
         return qp
@@ -497,7 +510,7 @@ class SchedulingQueue:
             self._trim_events()
             return
         now = self.clock.now()
-        qp = replace(qp, timestamp=now, unschedulable_plugins=rejected_by)
+        qp = replace(qp, timestamp=now, unschedulable_plugins=rejected_by, flushed=False)
         if flight is not None and flight.activate:
             self._to_active(qp, "ForceActivate")
         elif flight is not None and flight.wake and not error:
@@ -507,7 +520,9 @@ class SchedulingQueue:
             self.on_incoming("backoff", "ScheduleAttemptFailure")
             self._wakeup.set()
         elif flight is not None and (
-            not flight.qp.pod.scheduling_spec_equal(qp.pod) or self._helped(qp, flight)
+            not flight.qp.pod.scheduling_spec_equal(qp.pod)
+            or self._helped(qp, flight)
+            or self._relabel_helped(qp, flight)
         ):
             self._to_active_or_backoff(qp, "ScheduleAttemptFailure")
         else:
@@ -537,6 +552,12 @@ class SchedulingQueue:
         )
         return any(self._may_help(qp, *events[i][1:]) for i in range(start, len(events)))
 
+    def _relabel_helped(self, qp: QueuedPodInfo, flight: _InFlight) -> bool:
+        """Whether one of the pod's own relabellings in flight may help it, as when it is
+        relabelled while parked (`update`)."""
+        event = ClusterEvent.UNSCHEDULED_POD_UPDATE
+        return any(self._may_help(qp, event, old, new) for old, new in flight.relabels)
+
     def _may_help(self, qp: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
         return event is ClusterEvent.FORCE or (
             self.event_filter(qp, event) and self.hint(qp, event, old, new)
@@ -549,10 +570,18 @@ class SchedulingQueue:
 
     # -- cluster events ------------------------------------------------------------------
 
-    def move_all(self, event: ClusterEvent, old: Any = None, new: Any = None) -> int:
+    def move_all(
+        self,
+        event: ClusterEvent,
+        old: Any = None,
+        new: Any = None,
+        pre_check: Callable[[PodInfo], bool] | None = None,
+    ) -> int:
         """Move the unschedulable pods this event may help (`old` and `new`: the object
         before and after, None where there is none, for the plugins' hints); returns how
-        many moved."""
+        many moved. `pre_check` (kube-scheduler's `PreEnqueueCheck`) narrows the pods asked
+        (parked and gated alike, as its unschedulable pool holds both); the event is still
+        recorded for the pods in flight, as kube-scheduler records it whatever the check."""
         self._event_seq += 1
         if self._in_flight:
             self._events.append((self._event_seq, event, old, new))
@@ -563,12 +592,16 @@ class SchedulingQueue:
             candidates = list(self._waiting_for.get(event, ()))
         for uid in candidates:
             qp = self._unschedulable[uid]
+            if pre_check is not None and not pre_check(qp.pod):
+                continue
             if self._may_help(qp, event, old, new):
                 self._unpark(uid)
                 self._to_active_or_backoff(qp, event.value)
                 moved += 1
         for uid in self._gated_candidates(event, old, new):
             qp = self._gated[uid]
+            if pre_check is not None and not pre_check(qp.pod):
+                continue
             if self._may_help(qp, event, old, new):
                 self._to_active(self._ungate(uid), event.value)
                 moved += 1
@@ -589,7 +622,7 @@ class SchedulingQueue:
             if now - since >= timeout:
                 qp = self._unpark(uid)
                 assert qp is not None
-                self._to_active_or_backoff(qp, "UnschedulableTimeout")
+                self._to_active_or_backoff(replace(qp, flushed=True), "UnschedulableTimeout")
 
     async def run_flushes(self, interval: float = 30.0) -> None:
         """Move long-unschedulable pods back every `interval` (backoff is handled by pop)."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
+
+import pytest
 
 from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
 from ascheduler.features import Features, Release
@@ -619,3 +622,57 @@ async def test_a_bound_pod_growing_beside_a_deferred_one_wakes_it() -> None:
     bigger = _deferred("low", deferred=False, cpu="3", priority=2000)
     env.router.pods.on_update(low, bigger)
     assert env.queue.where(grows.uid) in ("backoff", "active")
+
+
+RELEASES = [Release(1, 35), Release(1, 36), Release(1, 37)]
+
+
+def _at(release: Release, *nodes: Any) -> Env:
+    return Env(*nodes, options=SchedulerConfig(features=Features.defaults(release)))
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=str)
+async def test_a_nominated_pod_s_deletion_wakes_pods_of_lower_or_equal_priority(
+    release: Release,
+) -> None:
+    """kube-scheduler (every release) sends `AssignedPodDelete` for it, to the pods of lower
+    or equal priority only (they counted the nominated pod as placed on its node)."""
+    env = _at(release, make_node("n1", cpu="2"))
+    nominated = dataclasses.replace(
+        make_pod("nominated", cpu="2", priority=10), nominated_node_name="n1"
+    )
+    env.router.pods.on_add(nominated)
+    env.queue.delete(nominated)  # as if it were in flight: only its nomination counts
+    lower = make_pod("lower", cpu="1", priority=5)
+    equal = make_pod("equal", cpu="1", priority=10)
+    higher = make_pod("higher", cpu="3", priority=20)  # too big either way
+    for waiting in (lower, equal, higher):
+        await env.attempt(waiting)
+        assert env.queue.where(waiting.uid) == "unschedulable", waiting.name
+    env.router.pods.on_delete(nominated)
+    assert nominated.uid not in env.queue
+    assert env.queue.where(lower.uid) in ("backoff", "active")
+    assert env.queue.where(equal.uid) in ("backoff", "active")
+    assert env.queue.where(higher.uid) == "unschedulable"
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=str)
+async def test_a_deleted_pod_without_nomination_or_not_ours_wakes_nobody(
+    release: Release,
+) -> None:
+    env = _at(release, make_node("n1", cpu="2"))
+    running = make_pod("running", node="n1", cpu="2")
+    env.router.pods.on_add(running)
+    waiting = make_pod("waiting", cpu="1")
+    await env.attempt(waiting)
+    assert env.queue.where(waiting.uid) == "unschedulable"
+    plain = make_pod("plain", cpu="1", priority=10)
+    env.router.pods.on_add(plain)
+    env.router.pods.on_delete(plain)
+    others = dataclasses.replace(
+        make_pod("others", cpu="2", priority=10, scheduler="default-scheduler"),
+        nominated_node_name="n1",
+    )
+    env.router.pods.on_add(others)
+    env.router.pods.on_delete(others)
+    assert env.queue.where(waiting.uid) == "unschedulable"

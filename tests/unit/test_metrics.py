@@ -46,3 +46,13 @@ def test_a_release_s_metrics_are_exported_from_that_release_on() -> None:
     metrics.behave_as(Features.defaults(Release(1, 37)), newer)  # once
     assert sample(newer, "scheduler_queued_entities", {"queue": "active", "type": "pod"}) == 2
     assert sample(newer, "scheduler_queued_entities", {"queue": "gated", "type": "pod"}) == 1
+
+
+def test_pod_scheduled_after_flush_is_exported_from_1_36() -> None:
+    registries = {minor: CollectorRegistry() for minor in (35, 36, 37)}
+    for minor, registry in registries.items():
+        metrics.behave_as(Features.defaults(Release(1, minor)), registry)
+    name = "scheduler_pod_scheduled_after_flush_total"
+    assert sample(registries[35], name, {}) is None
+    assert sample(registries[36], name, {}) is not None
+    assert sample(registries[37], name, {}) is not None

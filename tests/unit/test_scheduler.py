@@ -10,7 +10,9 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
+from ascheduler import metrics
 from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
 from ascheduler.features import Features, Release
 from ascheduler.framework import (
@@ -715,3 +717,52 @@ async def test_a_pre_bind_waiting_outside_the_scheduler_does_not_hold_up_others(
         running.cancel()
     # Every slot given back: the next cycle would find it free.
     assert scheduler._bind_slots._value == 1
+
+
+def _recording_binder_env(*nodes: Node) -> Env:
+    """The default profile with `WaitsOnPermit` binding (records; no API client)."""
+    plugins = [p for p in default_plugins(IN_TREE) if p.name != "DefaultBinder"]
+    options = SchedulerConfig(
+        profiles=(multipoint(DEFAULT_SCHEDULER_NAME, (*plugins, PluginRef(WaitsOnPermit.name))),),
+    )
+    registry = Registry(
+        [*IN_TREE.values(), Registration(WaitsOnPermit.name, lambda a, h: WaitsOnPermit(), NoArgs)]
+    )
+    return Env(*nodes, options=options, registry=registry)
+
+
+async def test_a_pod_bound_after_the_flush_moved_it_is_counted() -> None:
+    """kube-scheduler 1.36's `pod_scheduled_after_flush_total`: bound after the periodic
+    flush (not an event) moved it out of the unschedulable pool; an attempt that puts it
+    back clears the mark."""
+    counted = CollectorRegistry()
+    counted.register(metrics.POD_SCHEDULED_AFTER_FLUSH)
+    name = "scheduler_pod_scheduled_after_flush_total"
+    before = counted.get_sample_value(name) or 0.0
+    env = _recording_binder_env(make_node("n1", cpu="1"))
+    flushed, woken = make_pod("flushed", cpu="2"), make_pod("woken", cpu="2")
+    for waiting in (flushed, woken):
+        assert (await env.attempt(waiting))[0] is None
+    # Room appears without an event the queue sees (as a missed event would).
+    env.cache.update_node(make_node("n1", cpu="8"))
+    env.clock.advance(env.queue.settings.unschedulable_timeout + 1)
+    env.queue.flush_unschedulable_leftover()
+    assert env.queue.where(flushed.uid) == "active"
+    bind, qp = await env.attempt(flushed)
+    assert bind is not None
+    assert qp.flushed
+    await env.scheduler.binding_cycle(bind)
+    assert counted.get_sample_value(name) == before + 1
+    # Woken by an event after its flush and a failed attempt: not counted.
+    qp = await pop(env.queue)
+    assert qp is not None
+    assert qp.pod.uid == woken.uid
+    assert qp.flushed
+    env.queue.requeue(qp, rejected_by=frozenset({"NodeResourcesFit"}))
+    env.router.nodes.on_add(make_node("n2", cpu="8"))
+    env.clock.advance(20)
+    bind, qp = await env.attempt(woken)
+    assert bind is not None
+    assert not qp.flushed
+    await env.scheduler.binding_cycle(bind)
+    assert counted.get_sample_value(name) == before + 1

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ascheduler.cli import main
 from ascheduler.config import parse
 from ascheduler.devcluster import ensure_built, versions
 from ascheduler.durations import parse_seconds
@@ -268,3 +269,33 @@ def test_ascheduler_reads_the_file_as_kube_scheduler_does(
             pending = any(n == name and since <= RELEASE for n, since in PENDING_ARGS)
             if name in their_args and dataclasses.fields(args) and not pending:
                 assert _plain(encode(args)) == their_args[name], name
+
+
+def test_config_defaults_at_the_release_are_kube_scheduler_s(
+    kube_verdicts: dict[str, KubeVerdict], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ascheduler config defaults --emulated-version <the plane's release>` prints what that
+    release's kube-scheduler writes for an empty file: the default profile's plugins in order
+    and every plugin's defaulted args (the ones both have and compare)."""
+    assert main(["config", "defaults", "--emulated-version", str(RELEASE)]) == 0
+    ours = yaml.safe_load(capsys.readouterr().out)
+    theirs = kube_verdicts["empty.yaml"].written
+    for key in ("percentageOfNodesToScore", "podInitialBackoffSeconds", "podMaxBackoffSeconds"):
+        assert ours[key] == theirs[key], key
+    (profile,) = ours["profiles"]
+    (their_profile,) = theirs["profiles"]
+    assert [
+        p["name"]
+        for p in profile["plugins"]["multiPoint"]["enabled"]
+        if p["name"] not in ASCHEDULER_ONLY
+    ] == [p["name"] for p in their_profile["plugins"]["multiPoint"]["enabled"]]
+    our_args = {c["name"]: _plain(c["args"]) for c in profile["pluginConfig"]}
+    their_args = {c["name"]: _plain(c["args"]) for c in their_profile["pluginConfig"]}
+    compared = {
+        name
+        for name in their_args
+        if not any(n == name and since <= RELEASE for n, since in PENDING_ARGS)
+    }
+    assert compared
+    for name in sorted(compared):
+        assert our_args.get(name, {}) == their_args[name], name

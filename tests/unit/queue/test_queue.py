@@ -951,3 +951,25 @@ async def test_wake_after_the_backoff_or_in_flight(
     queue.wake(parked.uid)
     queue.requeue(qp, rejected_by=frozenset({"Coscheduling"}))
     assert queue.where(parked.uid) == "backoff"
+
+
+async def test_move_all_pre_check_narrows_the_pods_asked_not_the_in_flight_log(
+    queue: SchedulingQueue,
+) -> None:
+    """kube-scheduler's `PreEnqueueCheck`: only the pods it passes are moved; the event is
+    still recorded for a pod in flight (its requeue asks the hints whatever the check)."""
+    low = make_pod("low", priority=1)
+    high = make_pod("high", priority=100)
+    await make_unschedulable(queue, low, frozenset({"NodeResourcesFit"}))
+    await make_unschedulable(queue, high, frozenset({"NodeResourcesFit"}))
+    queue.add(make_pod("flying", priority=100))
+    flying = await pop(queue)
+    assert flying is not None
+    moved = queue.move_all(
+        ClusterEvent.ASSIGNED_POD_DELETE, None, None, pre_check=lambda p: p.priority <= 10
+    )
+    assert moved == 1
+    assert queue.where(low.uid) in ("backoff", "active")
+    assert queue.where(high.uid) == "unschedulable"
+    queue.requeue(flying, rejected_by=frozenset({"NodeResourcesFit"}))
+    assert queue.where(flying.pod.uid) in ("backoff", "active")

@@ -22,7 +22,7 @@ from ascheduler.model import PodInfo, parse_pod
 from ascheduler.plugins import IN_TREE
 from ascheduler.queue import QueueSettings, SchedulingQueue
 from tests.kit import FakeClock, on, pod
-from tests.unit.queue.test_queue import make_unschedulable
+from tests.unit.queue.test_queue import make_unschedulable, pop
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -118,3 +118,65 @@ async def test_backoff_is_the_same_on_every_release(minor: int) -> None:
         for attempts in (1, 2, 3, 4, 5, 6)
     ]
     assert ends == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+
+
+async def _relabelled_in_flight(
+    queue: SchedulingQueue, me: PodInfo, relabelled: PodInfo, rejected_by: frozenset[str]
+) -> str:
+    """Where `me` goes when rejected by `rejected_by` after its labels changed while it was
+    being scheduled (kube-scheduler records the update as an in-flight event)."""
+    queue.add(me)
+    qp = await pop(queue)
+    assert qp is not None
+    queue.update(relabelled)
+    assert queue.where(me.uid) == "in-flight"
+    queue.requeue(
+        QueuedPodInfo(relabelled, qp.timestamp, attempts=qp.attempts), rejected_by=rejected_by
+    )
+    return queue.where(me.uid)
+
+
+@pytest.mark.parametrize(("minor", "moves"), [(35, False), (36, True), (37, True)])
+async def test_a_relabelling_in_flight_wakes_a_pod_inter_pod_affinity_rejected_from_1_36(
+    minor: int, moves: bool
+) -> None:
+    queue = release_queue(minor, FakeClock())
+    me = waiting("me", {"app": "me"}, affinity=anti("web"))
+    relabelled = waiting("me", {"app": "me", "v": "2"}, affinity=anti("web"))
+    where = await _relabelled_in_flight(queue, me, relabelled, IPA)
+    assert (where != "unschedulable") is moves
+
+
+SPREAD_WEB = {
+    "maxSkew": 1,
+    "topologyKey": ZONE,
+    "whenUnsatisfiable": "DoNotSchedule",
+    "labelSelector": {"matchLabels": {"app": "web"}},
+}
+
+
+@pytest.mark.parametrize("minor", [35, 36, 37])
+@pytest.mark.parametrize(
+    ("after", "moves"),
+    [({"app": "web"}, True), ({"app": "db", "v": "2"}, False)],
+    ids=["selector-match-changes", "selector-match-same"],
+)
+async def test_a_relabelling_in_flight_wakes_a_pod_spread_rejected_if_it_changes_its_count(
+    minor: int, after: dict[str, str], moves: bool
+) -> None:
+    """PodTopologySpread's hint on the pod's own update (every release): Queue when a
+    constraint's selector matches the labels before and after differently."""
+    queue = release_queue(minor, FakeClock())
+    me = waiting("me", {"app": "db"}, topologySpreadConstraints=[SPREAD_WEB])
+    relabelled = waiting("me", after, topologySpreadConstraints=[SPREAD_WEB])
+    where = await _relabelled_in_flight(queue, me, relabelled, SPREAD)
+    assert (where != "unschedulable") is moves
+
+
+@pytest.mark.parametrize("minor", [35, 36, 37])
+async def test_a_relabelling_in_flight_does_not_wake_a_pod_others_rejected(minor: int) -> None:
+    queue = release_queue(minor, FakeClock())
+    me = waiting("me", {"app": "db"}, topologySpreadConstraints=[SPREAD_WEB])
+    relabelled = waiting("me", {"app": "web"}, topologySpreadConstraints=[SPREAD_WEB])
+    where = await _relabelled_in_flight(queue, me, relabelled, frozenset({"NodeResourcesFit"}))
+    assert where == "unschedulable"
