@@ -138,6 +138,25 @@ GANG_SCHEDULING: Final = "GangScheduling"
 TOPOLOGY_AWARE_WORKLOAD_SCHEDULING: Final = "TopologyAwareWorkloadScheduling"
 WORKLOAD_AWARE_PREEMPTION: Final = "WorkloadAwarePreemption"
 INTER_POD_AFFINITY_HOSTNAME_FAST_PATH: Final = "InterPodAffinityHostnameFastPath"
+#: DRA: devices skipped while they carry a taint a request does not tolerate.
+DRA_DEVICE_TAINTS: Final = "DRADeviceTaints"
+#: DRA: DeviceTaintRule objects taint devices too.
+DRA_DEVICE_TAINT_RULES: Final = "DRADeviceTaintRules"
+#: DRA: counter sets in ResourceSlices that devices consume (partitions of one device).
+DRA_PARTITIONABLE_DEVICES: Final = "DRAPartitionableDevices"
+#: DRA: devices several claims share by capacity.
+DRA_CONSUMABLE_CAPACITY: Final = "DRAConsumableCapacity"
+#: DRA: a request's capacity may be met by a range (`DRAConsumableCapacity` needed).
+DRA_FRACTIONAL_CAPACITY_RANGE: Final = "DRAFractionalCapacityRange"
+#: DRA: a DeviceClass's `extendedResourceName` satisfies pods requesting that resource.
+DRA_EXTENDED_RESOURCE: Final = "DRAExtendedResource"
+#: DRA: PreBind waits for a device's binding conditions.
+DRA_DEVICE_BINDING_CONDITIONS: Final = "DRADeviceBindingConditions"
+DRA_ADMIN_ACCESS: Final = "DRAAdminAccess"
+DRA_PRIORITIZED_LIST: Final = "DRAPrioritizedList"
+DRA_RESOURCE_CLAIM_DEVICE_STATUS: Final = "DRAResourceClaimDeviceStatus"
+DRA_SCHEDULER_FILTER_TIMEOUT: Final = "DRASchedulerFilterTimeout"
+DRA_GRANULAR_STATUS_AUTHORIZATION: Final = "DRAResourceClaimGranularStatusAuthorization"
 
 #: Every gate ascheduler knows: its versioned specs, oldest first.
 GATES: Final[Mapping[str, tuple[Spec, ...]]] = {
@@ -179,6 +198,30 @@ GATES: Final[Mapping[str, tuple[Spec, ...]]] = {
     "ImageVolume": _specs(
         ("1.31", False, A), ("1.33", False, B), ("1.35", True, B), ("1.36", True, GA, True)
     ),
+    DRA_ADMIN_ACCESS: _specs(("1.32", False, A), ("1.34", True, B), ("1.36", True, GA, True)),
+    DRA_CONSUMABLE_CAPACITY: _specs(("1.34", False, A), ("1.36", True, B)),
+    DRA_FRACTIONAL_CAPACITY_RANGE: _specs(("1.37", True, B)),
+    DRA_DEVICE_BINDING_CONDITIONS: _specs(("1.34", False, A), ("1.36", True, B)),
+    DRA_DEVICE_TAINT_RULES: _specs(("1.35", False, A), ("1.36", False, B), ("1.37", True, GA)),
+    DRA_DEVICE_TAINTS: _specs(("1.33", False, A), ("1.36", True, B), ("1.37", True, GA)),
+    DRA_EXTENDED_RESOURCE: _specs(("1.34", False, A), ("1.36", True, B), ("1.37", True, GA, True)),
+    DRA_PARTITIONABLE_DEVICES: _specs(("1.33", False, A), ("1.36", True, B)),
+    DRA_PRIORITIZED_LIST: _specs(
+        ("1.33", False, A), ("1.34", True, B), ("1.36", True, GA), ("1.37", True, GA, True)
+    ),
+    DRA_RESOURCE_CLAIM_DEVICE_STATUS: _specs(
+        ("1.32", False, A), ("1.33", True, B), ("1.37", True, GA, True)
+    ),
+    DRA_SCHEDULER_FILTER_TIMEOUT: _specs(("1.34", True, B)),
+    DRA_GRANULAR_STATUS_AUTHORIZATION: _specs(("1.36", True, B)),
+    "DRADerivedAttributes": _specs(("1.37", False, A)),
+    "DRADeviceCompatibilityGroups": _specs(("1.37", False, A)),
+    "DRAListTypeAttributes": _specs(("1.36", False, A)),
+    "DRANodeAllocatableResources": _specs(("1.36", False, A)),
+    "DRAOptionalNodeOperations": _specs(("1.37", False, A)),
+    "DRAPartitionableDevicesType": _specs(("1.37", False, A)),
+    "DRAResourcePoolStatus": _specs(("1.36", False, A)),
+    "DRAWorkloadResourceClaims": _specs(("1.36", False, A), ("1.37", False, B)),
     "DynamicResourceAllocation": _specs(
         ("1.26", False, A), ("1.32", False, B), ("1.34", True, GA), ("1.35", True, GA, True)
     ),
@@ -217,6 +260,68 @@ DEPENDENCIES: Final[Mapping[str, tuple[tuple[Release, tuple[str, ...]], ...]]] =
     GANG_SCHEDULING: ((Release(1, 35), (GENERIC_WORKLOAD,)),),
     TOPOLOGY_AWARE_WORKLOAD_SCHEDULING: ((Release(1, 36), (GENERIC_WORKLOAD,)),),
     WORKLOAD_AWARE_PREEMPTION: ((Release(1, 36), (GANG_SCHEDULING,)),),
+    DRA_ADMIN_ACCESS: ((Release(1, 35), ("DynamicResourceAllocation",)),),
+    DRA_CONSUMABLE_CAPACITY: ((Release(1, 35), ("DynamicResourceAllocation",)),),
+    DRA_DEVICE_BINDING_CONDITIONS: (
+        (
+            Release(1, 35),
+            (
+                "DynamicResourceAllocation",
+                DRA_RESOURCE_CLAIM_DEVICE_STATUS,
+            ),
+        ),
+    ),
+    DRA_DEVICE_TAINT_RULES: ((Release(1, 35), (DRA_DEVICE_TAINTS,)),),
+    DRA_DEVICE_TAINTS: ((Release(1, 35), ("DynamicResourceAllocation",)),),
+    DRA_EXTENDED_RESOURCE: ((Release(1, 35), ("DynamicResourceAllocation",)),),
+    DRA_PARTITIONABLE_DEVICES: ((Release(1, 35), ("DynamicResourceAllocation",)),),
+    DRA_PRIORITIZED_LIST: ((Release(1, 35), ("DynamicResourceAllocation",)),),
+    DRA_SCHEDULER_FILTER_TIMEOUT: ((Release(1, 35), ("DynamicResourceAllocation",)),),
+    DRA_FRACTIONAL_CAPACITY_RANGE: ((Release(1, 37), (DRA_CONSUMABLE_CAPACITY,)),),
+    DRA_GRANULAR_STATUS_AUTHORIZATION: (
+        (Release(1, 36), ("DynamicResourceAllocation", DRA_RESOURCE_CLAIM_DEVICE_STATUS)),
+    ),
+    "DRADerivedAttributes": ((Release(1, 37), ("DynamicResourceAllocation",)),),
+    "DRADeviceCompatibilityGroups": (
+        (
+            Release(1, 37),
+            (
+                "DynamicResourceAllocation",
+                DRA_PARTITIONABLE_DEVICES,
+            ),
+        ),
+    ),
+    "DRAListTypeAttributes": ((Release(1, 36), ("DynamicResourceAllocation",)),),
+    "DRANodeAllocatableResources": ((Release(1, 36), ("DynamicResourceAllocation",)),),
+    "DRAOptionalNodeOperations": (
+        (
+            Release(1, 37),
+            (
+                "DynamicResourceAllocation",
+                NODE_DECLARED_FEATURES,
+            ),
+        ),
+    ),
+    "DRAPartitionableDevicesType": (
+        (
+            Release(1, 37),
+            (
+                "DynamicResourceAllocation",
+                DRA_PARTITIONABLE_DEVICES,
+                "DRAResourcePoolStatus",
+            ),
+        ),
+    ),
+    "DRAResourcePoolStatus": ((Release(1, 36), ("DynamicResourceAllocation",)),),
+    "DRAWorkloadResourceClaims": (
+        (
+            Release(1, 36),
+            (
+                "DynamicResourceAllocation",
+                GENERIC_WORKLOAD,
+            ),
+        ),
+    ),
 }
 
 #: component-base's special gates: every alpha (beta) gate not named otherwise.
