@@ -50,6 +50,7 @@ from ascheduler.kube.informer import Informer
 from ascheduler.locks import DeviceLocks, Members, witnessing
 from ascheduler.model import Node, PodInfo, dra, parse_node, storage
 from ascheduler.model import bindrequest as requests
+from ascheduler.model.dra_taints import parse_device_taint_rule
 from ascheduler.model.objects import parse_budget, parse_namespace, parse_selecting
 from ascheduler.model.podgroups import POD_GROUP_API, WORKLOAD_API, parse_pod_group, parse_workload
 from ascheduler.model.resources import RequestsRule
@@ -246,6 +247,7 @@ async def build(
         *([leases] if leases is not None else []),
         *_storage_informers(watch_client, router),
         *_group_informers(watch_client, router, config),
+        *_taint_rule_informers(watch_client, router, config),
     ]
     if config.binding.mode == "bindrequest":
         objects.append(_request_informer(watch_client, router))
@@ -331,7 +333,7 @@ def _scheduler(
 async def _clients(config: SchedulerConfig) -> tuple[KubeClient, KubeClient]:
     """The client for the watches and the one for writes (see the module's docstring)."""
     # Every informer holds a connection for its watch: one each, and room for relists.
-    watches = 3 + len(OBJECT_KINDS) + 1 + len(STORAGE_KINDS) + len(DRA_KINDS) + 3
+    watches = 3 + len(OBJECT_KINDS) + 1 + len(STORAGE_KINDS) + len(DRA_KINDS) + 1 + 3
     watch_client = await KubeClient.connect(
         config.kubeconfig,
         context=config.context,
@@ -461,6 +463,37 @@ def _storage_informers(watch_client: KubeClient, router: EventRouter) -> list[In
             name=path.rsplit("/", 1)[-1],
         )
         for kind, path, parse in (*DRA_KINDS, *STORAGE_KINDS)
+    ]
+
+
+def taint_rules_path(gates: features.Features) -> str | None:
+    """Where kube-scheduler's slice tracker lists DeviceTaintRules: resource.k8s.io/v1 from
+    1.37, v1beta2 in 1.36; None while `DRADeviceTaintRules` is off (no informer)."""
+    if features.DRA_DEVICE_TAINT_RULES not in gates:
+        return None
+    version = "v1" if gates.since(1, 37) else "v1beta2"
+    return f"/apis/resource.k8s.io/{version}/devicetaintrules"
+
+
+def _taint_rule_informers(
+    watch_client: KubeClient, router: EventRouter, config: SchedulerConfig
+) -> list[Informer[Any]]:
+    """DeviceTaintRules while their gate is on; optional, as the API server may not serve
+    them (1.36 serves v1beta2 only when asked to): then no device has a rule's taint."""
+    path = taint_rules_path(config.features)
+    if path is None:
+        return []
+    return [
+        Informer(
+            watch_client,
+            path,
+            parse=parse_device_taint_rule,
+            key=lambda o: o.name,
+            version=lambda o: o.resource_version,
+            handler=router.taint_rules,
+            name="devicetaintrules",
+            optional=True,
+        )
     ]
 
 

@@ -40,6 +40,7 @@ class EventRouter:
         self.namespaces = NamespaceEvents(self)
         self.storage = {kind: StorageEvents(self, kind) for kind in _STORAGE_EVENTS}
         self.resources = {kind: ResourceEvents(self, kind) for kind in _RESOURCE_EVENTS}
+        self.taint_rules = TaintRuleEvents(self)
         gangs = self.cache.gangs
         gangs.on_member = self._member_added
         self.pod_groups = _KindEvents(
@@ -447,3 +448,32 @@ class ResourceEvents(_KindEvents):
     def __init__(self, router: EventRouter, kind: str) -> None:
         add, update = _RESOURCE_EVENTS[kind]
         super().__init__(router, kind, router.cache.resources.handlers[kind], (add, update, None))
+
+
+class TaintRuleEvents(_KindEvents):
+    """DeviceTaintRules into the resource store. kube-scheduler hears of a rule only through
+    the slices its tracker patches anew, as ResourceSlice updates: a rule added, changed or
+    deleted so that some device's taints change is a slice update here too (no slice is
+    passed to the hints: DynamicResources queues on any), and one that changes no device's
+    taints (a status update, a rule matching nothing) moves no pod."""
+
+    invalid = "resource_object_invalid"
+
+    def __init__(self, router: EventRouter) -> None:
+        super().__init__(router, "DeviceTaintRule", None, (None, None, None))
+
+    def _changed(self, old: Any, new: Any) -> None:
+        if self.r.cache.resources.taint_rule_changed(old, new):
+            self.r.queue.move_all(ClusterEvent.RESOURCE_SLICE_UPDATE, None, None)
+
+    def on_add(self, obj: Any) -> None:
+        self._check(obj)
+        self._changed(None, obj)
+
+    def on_update(self, old: Any, new: Any) -> None:
+        if getattr(new, "errors", ()) != getattr(old, "errors", ()):
+            self._check(new)
+        self._changed(old, new)
+
+    def on_delete(self, obj: Any) -> None:
+        self._changed(obj, None)

@@ -1,7 +1,7 @@
 """The structured-parameters allocator: picks concrete devices for a pod's claims on one node,
 with kube-scheduler v1.35's rules (its `incubating` allocator, the one its default feature
-gates select: DRAPrioritizedList and DRAAdminAccess on, partitionable devices and device
-taints off).
+gates select: DRAPrioritizedList and DRAAdminAccess on, partitionable devices off). Device
+taints are those `dra.taints` leaves on the devices (none while DRADeviceTaints is off).
 
 The search is kube-scheduler's: claims in order, each claim's requests in order, each
 request's devices one after another; for each required device, every device the node can
@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from ascheduler.dra.taints import prevents_allocation
 from ascheduler.model.dra import (
     ALL,
     ALLOCATION_RESULTS_MAX,
@@ -348,6 +349,8 @@ class Allocator:
         elif self._in_use(device.id):
             return False
         if device.spec.consumes_counters:
+            return False
+        if device.spec.taints and prevents_allocation(device.spec.taints, data.request.tolerations):
             return False
         base, sub = (data.parent, data.request.name) if data.parent else (data.request.name, "")
         constraints = self.constraints[ci]

@@ -27,6 +27,7 @@ import structlog
 
 from ascheduler.dra.allocator import Candidate, DeviceId, Pool
 from ascheduler.dra.cel import SelectorCache
+from ascheduler.dra.taints import DeviceTaints, blocked_column
 from ascheduler.model import version_number
 from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.dra import (
@@ -36,6 +37,7 @@ from ascheduler.model.dra import (
     ResourceClaimTemplate,
     ResourceSlice,
 )
+from ascheduler.model.dra_taints import DeviceTaintRule
 
 log = structlog.get_logger(__name__)
 _SERIALS = itertools.count()
@@ -134,6 +136,8 @@ class DeviceTable:
         self.placement_of: IntArray = np.array(placement_of, dtype=np.int64)
         self.pool_of: IntArray = np.array(pool_of, dtype=np.int64)
         self.usable: BoolArray = np.array(usable, dtype=np.bool_)
+        #: Per row: a taint keeps it from requests that do not tolerate it (`dra.taints`).
+        self.tainted: BoolArray = blocked_column([c.spec for c in self.candidates])
         #: Per pool (as `pool_of` numbers them): incomplete, invalid.
         self.pool_incomplete: BoolArray = np.array(
             [p.incomplete for p in self.pool_list], dtype=np.bool_
@@ -172,7 +176,7 @@ class DeviceTable:
 class ResourceObjects:
     """The informers' DRA objects with the allocation bookkeeping (module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, taints: DeviceTaints | None = None) -> None:
         self.classes: dict[str, DeviceClass] = {}
         self.slices: dict[str, ResourceSlice] = {}
         self.templates: dict[str, ResourceClaimTemplate] = {}
@@ -185,6 +189,8 @@ class ResourceObjects:
         #: How many claims (cached or in flight) hold each device.
         self._holders: dict[DeviceId, int] = {}
         self._table: DeviceTable | None = None
+        #: The devices' taints as the allocator sees them, and the DeviceTaintRules.
+        self.taints = taints or DeviceTaints()
         #: Compiled selectors and their results per device (shared by every profile).
         self.selectors = SelectorCache()
         #: Bumped when slices or classes change (a new table, new selector results).
@@ -195,6 +201,7 @@ class ResourceObjects:
             "ResourceSlice": _Handler(self._slice_changed),
             "ResourceClaim": _Handler(self._claim_changed),
             "ResourceClaimTemplate": _Handler(self._template_changed),
+            "DeviceTaintRule": _Handler(self.taint_rule_changed),
         }
 
     # -- informer events -----------------------------------------------------------------
@@ -215,6 +222,16 @@ class ResourceObjects:
             self.slices[new.name] = new
         self.slice_generation += 1
         self._table = None
+
+    def taint_rule_changed(self, old: DeviceTaintRule | None, new: DeviceTaintRule | None) -> bool:
+        """A DeviceTaintRule added, updated or deleted: whether some device's taints changed
+        (only then is the table rebuilt; a rule's status updates change nothing)."""
+        changed = self.taints.changes_devices(old, new, self.slices.values())
+        self.taints.rule_changed(old, new)
+        if changed:
+            self.slice_generation += 1
+            self._table = None
+        return changed
 
     def _template_changed(
         self, old: ResourceClaimTemplate | None, new: ResourceClaimTemplate | None
@@ -281,7 +298,7 @@ class ResourceObjects:
     def table(self) -> DeviceTable:
         table = self._table
         if table is None:
-            table = self._table = DeviceTable(self.slices.values())
+            table = self._table = DeviceTable(self.taints.slices(self.slices.values()))
             self.selectors.forget({(s.name, s.resource_version) for s in self.slices.values()})
             for device in self._holders:
                 row = table.index.get(device)
@@ -323,7 +340,7 @@ class ResourceObjects:
 class _Handler:
     """Informer callbacks -> one `changed(old, new)` function."""
 
-    def __init__(self, changed: Callable[[Any, Any], None]) -> None:
+    def __init__(self, changed: Callable[[Any, Any], object]) -> None:
         self._changed = changed
 
     def on_add(self, obj: Any) -> None:

@@ -18,6 +18,7 @@ from fractions import Fraction
 from typing import Any, Final
 
 from ascheduler.model.affinity import NodeSelectorTerm, SpecError, parse_term
+from ascheduler.model.dra_taints import DeviceTaint, parse_taints
 from ascheduler.model.quantity import QuantityError, parse_fraction
 
 GROUP: Final = "resource.k8s.io"
@@ -99,6 +100,9 @@ class Device:
     binding_conditions: bool = False
     consumes_counters: bool = False
     allow_multiple_allocations: bool = False
+    #: Its `taints` (`dra.taints` adds those of DeviceTaintRules, or drops them all while
+    #: `DRADeviceTaints` is off).
+    taints: tuple[DeviceTaint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,6 +421,7 @@ def _device(raw: Any, path: str, errors: list[str]) -> Device:
         allow_multiple_allocations=bool(
             _bool(d.get("allowMultipleAllocations"), f"{path}.allowMultipleAllocations", errors)
         ),
+        taints=parse_taints(d.get("taints"), f"{path}.taints", errors),
     )
 
 

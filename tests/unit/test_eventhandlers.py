@@ -8,11 +8,14 @@ from typing import Any
 import pytest
 
 from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
+from ascheduler.dra.taints import DeviceTaints
 from ascheduler.features import Features, Release
 from ascheduler.framework import ClusterEvent, QueuedPodInfo
 from ascheduler.framework.nodes import CPU, PODS
 from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.model.bindrequest import parse_bind_request, request_body
+from ascheduler.model.dra import parse_device_class, parse_resource_claim, parse_resource_slice
+from ascheduler.model.dra_taints import parse_device_taint_rule
 from ascheduler.model.storage import (
     parse_claim,
     parse_csi_node,
@@ -22,6 +25,7 @@ from ascheduler.model.storage import (
 from ascheduler.scheduler import INVALID_SPEC
 from tests.kit import container, pod, pod_info
 from tests.kit.scheduling import Env, make_node, make_pod
+from tests.unit.dra.helpers import DRIVER, claim, device, device_class, exactly, slice_
 
 
 def test_assigned_pod_add_goes_to_the_cache_only() -> None:
@@ -676,3 +680,46 @@ async def test_a_deleted_pod_without_nomination_or_not_ours_wakes_nobody(
     env.router.pods.on_add(others)
     env.router.pods.on_delete(others)
     assert env.queue.where(waiting.uid) == "unschedulable"
+
+
+async def test_a_device_taint_rule_moves_pods_only_when_it_changes_some_device_s_taints() -> None:
+    """kube-scheduler hears of a rule through the slices it patches (a ResourceSlice update);
+    a rule that taints nothing new, or a status update, moves no pod."""
+    features = Features.defaults(Release(1, 37))
+    env = Env(make_node("n1"), options=dataclasses.replace(SchedulerConfig(), features=features))
+    resources = env.cache.resources
+    resources.taints = DeviceTaints.of(features)
+    resources.handlers["DeviceClass"].on_add(
+        parse_device_class(device_class("gpu", f'device.driver == "{DRIVER}"'))
+    )
+    resources.handlers["ResourceSlice"].on_add(
+        parse_resource_slice(slice_("s", [device("g0")], node="n1"))
+    )
+    resources.handlers["ResourceClaim"].on_add(parse_resource_claim(claim("c", exactly("r"))))
+
+    def rule(pool: str, rv: str = "1", status: str = "") -> Any:
+        body = {
+            "metadata": {"name": "maintenance", "resourceVersion": rv},
+            "spec": {
+                "deviceSelector": {"pool": pool},
+                "taint": {"key": "m", "effect": "NoExecute"},
+            },
+            "status": {"conditions": [{"type": "EvictionInProgress", "status": status}]},
+        }
+        return parse_device_taint_rule(body)
+
+    env.router.taint_rules.on_add(rule("n1"))
+    raw = pod("p", namespace="ns", scheduler_name=DEFAULT_SCHEDULER_NAME)
+    raw["spec"]["resourceClaims"] = [{"name": "c0", "resourceClaimName": "c"}]
+    waiting = parse_pod(raw)
+    bind, _ = await env.attempt(waiting)
+    assert bind is None
+    assert env.queue.where(waiting.uid) == "unschedulable"
+    env.router.taint_rules.on_update(rule("n1"), rule("n1", "2", "False"))  # status only
+    env.router.taint_rules.on_add(parse_device_taint_rule({"metadata": {"name": "other"}}))
+    assert env.queue.where(waiting.uid) == "unschedulable"
+    env.router.taint_rules.on_delete(rule("n1", "2"))
+    assert env.queue.where(waiting.uid) in ("backoff", "active")
+    env.clock.advance(1)
+    bind, _ = await env.attempt(waiting)
+    assert bind is not None

@@ -31,6 +31,7 @@ from ascheduler.dra.allocator import (
 )
 from ascheduler.dra.cel import SelectorCache
 from ascheduler.dra.store import DeviceTable, ResourceObjects
+from ascheduler.dra.taints import tolerated_rows
 from ascheduler.framework import BoolArray, IntArray, NodeTable, Seconds
 from ascheduler.model.dra import (
     ALL,
@@ -194,6 +195,11 @@ def _count(
             errors |= failed
             selected &= match
     free = selected if request.admin_access else selected & ~table.allocated
+    tolerated = tolerated_rows(
+        table.tainted, lambda row: table.candidates[row].spec.taints, request.tolerations
+    )
+    if tolerated is not None:
+        free = free & tolerated  # an All request's selected devices still count them
     counts = _per_node(nodes, table, device_rows, free)
     all_selected = None
     if request.mode == ALL:
