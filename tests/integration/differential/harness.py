@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascheduler.app import DRA_KINDS, STORAGE_KINDS, build_frameworks
+from ascheduler.app import DRA_KINDS, STORAGE_KINDS, build_frameworks, taint_rules_path
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
 from ascheduler.config import parse as parse_config
@@ -47,6 +47,7 @@ from ascheduler.devcluster.plane import FAKE_NODE_ANNOTATION
 from ascheduler.features import Release, parse_gates
 from ascheduler.kube import ApiError, KubeClient
 from ascheduler.model import parse_node, parse_pod
+from ascheduler.model.dra_taints import parse_device_taint_rule
 from ascheduler.model.objects import parse_namespace, parse_selecting
 from ascheduler.model.resources import RequestsRule
 from ascheduler.plugins import IN_TREE
@@ -87,6 +88,7 @@ CSINODES = "/apis/storage.k8s.io/v1/csinodes"
 _DEVICE_PATHS: Mapping[str, str] = {
     "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
     "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
+    "DeviceTaintRule": "/apis/resource.k8s.io/v1/devicetaintrules",
 }
 _CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
 #: How long a preemptor has to be bound once nominated (its victims deleted and gone).
@@ -188,9 +190,9 @@ class Scenario:
     #: each other, their namespaces and the hostnames in node affinities are rewritten.
     #: CSIDrivers keep their names (the drivers' names, as volumes and CSINodes write them).
     storage: Sequence[tuple[str, Json]] = ()
-    #: DeviceClasses and ResourceSlices, by kind: each run gets its own copies (classes and
-    #: pools named by `cluster_name`, claims' class names rewritten), slices' logical
-    #: `nodeName` and hostnames made real.
+    #: DeviceClasses, ResourceSlices and DeviceTaintRules, by kind: each run gets its own
+    #: copies (classes and pools named by `cluster_name`, claims' class names and rules' pools
+    #: rewritten), slices' logical `nodeName` and hostnames made real.
     devices: Sequence[tuple[str, Json]] = ()
     #: CSINodes of logical nodes: driver -> `allocatable.count` (None: the driver, no count).
     csi_nodes: Mapping[str, Mapping[str, int | None]] = field(default_factory=dict)
@@ -396,6 +398,9 @@ class Runner:
             if spec.get("nodeName"):
                 spec["nodeName"] = self.node_name(s, spec["nodeName"])
             self._hostnames(s, (spec.get("nodeSelector") or {}).get("nodeSelectorTerms") or [])
+        selector = body.get("spec", {}).get("deviceSelector") or {}
+        if kind == "DeviceTaintRule" and selector.get("pool"):
+            selector["pool"] = self.cluster_name(s, run, selector["pool"])
         return body
 
     def _rewrite_claim(self, s: Scenario, run: str, obj: Json) -> Json:
@@ -754,6 +759,9 @@ class Runner:
         for kind, path, parse in DRA_KINDS:
             for item in (await self.kube.get(path))["items"]:
                 cache.resources.handlers[kind].on_add(parse(item))
+        rules = taint_rules_path(gates)
+        for item in (await self.kube.get(rules))["items"] if rules else ():
+            cache.resources.handlers["DeviceTaintRule"].on_add(parse_device_taint_rule(item))
         config = SchedulerConfig()
         if s.profile is not None:
             document = {
