@@ -127,14 +127,20 @@ class DeviceTaints:
             return []
         return [r for r in self.rules.values() if not r.errors and r.taint is not None]
 
-    def _matches(self, rule: DeviceTaintRule, s: ResourceSlice, device: str) -> bool:
+    def _in_slice(self, rule: DeviceTaintRule | None, s: ResourceSlice) -> bool:
+        """Whether `rule` may match devices of `s` (its driver and pool)."""
+        if rule is None:
+            return False
         if not rule.has_selector:
             return self.unselected_matches_all
-        return (
-            (rule.driver is None or rule.driver == s.driver)
-            and (rule.pool is None or rule.pool == s.pool)
-            and (rule.device is None or rule.device == device)
+        return (rule.driver is None or rule.driver == s.driver) and (
+            rule.pool is None or rule.pool == s.pool
         )
+
+    def _matches(self, rule: DeviceTaintRule, s: ResourceSlice, device: str) -> bool:
+        if not self._in_slice(rule, s):
+            return False
+        return not rule.has_selector or rule.device is None or rule.device == device
 
     def slices(self, slices: Iterable[ResourceSlice]) -> list[ResourceSlice]:
         """The slices with their devices' taints as the allocator sees them."""
@@ -156,6 +162,8 @@ class DeviceTaints:
         changed = False
         for rule in rules:
             assert rule.taint is not None
+            if not self._in_slice(rule, s):
+                continue
             for i, d in enumerate(devices):
                 if self._matches(rule, s, d.name):
                     devices[i] = dataclasses.replace(d, taints=(*d.taints, rule.taint))
@@ -181,6 +189,8 @@ class DeviceTaints:
         # (the tracker's taintsEqual: key, value, effect and time added)
         same_taint = before is not None and after is not None and before.taint == after.taint
         for s in slices:
+            if not self._in_slice(before, s) and not self._in_slice(after, s):
+                continue
             for d in s.devices:
                 was = before is not None and self._matches(before, s, d.name)
                 now = after is not None and self._matches(after, s, d.name)
