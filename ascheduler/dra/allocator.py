@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from ascheduler.dra.counters import CounterLedger, PoolCounters
 from ascheduler.model.dra import (
     ALL,
     ALLOCATION_RESULTS_MAX,
@@ -90,6 +91,8 @@ class Pool:
     incomplete: bool = False
     invalid: bool = False
     devices: list[Candidate] = field(default_factory=list)
+    #: Its counter sets (`dra.counters`); None while partitionable devices are off.
+    counters: PoolCounters | None = None
 
     @property
     def id(self) -> str:
@@ -222,6 +225,8 @@ class Allocator:
         self.steps = 0
         #: time.monotonic() past which the search gives up (Timeout).
         self.deadline = deadline
+        self._counters = {(p.driver, p.name): p.counters for p in pools}
+        self._ledger = CounterLedger(allocated)
 
     # -- setup ---------------------------------------------------------------------------
 
@@ -347,7 +352,7 @@ class Allocator:
                 return False
         elif self._in_use(device.id):
             return False
-        if device.spec.consumes_counters:
+        if device.spec.consumes_counters and not self._take_counters(device):
             return False
         base, sub = (data.parent, data.request.name) if data.parent else (data.request.name, "")
         constraints = self.constraints[ci]
@@ -361,6 +366,7 @@ class Allocator:
                     )
                 for earlier in constraints[:i]:
                     earlier.remove(base, sub)
+                self._give_back_counters(device)
                 return False
         self.allocating.setdefault(device.id, set()).add(ci)
         self.results[ci].append(_Result(data, device))
@@ -372,6 +378,18 @@ class Allocator:
             constraint.remove(base, sub)
         self.allocating[device.id].discard(ci)
         self.results[ci].pop()
+        self._give_back_counters(device)
+
+    def _take_counters(self, device: Candidate) -> bool:
+        """A counter-consuming device: never while partitionable devices are off, else only
+        if its counters fit what is left (`dra.counters`)."""
+        counters = self._counters.get((device.driver, device.pool))
+        return counters is not None and self._ledger.take(counters, device.spec.consumes)
+
+    def _give_back_counters(self, device: Candidate) -> None:
+        counters = self._counters.get((device.driver, device.pool))
+        if counters is not None and device.spec.consumes_counters:
+            self._ledger.give_back(counters, device.spec.consumes)
 
     # -- the search ----------------------------------------------------------------------
 

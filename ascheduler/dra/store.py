@@ -27,6 +27,8 @@ import structlog
 
 from ascheduler.dra.allocator import Candidate, DeviceId, Pool
 from ascheduler.dra.cel import SelectorCache
+from ascheduler.dra.counters import PoolCounters, pool_counters
+from ascheduler.features import DRA_PARTITIONABLE_DEVICES, Features
 from ascheduler.model import version_number
 from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.dra import (
@@ -58,6 +60,8 @@ class PoolState:
     slices: list[ResourceSlice] = field(default_factory=list)
     incomplete: bool = False
     invalid: bool = False
+    #: Its counter sets, while partitionable devices are on (`dra.counters`).
+    counters: PoolCounters | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,15 +80,19 @@ class Placement:
 class DeviceTable:
     """Every device of the usable slices, as rows (see the module docstring)."""
 
-    def __init__(self, slices: Iterable[ResourceSlice]) -> None:
+    def __init__(self, slices: Iterable[ResourceSlice], *, partitionable: bool = False) -> None:
+        """`partitionable`: `DRAPartitionableDevices` on (counter sets, counter-consuming
+        devices and per-device node selection; off in kube-scheduler v1.35 by default, so
+        such slices are left out and such devices never allocated)."""
         #: Unique per table, for caches of what is computed from one (never reused, as an
         #: `id()` may be once the table is gone).
         self.serial = next(_SERIALS)
         self.pools: dict[tuple[str, str], PoolState] = {}
         for s in slices:
-            if s.per_device_node_selection or s.shared_counters:
-                continue  # partitionable devices: off in kube-scheduler v1.35 by default
-            if not s.node_name and not s.all_nodes and s.node_terms is None:
+            if not partitionable and (s.per_device_node_selection or s.shared_counters):
+                continue
+            placed = s.node_name or s.all_nodes or s.node_terms is not None
+            if not placed and not (partitionable and s.per_device_node_selection):
                 continue  # reaches no node
             pool = self.pools.get(s.pool_id)
             if pool is None or s.generation > pool.generation:
@@ -101,39 +109,59 @@ class DeviceTable:
         self.placements: list[Placement] = []
         placement_index: dict[Placement, int] = {}
         self.pool_list: list[PoolState] = []
+        consumes: list[bool] = []
+
+        def place_of(all_nodes: bool, terms: tuple[NodeSelectorTerm, ...] | None) -> int:
+            if not all_nodes and terms is None:
+                return -1  # reaches no node
+            key = Placement(all_nodes, terms)
+            place = placement_index.setdefault(key, len(self.placements))
+            if place == len(self.placements):
+                self.placements.append(key)
+            return place
+
         for pid in sorted(self.pools):
             pool = self.pools[pid]
             pool.slices.sort(key=lambda s: s.name)
             pool.incomplete = len(pool.slices) != pool.slices[0].slice_count
-            names = [d.name for s in pool.slices for d in s.devices]
+            device_slices = [s for s in pool.slices if not (partitionable and s.shared_counters)]
+            names = [d.name for s in device_slices for d in s.devices]
             pool.invalid = len(names) != len(set(names))
+            if partitionable:
+                pool.counters = pool_counters(pool.driver, pool.name, pool.slices)
+                pool.invalid |= bool(pool.counters.invalid)
             pi = len(self.pool_list)
             self.pool_list.append(pool)
-            for s in pool.slices:
-                place = -1
-                if not s.node_name:
-                    key = Placement(s.all_nodes, s.node_terms)
-                    place = placement_index.setdefault(key, len(self.placements))
-                    if place == len(self.placements):
-                        self.placements.append(key)
+            for s in device_slices:
+                place = -1 if s.node_name else place_of(s.all_nodes, s.node_terms)
                 for position, d in enumerate(s.devices):
                     self.candidates.append(
                         Candidate(len(self.candidates), s.driver, s.pool, d, s, position)
                     )
-                    node_of.append(s.node_name)
-                    placement_of.append(place)
+                    if s.per_device_node_selection:  # partitionable: each device says where
+                        node_of.append(d.node_name)
+                        placement_of.append(
+                            -1 if d.node_name else place_of(d.all_nodes, d.node_terms)
+                        )
+                    else:
+                        node_of.append(s.node_name)
+                        placement_of.append(place)
                     pool_of.append(pi)
                     usable.append(
                         not pool.incomplete
                         and not pool.invalid
                         and not d.binding_conditions
-                        and not d.consumes_counters
+                        and (partitionable or not d.consumes_counters)
                     )
+                    consumes.append(partitionable and d.consumes_counters)
         self.n = len(self.candidates)
         self.node_of = node_of
         self.placement_of: IntArray = np.array(placement_of, dtype=np.int64)
         self.pool_of: IntArray = np.array(pool_of, dtype=np.int64)
         self.usable: BoolArray = np.array(usable, dtype=np.bool_)
+        #: Per row: it consumes counters (partitionable devices on): counting cannot tell
+        #: whether its counter sets still have enough, only the search can.
+        self.consumes: BoolArray = np.array(consumes, dtype=np.bool_) & self.usable
         #: Per pool (as `pool_of` numbers them): incomplete, invalid.
         self.pool_incomplete: BoolArray = np.array(
             [p.incomplete for p in self.pool_list], dtype=np.bool_
@@ -164,7 +192,13 @@ class DeviceTable:
             pool = pools.get(pi)
             if pool is None:
                 state = self.pool_list[pi]
-                pool = pools[pi] = Pool(state.driver, state.name, state.incomplete, state.invalid)
+                pool = pools[pi] = Pool(
+                    state.driver,
+                    state.name,
+                    state.incomplete,
+                    state.invalid,
+                    counters=state.counters,
+                )
             pool.devices.append(self.candidates[i])
         return [pools[k] for k in sorted(pools)]
 
@@ -172,7 +206,9 @@ class DeviceTable:
 class ResourceObjects:
     """The informers' DRA objects with the allocation bookkeeping (module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, features: Features | None = None) -> None:
+        #: The release's gates (which slices and devices the device table takes).
+        self.features = features or Features()
         self.classes: dict[str, DeviceClass] = {}
         self.slices: dict[str, ResourceSlice] = {}
         self.templates: dict[str, ResourceClaimTemplate] = {}
@@ -281,7 +317,10 @@ class ResourceObjects:
     def table(self) -> DeviceTable:
         table = self._table
         if table is None:
-            table = self._table = DeviceTable(self.slices.values())
+            table = self._table = DeviceTable(
+                self.slices.values(),
+                partitionable=DRA_PARTITIONABLE_DEVICES in self.features,
+            )
             self.selectors.forget({(s.name, s.resource_version) for s in self.slices.values()})
             for device in self._holders:
                 row = table.index.get(device)

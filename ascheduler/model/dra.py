@@ -18,6 +18,12 @@ from fractions import Fraction
 from typing import Any, Final
 
 from ascheduler.model.affinity import NodeSelectorTerm, SpecError, parse_term
+from ascheduler.model.dra_counters import (
+    CounterConsumption,
+    CounterSet,
+    parse_consumptions,
+    parse_counter_sets,
+)
 from ascheduler.model.quantity import QuantityError, parse_fraction
 
 GROUP: Final = "resource.k8s.io"
@@ -99,6 +105,8 @@ class Device:
     binding_conditions: bool = False
     consumes_counters: bool = False
     allow_multiple_allocations: bool = False
+    #: `consumesCounters` (partitionable devices, `model.dra_counters`).
+    consumes: tuple[CounterConsumption, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +125,8 @@ class ResourceSlice:
     per_device_node_selection: bool = False
     shared_counters: bool = False
     devices: tuple[Device, ...] = ()
+    #: `sharedCounters` (partitionable devices, `model.dra_counters`).
+    counter_sets: tuple[CounterSet, ...] = ()
     errors: tuple[str, ...] = ()
 
     @property
@@ -396,6 +406,7 @@ def _device(raw: Any, path: str, errors: list[str]) -> Device:
         parsed = _attribute(value, f"{path}.attributes[{name}]", errors)
         if parsed is not None:
             attributes[str(name)] = parsed
+    consumes = parse_consumptions(d.get("consumesCounters"), f"{path}.consumesCounters", errors)
     capacity: dict[str, Quantity] = {}
     for name, value in _map(d.get("capacity"), f"{path}.capacity", errors).items():
         v = _map(value, f"{path}.capacity[{name}]", errors).get("value")
@@ -413,10 +424,11 @@ def _device(raw: Any, path: str, errors: list[str]) -> Device:
         binding_conditions=bool(
             _seq(d.get("bindingConditions"), f"{path}.bindingConditions", errors)
         ),
-        consumes_counters=bool(_seq(d.get("consumesCounters"), f"{path}.consumesCounters", errors)),
+        consumes_counters=bool(consumes),
         allow_multiple_allocations=bool(
             _bool(d.get("allowMultipleAllocations"), f"{path}.allowMultipleAllocations", errors)
         ),
+        consumes=consumes,
     )
 
 
@@ -430,6 +442,7 @@ def parse_resource_slice(obj: Any) -> ResourceSlice:
         _device(d, f"spec.devices[{i}]", errors)
         for i, d in enumerate(_seq(spec.get("devices"), "spec.devices", errors))
     )
+    counter_sets = parse_counter_sets(spec.get("sharedCounters"), "spec.sharedCounters", errors)
     return ResourceSlice(
         name=_str(meta.get("name"), "metadata.name", errors),
         resource_version=str(meta.get("resourceVersion", "")),
@@ -443,8 +456,9 @@ def parse_resource_slice(obj: Any) -> ResourceSlice:
         per_device_node_selection=bool(
             _bool(spec.get("perDeviceNodeSelection"), "spec.perDeviceNodeSelection", errors)
         ),
-        shared_counters=bool(_seq(spec.get("sharedCounters"), "spec.sharedCounters", errors)),
+        shared_counters=bool(counter_sets),
         devices=devices,
+        counter_sets=counter_sets,
         errors=tuple(dict.fromkeys(errors)),
     )
 
