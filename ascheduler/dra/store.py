@@ -129,7 +129,9 @@ class DeviceTable:
             pool.invalid = len(names) != len(set(names))
             if partitionable:
                 pool.counters = pool_counters(pool.driver, pool.name, pool.slices)
-                pool.invalid |= bool(pool.counters.invalid)
+                # kube validates the counters of complete pools only (an incomplete pool is
+                # not allocated from, and its counter sets may simply not have come yet).
+                pool.invalid |= bool(pool.counters.invalid) and not pool.incomplete
             pi = len(self.pool_list)
             self.pool_list.append(pool)
             for s in device_slices:

@@ -396,6 +396,11 @@ class Runner:
             if spec.get("nodeName"):
                 spec["nodeName"] = self.node_name(s, spec["nodeName"])
             self._hostnames(s, (spec.get("nodeSelector") or {}).get("nodeSelectorTerms") or [])
+            for device in spec.get("devices") or []:  # perDeviceNodeSelection
+                if device.get("nodeName"):
+                    device["nodeName"] = self.node_name(s, device["nodeName"])
+                terms = (device.get("nodeSelector") or {}).get("nodeSelectorTerms") or []
+                self._hostnames(s, terms)
         return body
 
     def _rewrite_claim(self, s: Scenario, run: str, obj: Json) -> Json:
