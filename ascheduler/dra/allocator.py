@@ -9,6 +9,8 @@ reach is tried in pool order (not in use, class and request selectors match, the
 constraints hold), recursing into the next one and backtracking when that fails. The first
 full solution wins. `firstAvailable` requests try their subrequests in order. A request for
 `All` devices takes every selectable device of the node's pools, which must then all be free.
+With partitionable devices on (1.36 on), a device consuming counters is taken only while the
+counter sets of its pool allow it (`dra.counters`); with them off, never.
 
 Errors (an unknown selector or constraint type, a missing class, a CEL expression that does
 not compile or fails at run time, a pool being updated under an `All` request) abort the
