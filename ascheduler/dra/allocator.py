@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from ascheduler.dra.counters import CounterLedger, PoolCounters
+from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.dra import (
     ALL,
     ALLOCATION_RESULTS_MAX,
@@ -545,17 +546,23 @@ class Allocator:
         expressions: list[Any] = []
         for r in self.results[ci]:
             s = r.device.slice
-            if s.node_name:
+            # With per-device node selection, the device says where it is.
+            where = r.device.spec if s.per_device_node_selection else s
+            if where.node_name:
                 return {
                     "nodeSelectorTerms": [
                         {
                             "matchFields": [
-                                {"key": "metadata.name", "operator": "In", "values": [s.node_name]}
+                                {
+                                    "key": "metadata.name",
+                                    "operator": "In",
+                                    "values": [where.node_name],
+                                }
                             ]
                         }
                     ]
                 }
-            raw = _raw_terms(s)
+            raw = _raw_terms(where.node_terms)
             if raw is None or len(raw) != 1:
                 continue
             for target, source in ((fields, "matchFields"), (expressions, "matchExpressions")):
@@ -572,15 +579,15 @@ class Allocator:
         return {"nodeSelectorTerms": [term]}
 
 
-def _raw_terms(s: ResourceSlice) -> list[Mapping[str, Any]] | None:
-    if s.node_terms is None:
+def _raw_terms(terms: tuple[NodeSelectorTerm, ...] | None) -> list[Mapping[str, Any]] | None:
+    if terms is None:
         return None
     return [
         {
             **({"matchExpressions": [_req(r) for r in t.expressions]} if t.expressions else {}),
             **({"matchFields": [_req(r) for r in t.fields]} if t.fields else {}),
         }
-        for t in s.node_terms
+        for t in terms
     ]
 
 

@@ -177,6 +177,19 @@ if plane_release() >= Release(1, 36):
             ],
         ),
         Scenario(
+            "dra counters: a shared claim's device placed by itself brings its pods to its node",
+            nodes=THREE,
+            devices=[
+                device_class("gpu"),
+                counter_slice("placed-counters", "placed", {"link": {"memory": "1"}}),
+                partitions(
+                    "placed-devices", "placed", [partition("on-b", "full", "link", "1", node="b")]
+                ),
+            ],
+            objects=[device_claim("shared", want("r"))],
+            pods=[claiming("first", "shared"), claiming("second", "shared")],
+        ),
+        Scenario(
             "dra counters: a pool whose counter slice has not come is not allocated from",
             nodes=THREE,
             devices=[

@@ -220,3 +220,34 @@ def test_devices_without_counters_are_untouched_by_the_gate() -> None:
     plain["spec"]["pool"]["resourceSliceCount"] = 1
     for features in (ON, OFF):
         assert allocate(objects(plain, features=features), "n1", one("a")) == [["d0"]]
+
+
+def test_per_device_node_selection_is_what_the_allocation_writes() -> None:
+    sets = counter_slice("shared-counters", "shared", {"s": {"memory": "2"}}, node="n1")
+    per_device = device_slice(
+        "shared-parts",
+        "shared",
+        [
+            {**partition("local", "s", memory="1"), "nodeName": "n2"},
+            {**partition("anywhere", "s", memory="1"), "allNodes": True},
+        ],
+    )
+    store = objects(sets, per_device)
+    table = store.table()
+
+    def written(node: str) -> Any:
+        found = Allocator(
+            [parse_resource_claim(claim("c", exactly("r")))],
+            store.device_class,
+            store.selectors,
+            store.allocated,
+            table.pools_for(node, {}),
+            node,
+        ).allocate()
+        assert found is not None
+        return [d.device for d in found[0].devices], found[0].node_selector
+
+    local = {"key": "metadata.name", "operator": "In", "values": ["n2"]}
+    assert written("n2") == (["local"], {"nodeSelectorTerms": [{"matchFields": [local]}]})
+    assert written("n1") == (["anywhere"], None)
+    assert written("n3") == (["anywhere"], None)
