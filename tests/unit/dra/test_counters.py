@@ -251,3 +251,20 @@ def test_per_device_node_selection_is_what_the_allocation_writes() -> None:
     assert written("n2") == (["local"], {"nodeSelectorTerms": [{"matchFields": [local]}]})
     assert written("n1") == (["anywhere"], None)
     assert written("n3") == (["anywhere"], None)
+
+
+def test_a_set_overdrawn_already_blocks_every_partition_of_the_pool() -> None:
+    """kube checks every counter of every set of the pool: a set allocated devices overdraw
+    (its slice shrank meanwhile) blocks devices consuming only from another set."""
+    sets = counter_slice(
+        "two-counters", "two", {"small": {"memory": "1"}, "other": {"memory": "4"}}, node="n1"
+    )
+    parts = device_slice(
+        "two-parts",
+        "two",
+        [partition("big", "small", memory="2"), partition("elsewhere", "other", memory="1")],
+        node="n1",
+    )
+    assert allocate(objects(sets, parts), "n1", one("a")) == [["elsewhere"]]
+    busy = claim("x", exactly("r"), allocation=allocated("n1", ("two", "big")))
+    assert allocate(objects(sets, parts, claims=(busy,)), "n1", one("a")) is None
