@@ -77,13 +77,32 @@ class Placement:
         return self.terms is not None and any(t.matches(name, labels) for t in self.terms)
 
 
+@dataclass(frozen=True, slots=True)
+class CounterReach:
+    """Where a counter slice of an incomplete or invalid pool reaches: kube sees a pool from
+    every node one of its slices reaches (a counter slice reaches every node before 1.37),
+    and such a pool fails an All request there, or says invalid pools there."""
+
+    pool: int
+    node: str = ""
+    place: int = -1
+    everywhere: bool = False
+
+
 class DeviceTable:
     """Every device of the usable slices, as rows (see the module docstring)."""
 
-    def __init__(self, slices: Iterable[ResourceSlice], *, partitionable: bool = False) -> None:
+    def __init__(
+        self,
+        slices: Iterable[ResourceSlice],
+        *,
+        partitionable: bool = False,
+        counters_everywhere: bool = False,
+    ) -> None:
         """`partitionable`: `DRAPartitionableDevices` on (counter sets, counter-consuming
         devices and per-device node selection; off in kube-scheduler v1.35 by default, so
-        such slices are left out and such devices never allocated)."""
+        such slices are left out and such devices never allocated). `counters_everywhere`:
+        counter slices reach every node (kube's GatherPools before 1.37)."""
         #: Unique per table, for caches of what is computed from one (never reused, as an
         #: `id()` may be once the table is gone).
         self.serial = next(_SERIALS)
@@ -110,6 +129,7 @@ class DeviceTable:
         placement_index: dict[Placement, int] = {}
         self.pool_list: list[PoolState] = []
         consumes: list[bool] = []
+        self.counter_reach: list[CounterReach] = []
 
         def place_of(all_nodes: bool, terms: tuple[NodeSelectorTerm, ...] | None) -> int:
             if not all_nodes and terms is None:
@@ -134,6 +154,16 @@ class DeviceTable:
                 pool.invalid |= bool(pool.counters.invalid) and not pool.incomplete
             pi = len(self.pool_list)
             self.pool_list.append(pool)
+            if partitionable and (pool.incomplete or pool.invalid):
+                for s in pool.slices:
+                    if not s.shared_counters:
+                        continue
+                    if counters_everywhere:
+                        self.counter_reach.append(CounterReach(pi, everywhere=True))
+                    elif s.node_name:
+                        self.counter_reach.append(CounterReach(pi, node=s.node_name))
+                    elif (place := place_of(s.all_nodes, s.node_terms)) >= 0:
+                        self.counter_reach.append(CounterReach(pi, place=place))
             for s in device_slices:
                 place = -1 if s.node_name else place_of(s.all_nodes, s.node_terms)
                 for position, d in enumerate(s.devices):
@@ -202,6 +232,22 @@ class DeviceTable:
                     counters=state.counters,
                 )
             pool.devices.append(self.candidates[i])
+        for reach in self.counter_reach:
+            if reach.pool in pools:
+                continue
+            if (
+                reach.everywhere
+                or reach.node == node
+                or (reach.place >= 0 and admitted[reach.place])
+            ):
+                state = self.pool_list[reach.pool]
+                pools[reach.pool] = Pool(
+                    state.driver,
+                    state.name,
+                    state.incomplete,
+                    state.invalid,
+                    counters=state.counters,
+                )
         return [pools[k] for k in sorted(pools)]
 
 
@@ -322,6 +368,7 @@ class ResourceObjects:
             table = self._table = DeviceTable(
                 self.slices.values(),
                 partitionable=DRA_PARTITIONABLE_DEVICES in self.features,
+                counters_everywhere=not self.features.since(1, 37),
             )
             self.selectors.forget({(s.name, s.resource_version) for s in self.slices.values()})
             for device in self._holders:

@@ -263,6 +263,17 @@ def _rows_with_pools(
     hit: BoolArray | None = nodes.cached(key)
     if hit is None or hit.size != nodes.n:
         hit = _rows_with(nodes, table, device_rows, flags[table.pool_of])
+        for reach in table.counter_reach:  # partitionable: counter slices reach nodes too
+            if not flags[reach.pool]:
+                continue
+            if reach.everywhere:
+                hit[:] = True
+            elif reach.node:
+                row = nodes.index.get(reach.node)
+                if row is not None:
+                    hit[row] = True
+            else:
+                hit |= _placement_rows(nodes, table, reach.place)
         nodes.remember(key, hit)
     return hit
 

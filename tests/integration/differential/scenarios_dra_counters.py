@@ -190,6 +190,24 @@ if plane_release() >= Release(1, 36):
             pods=[claiming("first", "shared"), claiming("second", "shared")],
         ),
         Scenario(
+            # 1.36 takes counter slices as reaching every node: every node says invalid pools;
+            # 1.37 only the node the counter slice (and the devices) reach.
+            "dra counters: a partition consuming from a set its pool lacks makes it invalid",
+            nodes=THREE,
+            devices=[
+                device_class("gpu"),
+                counter_slice("broken-counters", "broken", {"gpu": {"memory": "40Gi"}}, node="a"),
+                partitions(
+                    "broken-devices",
+                    "broken",
+                    [partition("full", "full", "other", "40Gi")],
+                    node="a",
+                ),
+            ],
+            objects=[device_claim("wants", want("r"))],
+            pods=[claiming("wants", "wants")],
+        ),
+        Scenario(
             "dra counters: a pool whose counter slice has not come is not allocated from",
             nodes=THREE,
             devices=[

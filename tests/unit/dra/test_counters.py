@@ -268,3 +268,13 @@ def test_a_set_overdrawn_already_blocks_every_partition_of_the_pool() -> None:
     assert allocate(objects(sets, parts), "n1", one("a")) == [["elsewhere"]]
     busy = claim("x", exactly("r"), allocation=allocated("n1", ("two", "big")))
     assert allocate(objects(sets, parts, claims=(busy,)), "n1", one("a")) is None
+
+
+def test_an_invalid_counter_pool_is_seen_where_its_counter_slice_reaches() -> None:
+    """kube sees a pool from every node one of its slices reaches; before 1.37 a counter
+    slice reaches every node."""
+    bad = device_slice("gpu-0-parts", "gpu-0", [partition("full", "gone", memory="1")], node="n1")
+    for features, seen in ((ON, {"n1", "n2"}), (Features.defaults(Release(1, 37)), {"n1"})):
+        table = objects(MIG[0], bad, features=features).table()
+        assert {n for n in ("n1", "n2") if table.pools_for(n, {})} == seen
+        assert all(p.invalid for n in seen for p in table.pools_for(n, {}))
