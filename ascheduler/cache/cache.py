@@ -38,7 +38,6 @@ from ascheduler.cache.nodetable import MutableNodeTable
 from ascheduler.cache.objects import ClusterObjects
 from ascheduler.cache.storage import StorageObjects
 from ascheduler.dra.store import ResourceObjects
-from ascheduler.dra.taints import DeviceTaints
 from ascheduler.features import Features, Release
 from ascheduler.model import Node, PodInfo
 
@@ -66,7 +65,7 @@ class Cache:
         #: PersistentVolumes, claims, storage classes and CSI objects (their informers).
         self.storage = StorageObjects()
         #: DeviceClasses, ResourceSlices, ResourceClaims and templates (their informers).
-        self.resources = ResourceObjects(DeviceTaints.of(features or Features()))
+        self.resources = ResourceObjects(features)
         #: CSI volumes attached per node and driver (NodeVolumeLimits).
         self.attachments = AttachedVolumes(
             self.storage, self.table, portworx=release >= Release(1, 36)

@@ -9,6 +9,8 @@ reach is tried in pool order (not in use, class and request selectors match, the
 constraints hold), recursing into the next one and backtracking when that fails. The first
 full solution wins. `firstAvailable` requests try their subrequests in order. A request for
 `All` devices takes every selectable device of the node's pools, which must then all be free.
+With partitionable devices on (1.36 on), a device consuming counters is taken only while the
+counter sets of its pool allow it (`dra.counters`); with them off, never.
 
 Errors (an unknown selector or constraint type, a missing class, a CEL expression that does
 not compile or fails at run time, a pool being updated under an `All` request) abort the
@@ -26,7 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from ascheduler.dra.counters import CounterLedger, PoolCounters
 from ascheduler.dra.taints import prevents_allocation
+from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.dra import (
     ALL,
     ALLOCATION_RESULTS_MAX,
@@ -91,6 +95,8 @@ class Pool:
     incomplete: bool = False
     invalid: bool = False
     devices: list[Candidate] = field(default_factory=list)
+    #: Its counter sets (`dra.counters`); None while partitionable devices are off.
+    counters: PoolCounters | None = None
 
     @property
     def id(self) -> str:
@@ -223,6 +229,8 @@ class Allocator:
         self.steps = 0
         #: time.monotonic() past which the search gives up (Timeout).
         self.deadline = deadline
+        self._counters = {(p.driver, p.name): p.counters for p in pools}
+        self._ledger = CounterLedger(allocated)
 
     # -- setup ---------------------------------------------------------------------------
 
@@ -348,7 +356,7 @@ class Allocator:
                 return False
         elif self._in_use(device.id):
             return False
-        if device.spec.consumes_counters:
+        if device.spec.consumes_counters and not self._take_counters(device):
             return False
         if device.spec.taints and prevents_allocation(device.spec.taints, data.request.tolerations):
             return False
@@ -364,6 +372,7 @@ class Allocator:
                     )
                 for earlier in constraints[:i]:
                     earlier.remove(base, sub)
+                self._give_back_counters(device)
                 return False
         self.allocating.setdefault(device.id, set()).add(ci)
         self.results[ci].append(_Result(data, device))
@@ -375,6 +384,18 @@ class Allocator:
             constraint.remove(base, sub)
         self.allocating[device.id].discard(ci)
         self.results[ci].pop()
+        self._give_back_counters(device)
+
+    def _take_counters(self, device: Candidate) -> bool:
+        """A counter-consuming device: never while partitionable devices are off, else only
+        if its counters fit what is left (`dra.counters`)."""
+        counters = self._counters.get((device.driver, device.pool))
+        return counters is not None and self._ledger.take(counters, device.spec.consumes)
+
+    def _give_back_counters(self, device: Candidate) -> None:
+        counters = self._counters.get((device.driver, device.pool))
+        if counters is not None and device.spec.consumes_counters:
+            self._ledger.give_back(counters, device.spec.consumes)
 
     # -- the search ----------------------------------------------------------------------
 
@@ -528,17 +549,23 @@ class Allocator:
         expressions: list[Any] = []
         for r in self.results[ci]:
             s = r.device.slice
-            if s.node_name:
+            # With per-device node selection, the device says where it is.
+            where = r.device.spec if s.per_device_node_selection else s
+            if where.node_name:
                 return {
                     "nodeSelectorTerms": [
                         {
                             "matchFields": [
-                                {"key": "metadata.name", "operator": "In", "values": [s.node_name]}
+                                {
+                                    "key": "metadata.name",
+                                    "operator": "In",
+                                    "values": [where.node_name],
+                                }
                             ]
                         }
                     ]
                 }
-            raw = _raw_terms(s)
+            raw = _raw_terms(where.node_terms)
             if raw is None or len(raw) != 1:
                 continue
             for target, source in ((fields, "matchFields"), (expressions, "matchExpressions")):
@@ -555,15 +582,15 @@ class Allocator:
         return {"nodeSelectorTerms": [term]}
 
 
-def _raw_terms(s: ResourceSlice) -> list[Mapping[str, Any]] | None:
-    if s.node_terms is None:
+def _raw_terms(terms: tuple[NodeSelectorTerm, ...] | None) -> list[Mapping[str, Any]] | None:
+    if terms is None:
         return None
     return [
         {
             **({"matchExpressions": [_req(r) for r in t.expressions]} if t.expressions else {}),
             **({"matchFields": [_req(r) for r in t.fields]} if t.fields else {}),
         }
-        for t in s.node_terms
+        for t in terms
     ]
 
 

@@ -27,7 +27,9 @@ import structlog
 
 from ascheduler.dra.allocator import Candidate, DeviceId, Pool
 from ascheduler.dra.cel import SelectorCache
+from ascheduler.dra.counters import PoolCounters, pool_counters
 from ascheduler.dra.taints import DeviceTaints, blocked_column
+from ascheduler.features import DRA_PARTITIONABLE_DEVICES, Features
 from ascheduler.model import version_number
 from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.dra import (
@@ -60,6 +62,8 @@ class PoolState:
     slices: list[ResourceSlice] = field(default_factory=list)
     incomplete: bool = False
     invalid: bool = False
+    #: Its counter sets, while partitionable devices are on (`dra.counters`).
+    counters: PoolCounters | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,18 +79,41 @@ class Placement:
         return self.terms is not None and any(t.matches(name, labels) for t in self.terms)
 
 
+@dataclass(frozen=True, slots=True)
+class CounterReach:
+    """Where a counter slice of an incomplete or invalid pool reaches: kube sees a pool from
+    every node one of its slices reaches (a counter slice reaches every node before 1.37),
+    and such a pool fails an All request there, or says invalid pools there."""
+
+    pool: int
+    node: str = ""
+    place: int = -1
+    everywhere: bool = False
+
+
 class DeviceTable:
     """Every device of the usable slices, as rows (see the module docstring)."""
 
-    def __init__(self, slices: Iterable[ResourceSlice]) -> None:
+    def __init__(
+        self,
+        slices: Iterable[ResourceSlice],
+        *,
+        partitionable: bool = False,
+        counters_everywhere: bool = False,
+    ) -> None:
+        """`partitionable`: `DRAPartitionableDevices` on (counter sets, counter-consuming
+        devices and per-device node selection; off in kube-scheduler v1.35 by default, so
+        such slices are left out and such devices never allocated). `counters_everywhere`:
+        counter slices reach every node (kube's GatherPools before 1.37)."""
         #: Unique per table, for caches of what is computed from one (never reused, as an
         #: `id()` may be once the table is gone).
         self.serial = next(_SERIALS)
         self.pools: dict[tuple[str, str], PoolState] = {}
         for s in slices:
-            if s.per_device_node_selection or s.shared_counters:
-                continue  # partitionable devices: off in kube-scheduler v1.35 by default
-            if not s.node_name and not s.all_nodes and s.node_terms is None:
+            if not partitionable and (s.per_device_node_selection or s.shared_counters):
+                continue
+            placed = s.node_name or s.all_nodes or s.node_terms is not None
+            if not placed and not (partitionable and s.per_device_node_selection):
                 continue  # reaches no node
             pool = self.pools.get(s.pool_id)
             if pool is None or s.generation > pool.generation:
@@ -103,34 +130,64 @@ class DeviceTable:
         self.placements: list[Placement] = []
         placement_index: dict[Placement, int] = {}
         self.pool_list: list[PoolState] = []
+        consumes: list[bool] = []
+        self.counter_reach: list[CounterReach] = []
+
+        def place_of(all_nodes: bool, terms: tuple[NodeSelectorTerm, ...] | None) -> int:
+            if not all_nodes and terms is None:
+                return -1  # reaches no node
+            key = Placement(all_nodes, terms)
+            place = placement_index.setdefault(key, len(self.placements))
+            if place == len(self.placements):
+                self.placements.append(key)
+            return place
+
         for pid in sorted(self.pools):
             pool = self.pools[pid]
             pool.slices.sort(key=lambda s: s.name)
             pool.incomplete = len(pool.slices) != pool.slices[0].slice_count
-            names = [d.name for s in pool.slices for d in s.devices]
+            device_slices = [s for s in pool.slices if not (partitionable and s.shared_counters)]
+            names = [d.name for s in device_slices for d in s.devices]
             pool.invalid = len(names) != len(set(names))
+            if partitionable:
+                pool.counters = pool_counters(pool.driver, pool.name, pool.slices)
+                # kube validates the counters of complete pools only (an incomplete pool is
+                # not allocated from, and its counter sets may simply not have come yet).
+                pool.invalid |= bool(pool.counters.invalid) and not pool.incomplete
             pi = len(self.pool_list)
             self.pool_list.append(pool)
-            for s in pool.slices:
-                place = -1
-                if not s.node_name:
-                    key = Placement(s.all_nodes, s.node_terms)
-                    place = placement_index.setdefault(key, len(self.placements))
-                    if place == len(self.placements):
-                        self.placements.append(key)
+            if partitionable and (pool.incomplete or pool.invalid):
+                for s in pool.slices:
+                    if not s.shared_counters:
+                        continue
+                    if counters_everywhere:
+                        self.counter_reach.append(CounterReach(pi, everywhere=True))
+                    elif s.node_name:
+                        self.counter_reach.append(CounterReach(pi, node=s.node_name))
+                    elif (place := place_of(s.all_nodes, s.node_terms)) >= 0:
+                        self.counter_reach.append(CounterReach(pi, place=place))
+            for s in device_slices:
+                place = -1 if s.node_name else place_of(s.all_nodes, s.node_terms)
                 for position, d in enumerate(s.devices):
                     self.candidates.append(
                         Candidate(len(self.candidates), s.driver, s.pool, d, s, position)
                     )
-                    node_of.append(s.node_name)
-                    placement_of.append(place)
+                    if s.per_device_node_selection:  # partitionable: each device says where
+                        node_of.append(d.node_name)
+                        placement_of.append(
+                            -1 if d.node_name else place_of(d.all_nodes, d.node_terms)
+                        )
+                    else:
+                        node_of.append(s.node_name)
+                        placement_of.append(place)
                     pool_of.append(pi)
                     usable.append(
                         not pool.incomplete
                         and not pool.invalid
                         and not d.binding_conditions
-                        and not d.consumes_counters
+                        and (partitionable or not d.consumes_counters)
                     )
+                    consumes.append(partitionable and d.consumes_counters)
         self.n = len(self.candidates)
         self.node_of = node_of
         self.placement_of: IntArray = np.array(placement_of, dtype=np.int64)
@@ -138,6 +195,9 @@ class DeviceTable:
         self.usable: BoolArray = np.array(usable, dtype=np.bool_)
         #: Per row: a taint keeps it from requests that do not tolerate it (`dra.taints`).
         self.tainted: BoolArray = blocked_column([c.spec for c in self.candidates])
+        #: Per row: it consumes counters (partitionable devices on): counting cannot tell
+        #: whether its counter sets still have enough, only the search can.
+        self.consumes: BoolArray = np.array(consumes, dtype=np.bool_) & self.usable
         #: Per pool (as `pool_of` numbers them): incomplete, invalid.
         self.pool_incomplete: BoolArray = np.array(
             [p.incomplete for p in self.pool_list], dtype=np.bool_
@@ -168,15 +228,39 @@ class DeviceTable:
             pool = pools.get(pi)
             if pool is None:
                 state = self.pool_list[pi]
-                pool = pools[pi] = Pool(state.driver, state.name, state.incomplete, state.invalid)
+                pool = pools[pi] = Pool(
+                    state.driver,
+                    state.name,
+                    state.incomplete,
+                    state.invalid,
+                    counters=state.counters,
+                )
             pool.devices.append(self.candidates[i])
+        for reach in self.counter_reach:
+            if reach.pool in pools:
+                continue
+            if (
+                reach.everywhere
+                or reach.node == node
+                or (reach.place >= 0 and admitted[reach.place])
+            ):
+                state = self.pool_list[reach.pool]
+                pools[reach.pool] = Pool(
+                    state.driver,
+                    state.name,
+                    state.incomplete,
+                    state.invalid,
+                    counters=state.counters,
+                )
         return [pools[k] for k in sorted(pools)]
 
 
 class ResourceObjects:
     """The informers' DRA objects with the allocation bookkeeping (module docstring)."""
 
-    def __init__(self, taints: DeviceTaints | None = None) -> None:
+    def __init__(self, features: Features | None = None) -> None:
+        #: The release's gates (which slices and devices the device table takes).
+        self.features = features or Features()
         self.classes: dict[str, DeviceClass] = {}
         self.slices: dict[str, ResourceSlice] = {}
         self.templates: dict[str, ResourceClaimTemplate] = {}
@@ -190,7 +274,7 @@ class ResourceObjects:
         self._holders: dict[DeviceId, int] = {}
         self._table: DeviceTable | None = None
         #: The devices' taints as the allocator sees them, and the DeviceTaintRules.
-        self.taints = taints or DeviceTaints()
+        self.taints = DeviceTaints.of(self.features)
         #: Compiled selectors and their results per device (shared by every profile).
         self.selectors = SelectorCache()
         #: Bumped when slices or classes change (a new table, new selector results).
@@ -298,7 +382,11 @@ class ResourceObjects:
     def table(self) -> DeviceTable:
         table = self._table
         if table is None:
-            table = self._table = DeviceTable(self.taints.slices(self.slices.values()))
+            table = self._table = DeviceTable(
+                self.taints.slices(self.slices.values()),
+                partitionable=DRA_PARTITIONABLE_DEVICES in self.features,
+                counters_everywhere=not self.features.since(1, 37),
+            )
             self.selectors.forget({(s.name, s.resource_version) for s in self.slices.values()})
             for device in self._holders:
                 row = table.index.get(device)

@@ -21,7 +21,11 @@ as soon as its Lease shows it let go).
 Under the locks, the allocation is checked against the API server itself: every claim this
 project allocates carries one label per pool it draws devices from (`pool_label`), so one
 consistent LIST per pool returns every claim allocated from it, and a device any of them holds
-(but for admin access) makes the bind fail with `DeviceTaken`. Claims allocated by a scheduler
+(but for admin access) makes the bind fail with `DeviceTaken`. Partitionable devices share
+their pool's counter sets, whichever node they reach: a new allocation of a device consuming
+counters also holds its pool's lock, and the check adds what the other claims' devices of the
+pool consume to what the new devices do (`overdrawn`, the caller's arithmetic): a counter
+set overdrawn makes the bind fail with `CountersTaken`. Claims allocated by a scheduler
 that does not take these locks (kube-scheduler beside ascheduler) are outside this guarantee.
 """
 
@@ -71,6 +75,21 @@ class DeviceTaken(Exception):
         super().__init__(
             f"device {name} of pool {pool} (driver {driver}) is allocated to claim {holder}"
         )
+
+
+class CountersTaken(DeviceTaken):
+    """The devices about to be allocated would overdraw a counter set of their pool, beside
+    the devices other claims hold there."""
+
+    def __init__(self, device: DeviceId, reason: str) -> None:
+        Exception.__init__(self, f"device {device[2]} of pool {device[1]}: {reason}")
+        self.device = device
+        self.holder = ""
+
+
+#: (driver, pool, devices other claims hold there, devices being allocated there) -> why
+#: that overdraws a counter set ("" when it does not).
+Overdrawn = Callable[[str, str, set[str], set[str]], str]
 
 
 @dataclass
@@ -159,9 +178,15 @@ class DeviceLocks:
                 held.holds.append(await stack.enter_async_context(self.pool_locks.hold(name, pod)))
             yield held
 
-    async def check(self, devices: Iterable[DeviceId], claim_uids: Iterable[str]) -> None:
+    async def check(
+        self,
+        devices: Iterable[DeviceId],
+        claim_uids: Iterable[str],
+        overdrawn: Overdrawn | None = None,
+    ) -> None:
         """Raise `DeviceTaken` if the API server shows one of `devices` allocated to a claim
-        other than `claim_uids` (the ones being written)."""
+        other than `claim_uids` (the ones being written), `CountersTaken` if `overdrawn` says
+        the devices of a pool overdraw its counters beside those the other claims hold."""
         wanted: dict[tuple[str, str], set[str]] = {}
         for driver, pool, name in devices:
             wanted.setdefault((driver, pool), set()).add(name)
@@ -171,6 +196,7 @@ class DeviceLocks:
                 "/apis/resource.k8s.io/v1/resourceclaims",
                 params={"labelSelector": pool_label(driver, pool)},
             )
+            taken: set[str] = set()
             for raw in listing.get("items") or []:
                 claim = parse_resource_claim(raw)
                 if claim.uid in ours or claim.allocation is None:
@@ -180,3 +206,7 @@ class DeviceLocks:
                         continue
                     if d.device in names:
                         raise DeviceTaken(d.device_id, claim.key)
+                    taken.add(d.device)
+            reason = overdrawn(driver, pool, taken, names) if overdrawn is not None else ""
+            if reason:
+                raise CountersTaken((driver, pool, min(names)), reason)

@@ -18,6 +18,12 @@ from fractions import Fraction
 from typing import Any, Final
 
 from ascheduler.model.affinity import NodeSelectorTerm, SpecError, parse_term
+from ascheduler.model.dra_counters import (
+    CounterConsumption,
+    CounterSet,
+    parse_consumptions,
+    parse_counter_sets,
+)
 from ascheduler.model.dra_taints import DeviceTaint, parse_taints
 from ascheduler.model.quantity import QuantityError, parse_fraction
 
@@ -103,6 +109,8 @@ class Device:
     #: Its `taints` (`dra.taints` adds those of DeviceTaintRules, or drops them all while
     #: `DRADeviceTaints` is off).
     taints: tuple[DeviceTaint, ...] = ()
+    #: `consumesCounters` (partitionable devices, `model.dra_counters`).
+    consumes: tuple[CounterConsumption, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +129,8 @@ class ResourceSlice:
     per_device_node_selection: bool = False
     shared_counters: bool = False
     devices: tuple[Device, ...] = ()
+    #: `sharedCounters` (partitionable devices, `model.dra_counters`).
+    counter_sets: tuple[CounterSet, ...] = ()
     errors: tuple[str, ...] = ()
 
     @property
@@ -400,6 +410,7 @@ def _device(raw: Any, path: str, errors: list[str]) -> Device:
         parsed = _attribute(value, f"{path}.attributes[{name}]", errors)
         if parsed is not None:
             attributes[str(name)] = parsed
+    consumes = parse_consumptions(d.get("consumesCounters"), f"{path}.consumesCounters", errors)
     capacity: dict[str, Quantity] = {}
     for name, value in _map(d.get("capacity"), f"{path}.capacity", errors).items():
         v = _map(value, f"{path}.capacity[{name}]", errors).get("value")
@@ -417,11 +428,12 @@ def _device(raw: Any, path: str, errors: list[str]) -> Device:
         binding_conditions=bool(
             _seq(d.get("bindingConditions"), f"{path}.bindingConditions", errors)
         ),
-        consumes_counters=bool(_seq(d.get("consumesCounters"), f"{path}.consumesCounters", errors)),
+        consumes_counters=bool(consumes),
         allow_multiple_allocations=bool(
             _bool(d.get("allowMultipleAllocations"), f"{path}.allowMultipleAllocations", errors)
         ),
         taints=parse_taints(d.get("taints"), f"{path}.taints", errors),
+        consumes=consumes,
     )
 
 
@@ -435,6 +447,7 @@ def parse_resource_slice(obj: Any) -> ResourceSlice:
         _device(d, f"spec.devices[{i}]", errors)
         for i, d in enumerate(_seq(spec.get("devices"), "spec.devices", errors))
     )
+    counter_sets = parse_counter_sets(spec.get("sharedCounters"), "spec.sharedCounters", errors)
     return ResourceSlice(
         name=_str(meta.get("name"), "metadata.name", errors),
         resource_version=str(meta.get("resourceVersion", "")),
@@ -448,8 +461,9 @@ def parse_resource_slice(obj: Any) -> ResourceSlice:
         per_device_node_selection=bool(
             _bool(spec.get("perDeviceNodeSelection"), "spec.perDeviceNodeSelection", errors)
         ),
-        shared_counters=bool(_seq(spec.get("sharedCounters"), "spec.sharedCounters", errors)),
+        shared_counters=bool(counter_sets),
         devices=devices,
+        counter_sets=counter_sets,
         errors=tuple(dict.fromkeys(errors)),
     )
 

@@ -84,7 +84,7 @@ class ClaimWriter:
                 Known(cached.resource_version, cached.annotations) if cached is not None else None
             )
             async with locks.hold(node if local else None, pools, pod, known=known) as held:
-                await locks.check(busy, [s.claims[i].uid for i in s.allocations])
+                await locks.check(busy, [s.claims[i].uid for i in s.allocations], self.overdrawn)
                 if not held.writable():
                     return Status.error("device locks: the hold ran out of time")
                 async with asyncio.timeout(held.remaining()):
@@ -101,7 +101,8 @@ class ClaimWriter:
 
     def lock_targets(self, s: _State) -> tuple[bool, list[tuple[str, str]]]:
         """Whether the new allocations use node-local devices, and the network-attached pools
-        they draw from (a device no longer in the table counts as both)."""
+        they draw from (a device no longer in the table counts as both), and the pools whose
+        counter sets they consume (partitionable devices of several nodes may share one)."""
         table = self.objects.table()
         local = False
         pools: set[tuple[str, str]] = set()
@@ -112,9 +113,17 @@ class ClaimWriter:
                 row = table.index.get(d.device_id)
                 if row is None or table.node_of[row]:
                     local = True
-                if row is None or not table.node_of[row]:
+                if row is None or not table.node_of[row] or table.consumes[row]:
                     pools.add((d.driver, d.pool))
         return local, sorted(pools)
+
+    def overdrawn(self, driver: str, pool: str, taken: set[str], adding: set[str]) -> str:
+        """Why the devices `adding` overdraw a counter set of the pool beside `taken` (the
+        API server's other claims), as the device table has the pool (`dra.counters`)."""
+        state = self.objects.table().pools.get((driver, pool))
+        if state is None or state.counters is None:
+            return ""
+        return state.counters.overdrawn(taken, adding)
 
     def _labels(self, node: str) -> Mapping[str, str]:
         """A node's labels as the cache has them (none for a node it does not know: a term

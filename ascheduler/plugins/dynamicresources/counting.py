@@ -101,6 +101,7 @@ def filter_allocations(
     if has_all:
         incomplete = _rows_with_pools(nodes, table, device_rows, incomplete=True)
         search |= open_rows & (incomplete | invalid_rows)
+    search |= fits & counter_rows(nodes, table, device_rows, counted)
     if not exact_needed:
         s.scores = _first_available_scores(claims, counted, n)
     cannot = open_rows & ~fits & ~search
@@ -268,8 +269,35 @@ def _rows_with_pools(
     hit: BoolArray | None = nodes.cached(key)
     if hit is None or hit.size != nodes.n:
         hit = _rows_with(nodes, table, device_rows, flags[table.pool_of])
+        for reach in table.counter_reach:  # partitionable: counter slices reach nodes too
+            if not flags[reach.pool]:
+                continue
+            if reach.everywhere:
+                hit[:] = True
+            elif reach.node:
+                row = nodes.index.get(reach.node)
+                if row is not None:
+                    hit[row] = True
+            else:
+                hit |= _placement_rows(nodes, table, reach.place)
         nodes.remember(key, hit)
     return hit
+
+
+def counter_rows(
+    nodes: NodeTable, table: DeviceTable, device_rows: IntArray, counted: list[list[list[Counted]]]
+) -> BoolArray:
+    """Rows that reach a counter-consuming device some request could take: its counter
+    sets may be short (`dra.counters`), which counting cannot tell, so the search decides
+    there (counts stay an upper bound, so rows they reject stay rejected)."""
+    if not table.consumes.any():
+        return np.zeros(nodes.n, dtype=np.bool_)
+    wanted = np.zeros(table.n, dtype=np.bool_)
+    for per_request in counted:
+        for subs in per_request:
+            for c in subs:
+                wanted |= c.candidates
+    return _rows_with(nodes, table, device_rows, wanted & table.consumes)
 
 
 def _over_limit(counted: list[list[list[Counted]]], n: int) -> BoolArray:

@@ -398,6 +398,11 @@ class Runner:
             if spec.get("nodeName"):
                 spec["nodeName"] = self.node_name(s, spec["nodeName"])
             self._hostnames(s, (spec.get("nodeSelector") or {}).get("nodeSelectorTerms") or [])
+            for device in spec.get("devices") or []:  # perDeviceNodeSelection
+                if device.get("nodeName"):
+                    device["nodeName"] = self.node_name(s, device["nodeName"])
+                terms = (device.get("nodeSelector") or {}).get("nodeSelectorTerms") or []
+                self._hostnames(s, terms)
         selector = body.get("spec", {}).get("deviceSelector") or {}
         if kind == "DeviceTaintRule" and selector.get("pool"):
             selector["pool"] = self.cluster_name(s, run, selector["pool"])
