@@ -65,7 +65,7 @@ class Cache:
         #: PersistentVolumes, claims, storage classes and CSI objects (their informers).
         self.storage = StorageObjects()
         #: DeviceClasses, ResourceSlices, ResourceClaims and templates (their informers).
-        self.resources = ResourceObjects()
+        self.resources = ResourceObjects(features)
         #: CSI volumes attached per node and driver (NodeVolumeLimits).
         self.attachments = AttachedVolumes(
             self.storage, self.table, portworx=release >= Release(1, 36)

@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from ascheduler.dra import messages
+from ascheduler.features import Features
 from ascheduler.model.dra import (
     ALL,
     ALLOCATION_RESULTS_MAX,
@@ -205,11 +207,13 @@ class Allocator:
         node_name: str,
         *,
         deadline: float | None = None,
+        features: Features | None = None,
     ) -> None:
         self.claims = claims
         self.classes = classes
         self.selectors = selectors
         self.allocated = allocated
+        self.features = features or Features()
         self.pools = pools
         self.node_name = node_name
         self.requests: dict[RequestKey, _RequestData] = {}
@@ -272,6 +276,7 @@ class Allocator:
         return data
 
     def _prepare(self) -> None:
+        per_request = messages.claim_limit_per_request(self.features)
         for ci, claim in enumerate(self.claims):
             minimum = 0
             for ri, req in enumerate(claim.requests):
@@ -281,19 +286,32 @@ class Allocator:
                         data = self._validate((ci, ri, si), sub, req.name)
                         self.requests[(ci, ri, si)] = data
                         least = data.num_devices if least is None else min(least, data.num_devices)
-                    minimum += least or 0
+                    adding = least or 0
                 elif req.exactly is not None:
                     data = self._validate((ci, ri, 0), req.exactly, "")
                     self.requests[(ci, ri, 0)] = data
-                    minimum += data.num_devices
+                    adding = data.num_devices
                 else:
                     raise AllocationError(
                         f"claim {claim_ref(claim)}, request {req.name}: unknown request type"
                     )
+                if per_request and adding > ALLOCATION_RESULTS_MAX - minimum:
+                    raise AllocationError(
+                        messages.claim_limit_error(
+                            self.features,
+                            claim_ref(claim),
+                            req.name,
+                            adding,
+                            minimum,
+                            ALLOCATION_RESULTS_MAX,
+                        )
+                    )
+                minimum += adding
             if minimum > ALLOCATION_RESULTS_MAX:
                 raise AllocationError(
-                    f"claim {claim_ref(claim)}: number of requested devices {minimum} exceeds "
-                    f"the claim limit of {ALLOCATION_RESULTS_MAX}"
+                    messages.claim_limit_error(
+                        self.features, claim_ref(claim), "", minimum, 0, ALLOCATION_RESULTS_MAX
+                    )
                 )
             constraints = []
             for i, c in enumerate(claim.constraints):
@@ -332,7 +350,9 @@ class Allocator:
             except CompileError as exc:
                 raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {exc}") from None
             except EvalError as exc:
-                raise AllocationError(f"{owner}: selector #{i}: CEL runtime error: {exc}") from None
+                raise AllocationError(
+                    messages.cel_runtime_error(self.features, owner, i, device.id, str(exc))
+                ) from None
         return True
 
     def _in_use(self, device: DeviceId) -> bool:
@@ -581,3 +601,4 @@ def _same_requirement(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 class _TooMany(Exception):
     """The claim's results would exceed ALLOCATION_RESULTS_MAX (backtrack harder)."""
+

@@ -27,6 +27,7 @@ import structlog
 
 from ascheduler.dra.allocator import Candidate, DeviceId, Pool
 from ascheduler.dra.cel import SelectorCache
+from ascheduler.features import Features
 from ascheduler.model import version_number
 from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.dra import (
@@ -172,7 +173,9 @@ class DeviceTable:
 class ResourceObjects:
     """The informers' DRA objects with the allocation bookkeeping (module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, features: Features | None = None) -> None:
+        #: The release and gates the allocations follow.
+        self.features = features or Features()
         self.classes: dict[str, DeviceClass] = {}
         self.slices: dict[str, ResourceSlice] = {}
         self.templates: dict[str, ResourceClaimTemplate] = {}

@@ -367,6 +367,7 @@ class DynamicResources(
             self.objects.allocated,
             table.pools_for(info.name, info.labels),
             info.name,
+            features=self.objects.features,
         )
         try:
             found = allocator.allocate()
