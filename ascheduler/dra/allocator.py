@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from ascheduler.dra import messages
-from ascheduler.features import Features
+from ascheduler.features import DRA_DEVICE_BINDING_CONDITIONS, Features
 from ascheduler.model.dra import (
     ALL,
     ALLOCATION_RESULTS_MAX,
@@ -214,7 +214,11 @@ class Allocator:
         self.selectors = selectors
         self.allocated = allocated
         self.features = features or Features()
-        self.pools = pools
+        #: DRADeviceBindingConditions: devices with binding conditions may be allocated,
+        #: their pools tried after the others
+        #: (`plugins.dynamicresources.bindingconditions`).
+        self.binding_conditions = DRA_DEVICE_BINDING_CONDITIONS in self.features
+        self.pools = order_pools(pools) if self.binding_conditions else pools
         self.node_name = node_name
         self.requests: dict[RequestKey, _RequestData] = {}
         self.selected_sub: dict[tuple[int, int], int] = {}
@@ -330,7 +334,7 @@ class Allocator:
         hit = self._matches.get(cache_key)
         if hit is not None:
             return hit
-        if device.spec.binding_conditions:
+        if device.spec.binding_conditions and not self.binding_conditions:
             self._matches[cache_key] = False
             return False
         claim = self.claims[key[0]]
@@ -499,6 +503,12 @@ class Allocator:
                 if (r.request.request.admin_access and not r.request.parent)
                 else None,
                 tolerations=r.request.request.tolerations,
+                binding_conditions=r.device.spec.binding_conditions
+                if self.binding_conditions
+                else (),
+                binding_failure_conditions=r.device.spec.binding_failure_conditions
+                if self.binding_conditions
+                else (),
             )
             for r in self.results[ci]
         )
@@ -545,12 +555,16 @@ class Allocator:
         expressions: list[Any] = []
         for r in self.results[ci]:
             s = r.device.slice
-            if s.node_name:
+            if s.node_name or (self.binding_conditions and r.device.spec.binds_to_node):
                 return {
                     "nodeSelectorTerms": [
                         {
                             "matchFields": [
-                                {"key": "metadata.name", "operator": "In", "values": [s.node_name]}
+                                {
+                                    "key": "metadata.name",
+                                    "operator": "In",
+                                    "values": [self.node_name],
+                                }
                             ]
                         }
                     ]
@@ -602,3 +616,11 @@ def _same_requirement(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 class _TooMany(Exception):
     """The claim's results would exceed ALLOCATION_RESULTS_MAX (backtrack harder)."""
 
+
+def order_pools(pools: Sequence[Pool]) -> list[Pool]:
+    """Pools with a device that has binding conditions last, each group in its order
+    (kube-scheduler 1.36+'s incubating allocator, `GatherPools`: a first-fit search then
+    prefers devices that need no wait at PreBind)."""
+    ready = [p for p in pools if not any(d.spec.binding_conditions for d in p.devices)]
+    waiting = [p for p in pools if any(d.spec.binding_conditions for d in p.devices)]
+    return ready + waiting

@@ -27,7 +27,7 @@ import structlog
 
 from ascheduler.dra.allocator import Candidate, DeviceId, Pool
 from ascheduler.dra.cel import SelectorCache
-from ascheduler.features import Features
+from ascheduler.features import DRA_DEVICE_BINDING_CONDITIONS, Features
 from ascheduler.model import version_number
 from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.dra import (
@@ -77,7 +77,9 @@ class Placement:
 class DeviceTable:
     """Every device of the usable slices, as rows (see the module docstring)."""
 
-    def __init__(self, slices: Iterable[ResourceSlice]) -> None:
+    def __init__(
+        self, slices: Iterable[ResourceSlice], *, binding_conditions: bool = False
+    ) -> None:
         #: Unique per table, for caches of what is computed from one (never reused, as an
         #: `id()` may be once the table is gone).
         self.serial = next(_SERIALS)
@@ -127,7 +129,7 @@ class DeviceTable:
                     usable.append(
                         not pool.incomplete
                         and not pool.invalid
-                        and not d.binding_conditions
+                        and (binding_conditions or not d.binding_conditions)
                         and not d.consumes_counters
                     )
         self.n = len(self.candidates)
@@ -284,7 +286,10 @@ class ResourceObjects:
     def table(self) -> DeviceTable:
         table = self._table
         if table is None:
-            table = self._table = DeviceTable(self.slices.values())
+            table = self._table = DeviceTable(
+                self.slices.values(),
+                binding_conditions=DRA_DEVICE_BINDING_CONDITIONS in self.features,
+            )
             self.selectors.forget({(s.name, s.resource_version) for s in self.slices.values()})
             for device in self._holders:
                 row = table.index.get(device)
