@@ -13,7 +13,8 @@ import pytest
 from ascheduler.dra.allocator import Allocator
 from ascheduler.dra.store import ResourceObjects
 from ascheduler.features import Features, Release, parse_gates
-from ascheduler.framework import ConfigError
+from ascheduler.framework import ConfigError, CycleState, Diagnosis
+from ascheduler.model import parse_pod
 from ascheduler.model.dra import (
     ResourceClaim,
     parse_device_class,
@@ -29,6 +30,8 @@ from ascheduler.plugins.dynamicresources.bindingconditions import (
     unusable_claims,
     wait_ready,
 )
+from ascheduler.plugins.dynamicresources.state import DEALLOCATED, NOT_AVAILABLE
+from tests.kit import make_cache, make_plugin, node, pod, rejected_reasons
 from tests.unit.dra.helpers import DRIVER, claim, device, device_class, exactly, slice_
 
 R35, R36, R37 = (Features.defaults(Release(1, m)) for m in (35, 36, 37))
@@ -266,3 +269,51 @@ async def test_claims_without_binding_conditions_do_not_wait() -> None:
     plain = parse_resource_claim(claim("c"))
     status = await wait_ready([plain], lambda c: None, 60, "ns/p", "n1")
     assert status.ok
+
+
+# -- the plugin: the next attempt after a failure ---------------------------------------------
+
+
+def test_a_failed_claim_rejects_every_node_and_post_filter_deallocates_it() -> None:
+    """The attempt after a failed (or timed out) binding: Filter finds the claim unusable on
+    every node, PostFilter deallocates it; at 1.35 the claim is only an allocated claim."""
+    raw = claim("c", allocation=None)
+    raw["status"]["allocation"] = {
+        "devices": {
+            "results": [
+                {
+                    "request": "r",
+                    "driver": DRIVER,
+                    "pool": "n1",
+                    "device": "g0",
+                    "bindingConditions": ["Attached"],
+                    "bindingFailureConditions": ["AttachFailed"],
+                }
+            ]
+        },
+        "allocationTimestamp": stamp(0),
+    }
+    raw["status"]["devices"] = [
+        {"driver": DRIVER, "pool": "n1", "device": "g0", "conditions": [condition("AttachFailed")]}
+    ]
+    for features, rejected in ((R37, {"n1", "n2"}), (R35, set())):
+        cache = make_cache([node("n1"), node("n2")])
+        cache.resources.handlers["ResourceClaim"].on_add(parse_resource_claim(raw))
+        plugin = make_plugin("DynamicResources", cache, features=features)
+        state = CycleState()
+        info = parse_pod(claiming_pod())
+        _, status = plugin.pre_filter(state, info, cache.table)
+        assert status.ok
+        result = plugin.filter(state, info, cache.table)
+        assert set(rejected_reasons(result, cache)) == rejected, features.release
+        if rejected:
+            assert all(r == [NOT_AVAILABLE] for r in rejected_reasons(result, cache).values())
+            after = plugin.post_filter(state, info, cache.table, Diagnosis(cache.table.n))
+            assert after.status.message == DEALLOCATED
+
+
+def claiming_pod() -> dict[str, Any]:
+    raw = pod("x", namespace="ns")
+    raw["metadata"]["uid"] = "pod-uid"
+    raw["spec"]["resourceClaims"] = [{"name": "c0", "resourceClaimName": "c"}]
+    return raw
