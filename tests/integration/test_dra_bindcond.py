@@ -121,12 +121,22 @@ async def set_condition(
 
 
 async def condition_message(kube: KubeClient, namespace: str, pod: str, text: str) -> str:
+    """The failure saying `text`, from the pod's condition or its FailedScheduling Events
+    (which stay when a later attempt's condition replaces it)."""
+
     async def probe() -> str | None:
         found = await get_pod(kube, namespace, pod)
-        for cond in found.get("status", {}).get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and text in (cond.get("message") or ""):
-                return str(cond["message"])
-        return None
+        messages = [
+            str(cond.get("message") or "")
+            for cond in found.get("status", {}).get("conditions") or []
+            if cond.get("type") == "PodScheduled"
+        ]
+        events = await kube.get(
+            f"/api/v1/namespaces/{namespace}/events",
+            params={"fieldSelector": f"involvedObject.name={pod}"},
+        )
+        messages += [str(e.get("message") or "") for e in events.get("items") or []]
+        return next((m for m in messages if text in m), None)
 
     return await eventually(probe, what=f"{pod}'s condition saying {text!r}", timeout=120)
 
