@@ -28,8 +28,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from ascheduler.dra import messages
 from ascheduler.dra.counters import CounterLedger, PoolCounters
 from ascheduler.dra.taints import prevents_allocation
+from ascheduler.features import DRA_DEVICE_BINDING_CONDITIONS, Features
 from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.dra import (
     ALL,
@@ -212,12 +214,18 @@ class Allocator:
         node_name: str,
         *,
         deadline: float | None = None,
+        features: Features | None = None,
     ) -> None:
         self.claims = claims
         self.classes = classes
         self.selectors = selectors
         self.allocated = allocated
-        self.pools = pools
+        self.features = features or Features()
+        #: DRADeviceBindingConditions: devices with binding conditions may be allocated,
+        #: their pools tried after the others
+        #: (`plugins.dynamicresources.bindingconditions`).
+        self.binding_conditions = DRA_DEVICE_BINDING_CONDITIONS in self.features
+        self.pools = order_pools(pools) if self.binding_conditions else pools
         self.node_name = node_name
         self.requests: dict[RequestKey, _RequestData] = {}
         self.selected_sub: dict[tuple[int, int], int] = {}
@@ -281,6 +289,7 @@ class Allocator:
         return data
 
     def _prepare(self) -> None:
+        per_request = messages.claim_limit_per_request(self.features)
         for ci, claim in enumerate(self.claims):
             minimum = 0
             for ri, req in enumerate(claim.requests):
@@ -290,19 +299,32 @@ class Allocator:
                         data = self._validate((ci, ri, si), sub, req.name)
                         self.requests[(ci, ri, si)] = data
                         least = data.num_devices if least is None else min(least, data.num_devices)
-                    minimum += least or 0
+                    adding = least or 0
                 elif req.exactly is not None:
                     data = self._validate((ci, ri, 0), req.exactly, "")
                     self.requests[(ci, ri, 0)] = data
-                    minimum += data.num_devices
+                    adding = data.num_devices
                 else:
                     raise AllocationError(
                         f"claim {claim_ref(claim)}, request {req.name}: unknown request type"
                     )
+                if per_request and adding > ALLOCATION_RESULTS_MAX - minimum:
+                    raise AllocationError(
+                        messages.claim_limit_error(
+                            self.features,
+                            claim_ref(claim),
+                            req.name,
+                            adding,
+                            minimum,
+                            ALLOCATION_RESULTS_MAX,
+                        )
+                    )
+                minimum += adding
             if minimum > ALLOCATION_RESULTS_MAX:
                 raise AllocationError(
-                    f"claim {claim_ref(claim)}: number of requested devices {minimum} exceeds "
-                    f"the claim limit of {ALLOCATION_RESULTS_MAX}"
+                    messages.claim_limit_error(
+                        self.features, claim_ref(claim), "", minimum, 0, ALLOCATION_RESULTS_MAX
+                    )
                 )
             constraints = []
             for i, c in enumerate(claim.constraints):
@@ -321,7 +343,7 @@ class Allocator:
         hit = self._matches.get(cache_key)
         if hit is not None:
             return hit
-        if device.spec.binding_conditions:
+        if device.spec.binding_conditions and not self.binding_conditions:
             self._matches[cache_key] = False
             return False
         claim = self.claims[key[0]]
@@ -341,7 +363,9 @@ class Allocator:
             except CompileError as exc:
                 raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {exc}") from None
             except EvalError as exc:
-                raise AllocationError(f"{owner}: selector #{i}: CEL runtime error: {exc}") from None
+                raise AllocationError(
+                    messages.cel_runtime_error(self.features, owner, i, device.id, str(exc))
+                ) from None
         return True
 
     def _in_use(self, device: DeviceId) -> bool:
@@ -503,6 +527,12 @@ class Allocator:
                 if (r.request.request.admin_access and not r.request.parent)
                 else None,
                 tolerations=r.request.request.tolerations,
+                binding_conditions=r.device.spec.binding_conditions
+                if self.binding_conditions
+                else (),
+                binding_failure_conditions=r.device.spec.binding_failure_conditions
+                if self.binding_conditions
+                else (),
             )
             for r in self.results[ci]
         )
@@ -551,7 +581,7 @@ class Allocator:
             s = r.device.slice
             # With per-device node selection, the device says where it is.
             where = r.device.spec if s.per_device_node_selection else s
-            if where.node_name:
+            if where.node_name or (self.binding_conditions and r.device.spec.binds_to_node):
                 return {
                     "nodeSelectorTerms": [
                         {
@@ -559,7 +589,7 @@ class Allocator:
                                 {
                                     "key": "metadata.name",
                                     "operator": "In",
-                                    "values": [where.node_name],
+                                    "values": [where.node_name or self.node_name],
                                 }
                             ]
                         }
@@ -611,3 +641,12 @@ def _same_requirement(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 class _TooMany(Exception):
     """The claim's results would exceed ALLOCATION_RESULTS_MAX (backtrack harder)."""
+
+
+def order_pools(pools: Sequence[Pool]) -> list[Pool]:
+    """Pools with a device that has binding conditions last, each group in its order
+    (kube-scheduler 1.36+'s incubating allocator, `GatherPools`: a first-fit search then
+    prefers devices that need no wait at PreBind)."""
+    ready = [p for p in pools if not any(d.spec.binding_conditions for d in p.devices)]
+    waiting = [p for p in pools if any(d.spec.binding_conditions for d in p.devices)]
+    return ready + waiting

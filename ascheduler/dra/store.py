@@ -29,7 +29,11 @@ from ascheduler.dra.allocator import Candidate, DeviceId, Pool
 from ascheduler.dra.cel import SelectorCache
 from ascheduler.dra.counters import PoolCounters, pool_counters
 from ascheduler.dra.taints import DeviceTaints, blocked_column
-from ascheduler.features import DRA_PARTITIONABLE_DEVICES, Features
+from ascheduler.features import (
+    DRA_DEVICE_BINDING_CONDITIONS,
+    DRA_PARTITIONABLE_DEVICES,
+    Features,
+)
 from ascheduler.model import version_number
 from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.dra import (
@@ -100,11 +104,14 @@ class DeviceTable:
         *,
         partitionable: bool = False,
         counters_everywhere: bool = False,
+        binding_conditions: bool = False,
     ) -> None:
         """`partitionable`: `DRAPartitionableDevices` on (counter sets, counter-consuming
         devices and per-device node selection; off in kube-scheduler v1.35 by default, so
         such slices are left out and such devices never allocated). `counters_everywhere`:
-        counter slices reach every node (kube's GatherPools before 1.37)."""
+        counter slices reach every node (kube's GatherPools before 1.37).
+        `binding_conditions`: DRADeviceBindingConditions on (devices with binding
+        conditions may be allocated)."""
         #: Unique per table, for caches of what is computed from one (never reused, as an
         #: `id()` may be once the table is gone).
         self.serial = next(_SERIALS)
@@ -184,7 +191,7 @@ class DeviceTable:
                     usable.append(
                         not pool.incomplete
                         and not pool.invalid
-                        and not d.binding_conditions
+                        and (binding_conditions or not d.binding_conditions)
                         and (partitionable or not d.consumes_counters)
                     )
                     consumes.append(partitionable and d.consumes_counters)
@@ -386,6 +393,7 @@ class ResourceObjects:
                 self.taints.slices(self.slices.values()),
                 partitionable=DRA_PARTITIONABLE_DEVICES in self.features,
                 counters_everywhere=not self.features.since(1, 37),
+                binding_conditions=DRA_DEVICE_BINDING_CONDITIONS in self.features,
             )
             self.selectors.forget({(s.name, s.resource_version) for s in self.slices.values()})
             for device in self._holders:

@@ -103,7 +103,11 @@ class Device:
     all_nodes: bool = False
     #: Features off in kube-scheduler v1.35 by default: a device that needs them is never
     #: allocated (binding conditions, counters), or its taints are not checked.
-    binding_conditions: bool = False
+    #: `bindingConditions` / `bindingFailureConditions` (DRADeviceBindingConditions: the
+    #: pod binds once the first are all True on the claim, never once one of the second is).
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False
     consumes_counters: bool = False
     allow_multiple_allocations: bool = False
     #: Its `taints` (`dra.taints` adds those of DeviceTaintRules, or drops them all while
@@ -190,6 +194,8 @@ class AllocatedDevice:
     device: str
     admin_access: bool | None = None
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
 
     @property
     def device_id(self) -> tuple[str, str, str]:
@@ -206,6 +212,10 @@ class AllocatedDevice:
             out["adminAccess"] = self.admin_access
         if self.tolerations:
             out["tolerations"] = [dict(t) for t in self.tolerations]
+        if self.binding_conditions:
+            out["bindingConditions"] = list(self.binding_conditions)
+        if self.binding_failure_conditions:
+            out["bindingFailureConditions"] = list(self.binding_failure_conditions)
         return out
 
 
@@ -220,6 +230,8 @@ class Allocation:
     node_terms: tuple[NodeSelectorTerm, ...] | None = None
     #: `nodeSelector` as written (what Filter matches and what is written back).
     node_selector: Mapping[str, Any] | None = None
+    #: `allocationTimestamp` as written (RFC 3339), where binding conditions time out from.
+    timestamp: str = ""
 
     def admits(self, node: str, labels: Mapping[str, str]) -> bool:
         """Whether a pod on `node` may use these devices: no selector (available everywhere),
@@ -239,6 +251,8 @@ class Allocation:
         out: dict[str, Any] = {"devices": devices}
         if self.node_selector is not None:
             out["nodeSelector"] = self.node_selector
+        if self.timestamp:
+            out["allocationTimestamp"] = self.timestamp
         return out
 
 
@@ -268,6 +282,11 @@ class ResourceClaim:
     config: tuple[Mapping[str, Any], ...] = ()
     allocation: Allocation | None = None
     reserved_for: tuple[Consumer, ...] = ()
+    #: `status.devices[].conditions` per (driver, pool, device): condition type -> (status,
+    #: reason, message) (what binding conditions are checked against).
+    device_conditions: Mapping[tuple[str, str, str], Mapping[str, tuple[str, str, str]]] = field(
+        default_factory=dict
+    )
     errors: tuple[str, ...] = ()
     #: The object as the API server sent it (the base of the scheduler's writes).
     raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -425,9 +444,11 @@ def _device(raw: Any, path: str, errors: list[str]) -> Device:
         node_name=_str(d.get("nodeName"), f"{path}.nodeName", errors),
         node_terms=_node_selector(d.get("nodeSelector"), f"{path}.nodeSelector", errors),
         all_nodes=bool(_bool(d.get("allNodes"), f"{path}.allNodes", errors)),
-        binding_conditions=bool(
-            _seq(d.get("bindingConditions"), f"{path}.bindingConditions", errors)
+        binding_conditions=_strs(d.get("bindingConditions"), f"{path}.bindingConditions", errors),
+        binding_failure_conditions=_strs(
+            d.get("bindingFailureConditions"), f"{path}.bindingFailureConditions", errors
         ),
+        binds_to_node=bool(_bool(d.get("bindsToNode"), f"{path}.bindsToNode", errors)),
         consumes_counters=bool(consumes),
         allow_multiple_allocations=bool(
             _bool(d.get("allowMultipleAllocations"), f"{path}.allowMultipleAllocations", errors)
@@ -544,6 +565,12 @@ def _allocation(raw: Any, errors: list[str]) -> Allocation | None:
                 pool=_str(r.get("pool"), f"{p}.pool", errors),
                 device=_str(r.get("device"), f"{p}.device", errors),
                 admin_access=_bool(r.get("adminAccess"), f"{p}.adminAccess", errors),
+                binding_conditions=_strs(
+                    r.get("bindingConditions"), f"{p}.bindingConditions", errors
+                ),
+                binding_failure_conditions=_strs(
+                    r.get("bindingFailureConditions"), f"{p}.bindingFailureConditions", errors
+                ),
             )
         )
     selector = a.get("nodeSelector")
@@ -555,7 +582,32 @@ def _allocation(raw: Any, errors: list[str]) -> Allocation | None:
         ),
         node_terms=_node_selector(selector, f"{path}.nodeSelector", errors),
         node_selector=selector if isinstance(selector, Mapping) else None,
+        timestamp=_str(a.get("allocationTimestamp"), f"{path}.allocationTimestamp", errors),
     )
+
+
+def _strs(raw: Any, path: str, errors: list[str]) -> tuple[str, ...]:
+    return tuple(_str(v, f"{path}[{i}]", errors) for i, v in enumerate(_seq(raw, path, errors)))
+
+
+def _device_conditions(
+    status: Mapping[str, Any], errors: list[str]
+) -> dict[tuple[str, str, str], dict[str, tuple[str, str, str]]]:
+    out: dict[tuple[str, str, str], dict[str, tuple[str, str, str]]] = {}
+    for i, raw in enumerate(_seq(status.get("devices"), "status.devices", errors)):
+        p = f"status.devices[{i}]"
+        d = _map(raw, p, errors)
+        key = tuple(_str(d.get(k), f"{p}.{k}", errors) for k in ("driver", "pool", "device"))
+        found = out.setdefault((key[0], key[1], key[2]), {})
+        for j, c in enumerate(_seq(d.get("conditions"), f"{p}.conditions", errors)):
+            m = _map(c, f"{p}.conditions[{j}]", errors)
+            q = f"{p}.conditions[{j}]"
+            found[_str(m.get("type"), f"{q}.type", errors)] = (
+                _str(m.get("status"), f"{q}.status", errors),
+                _str(m.get("reason"), f"{q}.reason", errors),
+                _str(m.get("message"), f"{q}.message", errors),
+            )
+    return out
 
 
 def _owner_pod(meta: Mapping[str, Any], errors: list[str]) -> str:
@@ -619,6 +671,7 @@ def parse_resource_claim(obj: Any) -> ResourceClaim:
         ),
         allocation=_allocation(status.get("allocation"), errors),
         reserved_for=tuple(reserved),
+        device_conditions=_device_conditions(status, errors),
         errors=tuple(dict.fromkeys(errors)),
         raw=raw,
     )

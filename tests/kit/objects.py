@@ -222,7 +222,7 @@ def make_plugin(
     as `features`' release (the default release's defaults when None)."""
     registration = IN_TREE[name]
     return registration.build(
-        registration.decode_args(args, "args"),
+        registration.decode_args(args, "args", features),
         Handle(
             nodes=cache.table,
             objects=cache.objects,

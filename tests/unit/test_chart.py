@@ -110,3 +110,14 @@ def test_no_role_writes_pods_or_nodes_but_the_node_lock_overlay() -> None:
     assert set(patched) == {"ascheduler", "ascheduler-binder"}
     for ops in patched.values():
         assert [op["value"] for op in ops] == ["--node-lock-object", "node"]
+
+
+def test_claim_status_writes_carry_the_binding_permission_of_136() -> None:
+    """From 1.36 the API server asks a write of a claim's allocation or reservedFor for the
+    same verb on resourceclaims/binding (DRAResourceClaimGranularStatusAuthorization), and
+    kube-scheduler's role grants update and patch there: so do the manifests and the chart."""
+    scheduler = rules(BASE / "rbac.yaml", "ClusterRole", "ascheduler")
+    chart = yaml.safe_load((CHART / "files" / "rbac" / "scheduler.yaml").read_text())
+    for role in (scheduler, chart):
+        assert granted(role, "resource.k8s.io", "resourceclaims/status") == {"update", "patch"}
+        assert granted(role, "resource.k8s.io", "resourceclaims/binding") == {"update", "patch"}

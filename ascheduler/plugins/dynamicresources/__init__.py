@@ -53,9 +53,11 @@ from ascheduler.framework import (
     ScorePlugin,
     Status,
     default_normalize,
+    slot_released,
 )
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import FINALIZER, Allocation, ResourceClaim
+from ascheduler.plugins.dynamicresources import bindingconditions
 from ascheduler.plugins.dynamicresources.binding import ClaimWriter
 from ascheduler.plugins.dynamicresources.counting import (
     Counted,
@@ -236,6 +238,12 @@ class DynamicResources(
             if not rows.all():
                 s.unavailable.add(i)
                 not_available |= ~rows
+        unusable = bindingconditions.unusable_claims(
+            s.claims, self.handle.features, self.args.binding_timeout
+        )
+        if unusable:
+            s.unavailable.update(unusable)
+            not_available[:] = True
         rejections: list[Rejection] = []
         rejected = not_available.copy()
         if not_available.any():
@@ -367,6 +375,7 @@ class DynamicResources(
             self.objects.allocated,
             table.pools_for(info.name, info.labels),
             info.name,
+            features=self.objects.features,
         )
         try:
             found = allocator.allocate()
@@ -398,7 +407,20 @@ class DynamicResources(
         s: _State | None = state.read(NAME)
         if s is None:
             return SUCCESS
-        return await self.writer.pre_bind(s, pod, node)
+        status = await self.writer.pre_bind(s, pod, node)
+        timeout = self.args.binding_timeout
+        if not status.ok or timeout is None or not bindingconditions.enabled(self.handle.features):
+            return status
+        # The claims are written and no device lock is held: wait for their devices'
+        # binding conditions without the binding slot.
+        async with slot_released(state):
+            return await bindingconditions.wait_ready(
+                list(s.claims),
+                lambda c: self.objects.claim(c.namespace, c.name),
+                timeout,
+                pod.key,
+                node,
+            )
 
 
 def new(args: DynamicResourcesArgs, handle: Handle) -> DynamicResources:
@@ -409,6 +431,8 @@ REGISTRATION: Final = Registration(
     NAME,
     new,
     DynamicResourcesArgs,
+    check=bindingconditions.args_problems,
+    release_defaults=bindingconditions.with_binding_timeout,
     events=frozenset(
         {
             ClusterEvent.NODE_ADD,

@@ -39,6 +39,7 @@ from ascheduler.framework import (
 )
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import FINALIZER, Allocation, ResourceClaim, parse_resource_claim
+from ascheduler.plugins.dynamicresources.bindingconditions import enabled, now_stamp
 from ascheduler.plugins.dynamicresources.state import NOT_AVAILABLE, WRITE_ATTEMPTS, _State
 
 log = structlog.get_logger(__name__)
@@ -213,6 +214,18 @@ class ClaimWriter:
                     *(status.get("reservedFor") or []),
                     {"resource": "pods", "name": pod.name, "uid": pod.uid},
                 ]
+                written_allocation = status.get("allocation")
+                if (
+                    enabled(self.handle.features)
+                    and isinstance(written_allocation, dict)
+                    and not written_allocation.get("allocationTimestamp")
+                ):
+                    # Where binding conditions time out from (kube-scheduler writes it on
+                    # every claim it reserves, with or without them).
+                    status["allocation"] = {
+                        **written_allocation,
+                        "allocationTimestamp": now_stamp(),
+                    }
                 answer = (
                     await kube.request("PUT", f"{path}/status", body={**body, "status": status})
                 ).json()

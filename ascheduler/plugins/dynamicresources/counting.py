@@ -122,6 +122,7 @@ def filter_allocations(
                 table.pools_for(info.name, info.labels),
                 info.name,
                 deadline=time.monotonic() + deadline if deadline > 0 else None,
+                features=objects.features,
             )
             try:
                 found = allocator.allocate()

@@ -42,8 +42,10 @@ DEFAULT_FILTER_TIMEOUT: Final = Seconds(10.0)
 class DynamicResourcesArgs:
     """kube-scheduler's `DynamicResourcesArgs`: `filterTimeout` (DRASchedulerFilterTimeout,
     on by default: 10s, 0 turns it off) bounds the search on one node. `bindingTimeout`
-    belongs to device binding conditions, alpha and off: setting it is refused, as
-    kube-scheduler refuses it."""
+    bounds PreBind's wait for device binding conditions: with DRADeviceBindingConditions and
+    DRAResourceClaimDeviceStatus on (from 1.36) it defaults to 10 minutes and must be at
+    least a second; with either off, setting it is refused (`bindingconditions.args_problems`,
+    `with_binding_timeout`), as kube-scheduler does."""
 
     filter_timeout: Seconds = DEFAULT_FILTER_TIMEOUT
     binding_timeout: Seconds | None = None
@@ -51,11 +53,6 @@ class DynamicResourcesArgs:
     def __post_init__(self) -> None:
         if self.filter_timeout < 0:
             raise PluginArgsError("filterTimeout: must be zero or positive")
-        if self.binding_timeout is not None:
-            raise PluginArgsError(
-                "bindingTimeout: Forbidden: DRADeviceBindingConditions or "
-                "DRAResourceClaimDeviceStatus feature gate is disabled"
-            )
 
 
 class ClaimsUnavailable(Exception):

@@ -45,20 +45,10 @@ FILES = sorted(CORPUS.glob("*.yaml"))
 RELEASE = Release.parse(versions.release().kubernetes)
 FEATURES = Features.defaults(RELEASE)
 #: Files a release reads in a way ascheduler does not yet: (file, from release) -> why.
-PENDING: dict[tuple[str, Release], str] = {
-    ("dra-binding-timeout.yaml", Release(1, 36)): (
-        "DRADeviceBindingConditions is on from 1.36: DynamicResources' bindingTimeout is "
-        "Dynamic Resource Allocation's to read (docs/releases.md section 12)"
-    ),
-}
+PENDING: dict[tuple[str, Release], str] = {}
 #: Plugins whose written args a release defaults in a way ascheduler does not yet: (plugin,
 #: from release) -> why; their args are not compared there.
-PENDING_ARGS: dict[tuple[str, Release], str] = {
-    ("DynamicResources", Release(1, 36)): (
-        "bindingTimeout defaults to 10m with DRADeviceBindingConditions, on from 1.36 "
-        "(docs/releases.md section 12)"
-    ),
-}
+PENDING_ARGS: dict[tuple[str, Release], str] = {}
 #: Plugins ascheduler has that kube-scheduler v1.35 does not run by default.
 ASCHEDULER_ONLY = frozenset({"Coscheduling", "GangScheduling", "BindRequestBinder"})
 #: kube-scheduler's ListPlugins keys, and the Framework's lists.
