@@ -10,12 +10,15 @@ written its name into `status.resourceClaimStatuses` (the claim must be owned by
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ascheduler.dra.store import ResourceObjects
 from ascheduler.framework import SUCCESS, IntArray, PluginArgsError, Seconds, Status
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import Allocation, ResourceClaim
+
+if TYPE_CHECKING:
+    from ascheduler.plugins.dynamicresources.extended import Extended
 
 NAME: Final = "DynamicResources"
 CANNOT_ALLOCATE: Final = "cannot allocate all claims"
@@ -151,6 +154,8 @@ class _State:
     #: The claims whose reservation PreBind wrote, with the allocation it wrote beside it
     #: (None: the claim was allocated already): all a failed cycle may undo.
     written: dict[int, Allocation | None] = field(default_factory=dict)
+    #: The pod's extended resources backed by DRA (`extended`); None: it has none.
+    extended: Extended | None = None
 
 
 def claim_status(claim: ResourceClaim) -> Any:
