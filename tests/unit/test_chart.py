@@ -110,3 +110,19 @@ def test_no_role_writes_pods_or_nodes_but_the_node_lock_overlay() -> None:
     assert set(patched) == {"ascheduler", "ascheduler-binder"}
     for ops in patched.values():
         assert [op["value"] for op in ops] == ["--node-lock-object", "node"]
+
+
+def test_the_scheduler_creates_and_deletes_the_claims_of_extended_resources() -> None:
+    """kube-scheduler's role, with DRAExtendedResource: read and update resourceclaims, create
+    and delete them (the claim of a pod's extended resources backed by DRA), update their
+    status; ascheduler's: the same, status patches beside."""
+    scheduler = rules(BASE / "rbac.yaml", "ClusterRole", "ascheduler")
+    assert granted(scheduler, "resource.k8s.io", "resourceclaims") == {
+        "get",
+        "list",
+        "watch",
+        "update",
+        "create",
+        "delete",
+    }
+    assert granted(scheduler, "resource.k8s.io", "resourceclaims/status") == {"update", "patch"}
