@@ -417,7 +417,7 @@ class DynamicResources(
                 self.objects.restore(claim.namespace, claim.name)
         # Only what this cycle wrote is undone (`dra.reservations`): a reservation found in
         # place may be another instance's, for a bind of this pod that is going through.
-        release(s, self.writer)
+        release(s, pod, self.writer)
         written = [(s.claims[i], ours) for i, ours in sorted(s.written.items())]
         s.written.clear()
         if written:

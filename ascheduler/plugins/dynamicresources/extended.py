@@ -16,13 +16,19 @@ it first, then writes its allocation and reservation as any claim's, then the po
 (`release`); one found at PreFilter is from a cycle that failed after creating it: every node
 refuses the pod (`cannot schedule extended resource claim`) and PostFilter deletes it, so the
 next attempt starts afresh, as kube-scheduler does.
+
+Several instances may run binding cycles for one pod at once (`dra.reservations`); each
+creates a claim of its own, and the pod's status can name only one. So the status is written
+with the pod's resourceVersion, after reading it: a status naming another live claim of the
+pod (another instance's) fails this PreBind, whose Unreserve deletes this cycle's claim; and
+Unreserve keeps a claim that the pod, bound meanwhile, names in its status.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import structlog
@@ -225,37 +231,62 @@ async def write_claim(
     return await _patch_pod_status(kube, pod, s.claims[index].name, ext.mappings)
 
 
+def _named_claim(raw_pod: Any) -> str:
+    """The claim a pod's `status.extendedResourceClaimStatus` names ("" if none)."""
+    status = (raw_pod or {}).get("status") or {}
+    named = status.get("extendedResourceClaimStatus") or {}
+    return str(named.get("resourceClaimName") or "") if isinstance(named, Mapping) else ""
+
+
+async def _live(kube: KubeClient, namespace: str, name: str) -> bool:
+    """Whether claim `name` exists and is not being deleted."""
+    path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+    try:
+        claim = parse_resource_claim(await kube.get(path))
+    except KubeError as exc:
+        if exc.not_found:
+            return False
+        raise
+    return not claim.deleting
+
+
 async def _patch_pod_status(
     kube: KubeClient, pod: PodInfo, claim_name: str, mappings: list[RequestMapping]
 ) -> Status:
+    ref = f"{pod.namespace}/{pod.name}"
     if not mappings:
         return Status.error(
-            f"nil or empty request mappings, no update of pod {pod.namespace}/{pod.name} "
-            "ExtendedResourceClaimStatus"
+            f"nil or empty request mappings, no update of pod {ref} ExtendedResourceClaimStatus"
         )
-    body = {
-        "status": {
-            "extendedResourceClaimStatus": {
-                "requestMappings": [m.to_api() for m in mappings],
-                "resourceClaimName": claim_name,
-            }
-        }
-    }
-    path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
+    path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
     for attempt in range(WRITE_ATTEMPTS):
         try:
-            await kube.patch(path, body, content_type=STRATEGIC_MERGE_PATCH)
+            current = await kube.get(path)
+            named = _named_claim(current)
+            if named and named != claim_name and await _live(kube, pod.namespace, named):
+                return Status.error(
+                    f"pod {ref}: ExtendedResourceClaimStatus names claim {named} (by another "
+                    "scheduler)"
+                )
+            body = {
+                "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+                "status": {
+                    "extendedResourceClaimStatus": {
+                        "requestMappings": [m.to_api() for m in mappings],
+                        "resourceClaimName": claim_name,
+                    }
+                },
+            }
+            await kube.patch(f"{path}/status", body, content_type=STRATEGIC_MERGE_PATCH)
             return SUCCESS
         except KubeError as exc:
             if (exc.conflict or exc.transient) and attempt + 1 < WRITE_ATTEMPTS:
                 continue
-            return Status.error(
-                f"update pod {pod.namespace}/{pod.name} ExtendedResourceClaimStatus: {exc}"
-            )
-    return SUCCESS
+            return Status.error(f"update pod {ref} ExtendedResourceClaimStatus: {exc}")
+    return Status.error(f"update pod {ref} ExtendedResourceClaimStatus: too many conflicts")
 
 
-def release(s: _State, writer: ClaimWriter) -> None:
+def release(s: _State, pod: PodInfo, writer: ClaimWriter) -> None:
     """Unreserve: delete the claim this cycle created (an in-memory one has nothing to
     undo)."""
     ext = s.extended
@@ -263,15 +294,34 @@ def release(s: _State, writer: ClaimWriter) -> None:
         return
     claim = s.claims[ext.index]
     if claim.name != IN_MEMORY_NAME:
-        writer.spawn(delete_claim(writer, claim))
+        writer.spawn(delete_claim(writer, claim, pod=pod))
 
 
-async def delete_claim(writer: ClaimWriter, claim: ResourceClaim) -> None:
+async def delete_claim(
+    writer: ClaimWriter, claim: ResourceClaim, *, pod: PodInfo | None = None
+) -> None:
     """kube's `deleteClaim`: its finalizer removed (an update, read again on a conflict),
-    then the claim deleted; one already gone is done."""
+    then the claim deleted; one already gone is done. With `pod` (Unreserve), a claim the
+    pod, bound meanwhile by another instance, names in its status is kept."""
     kube = writer.handle.kube
     if kube is None:
         return
+    if pod is not None:
+        try:
+            raw_pod = await kube.get(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
+        except KubeError as exc:
+            if not exc.not_found:
+                raise
+            raw_pod = None
+        meta = (raw_pod or {}).get("metadata") or {}
+        spec = (raw_pod or {}).get("spec") or {}
+        if (
+            meta.get("uid") == pod.uid
+            and spec.get("nodeName")
+            and _named_claim(raw_pod) == claim.name
+        ):
+            log.info("extended_resource_claim_kept", pod=pod.key, claim=claim.key)
+            return
     path = f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
     body = dict(claim.raw or {})
     for attempt in range(WRITE_ATTEMPTS):
