@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ascheduler.dra.store import ResourceObjects
@@ -145,6 +145,23 @@ class _Request:
     name: str
     class_name: str
     count: int
+
+
+@dataclass(slots=True)
+class Extended:
+    """A pod's extended resources backed by DRA, through one scheduling cycle (DynamicResources'
+    state)."""
+
+    #: The in-memory claim's uid (what holds its allocation in flight).
+    uid: str
+    #: Every extended-resource request of the pod, and those a class backs.
+    requests: dict[str, int]
+    backed: dict[str, int]
+    #: A claim an earlier cycle created for the pod (PostFilter deletes it).
+    stale: ResourceClaim | None = None
+    #: Its index among the state's claims once Reserve fixed a node that needs it.
+    index: int | None = None
+    mappings: list[RequestMapping] = field(default_factory=list)
 
 
 def find_claim(pod: PodInfo, claims: Iterable[ResourceClaim]) -> ResourceClaim | None:

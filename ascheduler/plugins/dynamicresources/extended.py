@@ -27,8 +27,7 @@ Unreserve keeps a claim that the pod, bound meanwhile, names in its status.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import numpy as np
 import structlog
@@ -36,6 +35,7 @@ import structlog
 from ascheduler.dra.cel import SelectorCache
 from ascheduler.dra.extended import (
     IN_MEMORY_NAME,
+    Extended,
     ExtendedResolver,
     RequestMapping,
     backed_requests,
@@ -52,42 +52,42 @@ from ascheduler.features import DRA_EXTENDED_RESOURCE, Features
 from ascheduler.framework import (
     SUCCESS,
     BoolArray,
+    Handle,
     KubeClient,
     KubeError,
     NodeTable,
     Seconds,
     Status,
 )
-from ascheduler.kube.client import STRATEGIC_MERGE_PATCH
 from ascheduler.model import Node, PodInfo
-from ascheduler.model.dra import FINALIZER, ResourceClaim, parse_resource_claim
+from ascheduler.model.dra import FINALIZER, Allocation, ResourceClaim, parse_resource_claim
 from ascheduler.plugins.dynamicresources.counting import filter_allocations
 from ascheduler.plugins.dynamicresources.state import WRITE_ATTEMPTS, _State
-
-if TYPE_CHECKING:
-    from ascheduler.plugins.dynamicresources.binding import ClaimWriter
 
 log = structlog.get_logger(__name__)
 
 STALE: Final = "cannot schedule extended resource claim"
 CANNOT_FIT: Final = "cannot fit resource"
+STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
 DELETED: Final = "deletion of ResourceClaim completed"
 
 
-@dataclass(slots=True)
-class Extended:
-    """The pod's extended resources backed by DRA, through one cycle."""
+class ClaimWriter(Protocol):
+    """What of `binding.ClaimWriter` the claim's writes use."""
 
-    #: The in-memory claim's uid (what holds its allocation in flight).
-    uid: str
-    #: Every extended-resource request of the pod, and those a class backs.
-    requests: dict[str, int]
-    backed: dict[str, int]
-    #: A claim an earlier cycle created for the pod (PostFilter deletes it).
-    stale: ResourceClaim | None = None
-    #: Its index among the state's claims once Reserve fixed a node that needs it.
-    index: int | None = None
-    mappings: list[RequestMapping] = field(default_factory=list)
+    handle: Handle
+    objects: ResourceObjects
+
+    def spawn(self, work: Any) -> Any: ...
+
+    async def write_one(
+        self,
+        claim: ResourceClaim,
+        allocation: Allocation | None,
+        pod: PodInfo,
+        node: str,
+        labels: Mapping[str, str],
+    ) -> tuple[Status, ResourceClaim | None]: ...
 
 
 def prepare(features: Features, pod: PodInfo, objects: ResourceObjects) -> Extended | None:

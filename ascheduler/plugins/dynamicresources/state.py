@@ -10,15 +10,13 @@ written its name into `status.resourceClaimStatuses` (the claim must be owned by
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
+from ascheduler.dra.extended import Extended
 from ascheduler.dra.store import ResourceObjects
 from ascheduler.framework import SUCCESS, IntArray, PluginArgsError, Seconds, Status
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import Allocation, ResourceClaim
-
-if TYPE_CHECKING:
-    from ascheduler.plugins.dynamicresources.extended import Extended
 
 NAME: Final = "DynamicResources"
 CANNOT_ALLOCATE: Final = "cannot allocate all claims"
