@@ -8,7 +8,14 @@ the gate is off: every such pod stays `Insufficient example.com/gpu` on both sch
 from __future__ import annotations
 
 from tests.integration.differential.harness import Json, Scenario, fake_node, pause
-from tests.integration.differential.scenarios import DRIVER, device_slice, gpu
+from tests.integration.differential.scenarios import (
+    DRIVER,
+    claiming,
+    device_claim,
+    device_slice,
+    gpu,
+    want,
+)
 
 GPU = "example.com/gpu"
 
@@ -64,6 +71,22 @@ DRA_EXTENDED: list[Scenario] = [
             # Fit refuses the native node, DynamicResources the other two.
             wanting("third", 1),
             wanting("two-native", 2),  # more than the native node has, no node has two devices
+        ],
+    ),
+    Scenario(
+        "dra extended: example.com/gpu beside a claim of the pod's own",
+        nodes=[fake_node("a"), fake_node("b"), fake_node("c")],
+        devices=[
+            backing_class("gpu"),
+            device_slice("a-gpus", [gpu("g0", "t4"), gpu("g1", "t4")], node="a"),
+            device_slice("b-gpus", [gpu("g0", "t4")], node="b"),
+        ],
+        objects=[device_claim("own", want("r")), device_claim("own-too", want("r"))],
+        pods=[
+            # Its claim and its extended resource need two devices: only a has them.
+            claiming("both", "own", extended={GPU: "1"}),
+            # b's one device is not enough for both; a's are taken.
+            claiming("both-again", "own-too", extended={GPU: "1"}),
         ],
     ),
 ]
