@@ -72,6 +72,7 @@ from ascheduler.plugins.dynamicresources.extended import (
     prepare,
     release,
     settle,
+    stale_status,
 )
 from ascheduler.plugins.dynamicresources.state import (
     DEALLOCATED,
@@ -226,6 +227,8 @@ class DynamicResources(
             status = check_requests(self.objects, claim)
             if not status.ok:
                 return None, status
+        if extended is not None and (stale := stale_status(extended, pod, self.objects)):
+            return None, stale
         # A slice changed since PreEnqueue: the costly results missing count as timed out
         # on their nodes this time, and the pod is woken once they are known.
         known = [s.claims[i] for i in s.to_allocate]

@@ -62,7 +62,7 @@ from ascheduler.framework import (
 from ascheduler.model import Node, PodInfo
 from ascheduler.model.dra import FINALIZER, Allocation, ResourceClaim, parse_resource_claim
 from ascheduler.plugins.dynamicresources.counting import filter_allocations
-from ascheduler.plugins.dynamicresources.state import WRITE_ATTEMPTS, _State
+from ascheduler.plugins.dynamicresources.state import IN_USE, WRITE_ATTEMPTS, _State
 
 log = structlog.get_logger(__name__)
 
@@ -104,6 +104,23 @@ def prepare(features: Features, pod: PodInfo, objects: ResourceObjects) -> Exten
         backed=backed,
         stale=find_claim(pod, objects.latest.values()),
     )
+
+
+def stale_status(ext: Extended, pod: PodInfo, objects: ResourceObjects) -> Status | None:
+    """PreFilter's checks of an earlier cycle's claim, as of any claim of the pod: in use by
+    others, or being allocated."""
+    claim = ext.stale
+    if claim is None:
+        return None
+    if claim.allocation is not None:
+        if not claim.can_be_reserved and not claim.reserved_for_pod(pod.uid):
+            return Status.unschedulable(IN_USE, resolvable=False)
+    elif objects.has_pending_allocation(claim.uid):
+        return Status.unschedulable(
+            f"resource claim {claim.namespace}/{claim.name} is in the process of being allocated",
+            resolvable=False,
+        )
+    return None
 
 
 def all_requests_claim(pod: PodInfo, ext: Extended, objects: ResourceObjects) -> ResourceClaim:

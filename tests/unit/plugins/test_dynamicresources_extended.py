@@ -181,3 +181,39 @@ def test_fit_registers_class_events(features: Features) -> None:
         ClusterEvent.DEVICE_CLASS_ADD
         not in make_plugin("NodeResourcesFit", cache, features=OFF).events_to_register()
     )
+
+
+@pytest.mark.parametrize("features", ON, ids=["1.36", "1.37"])
+def test_an_earlier_cycles_claim_in_use_by_another_pod_fails_prefilter(features: Features) -> None:
+    cache = cluster()
+    cache.resources.handlers["ResourceClaim"].on_add(
+        parse_resource_claim(
+            {
+                "metadata": {
+                    "name": "x-extended-resources-abcde",
+                    "namespace": "ns",
+                    "uid": "old",
+                    "annotations": {CLAIM_ANNOTATION: "true"},
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "v1",
+                            "kind": "Pod",
+                            "name": "x",
+                            "uid": "pod-uid",
+                            "controller": True,
+                        }
+                    ],
+                },
+                "spec": {"devices": {"requests": []}},
+                "status": {
+                    "allocation": {"devices": {"results": []}},
+                    "reservedFor": [
+                        {"resource": "pods", "name": f"p{i}", "uid": f"u{i}"} for i in range(256)
+                    ],
+                },
+            }
+        )
+    )
+    plugin = make_plugin("DynamicResources", cache, features=features)
+    _, status = plugin.pre_filter(CycleState(), parse_pod(wanting(1)), cache.table)
+    assert status == Status.unschedulable("resourceclaim in use", resolvable=False)
