@@ -332,7 +332,7 @@ class DynamicResources(
         # 1.37 rejects without a word where earlier releases said why (no claims, nothing
         # to deallocate): the pod's message no longer carries it before preemption's.
         quiet = self.handle.features.since(1, 37)
-        stale = delete_stale(s, self.writer, state.dry_run)
+        stale = delete_stale(s, pod, self.writer, state.dry_run)
         if stale is not None:
             return PostFilterResult(stale)
         if not s.claims and s.extended is None:

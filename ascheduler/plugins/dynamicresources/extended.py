@@ -369,11 +369,12 @@ async def delete_claim(
     log.info("extended_resource_claim_deleted", claim=claim.key)
 
 
-def delete_stale(s: _State, writer: ClaimWriter, dry_run: bool) -> Status | None:
-    """PostFilter: the claim of an earlier cycle is deleted (None: there is none)."""
+def delete_stale(s: _State, pod: PodInfo, writer: ClaimWriter, dry_run: bool) -> Status | None:
+    """PostFilter: the claim of an earlier cycle is deleted (None: there is none), unless
+    the pod, bound meanwhile by another instance, names it."""
     ext = s.extended
     if ext is None or ext.stale is None:
         return None
     if not dry_run:
-        writer.spawn(delete_claim(writer, ext.stale))
+        writer.spawn(delete_claim(writer, ext.stale, pod=pod))
     return Status.unschedulable(DELETED)

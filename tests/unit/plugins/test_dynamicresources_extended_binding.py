@@ -12,10 +12,10 @@ from typing import Any
 
 from ascheduler.dra.extended import CLAIM_ANNOTATION
 from ascheduler.features import Features, Release
-from ascheduler.framework import CycleState
+from ascheduler.framework import CycleState, Diagnosis
 from ascheduler.kube import ApiError
 from ascheduler.model import parse_pod
-from ascheduler.model.dra import FINALIZER
+from ascheduler.model.dra import FINALIZER, parse_resource_claim
 from tests.kit import container, make_plugin, pod
 from tests.unit.plugins.test_dynamicresources_extended import GPU, cluster
 
@@ -190,3 +190,59 @@ async def test_unreserve_keeps_a_claim_the_pod_was_bound_with() -> None:
     plugin.unreserve(state, info, "n1")
     await settle(plugin)
     assert len(api.claims()) == 1
+
+
+def stale_claim(api: Api, cache: Any) -> str:
+    """A claim an earlier cycle created for pod x, in the API server and the cache."""
+    name = "x-extended-resources-old"
+    raw = {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": "old",
+            "resourceVersion": "3",
+            "finalizers": [FINALIZER],
+            "annotations": {CLAIM_ANNOTATION: "true"},
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": "x", "uid": UID, "controller": True}
+            ],
+        },
+        "spec": {"devices": {"requests": []}},
+    }
+    api.objects[f"{CLAIMS}/{name}"] = copy.deepcopy(raw)
+    cache.resources.handlers["ResourceClaim"].on_add(parse_resource_claim(raw))
+    return name
+
+
+async def post_filtered(api: Api) -> tuple[Any, str]:
+    cache = cluster()
+    name = stale_claim(api, cache)
+    plugin = make_plugin(NAME, cache, features=Features.defaults(Release(1, 37)))
+    plugin.handle.kube = api
+    state = CycleState()
+    info = parse_pod(raw_pod())
+    _, status = plugin.pre_filter(state, info, cache.table)
+    assert status.ok, status
+    plugin.filter(state, info, cache.table)
+    result = plugin.post_filter(state, info, cache.table, Diagnosis(cache.table.n))
+    assert result.status.reasons == ("deletion of ResourceClaim completed",)
+    await settle(plugin)
+    return plugin, name
+
+
+async def test_postfilter_deletes_an_earlier_cycles_claim() -> None:
+    api = Api(raw_pod())
+    _, name = await post_filtered(api)
+    assert api.claims() == {}
+    assert api.log == [f"put {name}", f"delete {name}"]
+
+
+async def test_postfilter_keeps_the_claim_a_bound_pod_names() -> None:
+    bound = raw_pod()
+    bound["spec"]["nodeName"] = "n1"
+    bound["status"] = {
+        "extendedResourceClaimStatus": {"resourceClaimName": "x-extended-resources-old"}
+    }
+    api = Api(bound)
+    _, name = await post_filtered(api)
+    assert list(api.claims()) == [f"{CLAIMS}/{name}"]
