@@ -156,6 +156,10 @@ class DeviceClass:
     #: `spec.config`, each entry as sent (`{"opaque": {...}}`).
     config: tuple[Mapping[str, Any], ...] = ()
     errors: tuple[str, ...] = ()
+    #: `spec.extendedResourceName` (DRAExtendedResource), and `metadata.creationTimestamp`,
+    #: which decides between two classes naming the same one (`dra.extended`).
+    extended_resource_name: str | None = None
+    created: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -503,6 +507,11 @@ def parse_device_class(obj: Any) -> DeviceClass:
         resource_version=str(meta.get("resourceVersion", "")),
         selectors=_selectors(spec.get("selectors"), "spec.selectors", errors),
         config=config,
+        extended_resource_name=_str(
+            spec.get("extendedResourceName"), "spec.extendedResourceName", errors
+        )
+        or None,
+        created=str(meta.get("creationTimestamp") or ""),
         errors=tuple(dict.fromkeys(errors)),
     )
 

@@ -23,6 +23,7 @@ from ascheduler.model.affinity import (
     parse_toleration,
 )
 from ascheduler.model.dra import PodClaim, parse_pod_claims
+from ascheduler.model.extended import ContainerRequests, parse_extended_containers
 from ascheduler.model.fields import as_list, as_map
 from ascheduler.model.nodefeatures import infer_for_scheduling
 from ascheduler.model.resources import V1_35, RequestsRule, pod_requests, resize_digest
@@ -116,6 +117,8 @@ class PodInfo:
     spec_requests: Mapping[str, int] | None = None
     #: `resources.resize_digest` of the status this was parsed from (`reparse_pod`).
     resize_digest: int = field(default=0, compare=False, repr=False)
+    #: The containers requesting an extended resource (`model.extended`).
+    extended_containers: tuple[ContainerRequests, ...] = ()
 
     @property
     def fit_requests(self) -> Mapping[str, int]:
@@ -398,6 +401,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False, rule: RequestsRule = V1_35) -
         fingerprint=_fingerprint(spec, meta),
         score_nonzero=reqs.score_nonzero,
         spec_requests=reqs.spec_requests,
+        extended_containers=parse_extended_containers(spec),
         resize_digest=resize_digest(status),
     )
 

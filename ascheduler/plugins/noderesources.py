@@ -18,7 +18,9 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from ascheduler.features import SCHEDULER_PREEMPTION_FOR_RESIZE, Features
+from ascheduler.dra.extended import class_may_help, delegated_names
+from ascheduler.dra.store import ResourceObjects
+from ascheduler.features import DRA_EXTENDED_RESOURCE, SCHEDULER_PREEMPTION_FOR_RESIZE, Features
 from ascheduler.framework import (
     CPU,
     MAX_NODE_SCORE,
@@ -30,6 +32,7 @@ from ascheduler.framework import (
     ClusterEvent,
     Code,
     CycleState,
+    EnqueueExtensions,
     ExplainFilterPlugin,
     FilterResult,
     Handle,
@@ -277,7 +280,11 @@ class _ResourceScorer:
 
 
 class NodeResourcesFit(
-    WhatIfFilterPlugin, ExplainFilterPlugin, RowLocalScorePlugin, QueueingHintPlugin
+    WhatIfFilterPlugin,
+    ExplainFilterPlugin,
+    RowLocalScorePlugin,
+    QueueingHintPlugin,
+    EnqueueExtensions,
 ):
     name = FIT
 
@@ -298,6 +305,15 @@ class NodeResourcesFit(
         #: InPlacePodVerticalScalingSchedulerPreemption: a deferred resize is checked on its
         #: own node for what it adds to what the node already counts for it.
         self.deferred_resizes = False
+        #: DRAExtendedResource: the DRA objects whose DeviceClasses back extended resources,
+        #: left to DynamicResources on nodes that advertise none (`dra_extended`).
+        self.dra_objects: ResourceObjects | None = None
+
+    def events_to_register(self) -> frozenset[ClusterEvent]:
+        events = FIT_EVENTS
+        if self.dra_objects is not None:
+            events |= {ClusterEvent.DEVICE_CLASS_ADD, ClusterEvent.DEVICE_CLASS_UPDATE}
+        return events
 
     def _checked(self, name: str) -> bool:
         """Whether the filter checks resource `name`: ignoredResources and
@@ -315,6 +331,8 @@ class NodeResourcesFit(
         """kube-scheduler's `isSchedulableAfterPodScaleDown` for an assigned pod's update (an
         in-place resize, or its end, shrinking what it holds): only a resource the pod asks
         for that the other pod now holds less of can help. Other events: always."""
+        if event in (ClusterEvent.DEVICE_CLASS_ADD, ClusterEvent.DEVICE_CLASS_UPDATE):
+            return class_may_help(pod, old, new)
         deferred = self._deferred(pod)
         if deferred:
             # Bound to its node: a change elsewhere cannot help it.
@@ -357,6 +375,9 @@ class NodeResourcesFit(
         found = self._cached_self(pod, nodes)
         if found is not None:
             return self._filter_deferred(pod, nodes, wanted, *found)
+        delegated = delegated_names(self.dra_objects, wanted)
+        if delegated:
+            return self._rejections(nodes, wanted, delegated)
         # Which rows this request shape does not fit, kept per shape and recomputed only for
         # the rows whose usage changed: a stream of similar pods pays for one row a cycle.
         # The reasons are worked out only when some row does not fit.
@@ -415,7 +436,10 @@ class NodeResourcesFit(
         return nodes.row_values((FIT, "misfits", wanted), compute, compute_row)
 
     def _rejections(
-        self, nodes: NodeTable, wanted: tuple[tuple[str, int], ...]
+        self,
+        nodes: NodeTable,
+        wanted: tuple[tuple[str, int], ...],
+        delegated: frozenset[str] = frozenset(),
     ) -> FilterResult | None:
         alloc, free = nodes.alloc, nodes.free
         failing: list[tuple[str, BoolArray]] = []
@@ -427,10 +451,14 @@ class NodeResourcesFit(
             rejected = too_many
         for name, value in wanted:
             row = nodes.resource_row(name)
+            if row is None and name in delegated:
+                continue  # no node has any: DRA serves it everywhere
             if row is None:  # no node has any of it: short everywhere, for good
                 short = exceeds = np.ones(nodes.n, dtype=np.bool_)
             else:
                 short = free[row] < value
+                if name in delegated:
+                    short &= alloc[row] > 0  # a node with none leaves it to DRA
                 if not short.any():
                     continue
                 exceeds = value > alloc[row]
@@ -459,10 +487,13 @@ class NodeResourcesFit(
         if free_pods < 1:
             used, cap = int(nodes.requested[PODS, row]), int(nodes.alloc[PODS, row])
             lines.append(f"pods: {used} of {cap} running or assumed, no room for one more")
+        delegated = delegated_names(self.dra_objects, tuple(pod.fit_requests.items()))
         for name, value in pod.fit_requests.items():
             if value <= 0 or not self._checked(name):
                 continue
             res = nodes.resource_row(name)
+            if name in delegated and (res is None or nodes.alloc[res, row] == 0):
+                continue
             want = format_quantity(name, value)
             if res is None:
                 lines.append(f"{name}: requested {want}, no node has any")
@@ -516,11 +547,14 @@ class NodeResourcesFit(
         free = nodes.free[:, row].tolist()
         if free[PODS] + len(removed) - len(added) < 1:
             reasons.append("Too many pods")
+        delegated = delegated_names(self.dra_objects, tuple(pod.fit_requests.items()))
         for name, value in pod.fit_requests.items():
             if value <= 0 or not self._checked(name):
                 continue
             need = value if cached is None else max(0, value - cached.requests.get(name, 0))
             res = nodes.resource_row(name)
+            if name in delegated and (res is None or nodes.alloc[res, row] == 0):
+                continue
             if res is None:
                 if need > 0:
                     reasons.append(f"Insufficient {name}")
@@ -732,6 +766,8 @@ def new_fit(args: NodeResourcesFitArgs, handle: Handle) -> NodeResourcesFit:
         ignored_groups=frozenset(args.ignored_resource_groups),
     )
     fit.deferred_resizes = SCHEDULER_PREEMPTION_FOR_RESIZE in handle.features
+    if DRA_EXTENDED_RESOURCE in handle.features:
+        fit.dra_objects = handle.resources
     return fit
 
 
@@ -741,20 +777,21 @@ def new_balanced(
     return NodeResourcesBalancedAllocation(args.resources, change=handle.features.since(1, 36))
 
 
+FIT_EVENTS: Final = frozenset(
+    {
+        ClusterEvent.NODE_ADD,
+        ClusterEvent.NODE_ALLOCATABLE,
+        ClusterEvent.ASSIGNED_POD_DELETE,
+        ClusterEvent.ASSIGNED_POD_UPDATE,
+        # Emitted only while InPlacePodVerticalScalingSchedulerPreemption is on.
+        ClusterEvent.ASSIGNED_POD_SCALE_UP,
+    }
+)
 FIT_REGISTRATION: Final = Registration(
     FIT,
     new_fit,
     NodeResourcesFitArgs,
-    events=frozenset(
-        {
-            ClusterEvent.NODE_ADD,
-            ClusterEvent.NODE_ALLOCATABLE,
-            ClusterEvent.ASSIGNED_POD_DELETE,
-            ClusterEvent.ASSIGNED_POD_UPDATE,
-            # Emitted only while InPlacePodVerticalScalingSchedulerPreemption is on.
-            ClusterEvent.ASSIGNED_POD_SCALE_UP,
-        }
-    ),
+    events=FIT_EVENTS,
     default_weight=1,
     kube_points=frozenset({"preFilter", "preScore"}),
     check=fit_args_problems,

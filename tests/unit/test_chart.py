@@ -121,3 +121,19 @@ def test_claim_status_writes_carry_the_binding_permission_of_136() -> None:
     for role in (scheduler, chart):
         assert granted(role, "resource.k8s.io", "resourceclaims/status") == {"update", "patch"}
         assert granted(role, "resource.k8s.io", "resourceclaims/binding") == {"update", "patch"}
+
+
+def test_the_scheduler_creates_and_deletes_the_claims_of_extended_resources() -> None:
+    """kube-scheduler's role, with DRAExtendedResource: read and update resourceclaims, create
+    and delete them (the claim of a pod's extended resources backed by DRA), update their
+    status; ascheduler's: the same, status patches beside."""
+    scheduler = rules(BASE / "rbac.yaml", "ClusterRole", "ascheduler")
+    assert granted(scheduler, "resource.k8s.io", "resourceclaims") == {
+        "get",
+        "list",
+        "watch",
+        "update",
+        "create",
+        "delete",
+    }
+    assert granted(scheduler, "resource.k8s.io", "resourceclaims/status") == {"update", "patch"}

@@ -67,6 +67,15 @@ from ascheduler.plugins.dynamicresources.counting import (
     need,
     terms_rows,
 )
+from ascheduler.plugins.dynamicresources.extended import (
+    all_requests_claim,
+    delete_stale,
+    filter_extended,
+    prepare,
+    release,
+    settle,
+    stale_status,
+)
 from ascheduler.plugins.dynamicresources.state import (
     DEALLOCATED,
     IN_USE,
@@ -189,15 +198,16 @@ class DynamicResources(
         # As kube-scheduler's plugin does: an empty state first, recording that PreFilter ran
         # (PostFilter tells that from not having run); the claims join it if PreFilter passes.
         state.write(NAME, _State([], [], []))
-        if not pod.resource_claims:
+        extended = prepare(self.handle.features, pod, self.objects)
+        if not pod.resource_claims and extended is None:
             return None, SKIP
         try:
             claims = pod_claims(pod, self.objects)
         except ClaimsUnavailable as exc:
             return None, Status.unschedulable(str(exc), resolvable=False)
-        if not claims:
+        if not claims and extended is None:
             return None, SKIP
-        s = _State(claims, [], [None] * len(claims))
+        s = _State(claims, [], [None] * len(claims), extended=extended)
         for i, claim in enumerate(claims):
             if claim.errors:
                 return None, Status.unschedulable(
@@ -219,9 +229,14 @@ class DynamicResources(
             status = check_requests(self.objects, claim)
             if not status.ok:
                 return None, status
+        if extended is not None and (stale := stale_status(extended, pod, self.objects)):
+            return None, stale
         # A slice changed since PreEnqueue: the costly results missing count as timed out
         # on their nodes this time, and the pod is woken once they are known.
-        self._selectors_known(pod, [s.claims[i] for i in s.to_allocate])
+        known = [s.claims[i] for i in s.to_allocate]
+        if extended is not None:
+            known.append(all_requests_claim(pod, extended, self.objects))
+        self._selectors_known(pod, known)
         state.write(NAME, s)
         return None, SUCCESS
 
@@ -250,11 +265,22 @@ class DynamicResources(
             rejections.append(
                 Rejection(NOT_AVAILABLE, not_available, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
             )
-        if s.to_allocate:
+        if s.to_allocate or s.extended is not None:
             try:
-                extra = filter_allocations(
-                    self.objects, self.selectors, self.args.filter_timeout, s, nodes, ~rejected
-                )
+                if s.extended is not None:
+                    extra = filter_extended(
+                        self.objects,
+                        self.selectors,
+                        self.args.filter_timeout,
+                        s,
+                        pod,
+                        nodes,
+                        ~rejected,
+                    )
+                else:
+                    extra = filter_allocations(
+                        self.objects, self.selectors, self.args.filter_timeout, s, nodes, ~rejected
+                    )
             except AllocationError as exc:
                 return FilterResult.single(str(exc), np.ones(n, dtype=np.bool_), Code.ERROR)
             for reason, rows in extra:
@@ -314,7 +340,10 @@ class DynamicResources(
         # 1.37 rejects without a word where earlier releases said why (no claims, nothing
         # to deallocate): the pod's message no longer carries it before preemption's.
         quiet = self.handle.features.since(1, 37)
-        if not s.claims:
+        stale = delete_stale(s, pod, self.writer, state.dry_run)
+        if stale is not None:
+            return PostFilterResult(stale)
+        if not s.claims and s.extended is None:
             return PostFilterResult(Status.unschedulable(*(() if quiet else (NO_NEW_CLAIMS,))))
         for i in sorted(s.unavailable):
             claim = s.claims[i]
@@ -343,6 +372,10 @@ class DynamicResources(
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         s: _State | None = state.read(NAME)
+        if s is not None and s.extended is not None:
+            info = self.handle.nodes.node(node)
+            if info is not None:
+                settle(s, pod, info, self.objects)
         if s is None or not s.to_allocate:
             return SUCCESS
         found: list[Allocation] | Status | None = s.found.get(node)
@@ -396,6 +429,7 @@ class DynamicResources(
                 self.objects.restore(claim.namespace, claim.name)
         # Only what this cycle wrote is undone (`dra.reservations`): a reservation found in
         # place may be another instance's, for a bind of this pod that is going through.
+        release(s, pod, self.writer)
         written = [(s.claims[i], ours) for i, ours in sorted(s.written.items())]
         s.written.clear()
         if written:

@@ -40,6 +40,7 @@ from ascheduler.framework import (
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import FINALIZER, Allocation, ResourceClaim, parse_resource_claim
 from ascheduler.plugins.dynamicresources.bindingconditions import enabled, now_stamp
+from ascheduler.plugins.dynamicresources.extended import in_memory, write_claim
 from ascheduler.plugins.dynamicresources.state import NOT_AVAILABLE, WRITE_ATTEMPTS, _State
 
 log = structlog.get_logger(__name__)
@@ -138,6 +139,11 @@ class ClaimWriter:
             await asyncio.wait({releasing})
         labels = self._labels(node)
         for i, claim in enumerate(s.claims):
+            if in_memory(s, i):
+                status = await write_claim(self, s, i, pod, node, labels)
+                if not status.ok:
+                    return status
+                continue
             current = self.objects.claim(claim.namespace, claim.name) or claim
             if current.uid == claim.uid:
                 found = reuse(current, pod.uid, node, labels)
@@ -159,6 +165,23 @@ class ClaimWriter:
             if wrote:
                 s.written[i] = allocation
         return SUCCESS
+
+    async def write_one(
+        self,
+        claim: ResourceClaim,
+        allocation: Allocation | None,
+        pod: PodInfo,
+        node: str,
+        labels: Mapping[str, str],
+    ) -> tuple[Status, ResourceClaim | None]:
+        """One claim's writes (`_bind_claim`), their failure as a status."""
+        try:
+            written, _ = await self._bind_claim(claim, allocation, pod, node, labels)
+        except _WriteFailed as exc:
+            return Status.error(str(exc)), None
+        except KubeError as exc:
+            return Status.error(f"claim {claim.namespace}/{claim.name}: {exc}"), None
+        return SUCCESS, written
 
     async def _bind_claim(
         self,

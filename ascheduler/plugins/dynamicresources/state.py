@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ascheduler.dra.extended import Extended
 from ascheduler.dra.store import ResourceObjects
 from ascheduler.framework import SUCCESS, IntArray, PluginArgsError, Seconds, Status
 from ascheduler.model import PodInfo
@@ -148,6 +149,8 @@ class _State:
     #: The claims whose reservation PreBind wrote, with the allocation it wrote beside it
     #: (None: the claim was allocated already): all a failed cycle may undo.
     written: dict[int, Allocation | None] = field(default_factory=dict)
+    #: The pod's extended resources backed by DRA (`extended`); None: it has none.
+    extended: Extended | None = None
 
 
 def claim_status(claim: ResourceClaim) -> Any:

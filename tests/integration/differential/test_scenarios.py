@@ -11,12 +11,22 @@ from tests.integration.differential.harness import Runner, Scenario, differ
 from tests.integration.differential.scenarios import SCENARIOS
 from tests.integration.differential.scenarios_dra_bindcond import DRA_BINDCOND
 from tests.integration.differential.scenarios_dra_counters import DRA_COUNTERS
+from tests.integration.differential.scenarios_dra_extended import DRA_EXTENDED
 from tests.integration.differential.scenarios_dra_taints import DRA_TAINTS
 from tests.integration.differential.scenarios_nodefeatures import NODE_FEATURES
 from tests.integration.differential.scenarios_releases import RELEASES
 from tests.integration.differential.scenarios_scoring import SCORING
 
-ALL = [*SCENARIOS, *SCORING, *NODE_FEATURES, *RELEASES, *DRA_TAINTS, *DRA_COUNTERS, *DRA_BINDCOND]
+ALL = [
+    *SCENARIOS,
+    *SCORING,
+    *NODE_FEATURES,
+    *RELEASES,
+    *DRA_TAINTS,
+    *DRA_COUNTERS,
+    *DRA_BINDCOND,
+    *DRA_EXTENDED,
+]
 
 
 @pytest.mark.parametrize("scenario", ALL, ids=[s.name for s in ALL])
