@@ -23,14 +23,20 @@ project allocates carries one label per pool it draws devices from (`pool_label`
 consistent LIST per pool returns every claim allocated from it, and a device any of them holds
 (but for admin access) makes the bind fail with `DeviceTaken`. Claims allocated by a scheduler
 that does not take these locks (kube-scheduler beside ascheduler) are outside this guarantee.
+
+A share of a device that allows multiple allocations (consumable capacity) does not take the
+device: the check sums what the API server's other shares of it consume, and fails the bind
+(`CapacityTaken`) when ours would take it past its capacity, or when another claim holds it
+alone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Final
 
 from ascheduler.kube import KubeClient, KubeError
@@ -71,6 +77,23 @@ class DeviceTaken(Exception):
         super().__init__(
             f"device {name} of pool {pool} (driver {driver}) is allocated to claim {holder}"
         )
+
+
+class CapacityTaken(DeviceTaken):
+    """A share would take a device past its capacity beside the other claims' shares."""
+
+    def __init__(self, device: DeviceId, capacity: str, holders: Iterable[str]) -> None:
+        DeviceTaken.__init__(self, device, ", ".join(sorted(holders)))
+        driver, pool, name = device
+        Exception.__init__(
+            self,
+            f"device {name} of pool {pool} (driver {driver}) has not enough {capacity} left "
+            f"beside the shares of claims {self.holder}",
+        )
+
+
+#: Per shared device: what our shares consume of it, and its capacity (name -> value).
+SharedUse = Mapping[DeviceId, tuple[Mapping[str, Fraction], Mapping[str, Fraction]]]
 
 
 @dataclass
@@ -159,12 +182,23 @@ class DeviceLocks:
                 held.holds.append(await stack.enter_async_context(self.pool_locks.hold(name, pod)))
             yield held
 
-    async def check(self, devices: Iterable[DeviceId], claim_uids: Iterable[str]) -> None:
+    async def check(
+        self,
+        devices: Iterable[DeviceId],
+        claim_uids: Iterable[str],
+        shared: SharedUse | None = None,
+    ) -> None:
         """Raise `DeviceTaken` if the API server shows one of `devices` allocated to a claim
-        other than `claim_uids` (the ones being written)."""
+        other than `claim_uids` (the ones being written), or one of the `shared` devices held
+        alone by another claim or short of what our shares consume (`CapacityTaken`)."""
         wanted: dict[tuple[str, str], set[str]] = {}
         for driver, pool, name in devices:
             wanted.setdefault((driver, pool), set()).add(name)
+        shared = shared or {}
+        for driver, pool, _ in shared:
+            wanted.setdefault((driver, pool), set())
+        others: dict[DeviceId, dict[str, Fraction]] = {}
+        holders: dict[DeviceId, set[str]] = {}
         ours = set(claim_uids)
         for (driver, pool), names in sorted(wanted.items()):
             listing = await self.kube.get(
@@ -180,3 +214,16 @@ class DeviceLocks:
                         continue
                     if d.device in names:
                         raise DeviceTaken(d.device_id, claim.key)
+                    if d.device_id not in shared:
+                        continue
+                    if d.share_id is None:
+                        raise DeviceTaken(d.device_id, claim.key)
+                    holders.setdefault(d.device_id, set()).add(claim.key)
+                    tally = others.setdefault(d.device_id, {})
+                    for cap, amount in (d.consumed_capacity or {}).items():
+                        tally[cap] = tally.get(cap, Fraction(0)) + amount.value
+        for device, (consumed, capacity) in sorted(shared.items()):
+            tally = others.get(device, {})
+            for cap, value in sorted(capacity.items()):
+                if tally.get(cap, 0) + consumed.get(cap, 0) > value:
+                    raise CapacityTaken(device, cap, holders.get(device, ()))

@@ -18,6 +18,16 @@ from fractions import Fraction
 from typing import Any, Final
 
 from ascheduler.model.affinity import NodeSelectorTerm, SpecError, parse_term
+from ascheduler.model.dra_capacity import (
+    Amount,
+    RequestPolicy,
+    amounts_to_api,
+    distinct_attribute,
+    parse_amounts,
+    parse_capacity_requests,
+    parse_policies,
+    parse_share_id,
+)
 from ascheduler.model.quantity import QuantityError, parse_fraction
 
 GROUP: Final = "resource.k8s.io"
@@ -99,6 +109,8 @@ class Device:
     binding_conditions: bool = False
     consumes_counters: bool = False
     allow_multiple_allocations: bool = False
+    #: `capacity[name].requestPolicy` where set (`model.dra_capacity`).
+    request_policies: Mapping[str, RequestPolicy] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +164,8 @@ class Request:
     #: None where the field is absent (the allocator tells "absent" from false).
     admin_access: bool | None = None
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    #: `capacity.requests`; None where `capacity` is absent.
+    capacity: Mapping[str, Amount] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +180,7 @@ class Constraint:
     #: The requests (or `request/subrequest`) it applies to; empty: all.
     requests: tuple[str, ...] = ()
     match_attribute: str | None = None
+    distinct_attribute: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +191,10 @@ class AllocatedDevice:
     device: str
     admin_access: bool | None = None
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    #: A share of a device that allows multiple allocations: its `shareID` and what it
+    #: consumes of the device's capacity (`consumedCapacity`).
+    share_id: str | None = None
+    consumed_capacity: Mapping[str, Amount] | None = None
 
     @property
     def device_id(self) -> tuple[str, str, str]:
@@ -192,6 +211,10 @@ class AllocatedDevice:
             out["adminAccess"] = self.admin_access
         if self.tolerations:
             out["tolerations"] = [dict(t) for t in self.tolerations]
+        if self.share_id is not None:
+            out["shareID"] = self.share_id
+        if self.consumed_capacity:
+            out["consumedCapacity"] = amounts_to_api(self.consumed_capacity)
         return out
 
 
@@ -417,6 +440,7 @@ def _device(raw: Any, path: str, errors: list[str]) -> Device:
         allow_multiple_allocations=bool(
             _bool(d.get("allowMultipleAllocations"), f"{path}.allowMultipleAllocations", errors)
         ),
+        request_policies=parse_policies(d.get("capacity"), f"{path}.capacity", errors),
     )
 
 
@@ -483,6 +507,7 @@ def _request(raw: Mapping[str, Any], name: str, path: str, errors: list[str]) ->
             _map(t, f"{path}.tolerations[{i}]", errors)
             for i, t in enumerate(_seq(raw.get("tolerations"), f"{path}.tolerations", errors))
         ),
+        capacity=parse_capacity_requests(raw.get("capacity"), f"{path}.capacity", errors),
     )
 
 
@@ -525,6 +550,12 @@ def _allocation(raw: Any, errors: list[str]) -> Allocation | None:
                 pool=_str(r.get("pool"), f"{p}.pool", errors),
                 device=_str(r.get("device"), f"{p}.device", errors),
                 admin_access=_bool(r.get("adminAccess"), f"{p}.adminAccess", errors),
+                share_id=parse_share_id(r.get("shareID"), f"{p}.shareID", errors),
+                consumed_capacity=(
+                    parse_amounts(r["consumedCapacity"], f"{p}.consumedCapacity", errors)
+                    if r.get("consumedCapacity") is not None
+                    else None
+                ),
             )
         )
     selector = a.get("nodeSelector")
@@ -569,6 +600,7 @@ def parse_resource_claim(obj: Any) -> ResourceClaim:
                 requests=tuple(str(r) for r in reqs),
                 match_attribute=_str(m.get("matchAttribute"), f"{p}.matchAttribute", errors)
                 or None,
+                distinct_attribute=distinct_attribute(m, p, errors),
             )
         )
     reserved = []
