@@ -15,6 +15,7 @@ error list, as the rest of `model.dra` does.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -27,6 +28,7 @@ DECIMAL_SI: Final = "DecimalSI"
 DECIMAL_EXPONENT: Final = "DecimalExponent"
 
 _BINARY_SUFFIXES: Final = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+_EXPONENT: Final = re.compile(r"[eE][+-]?[0-9]+$")
 _DECIMAL_SUFFIXES: Final = {
     -9: "n",
     -6: "u",
@@ -77,7 +79,7 @@ def format_of(text: object) -> str:
     t = text.strip()
     if t.endswith(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")):
         return BINARY_SI
-    if "e" in t.lower():
+    if _EXPONENT.search(t):
         return DECIMAL_EXPONENT
     return DECIMAL_SI
 

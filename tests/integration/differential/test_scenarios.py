@@ -9,11 +9,12 @@ import pytest
 
 from tests.integration.differential.harness import Runner, Scenario, differ
 from tests.integration.differential.scenarios import SCENARIOS
+from tests.integration.differential.scenarios_dra_capacity import CAPACITY
 from tests.integration.differential.scenarios_nodefeatures import NODE_FEATURES
 from tests.integration.differential.scenarios_releases import RELEASES
 from tests.integration.differential.scenarios_scoring import SCORING
 
-ALL = [*SCENARIOS, *SCORING, *NODE_FEATURES, *RELEASES]
+ALL = [*SCENARIOS, *SCORING, *NODE_FEATURES, *RELEASES, *CAPACITY]
 
 
 @pytest.mark.parametrize("scenario", ALL, ids=[s.name for s in ALL])

@@ -12,13 +12,14 @@ import pytest
 from ascheduler.dra.allocator import AllocationError, Allocator
 from ascheduler.dra.sharing import capacity_view, multi_rows, shared_only_rows, shared_use
 from ascheduler.dra.store import ResourceObjects
-from ascheduler.features import DRA_FRACTIONAL_CAPACITY_RANGE, Features, Release
+from ascheduler.features import DRA_FRACTIONAL_CAPACITY_RANGE, Features, Release, parse_gates
 from ascheduler.model.dra import parse_device_class, parse_resource_claim, parse_resource_slice
 from tests.unit.dra.helpers import DRIVER, claim, device_class, exactly, slice_
 
 V135 = Features.defaults(Release(1, 35))
 V136 = Features.defaults(Release(1, 36))
 V137 = Features.defaults(Release(1, 37))
+V137_FRACTIONAL = parse_gates(f"{DRA_FRACTIONAL_CAPACITY_RANGE}=true", Release(1, 37))
 
 
 def shared(
@@ -84,11 +85,11 @@ def test_the_gate_and_the_arithmetic_follow_the_release() -> None:
     assert not v136.rules.fractional
     assert v137 is not None
     assert v137.rules.strict
-    assert v137.rules.fractional
-    off = Features(V137.release, V137.enabled - {DRA_FRACTIONAL_CAPACITY_RANGE})
-    v137_off = capacity_view(off, store.shares)
-    assert v137_off is not None
-    assert not v137_off.rules.fractional
+    assert not v137.rules.fractional  # off by default (see features)
+    on = parse_gates(f"{DRA_FRACTIONAL_CAPACITY_RANGE}=true", Release(1, 37))
+    v137_on = capacity_view(on, store.shares)
+    assert v137_on is not None
+    assert v137_on.rules.fractional
 
 
 @pytest.mark.parametrize("features", [V136, V137])
@@ -170,8 +171,14 @@ def test_1_37_aborts_where_a_request_cannot_be_represented() -> None:
         match=r"^claim ns/a, request r: checking capacity for device gpu.example.com/n1/g0: "
         r"capacity \"memory\": capacity request cannot be represented",
     ):
-        allocate(store, V137, asking("a", "300001u"))
+        allocate(store, V137_FRACTIONAL, asking("a", "300001u"))
+    assert allocate(store, V137, asking("a", "300001u")) is not None
     assert allocate(store, V136, asking("a", "300001u")) is not None
+    with pytest.raises(
+        AllocationError, match=r"capacity request cannot be .*: request 10E exceeds"
+    ):
+        allocate(store, V137, asking("a", "10E"))
+    assert allocate(store, V136, asking("a", "10E")) is None
 
 
 def small(name: str) -> dict[str, Any]:
