@@ -91,8 +91,9 @@ CAPACITY += [
             capacity_claim("whole", asking("r")),
         ],
         pods=[
-            # Only a's shared device has 30Gi (b's holds 8Gi).
-            claiming("big", "big"),
+            # Only a's shared device has 30Gi (b's holds 8Gi). (Placed on a: on 1.35, where
+            # the asks are dropped, a and b would tie.)
+            claiming("big", "big", **on("a")),
             # a's last 10Gi (b's 8Gi are too few).
             claiming("small", "small"),
             # a is full, b too small: refused everywhere.
