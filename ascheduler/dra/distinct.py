@@ -15,14 +15,12 @@ constraint.go`) differs between releases, and both are followed:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ascheduler.model.dra import AttributeValue, Semver
 
-if TYPE_CHECKING:
-    from ascheduler.dra.allocator import Candidate
-
-Lookup = Callable[["Candidate", str], AttributeValue | None]
+#: An attribute of a device (`dra.allocator.lookup_attribute`).
+Lookup = Callable[[Any, str], AttributeValue | None]
 
 
 def _duplicate(a: AttributeValue, b: AttributeValue) -> bool:
@@ -56,7 +54,7 @@ class DistinctAttribute:
             return True
         return base in self.requests or (bool(sub) and f"{base}/{sub}" in self.requests)
 
-    def add(self, base: str, sub: str, device: Candidate) -> bool:
+    def add(self, base: str, sub: str, device: Any) -> bool:
         if not self._applies(base, sub):
             return True
         value = self.lookup(device, self.attribute)

@@ -23,10 +23,10 @@ request lists its devices).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -36,12 +36,34 @@ from ascheduler.model.dra import Allocation, Request
 from ascheduler.model.dra import Device as DeviceSpec
 from ascheduler.model.dra_capacity import Amount
 
-if TYPE_CHECKING:
-    from ascheduler.dra.allocator import Candidate
-    from ascheduler.dra.store import DeviceTable
-
 DeviceId = tuple[str, str, str]
 BoolArray = np.ndarray[Any, np.dtype[np.bool_]]
+
+
+class Candidate(Protocol):
+    """A device as the allocator offers it (`dra.allocator.Candidate`)."""
+
+    @property
+    def spec(self) -> DeviceSpec: ...
+
+    @property
+    def id(self) -> DeviceId: ...
+
+
+class DeviceTable(Protocol):
+    """The device table's rows (`dra.store.DeviceTable`)."""
+
+    @property
+    def serial(self) -> int: ...
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def candidates(self) -> Sequence[Candidate]: ...
+
+    @property
+    def index(self) -> Mapping[DeviceId, int]: ...
 
 
 @dataclass(slots=True)
