@@ -200,7 +200,9 @@ GATES: Final[Mapping[str, tuple[Spec, ...]]] = {
     ),
     DRA_ADMIN_ACCESS: _specs(("1.32", False, A), ("1.34", True, B), ("1.36", True, GA, True)),
     DRA_CONSUMABLE_CAPACITY: _specs(("1.34", False, A), ("1.36", True, B)),
-    DRA_FRACTIONAL_CAPACITY_RANGE: _specs(("1.37", True, B)),
+    # Upstream lists a second 1.37 stage, on, for `--min-compatibility-version` 1.37 and up;
+    # a 1.37 component's default is 1.36, so the gate is off unless that flag raises it.
+    DRA_FRACTIONAL_CAPACITY_RANGE: _specs(("1.37", False, B)),
     DRA_DEVICE_BINDING_CONDITIONS: _specs(("1.34", False, A), ("1.36", True, B)),
     DRA_DEVICE_TAINT_RULES: _specs(("1.35", False, A), ("1.36", False, B), ("1.37", True, GA)),
     DRA_DEVICE_TAINTS: _specs(("1.33", False, A), ("1.36", True, B), ("1.37", True, GA)),

@@ -29,7 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from ascheduler.dra import messages
+from ascheduler.dra.capacity import CapacityError
 from ascheduler.dra.counters import CounterLedger, PoolCounters
+from ascheduler.dra.distinct import DistinctAttribute
+from ascheduler.dra.sharing import CapacityView, Session
 from ascheduler.dra.taints import prevents_allocation
 from ascheduler.features import DRA_DEVICE_BINDING_CONDITIONS, Features
 from ascheduler.model.affinity import NodeSelectorTerm
@@ -47,6 +50,7 @@ from ascheduler.model.dra import (
     Semver,
 )
 from ascheduler.model.dra import Device as DeviceSpec
+from ascheduler.model.dra_capacity import Amount
 
 DeviceId = tuple[str, str, str]
 #: (claim index, request index, subrequest index)
@@ -137,6 +141,9 @@ class _RequestData:
 class _Result:
     request: _RequestData
     device: Candidate
+    #: A share of a device that allows multiple allocations (`dra.sharing`).
+    share_id: str | None = None
+    consumed: dict[str, Amount] | None = None
 
 
 class _MatchAttribute:
@@ -215,21 +222,24 @@ class Allocator:
         *,
         deadline: float | None = None,
         features: Features | None = None,
+        capacity: CapacityView | None = None,
     ) -> None:
         self.claims = claims
         self.classes = classes
         self.selectors = selectors
-        self.allocated = allocated
         self.features = features or Features()
         #: DRADeviceBindingConditions: devices with binding conditions may be allocated,
         #: their pools tried after the others
         #: (`plugins.dynamicresources.bindingconditions`).
         self.binding_conditions = DRA_DEVICE_BINDING_CONDITIONS in self.features
+        #: With consumable capacity on: devices held alone are in use, shares are counted.
+        self.session: Session | None = capacity.session() if capacity is not None else None
+        self.allocated = capacity.allocated if capacity is not None else allocated
         self.pools = order_pools(pools) if self.binding_conditions else pools
         self.node_name = node_name
         self.requests: dict[RequestKey, _RequestData] = {}
         self.selected_sub: dict[tuple[int, int], int] = {}
-        self.constraints: list[list[_MatchAttribute]] = []
+        self.constraints: list[list[_MatchAttribute | DistinctAttribute]] = []
         self.allocating: dict[DeviceId, set[int]] = {}
         self.results: list[list[_Result]] = [[] for _ in claims]
         self._matches: dict[tuple[RequestKey, int], bool] = {}
@@ -279,7 +289,11 @@ class Allocator:
                         f"claim {claim_ref(claim)}, request {name}: asks for all devices, but "
                         f"resource pool {pool.id} is currently invalid"
                     )
-                devices.extend(d for d in pool.devices if self._selectable(key, data, d))
+                devices.extend(
+                    d
+                    for d in pool.devices
+                    if self._selectable(key, data, d) and self._fits_unshared(key[0], data, d)
+                )
             data.all_devices = devices
             data.num_devices = len(devices)
         else:
@@ -326,8 +340,16 @@ class Allocator:
                         self.features, claim_ref(claim), "", minimum, 0, ALLOCATION_RESULTS_MAX
                     )
                 )
-            constraints = []
+            constraints: list[_MatchAttribute | DistinctAttribute] = []
             for i, c in enumerate(claim.constraints):
+                if c.match_attribute is None and c.distinct_attribute and self.session:
+                    strict = self.session.rules.strict
+                    constraints.append(
+                        DistinctAttribute(
+                            c.requests, c.distinct_attribute, lookup_attribute, strict=strict
+                        )
+                    )
+                    continue
                 if c.match_attribute is None:
                     raise AllocationError(
                         f"claim {claim_ref(claim)}, constraint #{i}: empty constraint "
@@ -368,6 +390,31 @@ class Allocator:
                 ) from None
         return True
 
+    def _capacity_error(
+        self, ci: int, data: _RequestData, device: str, exc: CapacityError, what: str = "checking"
+    ) -> AllocationError:
+        return AllocationError(
+            f"claim {claim_ref(self.claims[ci])}, request {data.request.name}: {what} capacity "
+            f"for device {device}: {exc}"
+        )
+
+    def _fits_unshared(self, ci: int, data: _RequestData, device: Candidate) -> bool:
+        """An All request lists only the devices its capacity asks fit unshared."""
+        if self.session is None:
+            return True
+        try:
+            return self.session.fits_unshared(data.request, device.spec)
+        except CapacityError as exc:
+            raise self._capacity_error(ci, data, device.spec.name, exc) from None
+
+    def _fits(self, ci: int, data: _RequestData, device: Candidate) -> bool:
+        if self.session is None:
+            return True
+        try:
+            return self.session.fits(data.request, device)
+        except CapacityError as exc:
+            raise self._capacity_error(ci, data, "/".join(device.id), exc) from None
+
     def _in_use(self, device: DeviceId) -> bool:
         return self.allocated(device) or bool(self.allocating.get(device))
 
@@ -375,14 +422,15 @@ class Allocator:
         """Mark the device allocated for the claim if it is free and its constraints hold."""
         claim = self.claims[ci]
         admin = bool(data.request.admin_access) and not data.parent
+        multi = self.session is not None and device.spec.allow_multiple_allocations
         if admin:
-            if ci in self.allocating.get(device.id, ()):
+            if not multi and ci in self.allocating.get(device.id, ()):
                 return False
         elif self._in_use(device.id):
             return False
-        if device.spec.consumes_counters and not self._take_counters(device):
-            return False
         if device.spec.taints and prevents_allocation(device.spec.taints, data.request.tolerations):
+            return False
+        if device.spec.consumes_counters and not self._take_counters(device):
             return False
         base, sub = (data.parent, data.request.name) if data.parent else (data.request.name, "")
         constraints = self.constraints[ci]
@@ -398,16 +446,40 @@ class Allocator:
                     earlier.remove(base, sub)
                 self._give_back_counters(device)
                 return False
-        self.allocating.setdefault(device.id, set()).add(ci)
-        self.results[ci].append(_Result(data, device))
+        if not multi:
+            self.allocating.setdefault(device.id, set()).add(ci)
+        share_id, consumed = None, None
+        if self.session is not None:
+            try:
+                ok = self.session.fits(data.request, device)
+            except CapacityError as exc:
+                self._undo(ci, base, sub, device, multi)
+                what = "rechecking"
+                raise self._capacity_error(ci, data, "/".join(device.id), exc, what) from None
+            if not ok:
+                self._undo(ci, base, sub, device, multi)
+                return False
+            if multi:
+                share_id, consumed = self.session.take(data.request, device)
+        self.results[ci].append(_Result(data, device, share_id, consumed))
         return True
+
+    def _undo(self, ci: int, base: str, sub: str, device: Candidate, multi: bool) -> None:
+        for constraint in self.constraints[ci]:
+            constraint.remove(base, sub)
+        self._give_back_counters(device)
+        if not multi:
+            self.allocating[device.id].discard(ci)
 
     def _give_back(self, ci: int, data: _RequestData, device: Candidate) -> None:
         base, sub = (data.parent, data.request.name) if data.parent else (data.request.name, "")
         for constraint in self.constraints[ci]:
             constraint.remove(base, sub)
-        self.allocating[device.id].discard(ci)
-        self.results[ci].pop()
+        result = self.results[ci].pop()
+        if result.consumed is not None and self.session is not None:
+            self.session.give_back(device.id, result.consumed)
+        elif device.id in self.allocating:
+            self.allocating[device.id].discard(ci)
         self._give_back_counters(device)
 
     def _take_counters(self, device: Candidate) -> bool:
@@ -487,6 +559,8 @@ class Allocator:
                     continue
                 if not self._selectable(key, data, device):
                     continue
+                if not self._fits(ci, data, device):
+                    continue
                 if not self._take(ci, data, device, False):
                     continue
                 try:
@@ -533,6 +607,8 @@ class Allocator:
                 binding_failure_conditions=r.device.spec.binding_failure_conditions
                 if self.binding_conditions
                 else (),
+                share_id=r.share_id,
+                consumed_capacity=r.consumed,
             )
             for r in self.results[ci]
         )

@@ -12,7 +12,9 @@ columns; the exact search (`dra.allocator`) runs only where counting cannot deci
 **Allocated devices** are those named by a claim's allocation as the cache has it (the
 informer's version, or one this scheduler wrote and assumed ahead of the informer), plus the
 allocations Reserve made that PreBind has not written yet (kube-scheduler's in-flight
-allocations). Admin-access results never make a device busy.
+allocations). Admin-access results never make a device busy. With consumable capacity on,
+a result with a `shareID` is a share of its device, not a hold on it: `shares` tells them
+apart and sums what the shares consume (`dra.sharing`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import structlog
 from ascheduler.dra.allocator import Candidate, DeviceId, Pool
 from ascheduler.dra.cel import SelectorCache
 from ascheduler.dra.counters import PoolCounters, pool_counters
+from ascheduler.dra.sharing import Shares
 from ascheduler.dra.taints import DeviceTaints, blocked_column
 from ascheduler.features import (
     DRA_DEVICE_BINDING_CONDITIONS,
@@ -279,6 +282,8 @@ class ResourceObjects:
         self.in_flight: dict[str, ResourceClaim] = {}
         #: How many claims (cached or in flight) hold each device.
         self._holders: dict[DeviceId, int] = {}
+        #: The same results sorted into dedicated ones and shares (`dra.sharing`).
+        self.shares = Shares()
         self._table: DeviceTable | None = None
         #: The devices' taints as the allocator sees them, and the DeviceTaintRules.
         self.taints = DeviceTaints.of(self.features)
@@ -358,6 +363,8 @@ class ResourceObjects:
             self.latest[key] = claim
         self._count(busy_devices(before.allocation) if before else (), -1)
         self._count(busy_devices(claim.allocation) if claim else (), 1)
+        self.shares.count(before.allocation if before else None, -1)
+        self.shares.count(claim.allocation if claim else None, 1)
 
     def _count(self, devices: Iterable[DeviceId], sign: int) -> None:
         table = self._table
@@ -412,12 +419,14 @@ class ResourceObjects:
         self.remove_pending(claim.uid)
         self.in_flight[claim.uid] = claim
         self._count(busy_devices(claim.allocation), 1)
+        self.shares.count(claim.allocation, 1)
 
     def remove_pending(self, uid: str) -> bool:
         claim = self.in_flight.pop(uid, None)
         if claim is None:
             return False
         self._count(busy_devices(claim.allocation), -1)
+        self.shares.count(claim.allocation, -1)
         return True
 
     def assume_written(self, claim: ResourceClaim) -> None:

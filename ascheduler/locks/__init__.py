@@ -13,7 +13,7 @@ that a lock was let go) is passed in. docs/node-locks.md is the map and the glos
 * `memberlease`, `memberview`, `members`: who shares the nodes, and binding alone.
 """
 
-from ascheduler.locks.devicelocks import DeviceLocks, DeviceTaken
+from ascheduler.locks.devicelocks import CapacityTaken, DeviceLocks, DeviceTaken
 from ascheduler.locks.hold import Hold, Holds
 from ascheduler.locks.members import Members, witnessing
 from ascheduler.locks.nodelocks import RELEASE_ALL_SECONDS, NodeLocks
@@ -22,6 +22,7 @@ from ascheduler.locks.values import Known, LockContended, lock_wait_message
 
 __all__ = [
     "RELEASE_ALL_SECONDS",
+    "CapacityTaken",
     "DeviceLocks",
     "DeviceTaken",
     "Hold",

@@ -27,14 +27,20 @@ counters also holds its pool's lock, and the check adds what the other claims' d
 pool consume to what the new devices do (`overdrawn`, the caller's arithmetic): a counter
 set overdrawn makes the bind fail with `CountersTaken`. Claims allocated by a scheduler
 that does not take these locks (kube-scheduler beside ascheduler) are outside this guarantee.
+
+A share of a device that allows multiple allocations (consumable capacity) does not take the
+device: the check sums what the API server's other shares of it consume, and fails the bind
+(`CapacityTaken`) when ours would take it past its capacity, or when another claim holds it
+alone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Final
 
 from ascheduler.kube import KubeClient, KubeError
@@ -90,6 +96,23 @@ class CountersTaken(DeviceTaken):
 #: (driver, pool, devices other claims hold there, devices being allocated there) -> why
 #: that overdraws a counter set ("" when it does not).
 Overdrawn = Callable[[str, str, set[str], set[str]], str]
+
+
+class CapacityTaken(DeviceTaken):
+    """A share would take a device past its capacity beside the other claims' shares."""
+
+    def __init__(self, device: DeviceId, capacity: str, holders: Iterable[str]) -> None:
+        DeviceTaken.__init__(self, device, ", ".join(sorted(holders)))
+        driver, pool, name = device
+        Exception.__init__(
+            self,
+            f"device {name} of pool {pool} (driver {driver}) has not enough {capacity} left "
+            f"beside the shares of claims {self.holder}",
+        )
+
+
+#: Per shared device: what our shares consume of it, and its capacity (name -> value).
+SharedUse = Mapping[DeviceId, tuple[Mapping[str, Fraction], Mapping[str, Fraction]]]
 
 
 @dataclass
@@ -183,13 +206,21 @@ class DeviceLocks:
         devices: Iterable[DeviceId],
         claim_uids: Iterable[str],
         overdrawn: Overdrawn | None = None,
+        shared: SharedUse | None = None,
     ) -> None:
         """Raise `DeviceTaken` if the API server shows one of `devices` allocated to a claim
         other than `claim_uids` (the ones being written), `CountersTaken` if `overdrawn` says
-        the devices of a pool overdraw its counters beside those the other claims hold."""
+        the devices of a pool overdraw its counters beside those the other claims hold, or
+        `DeviceTaken`/`CapacityTaken` if one of the `shared` devices is held alone by another
+        claim or short of what our shares consume."""
         wanted: dict[tuple[str, str], set[str]] = {}
         for driver, pool, name in devices:
             wanted.setdefault((driver, pool), set()).add(name)
+        shared = shared or {}
+        for driver, pool, _ in shared:
+            wanted.setdefault((driver, pool), set())
+        others: dict[DeviceId, dict[str, Fraction]] = {}
+        holders: dict[DeviceId, set[str]] = {}
         ours = set(claim_uids)
         for (driver, pool), names in sorted(wanted.items()):
             listing = await self.kube.get(
@@ -207,6 +238,19 @@ class DeviceLocks:
                     if d.device in names:
                         raise DeviceTaken(d.device_id, claim.key)
                     taken.add(d.device)
+                    if d.device_id not in shared:
+                        continue
+                    if d.share_id is None:
+                        raise DeviceTaken(d.device_id, claim.key)
+                    holders.setdefault(d.device_id, set()).add(claim.key)
+                    tally = others.setdefault(d.device_id, {})
+                    for cap, amount in (d.consumed_capacity or {}).items():
+                        tally[cap] = tally.get(cap, Fraction(0)) + amount.value
             reason = overdrawn(driver, pool, taken, names) if overdrawn is not None else ""
             if reason:
                 raise CountersTaken((driver, pool, min(names)), reason)
+        for device, (consumed, capacity) in sorted(shared.items()):
+            tally = others.get(device, {})
+            for cap, value in sorted(capacity.items()):
+                if tally.get(cap, 0) + consumed.get(cap, 0) > value:
+                    raise CapacityTaken(device, cap, holders.get(device, ()))

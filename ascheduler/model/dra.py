@@ -18,6 +18,16 @@ from fractions import Fraction
 from typing import Any, Final
 
 from ascheduler.model.affinity import NodeSelectorTerm, SpecError, parse_term
+from ascheduler.model.dra_capacity import (
+    Amount,
+    RequestPolicy,
+    amounts_to_api,
+    distinct_attribute,
+    parse_amounts,
+    parse_capacity_requests,
+    parse_policies,
+    parse_share_id,
+)
 from ascheduler.model.dra_counters import (
     CounterConsumption,
     CounterSet,
@@ -115,6 +125,8 @@ class Device:
     taints: tuple[DeviceTaint, ...] = ()
     #: `consumesCounters` (partitionable devices, `model.dra_counters`).
     consumes: tuple[CounterConsumption, ...] = ()
+    #: `capacity[name].requestPolicy` where set (`model.dra_capacity`).
+    request_policies: Mapping[str, RequestPolicy] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +186,8 @@ class Request:
     #: None where the field is absent (the allocator tells "absent" from false).
     admin_access: bool | None = None
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    #: `capacity.requests`; None where `capacity` is absent.
+    capacity: Mapping[str, Amount] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +202,7 @@ class Constraint:
     #: The requests (or `request/subrequest`) it applies to; empty: all.
     requests: tuple[str, ...] = ()
     match_attribute: str | None = None
+    distinct_attribute: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +215,10 @@ class AllocatedDevice:
     tolerations: tuple[Mapping[str, Any], ...] = ()
     binding_conditions: tuple[str, ...] = ()
     binding_failure_conditions: tuple[str, ...] = ()
+    #: A share of a device that allows multiple allocations: its `shareID` and what it
+    #: consumes of the device's capacity (`consumedCapacity`).
+    share_id: str | None = None
+    consumed_capacity: Mapping[str, Amount] | None = None
 
     @property
     def device_id(self) -> tuple[str, str, str]:
@@ -220,6 +239,10 @@ class AllocatedDevice:
             out["bindingConditions"] = list(self.binding_conditions)
         if self.binding_failure_conditions:
             out["bindingFailureConditions"] = list(self.binding_failure_conditions)
+        if self.share_id is not None:
+            out["shareID"] = self.share_id
+        if self.consumed_capacity:
+            out["consumedCapacity"] = amounts_to_api(self.consumed_capacity)
         return out
 
 
@@ -459,6 +482,7 @@ def _device(raw: Any, path: str, errors: list[str]) -> Device:
         ),
         taints=parse_taints(d.get("taints"), f"{path}.taints", errors),
         consumes=consumes,
+        request_policies=parse_policies(d.get("capacity"), f"{path}.capacity", errors),
     )
 
 
@@ -532,6 +556,7 @@ def _request(raw: Mapping[str, Any], name: str, path: str, errors: list[str]) ->
             _map(t, f"{path}.tolerations[{i}]", errors)
             for i, t in enumerate(_seq(raw.get("tolerations"), f"{path}.tolerations", errors))
         ),
+        capacity=parse_capacity_requests(raw.get("capacity"), f"{path}.capacity", errors),
     )
 
 
@@ -579,6 +604,12 @@ def _allocation(raw: Any, errors: list[str]) -> Allocation | None:
                 ),
                 binding_failure_conditions=_strs(
                     r.get("bindingFailureConditions"), f"{p}.bindingFailureConditions", errors
+                ),
+                share_id=parse_share_id(r.get("shareID"), f"{p}.shareID", errors),
+                consumed_capacity=(
+                    parse_amounts(r["consumedCapacity"], f"{p}.consumedCapacity", errors)
+                    if r.get("consumedCapacity") is not None
+                    else None
                 ),
             )
         )
@@ -649,6 +680,7 @@ def parse_resource_claim(obj: Any) -> ResourceClaim:
                 requests=tuple(str(r) for r in reqs),
                 match_attribute=_str(m.get("matchAttribute"), f"{p}.matchAttribute", errors)
                 or None,
+                distinct_attribute=distinct_attribute(m, p, errors),
             )
         )
     reserved = []

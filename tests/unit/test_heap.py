@@ -41,13 +41,16 @@ def test_freeze_collects_garbage_first_and_hides_the_survivors() -> None:
             self.me = self
 
     gc.unfreeze()
-    # No automatic collection may free the dropped cycles before `freeze` does: how soon
-    # one comes depends on what earlier tests allocated.
+    # No automatic collection until freeze() runs its own: one triggered by what earlier
+    # tests allocated would free the dropped cycles first.
     gc.disable()
-    kept = [Cycle() for _ in range(10)]
-    dropped = [weakref.ref(Cycle()) for _ in range(10)]  # cycles only the collector frees
-    assert all(ref() is not None for ref in dropped)
-    heap.freeze()
+    try:
+        kept = [Cycle() for _ in range(10)]
+        dropped = [weakref.ref(Cycle()) for _ in range(10)]  # cycles only the collector frees
+        assert all(ref() is not None for ref in dropped)
+        heap.freeze()
+    finally:
+        gc.enable()
     assert all(ref() is None for ref in dropped)
     assert gc.get_freeze_count() > len(kept)
     assert not any(isinstance(o, Cycle) for o in gc.get_objects())  # the kept ones are frozen

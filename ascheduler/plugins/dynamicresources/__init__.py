@@ -25,6 +25,7 @@ from typing import Any, Final
 import numpy as np
 
 from ascheduler.dra.allocator import AllocationError, Allocator, InvalidPools, Timeout
+from ascheduler.dra.sharing import capacity_view
 from ascheduler.dra.store import ResourceObjects
 from ascheduler.features import SCHEDULER_PREEMPTION_FOR_RESIZE
 from ascheduler.framework import (
@@ -117,6 +118,8 @@ class DynamicResources(
         self.objects: ResourceObjects = handle.resources
         self.selectors = handle.resources.selectors
         self.writer = ClaimWriter(handle, self.objects)
+        #: Consumable capacity: None while its gate is off (`dra.sharing`).
+        self.capacity = capacity_view(handle.features, self.objects.shares)
 
     # -- queueing ------------------------------------------------------------------------
 
@@ -276,10 +279,17 @@ class DynamicResources(
                         pod,
                         nodes,
                         ~rejected,
+                        self.capacity,
                     )
                 else:
                     extra = filter_allocations(
-                        self.objects, self.selectors, self.args.filter_timeout, s, nodes, ~rejected
+                        self.objects,
+                        self.selectors,
+                        self.args.filter_timeout,
+                        s,
+                        nodes,
+                        ~rejected,
+                        self.capacity,
                     )
             except AllocationError as exc:
                 return FilterResult.single(str(exc), np.ones(n, dtype=np.bool_), Code.ERROR)
@@ -305,7 +315,7 @@ class DynamicResources(
             return lines
         counted: list[list[list[Counted]]] | None = state.read(_COUNTS)
         if counted is None:
-            counted = explain_counts(self.objects, self.selectors, s, nodes)
+            counted = explain_counts(self.objects, self.selectors, s, nodes, self.capacity)
             state.write(_COUNTS, counted)
         short = False
         for ci, per_request in enumerate(counted):
@@ -409,6 +419,7 @@ class DynamicResources(
             table.pools_for(info.name, info.labels),
             info.name,
             features=self.objects.features,
+            capacity=self.capacity,
         )
         try:
             found = allocator.allocate()

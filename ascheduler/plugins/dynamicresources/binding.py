@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 
 from ascheduler.dra.reservations import Placed, Reuse, placed, release, reuse
+from ascheduler.dra.sharing import shared_use
 from ascheduler.dra.store import ResourceObjects
 from ascheduler.framework import (
     DEVICE_POOL_LABEL_PREFIX,
@@ -78,15 +79,21 @@ class ClaimWriter:
             return await self._write_claims(s, pod, node)
         local, pools = self.lock_targets(s)
         busy = [
-            d.device_id for a in s.allocations.values() for d in a.devices if not d.admin_access
+            d.device_id
+            for a in s.allocations.values()
+            for d in a.devices
+            if not d.admin_access and d.share_id is None
         ]
+        shared = shared_use(self.objects.table(), s.allocations.values())
         try:
             cached = self.handle.nodes.node(node)
             known = (
                 Known(cached.resource_version, cached.annotations) if cached is not None else None
             )
             async with locks.hold(node if local else None, pools, pod, known=known) as held:
-                await locks.check(busy, [s.claims[i].uid for i in s.allocations], self.overdrawn)
+                await locks.check(
+                    busy, [s.claims[i].uid for i in s.allocations], self.overdrawn, shared
+                )
                 if not held.writable():
                     return Status.error("device locks: the hold ran out of time")
                 async with asyncio.timeout(held.remaining()):

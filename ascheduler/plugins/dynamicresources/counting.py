@@ -30,6 +30,7 @@ from ascheduler.dra.allocator import (
     Timeout,
 )
 from ascheduler.dra.cel import SelectorCache
+from ascheduler.dra.sharing import CapacityView, multi_rows, shared_only_rows, static_fit
 from ascheduler.dra.store import DeviceTable, ResourceObjects
 from ascheduler.dra.taints import tolerated_rows
 from ascheduler.framework import BoolArray, IntArray, NodeTable, Seconds
@@ -69,20 +70,26 @@ def filter_allocations(
     s: _State,
     nodes: NodeTable,
     open_rows: BoolArray,
+    capacity: CapacityView | None = None,
 ) -> list[tuple[str, BoolArray]]:
     """The rejections of the claims to allocate, over the rows still open; the allocations
-    the search found, and the scores, go into `s`."""
+    the search found, and the scores, go into `s`. With consumable capacity on (`capacity`),
+    a device that allows multiple allocations may be short of capacity or shared between
+    requests, which counting cannot tell: where one is a candidate, the search decides."""
     n = nodes.n
     table = objects.table()
     claims = [s.claims[i] for i in s.to_allocate]
     device_rows = _device_rows(nodes, table)
-    counted = _count_claims(objects, selectors, claims, table, nodes, device_rows)
+    counted = _count_claims(objects, selectors, claims, table, nodes, device_rows, capacity)
     # Necessary per request: some subrequest can have its devices.
     fits = open_rows.copy()
     for per_request in counted:
         for subs in per_request:
             fits &= np.logical_or.reduce([enough(c) for c in subs]) if subs else True
     exact_needed = _needs_search(claims, counted)
+    if capacity is not None and not exact_needed:
+        multi = multi_rows(table)
+        exact_needed = any((c.candidates & multi).any() for pr in counted for s_ in pr for c in s_)
     errors = np.zeros(n, dtype=np.bool_)
     for per_request in counted:
         for subs in per_request:
@@ -123,6 +130,7 @@ def filter_allocations(
                 info.name,
                 deadline=time.monotonic() + deadline if deadline > 0 else None,
                 features=objects.features,
+                capacity=capacity,
             )
             try:
                 found = allocator.allocate()
@@ -147,6 +155,7 @@ def _count_claims(
     table: DeviceTable,
     nodes: NodeTable,
     device_rows: IntArray,
+    capacity: CapacityView | None = None,
 ) -> list[list[list[Counted]]]:
     """Per claim, per request, per subrequest: its devices counted on every node."""
     counted = []
@@ -156,7 +165,17 @@ def _count_claims(
             wanted = req.first_available or ((req.exactly,) if req.exactly else ())
             per_request.append(
                 [
-                    _count(objects, selectors, table, nodes, device_rows, (ci, ri, si), claim, sub)
+                    _count(
+                        objects,
+                        selectors,
+                        table,
+                        nodes,
+                        device_rows,
+                        (ci, ri, si),
+                        claim,
+                        sub,
+                        capacity,
+                    )
                     for si, sub in enumerate(wanted)
                 ]
             )
@@ -165,12 +184,17 @@ def _count_claims(
 
 
 def explain_counts(
-    objects: ResourceObjects, selectors: SelectorCache, s: _State, nodes: NodeTable
+    objects: ResourceObjects,
+    selectors: SelectorCache,
+    s: _State,
+    nodes: NodeTable,
+    capacity: CapacityView | None = None,
 ) -> list[list[list[Counted]]]:
     """The counts explain reports, for the claims to allocate (Filter keeps none)."""
     table = objects.table()
     claims = [s.claims[i] for i in s.to_allocate]
-    return _count_claims(objects, selectors, claims, table, nodes, _device_rows(nodes, table))
+    rows = _device_rows(nodes, table)
+    return _count_claims(objects, selectors, claims, table, nodes, rows, capacity)
 
 
 def _count(
@@ -182,6 +206,7 @@ def _count(
     key: tuple[int, int, int],
     claim: ResourceClaim,
     request: Request,
+    capacity: CapacityView | None = None,
 ) -> Counted:
     klass = objects.device_class(request.class_name)
     selected = table.usable.copy()
@@ -196,7 +221,16 @@ def _count(
             match, failed = selectors.column(expression, table, selected)
             errors |= failed
             selected &= match
-    free = selected if request.admin_access else selected & ~table.allocated
+    busy = table.allocated
+    if capacity is not None:
+        # Shares do not hold their device; a request's capacity asks must fit it unshared.
+        if capacity.shares.shared:
+            busy = busy & ~shared_only_rows(table, capacity.shares)
+        if request.capacity is not None:
+            fit, failed = static_fit(table, request, capacity.rules)
+            errors |= failed & selected
+            selected &= fit
+    free = selected if request.admin_access else selected & ~busy
     tolerated = tolerated_rows(
         table.tainted, lambda row: table.candidates[row].spec.taints, request.tolerations
     )
@@ -206,7 +240,7 @@ def _count(
     all_selected = None
     if request.mode == ALL:
         all_selected = _per_node(nodes, table, device_rows, selected)
-    return Counted(key, request, free, errors & ~table.allocated, counts, all_selected)
+    return Counted(key, request, free, errors & ~busy, counts, all_selected)
 
 
 def terms_rows(nodes: NodeTable, terms: tuple[Any, ...]) -> BoolArray:

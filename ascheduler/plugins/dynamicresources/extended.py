@@ -47,6 +47,7 @@ from ascheduler.dra.extended import (
     requests_and_mappings,
     resolver_for,
 )
+from ascheduler.dra.sharing import CapacityView
 from ascheduler.dra.store import ResourceObjects
 from ascheduler.features import DRA_EXTENDED_RESOURCE, Features
 from ascheduler.framework import (
@@ -153,6 +154,7 @@ def filter_extended(
     pod: PodInfo,
     nodes: NodeTable,
     open_rows: BoolArray,
+    capacity: CapacityView | None = None,
 ) -> list[tuple[str, BoolArray]]:
     """Filter's rejections, over the rows still open (module docstring); the allocations
     found and the scores go into `s`, as `counting.filter_allocations` puts them."""
@@ -185,7 +187,7 @@ def filter_extended(
             part = _State(s.claims, s.to_allocate, s.available_on)
         else:
             continue
-        out += filter_allocations(objects, selectors, filter_timeout, part, nodes, rows)
+        out += filter_allocations(objects, selectors, filter_timeout, part, nodes, rows, capacity)
         s.found.update(part.found)
         if part.scores is not None:
             if s.scores is None:

@@ -10,6 +10,7 @@ import pytest
 from tests.integration.differential.harness import Runner, Scenario, differ
 from tests.integration.differential.scenarios import SCENARIOS
 from tests.integration.differential.scenarios_dra_bindcond import DRA_BINDCOND
+from tests.integration.differential.scenarios_dra_capacity import CAPACITY
 from tests.integration.differential.scenarios_dra_counters import DRA_COUNTERS
 from tests.integration.differential.scenarios_dra_extended import DRA_EXTENDED
 from tests.integration.differential.scenarios_dra_taints import DRA_TAINTS
@@ -26,6 +27,7 @@ ALL = [
     *DRA_COUNTERS,
     *DRA_BINDCOND,
     *DRA_EXTENDED,
+    *CAPACITY,
 ]
 
 
