@@ -52,7 +52,7 @@ def ours(memory: int) -> dict[Any, Any]:
 
 async def test_a_share_fits_beside_the_other_shares() -> None:
     api = Claims(holder("a", share="s-a", memory="30Gi"))
-    await locks(api).check([], ["uid-mine"], ours(10))
+    await locks(api).check([], ["uid-mine"], shared=ours(10))
     assert api.asked == [pool_label(DRIVER, "pool")]
 
 
@@ -61,12 +61,12 @@ async def test_a_share_past_the_capacity_is_taken() -> None:
     with pytest.raises(
         CapacityTaken, match=r"has not enough memory left beside the shares of claims ns/a, ns/b"
     ):
-        await locks(api).check([], ["uid-mine"], ours(6))
+        await locks(api).check([], ["uid-mine"], shared=ours(6))
 
 
 async def test_a_device_held_alone_refuses_shares_and_a_shared_one_refuses_holding() -> None:
     with pytest.raises(DeviceTaken, match="is allocated to claim ns/a"):
-        await locks(Claims(holder("a", share=None))).check([], ["uid-mine"], ours(1))
+        await locks(Claims(holder("a", share=None))).check([], ["uid-mine"], shared=ours(1))
     with pytest.raises(DeviceTaken, match="is allocated to claim ns/a"):
         await locks(Claims(holder("a", share="s-a", memory="1Gi"))).check([DEVICE], ["uid-mine"])
 
@@ -74,4 +74,4 @@ async def test_a_device_held_alone_refuses_shares_and_a_shared_one_refuses_holdi
 async def test_our_own_claims_are_not_counted() -> None:
     api = Claims(holder("mine", share="s", memory="40Gi"))
     api.claims[0]["metadata"]["uid"] = "uid-mine"
-    await locks(api).check([], ["uid-mine"], ours(40))
+    await locks(api).check([], ["uid-mine"], shared=ours(40))
