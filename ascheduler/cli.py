@@ -227,11 +227,14 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = config_verbs.add_parser("defaults", help="print the effective default configuration")
     _plugins_option(defaults)
     from ascheduler.config.flags import flag
+    from ascheduler.features import DEFAULT_RELEASE
 
     for verb in (validate, defaults):
         # A release reads a configuration its own way (its default profile, plugin args).
         flag("emulated_version").add_to(
-            verb, help="read as this release's kube-scheduler does (default: 1.35)"
+            verb,
+            help=f"read as this release's kube-scheduler does (default: {DEFAULT_RELEASE}, "
+            f"the newest supported)",
         )
         flag("feature_gates").add_to(verb, help=None)
     _cluster_parser(sub)

@@ -33,12 +33,12 @@ def _args(document: dict[str, Any], plugin: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("flags", "declared_features", "unschedulable_after_name", "shape"),
     [
-        ((), False, False, False),
+        ((), True, True, True),
         (("--emulated-version", "1.35"), False, False, False),
         (("--emulated-version", "1.36"), True, False, False),
         (("--emulated-version", "1.37"), True, True, True),
     ],
-    ids=["default", "1.35", "1.36", "1.37"],
+    ids=["default-is-1.37", "1.35", "1.36", "1.37"],
 )
 def test_defaults_are_the_release_s(
     capsys: pytest.CaptureFixture[str],
@@ -72,7 +72,8 @@ def test_an_unknown_release_is_refused_naming_the_flag(
 def test_validate_reads_the_file_as_the_release(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """VolumeBinding's `shape` needs StorageCapacityScoring, off before 1.37."""
+    """VolumeBinding's `shape` needs StorageCapacityScoring, off before 1.37 (the default
+    release)."""
     path = tmp_path / "shape.yaml"
     path.write_text(
         yaml.safe_dump(
@@ -93,7 +94,10 @@ def test_validate_reads_the_file_as_the_release(
             }
         )
     )
-    assert main(["config", "validate", str(path)]) == 2
-    assert "shape" in capsys.readouterr().err
+    for release in ("1.35", "1.36"):
+        assert main(["config", "validate", str(path), "--emulated-version", release]) == 2
+        assert "shape" in capsys.readouterr().err
     assert main(["config", "validate", str(path), "--emulated-version", "1.37"]) == 0
+    assert "valid" in capsys.readouterr().out
+    assert main(["config", "validate", str(path)]) == 0
     assert "valid" in capsys.readouterr().out
