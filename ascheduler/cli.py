@@ -95,8 +95,8 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--feature-gates",
         default="",
         help="feature gates of the plane's apiserver, controller manager and kube-scheduler, "
-        "e.g. GenericWorkload=true,GangScheduling=true (GenericWorkload also serves the "
-        "Workload API)",
+        "e.g. GenericWorkload=true (it also serves the Workload API; before 1.37 gangs need "
+        "GangScheduling=true too)",
     )
     with_state_dir(verbs.add_parser("down", help="stop every process of the plane and remove it"))
     with_state_dir(verbs.add_parser("status", help="show the plane's processes"))
@@ -245,11 +245,15 @@ def _config(args: argparse.Namespace) -> int:
     import yaml
 
     from ascheduler.config import Overrides, SchedulerConfig, apply, load, parse, to_document
+    from ascheduler.features import DEFAULT_RELEASE
     from ascheduler.framework import ConfigError
 
     try:
+        # No API server to ask: the release is the one named, else the default one, and the
+        # gates are checked there as that release's kube-scheduler checks them.
         release = Overrides(
-            emulated_version=args.emulated_version, feature_gates=args.feature_gates
+            emulated_version=args.emulated_version or str(DEFAULT_RELEASE),
+            feature_gates=args.feature_gates,
         )
         gates = apply(SchedulerConfig(), release).features
     except ConfigError as exc:

@@ -62,6 +62,19 @@ def test_a_gate_changes_the_release_s_defaults(capsys: pytest.CaptureFixture[str
     assert "shape" not in _args(document, "VolumeBinding")
 
 
+def test_gates_are_checked_at_the_default_release_when_none_is_named(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SchedulerQueueingHints is gone from 1.37's table (the default release): `ascheduler
+    run` would leave it to the API server's release, the config commands have none to ask."""
+    gate = ("--feature-gates", "SchedulerQueueingHints=true")
+    assert main(["config", "defaults", *gate]) == 2
+    assert "unrecognized feature gate: SchedulerQueueingHints" in capsys.readouterr().err
+    assert "NodeDeclaredFeatures" in _multipoint(
+        _defaults(capsys, *gate, "--emulated-version", "1.36")
+    )
+
+
 def test_an_unknown_release_is_refused_naming_the_flag(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
