@@ -5,7 +5,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: all venv build demo test test-fast test-matrix lint typecheck pytest pytest-releases clean
+.PHONY: all venv build demo test test-fast test-matrix lint typecheck pytest pytest-compat \
+	pytest-releases clean
 
 all: test
 
@@ -24,9 +25,13 @@ $(STAMP): pyproject.toml requirements.lock $(EXAMPLE)/pyproject.toml $(PLATFORM_
 
 venv: $(STAMP)
 
-# The releases the smoke tests also run on, besides the default one (`ASCHEDULER_KUBE_VERSION`
-# picks the release of the whole suite; docs/testing.md).
-OTHER_RELEASES ?= 1.36 1.37
+# The releases besides the default one (the newest, 1.37: `ascheduler/devcluster/versions.py`;
+# `ASCHEDULER_KUBE_VERSION` picks the release of the whole suite; docs/testing.md): the oldest
+# supported one runs the compatibility subset (`-m "smoke or compat"`), the others the smoke
+# tests.
+COMPAT_RELEASE ?= 1.35
+SMOKE_RELEASES ?= 1.36
+OTHER_RELEASES ?= $(COMPAT_RELEASE) $(SMOKE_RELEASES)
 
 # etcd, kube-apiserver, kube-scheduler and kwok from their Go modules, for the default release
 # and the others; cached, so instant after the first time (`ascheduler cluster build --help`).
@@ -51,13 +56,20 @@ typecheck: venv
 pytest: build
 	$(BIN)/pytest
 
+# The compatibility subset on the oldest supported release's plane and kube-scheduler: the
+# smoke tests and the tests marked `compat` (the differential scenarios, the release checks).
+pytest-compat: build
+	ASCHEDULER_KUBE_VERSION=$(COMPAT_RELEASE) $(BIN)/pytest -m "smoke or compat" -p no:randomly
+
 # The smoke tests (start, schedule, bind, report, explain) against each other release's
 # plane and kube-scheduler.
 pytest-releases: build
-	for release in $(OTHER_RELEASES); do \
+	for release in $(SMOKE_RELEASES); do \
 		ASCHEDULER_KUBE_VERSION=$$release $(BIN)/pytest -m smoke -p no:randomly || exit 1; done
 
-test: lint typecheck pytest pytest-releases
+# The whole suite on the default (newest) release, the compatibility subset on the oldest,
+# the smoke tests on the one between (docs/testing.md).
+test: lint typecheck pytest pytest-compat pytest-releases
 
 # The whole suite on each release named, one after the other (on demand: about as long as
 # `make test` per release): `make test-matrix ASCHEDULER_KUBE_VERSIONS="1.35 1.36 1.37"`.

@@ -95,8 +95,8 @@ def _cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--feature-gates",
         default="",
         help="feature gates of the plane's apiserver, controller manager and kube-scheduler, "
-        "e.g. GenericWorkload=true,GangScheduling=true (GenericWorkload also serves the "
-        "Workload API)",
+        "e.g. GenericWorkload=true (it also serves the Workload API; before 1.37 gangs need "
+        "GangScheduling=true too)",
     )
     with_state_dir(verbs.add_parser("down", help="stop every process of the plane and remove it"))
     with_state_dir(verbs.add_parser("status", help="show the plane's processes"))
@@ -227,11 +227,14 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = config_verbs.add_parser("defaults", help="print the effective default configuration")
     _plugins_option(defaults)
     from ascheduler.config.flags import flag
+    from ascheduler.features import DEFAULT_RELEASE
 
     for verb in (validate, defaults):
         # A release reads a configuration its own way (its default profile, plugin args).
         flag("emulated_version").add_to(
-            verb, help="read as this release's kube-scheduler does (default: 1.35)"
+            verb,
+            help=f"read as this release's kube-scheduler does (default: {DEFAULT_RELEASE}, "
+            f"the newest supported)",
         )
         flag("feature_gates").add_to(verb, help=None)
     _cluster_parser(sub)
@@ -242,11 +245,15 @@ def _config(args: argparse.Namespace) -> int:
     import yaml
 
     from ascheduler.config import Overrides, SchedulerConfig, apply, load, parse, to_document
+    from ascheduler.features import DEFAULT_RELEASE
     from ascheduler.framework import ConfigError
 
     try:
+        # No API server to ask: the release is the one named, else the default one, and the
+        # gates are checked there as that release's kube-scheduler checks them.
         release = Overrides(
-            emulated_version=args.emulated_version, feature_gates=args.feature_gates
+            emulated_version=args.emulated_version or str(DEFAULT_RELEASE),
+            feature_gates=args.feature_gates,
         )
         gates = apply(SchedulerConfig(), release).features
     except ConfigError as exc:

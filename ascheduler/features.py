@@ -53,7 +53,7 @@ OLDEST: Final = SUPPORTED[0]
 NEWEST: Final = SUPPORTED[-1]
 #: The release assumed when none is named and no API server is asked (unit tests, `config
 #: validate`, `config defaults`).
-DEFAULT_RELEASE: Final = OLDEST
+DEFAULT_RELEASE: Final = NEWEST
 
 
 def parse_emulated_version(text: str) -> Release:

@@ -143,44 +143,39 @@ def _emulated_version(d: Draft, value: str) -> None:
 def _feature_gates(d: Draft, value: str) -> None:
     release = d.changes.get("emulated_version", d.config.emulated_version)
     try:
-        d.changes["features"] = features.parse_gates(value, release or features.DEFAULT_RELEASE)
-    except ValueError as exc:
-        # Without --emulated-version the release is the API server's, known only once it is
-        # asked (`app.behave_as` parses the gates again there): a gate of a later release is
-        # accepted here if some supported release knows it.
-        try:
-            parsed = None if release else _at_some_release(value)
-        except ValueError as later:
-            d.problem("--feature-gates", str(later))
+        if release is not None:
+            d.changes["features"] = features.parse_gates(value, release)
         else:
-            if parsed is None:
-                d.problem("--feature-gates", str(exc))
-            else:
-                d.changes["features"] = parsed
+            # Without --emulated-version the release is the API server's, known only once
+            # it is asked (`app.behave_as` parses the gates again there).
+            d.changes["features"] = _at_some_release(value)
+    except ValueError as exc:
+        d.problem("--feature-gates", str(exc))
     d.changes["feature_gates"] = value
 
 
-def _at_some_release(value: str) -> features.Features | None:
-    """The gates at the default release without those it does not know, when each of those
-    is known at some supported release (the checks that depend on the release, dependencies
-    included, are then `app.behave_as`'s); None when it knows them all; ValueError naming a
-    gate no release knows, or what the rest is refused for."""
-    kept, later = [], False
+def _at_some_release(value: str) -> features.Features:
+    """The gates as the default release reads them or, if it refuses them, as the newest
+    supported release that accepts them does, for now (the checks of the API server's
+    release, dependencies included, are `app.behave_as`'s). ValueError when every release
+    refuses them in the same words (a value that is not a bool, a locked gate) or they name a
+    gate no release knows; gates the releases refuse each their own way (unknown to one,
+    missing a dependency in another) are left to the API server's release, with the default
+    release's defaults meanwhile."""
+    problems: list[str] = []
+    for release in (features.DEFAULT_RELEASE, *reversed(features.SUPPORTED)):
+        try:
+            return features.parse_gates(value, release)
+        except ValueError as exc:
+            problems.append(str(exc))
+    if len(set(problems)) == 1:
+        raise ValueError(problems[0])
     for item in value.split(","):
         name = item.partition("=")[0].strip()
-        if (
-            not name
-            or name in ("AllAlpha", "AllBeta")
-            or features.spec_at(name, features.DEFAULT_RELEASE) is not None
-        ):
-            kept.append(item)
-        elif any(features.spec_at(name, r) is not None for r in features.SUPPORTED):
-            later = True
-        else:
+        known = any(features.spec_at(name, r) is not None for r in features.SUPPORTED)
+        if name and name not in ("AllAlpha", "AllBeta") and not known:
             raise ValueError(f"unrecognized feature gate: {name}")
-    if not later:
-        return None
-    return features.parse_gates(",".join(kept), features.DEFAULT_RELEASE)
+    return features.Features.defaults(features.DEFAULT_RELEASE)
 
 
 def _percentage(d: Draft, value: int) -> None:

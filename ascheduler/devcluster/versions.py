@@ -42,7 +42,7 @@ RELEASES: Final = {
     "1.37": Release("v1.37.2", etcd="v3.7.3", kwok="v0.8.0", workload_api="v1beta1"),
 }
 #: The release a plane is built for when none is named.
-DEFAULT_RELEASE: Final = "1.35"
+DEFAULT_RELEASE: Final = "1.37"
 #: Names the release for the tests, the demo and the benchmarks (`1.36`, `v1.36.3`).
 RELEASE_ENV: Final = "ASCHEDULER_KUBE_VERSION"
 

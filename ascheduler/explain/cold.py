@@ -159,8 +159,8 @@ async def explain_cold(
 def as_release(pod: PodInfo, features: Features) -> PodInfo:
     """`pod` read again as the release explain behaves as reads it (known only once the API
     server's version is): a resized pod's requests differ per release (`RequestsRule`).
-    The pod was read with the default release's rule to find its profile; its raw object is
-    kept (what extenders are sent), so nothing is fetched again."""
+    The pod was read with the parse's default rule (v1.35's) to find its profile; its raw
+    object is kept (what extenders are sent), so nothing is fetched again."""
     rule = RequestsRule.of(features)
     if pod.raw is None or rule == V1_35:
         return pod

@@ -43,9 +43,22 @@ SLOW = frozenset(
 )
 
 
+#: Integration test files marked `compat`: the compatibility subset `make test` also runs on
+#: the oldest supported release (with the smoke tests), where the whole suite runs on the
+#: newest. The differential scenarios hold ascheduler to that release's kube-scheduler pod by
+#: pod and score by score, which is what a release's behaviour is; the release checks read
+#: its version and gates.
+COMPAT = frozenset(
+    {
+        "differential/test_scenarios.py",
+        "test_releases.py",
+    }
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test under tests/integration/ is `integration`; those under SLOW are `slow` too
-    (the tiers of docs/testing.md)."""
+    """Every test under tests/integration/ is `integration`; those under SLOW are `slow` too,
+    those in COMPAT `compat` (the tiers of docs/testing.md)."""
     here = Path(__file__).parent
     for item in items:
         path = Path(str(item.fspath))
@@ -55,6 +68,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         relative = path.relative_to(here)
         if relative.parts[0] in SLOW or relative.as_posix() in SLOW:
             item.add_marker(pytest.mark.slow)
+        if relative.as_posix() in COMPAT:
+            item.add_marker(pytest.mark.compat)
 
 
 def _progress(message: str) -> None:

@@ -221,15 +221,16 @@ def make_plugin(
     """The in-tree plugin `name`, its `args` decoded as a profile would decode them, behaving
     as `features`' release (the default release's defaults when None)."""
     registration = IN_TREE[name]
+    gates = features or Features.defaults()
     return registration.build(
-        registration.decode_args(args, "args", features),
+        registration.decode_args(args, "args", gates),
         Handle(
             nodes=cache.table,
             objects=cache.objects,
             storage=cache.storage,
             resources=cache.resources,
             attachments=cache.attachments,
-            features=features or Features.defaults(),
+            features=gates,
         ),
     )
 

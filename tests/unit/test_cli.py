@@ -33,12 +33,12 @@ def _args(document: dict[str, Any], plugin: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("flags", "declared_features", "unschedulable_after_name", "shape"),
     [
-        ((), False, False, False),
+        ((), True, True, True),
         (("--emulated-version", "1.35"), False, False, False),
         (("--emulated-version", "1.36"), True, False, False),
         (("--emulated-version", "1.37"), True, True, True),
     ],
-    ids=["default", "1.35", "1.36", "1.37"],
+    ids=["default-is-1.37", "1.35", "1.36", "1.37"],
 )
 def test_defaults_are_the_release_s(
     capsys: pytest.CaptureFixture[str],
@@ -62,6 +62,19 @@ def test_a_gate_changes_the_release_s_defaults(capsys: pytest.CaptureFixture[str
     assert "shape" not in _args(document, "VolumeBinding")
 
 
+def test_gates_are_checked_at_the_default_release_when_none_is_named(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SchedulerQueueingHints is gone from 1.37's table (the default release): `ascheduler
+    run` would leave it to the API server's release, the config commands have none to ask."""
+    gate = ("--feature-gates", "SchedulerQueueingHints=true")
+    assert main(["config", "defaults", *gate]) == 2
+    assert "unrecognized feature gate: SchedulerQueueingHints" in capsys.readouterr().err
+    assert "NodeDeclaredFeatures" in _multipoint(
+        _defaults(capsys, *gate, "--emulated-version", "1.36")
+    )
+
+
 def test_an_unknown_release_is_refused_naming_the_flag(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -72,7 +85,8 @@ def test_an_unknown_release_is_refused_naming_the_flag(
 def test_validate_reads_the_file_as_the_release(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """VolumeBinding's `shape` needs StorageCapacityScoring, off before 1.37."""
+    """VolumeBinding's `shape` needs StorageCapacityScoring, off before 1.37 (the default
+    release)."""
     path = tmp_path / "shape.yaml"
     path.write_text(
         yaml.safe_dump(
@@ -93,7 +107,10 @@ def test_validate_reads_the_file_as_the_release(
             }
         )
     )
-    assert main(["config", "validate", str(path)]) == 2
-    assert "shape" in capsys.readouterr().err
+    for release in ("1.35", "1.36"):
+        assert main(["config", "validate", str(path), "--emulated-version", release]) == 2
+        assert "shape" in capsys.readouterr().err
     assert main(["config", "validate", str(path), "--emulated-version", "1.37"]) == 0
+    assert "valid" in capsys.readouterr().out
+    assert main(["config", "validate", str(path)]) == 0
     assert "valid" in capsys.readouterr().out

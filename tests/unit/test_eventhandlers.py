@@ -502,7 +502,7 @@ async def test_declared_features_change_moves_the_pod_only_while_the_gate_is_on(
     assert bind is not None
     assert bind.node == "n1"
     # 1.35 (gate off): the plugin is absent and the change is not an event.
-    old = Env(plain)
+    old = Env(plain, options=SchedulerConfig(features=Features.defaults(Release(1, 35))))
     assert not old.router.nodes.declared_features
     assert "NodeDeclaredFeatures" not in old.frameworks[DEFAULT_SCHEDULER_NAME].plugins
 

@@ -192,6 +192,20 @@ def test_the_flags_set_the_config_s_release_and_features() -> None:
     config = apply(SchedulerConfig(), Overrides(feature_gates=later))
     assert config.feature_gates == later  # read again at the API server's release
     assert features.SCHEDULER_PREEMPTION_FOR_RESIZE in parse_gates(config.feature_gates, R37)
+    # So does a gate the default release (the newest) no longer lists, read meanwhile as the
+    # newest release that lists it reads it; pinned to 1.37 it does not.
+    earlier = "SchedulerQueueingHints=true"
+    config = apply(SchedulerConfig(), Overrides(feature_gates=earlier))
+    assert (config.feature_gates, config.features.release) == (earlier, R36)
+    with pytest.raises(ConfigError, match="unrecognized feature gate: SchedulerQueueingHints"):
+        apply(SchedulerConfig(), Overrides(emulated_version="1.37", feature_gates=earlier))
+    # Refused by each release its own way (unknown to 1.35, its dependency off from 1.36):
+    # the API server's release says which (`app.behave_as`); pinned, the release says it.
+    topology = "TopologyAwareWorkloadScheduling=true"
+    config = apply(SchedulerConfig(), Overrides(feature_gates=topology))
+    assert (config.feature_gates, config.features) == (topology, Features.defaults())
+    with pytest.raises(ConfigError, match="depends on features that are disabled"):
+        apply(SchedulerConfig(), Overrides(emulated_version="1.37", feature_gates=topology))
     # A gate no release knows, or a bad value, still stops it here.
     with pytest.raises(ConfigError, match="unrecognized feature gate: X"):
         apply(SchedulerConfig(), Overrides(feature_gates=f"{later},X=true"))

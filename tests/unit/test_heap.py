@@ -13,11 +13,19 @@ from ascheduler import heap
 
 @pytest.fixture
 def collector() -> Iterator[None]:
+    """The collector as it was after the test; no automatic collection during it, so only the
+    collections the test makes run (one falls due whenever the young generation's count
+    crosses its threshold, wherever earlier tests left that count, and would free the test's
+    garbage before `freeze` does)."""
     threshold = gc.get_threshold()
+    enabled = gc.isenabled()
+    gc.disable()
     yield
     gc.enable()
     gc.unfreeze()
     gc.set_threshold(*threshold)
+    if enabled:
+        gc.enable()
 
 
 @pytest.mark.usefixtures("collector")

@@ -91,7 +91,6 @@ async def test_unschedulable_pod_is_parked_with_kube_schedulers_message() -> Non
     event = events[0]
     assert event.note == (
         "0/2 nodes are available: 2 Insufficient cpu. "
-        "no new claims to deallocate, "
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
     assert (event.type, event.action, event.profile) == (
@@ -118,7 +117,6 @@ async def test_each_node_counts_under_its_first_failing_filter() -> None:
         "0/4 nodes are available: 1 Insufficient cpu, "
         "1 node(s) didn't match Pod's node affinity/selector, "
         "1 node(s) had untolerated taint(s), 1 node(s) were unschedulable. "
-        "no new claims to deallocate, "
         "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
     )
 
@@ -150,7 +148,7 @@ async def test_reasons_sort_as_plain_strings(small: int, tainted: int, message: 
     [event] = env.failed_events()
     n = small + tainted
     assert event.note == (
-        f"{message} no new claims to deallocate, "
+        f"{message} "
         f"preemption: 0/{n} nodes are available: {n} Preemption is not helpful for "
         "scheduling."
     )
@@ -168,7 +166,6 @@ async def test_first_failing_filter_per_node_wins() -> None:
     assert event.note == (
         "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s), "
         "1 node(s) were unschedulable. "
-        "no new claims to deallocate, "
         "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
 

@@ -29,8 +29,8 @@ def samples(tmp: Path) -> dict[str, tuple[list[str], Any]]:
         "binding_concurrency": (["--binding-concurrency", "7"], 7),
         "emulated_version": (["--emulated-version", "kube=1.36"], Release(1, 36)),
         "feature_gates": (
-            ["--feature-gates", "StorageCapacityScoring=true"],
-            lambda gates: "StorageCapacityScoring" in gates,
+            ["--feature-gates", "GenericWorkload=true"],
+            lambda gates: "GenericWorkload" in gates,
         ),
         "percentage_of_nodes_to_score": (["--percentage-of-nodes-to-score", "40"], 40),
         "http_address": (["--http-address", "127.0.0.1:10251"], "127.0.0.1:10251"),

@@ -12,7 +12,7 @@ import pytest
 
 from ascheduler.app import behave_as
 from ascheduler.config import API_VERSION, KIND, Overrides, parse, release_problems, resolve
-from ascheduler.features import Features, Release
+from ascheduler.features import NEWEST, Features, Release
 from ascheduler.framework import ConfigError, Handle
 from ascheduler.framework.runtime import Framework
 from ascheduler.kube import KubeClient
@@ -79,7 +79,7 @@ def test_the_ratio_type_without_its_parameter_is_refused_in_each_release_s_words
 
 
 def test_a_file_read_at_1_35_is_checked_again_at_the_cluster_s_release() -> None:
-    config = parse(RATIO_ON_LEAST, IN_TREE)
+    config = parse(RATIO_ON_LEAST, IN_TREE, at("1.35"))
     assert release_problems(config, IN_TREE, at("1.35")) == []
     assert release_problems(config, IN_TREE, at("1.36")) == [
         f"{ARGS}.scoringStrategy.requestedToCapacityRatio: Forbidden: must be nil when type "
@@ -99,9 +99,11 @@ def test_the_flags_release_reads_the_file(tmp_path: Any) -> None:
         "      disabled: [{name: '*'}]\n"
     )
     with pytest.raises(ConfigError):
-        resolve(str(path), Overrides(), IN_TREE)
+        resolve(str(path), Overrides(emulated_version="1.36"), IN_TREE)
     config = resolve(str(path), Overrides(emulated_version="1.37"), IN_TREE)
     assert config.features.release == Release(1, 37)
+    # Without the flag: the default release, the newest.
+    assert resolve(str(path), Overrides(), IN_TREE).features.release == NEWEST
 
 
 def placement(point: str, entries: dict[str, Any]) -> dict[str, Any]:
@@ -152,7 +154,7 @@ class _Version:
 
 
 async def test_behave_as_refuses_what_the_api_server_s_release_refuses() -> None:
-    config = parse(RATIO_ON_LEAST, IN_TREE)  # read as 1.35 reads it: accepted
+    config = parse(RATIO_ON_LEAST, IN_TREE, at("1.35"))  # read as 1.35 reads it: accepted
     same = await behave_as(config, cast(KubeClient, _Version("v1.35.4")))
     assert same.features.release == Release(1, 35)
     with pytest.raises(ConfigError) as raised:

@@ -15,6 +15,7 @@ from aiohttp import web
 from ascheduler.cache import Cache
 from ascheduler.explain.core import capacity, explain, explain_with_extenders
 from ascheduler.explain.render import render, table
+from ascheduler.features import SUPPORTED, Features, Release
 from ascheduler.framework import CycleState, Handle, Registry, default_plugins, multipoint
 from ascheduler.framework.args import decode
 from ascheduler.framework.extender import ExtenderConfig, Extenders
@@ -27,9 +28,16 @@ from tests.kit.http import serve
 TAINT = {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}
 
 
-def framework(cache: Cache, name: str = "default-scheduler") -> Framework:
-    handle = Handle(nodes=cache.table, storage=cache.storage, attachments=cache.attachments)
-    return Framework(multipoint(name, default_plugins(IN_TREE)), Registry(IN_TREE.values()), handle)
+def framework(
+    cache: Cache, name: str = "default-scheduler", features: Features | None = None
+) -> Framework:
+    """The default profile at `features`' release (the default release's when None)."""
+    gates = features or Features.defaults()
+    handle = Handle(
+        nodes=cache.table, storage=cache.storage, attachments=cache.attachments, features=gates
+    )
+    profile = multipoint(name, default_plugins(IN_TREE, gates))
+    return Framework(profile, Registry(IN_TREE.values()), handle)
 
 
 def groups(exp: Any) -> dict[tuple[str, tuple[str, ...], str], dict[str, tuple[str, ...]]]:
@@ -108,22 +116,29 @@ def test_scores_rank_feasible_nodes_and_name_the_runner_up() -> None:
     assert data["runnerUp"]["behindBy"] == totals["c"] - totals["b"]
 
 
-def test_totals_include_taint_toleration_without_taints() -> None:
+@pytest.mark.parametrize("release", SUPPORTED, ids=str)
+def test_totals_include_taint_toleration_without_taints(release: Release) -> None:
     """kube-scheduler never skips TaintToleration's PreScore: on untainted nodes every node
-    gets 100 x 3, and explain's totals (what /debug shows too) are kube-scheduler's."""
+    gets 100 x 3, and explain's totals (what /debug shows too) are kube-scheduler's. From
+    1.37 (StorageCapacityScoring on) VolumeBinding scores too, 0 for a pod without claims."""
     cache = make_cache([node("a", cpu="4"), node("b", cpu="16")])
-    exp = explain(framework(cache), parsed(pod("p", cpu="1")), cache.table)
+    fw = framework(cache, features=Features.defaults(release))
+    exp = explain(fw, parsed(pod("p", cpu="1")), cache.table)
     for score in exp.scores:
         assert score.plugins["TaintToleration"] == (100, 300)
         assert score.total == sum(weighted for _, weighted in score.plugins.values())
         assert score.total >= 300
-    assert set(exp.scores[0].plugins) == {
+    scored = {
         "TaintToleration",
         "NodeResourcesFit",
         "NodeResourcesBalancedAllocation",
         "ImageLocality",
         "DynamicResources",
     }
+    if release >= Release(1, 37):
+        scored.add("VolumeBinding")
+        assert all(s.plugins["VolumeBinding"] == (0, 0) for s in exp.scores)
+    assert set(exp.scores[0].plugins) == scored
 
 
 def test_ties_are_reported_not_broken() -> None:

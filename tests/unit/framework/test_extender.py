@@ -136,7 +136,7 @@ async def test_extender_reasons_join_the_failure_message(extender: Extender) -> 
     assert result.node is None
     assert result.status.message == (
         "0/4 nodes are available: 1 Insufficient cpu, 1 node(s) are not managed, "
-        "2 node(s) had no free device. no new claims to deallocate, "
+        "2 node(s) had no free device. "
         "preemption: 0/4 nodes are available: "
         "2 No preemption victims found for incoming pod, "
         "2 Preemption is not helpful for scheduling."

@@ -93,7 +93,6 @@ def test_a_row_filter_rejects_node_by_node_with_kube_schedulers_message() -> Non
     assert result.node is None
     assert result.status.message == (
         "0/3 nodes are available: 1 node(s) are being drained, 2 node(s) are in maintenance. "
-        "no new claims to deallocate, "
         "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
         "2 No preemption victims found for incoming pod."
     )

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ascheduler.cache.gangs import Gangs
-from ascheduler.features import parse_gates
+from ascheduler.features import Features, Release, parse_gates
 from ascheduler.framework import ClusterEvent, Code, CycleState, Handle, WaitingPod, WaitingPods
 from ascheduler.framework.interface import Diagnosis
 from ascheduler.model import PodInfo
@@ -249,8 +249,11 @@ def test_members_sort_together_at_their_groups_first_queue_time() -> None:
 
 
 async def test_gang_scheduling_speaks_kube_schedulers_words() -> None:
+    """kube-scheduler 1.35's GangScheduling (its gate, `workloadRef`; 1.37 has neither)."""
     gangs = Gangs()
-    handle = Handle(gangs=gangs, features=parse_gates("GenericWorkload=true,GangScheduling=true"))
+    at_1_35 = Release(1, 35)
+    gates = parse_gates("GenericWorkload=true,GangScheduling=true", at_1_35)
+    handle = Handle(gangs=gangs, features=gates)
     plugin = GangScheduling(handle)
 
     def ref(name: str, workload: str = "job", group: str = "workers") -> PodInfo:
@@ -280,7 +283,7 @@ async def test_gang_scheduling_speaks_kube_schedulers_words() -> None:
     status, timeout = plugin.permit(state, w0, "n1")
     assert (status.code, status.message, timeout) == (Code.WAIT, WAITING_ON_PERMIT, 300.0)
     # Without the gate the plugin leaves every pod alone.
-    off = GangScheduling(Handle(gangs=gangs))
+    off = GangScheduling(Handle(gangs=gangs, features=Features.defaults(at_1_35)))
     assert off.pre_enqueue(ref("w9")).ok
 
 

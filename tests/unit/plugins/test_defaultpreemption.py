@@ -263,7 +263,10 @@ async def test_the_fewest_least_important_victims_make_room() -> None:
     )
     node, note, victims = await attempt(env, incoming(cpu="1"))
     assert (node, victims) == ("a", ["new"])  # the later start is the less important
-    assert note == "0/2 nodes are available: 2 Insufficient cpu."
+    assert note == (
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "preemption: found a potential placement for pod on node a, preempting 1 victims"
+    )
 
 
 async def test_a_victim_a_budget_protects_is_reprieved_first() -> None:
@@ -318,7 +321,7 @@ async def test_never_preempting_pods_say_so() -> None:
     assert (node, victims) == ("", [])
     assert note == (
         "0/1 nodes are available: 1 Insufficient cpu. "
-        "no new claims to deallocate, preemption: not eligible due to preemptionPolicy=Never."
+        "preemption: not eligible due to preemptionPolicy=Never."
     )
 
 
@@ -326,6 +329,7 @@ async def test_from_1_37_the_dra_post_filter_adds_nothing_to_the_message() -> No
     """DynamicResources' PostFilter before DefaultPreemption: `no new claims to deallocate`
     until 1.36, a rejection without a message from 1.37."""
     for release, dra in (
+        (Release(1, 35), "no new claims to deallocate, "),
         (Release(1, 36), "no new claims to deallocate, "),
         (Release(1, 37), ""),
     ):
@@ -345,7 +349,6 @@ async def test_no_lower_priority_pod_means_no_victims() -> None:
     assert node == ""
     assert note == (
         "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. "
-        "no new claims to deallocate, "
         "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
         "2 No preemption victims found for incoming pod."
     )
@@ -415,9 +418,7 @@ async def test_a_node_failing_with_its_nominated_pods_reports_that_failure() -> 
     env.router.pods.on_add(parse_pod(raw))
     # `a` is empty: only the pass with `theirs` on it rejects it.
     _, note, _ = await attempt(env, incoming("mine", priority=100, cpu="1"))
-    assert note.startswith(
-        "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption:"
-    )
+    assert note.startswith("0/2 nodes are available: 2 Insufficient cpu. preemption:")
 
 
 def test_a_diagnosis_taken_before_a_node_left_is_read_by_name() -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ascheduler.cache import Cache
-from ascheduler.features import Features, Release
+from ascheduler.features import SUPPORTED, Features, Release
 from ascheduler.framework import (
     ClusterEvent,
     Code,
@@ -271,12 +271,14 @@ def test_a_failing_selector_fails_the_attempt_with_an_error() -> None:
     )
 
 
-def test_post_filter_words_for_each_state() -> None:
+@pytest.mark.parametrize("release", SUPPORTED, ids=str)
+def test_post_filter_words_for_each_state(release: Release) -> None:
     """kube-scheduler's: no state (PreFilter never ran) is an error reading it, `not
-    found`; a pod without claims, or rejected by PreFilter, has no claims to deallocate."""
-
+    found`; a pod without claims, or rejected by PreFilter, has no claims to deallocate:
+    said so until 1.36, a rejection without words from 1.37."""
+    words = "" if release >= Release(1, 37) else NO_NEW_CLAIMS
     cache = cluster({"n1": 1})
-    plugin = make_plugin(NAME, cache)
+    plugin = make_plugin(NAME, cache, features=Features.defaults(release))
     diagnosis = Diagnosis(cache.table.n)
     bare = parse_pod(pod("bare", namespace="ns"))
     never = plugin.post_filter(CycleState(), bare, cache.table, diagnosis).status
@@ -286,14 +288,14 @@ def test_post_filter_words_for_each_state() -> None:
     _, status = plugin.pre_filter(state, bare, cache.table)
     assert status.code is Code.SKIP
     skipped = plugin.post_filter(state, bare, cache.table, diagnosis).status
-    assert (skipped.code, skipped.message) == (Code.UNSCHEDULABLE, NO_NEW_CLAIMS)
+    assert (skipped.code, skipped.message) == (Code.UNSCHEDULABLE, words)
 
     state = CycleState()
     missing = parse_pod(claiming("nowhere"))
     _, status = plugin.pre_filter(state, missing, cache.table)
     assert status.rejected
     refused = plugin.post_filter(state, missing, cache.table, diagnosis).status
-    assert refused.message == NO_NEW_CLAIMS
+    assert (refused.code, refused.message) == (Code.UNSCHEDULABLE, words)
 
 
 def test_post_filter_gives_no_reason_from_1_37() -> None:

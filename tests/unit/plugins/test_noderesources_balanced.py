@@ -1,6 +1,7 @@
 """NodeResourcesBalancedAllocation: real requests (no non-zero defaults), fractions capped at
-1, score int((1 - std) * 100) with std = |f1 - f2| / 2 for two resources, the population
-std for more; skipped for pods that request none of its resources."""
+1, the balance int((1 - std) * 100) with std = |f1 - f2| / 2 for two resources, the population
+std for more; skipped for pods that request none of its resources. 1.35 scores the balance
+with the pod; from 1.36 the change the pod makes to it."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ NODES = [
     node("n3", cpu="2", memory="16Gi"),
 ]
 PODS = [on("n1", pod("e1", cpu="1", memory="1Gi")), on("n2", pod("e2"))]
+#: The release whose score is the balance itself (`balancedResourceScorer` of 1.35).
+AT_1_35 = Features.defaults(Release(1, 35))
 
 
 @pytest.mark.parametrize(
@@ -47,7 +50,7 @@ PODS = [on("n1", pod("e1", cpu="1", memory="1Gi")), on("n2", pod("e2"))]
 )
 def test_score(raw: Json, expected: dict[str, int]) -> None:
     cache = make_cache(NODES, PODS)
-    assert run_score(make_plugin(BALANCED, cache), raw, cache) == expected
+    assert run_score(make_plugin(BALANCED, cache, features=AT_1_35), raw, cache) == expected
 
 
 @pytest.mark.parametrize(
@@ -107,7 +110,8 @@ def test_score_resources(
     args: dict[str, Any], nodes: list[Json], raw: Json, expected: dict[str, int]
 ) -> None:
     cache = make_cache(nodes)
-    assert run_score(make_plugin(BALANCED, cache, args), raw, cache) == expected
+    plugin = make_plugin(BALANCED, cache, args, features=AT_1_35)
+    assert run_score(plugin, raw, cache) == expected
 
 
 AT_1_36 = Features.defaults(Release(1, 36))
@@ -149,9 +153,3 @@ def test_score_change_in_balance_over_three_resources() -> None:
     cache = make_cache([node("g", cpu="4", memory="8Gi", extra={GPU: "4"})])
     plugin = make_plugin(BALANCED, cache, THREE, features=AT_1_37)
     assert run_score(plugin, pod(cpu="1", memory="2Gi", extra={GPU: "2"}), cache) == {"g": 69}
-
-
-def test_score_at_1_35_is_the_balance_with_the_pod() -> None:
-    cache = make_cache(NODES, PODS)
-    plugin = make_plugin(BALANCED, cache, features=Features.defaults(Release(1, 35)))
-    assert run_score(plugin, pod(cpu="1", memory="2Gi"), cache) == {"n1": 93, "n2": 100, "n3": 81}

@@ -491,14 +491,15 @@ def test_args_refuse_a_shape_and_a_negative_timeout_as_kube_scheduler_does() -> 
 
 def scoring(cache: Cache, args: dict[str, Any] | None = None, *, gate: bool = True) -> Any:
     registration = IN_TREE[NAME]
+    gates = parse_gates(f"StorageCapacityScoring={str(gate).lower()}")
     handle = Handle(
         nodes=cache.table,
         objects=cache.objects,
         storage=cache.storage,
         attachments=cache.attachments,
-        features=parse_gates(f"StorageCapacityScoring={str(gate).lower()}"),
+        features=gates,
     )
-    return registration.build(registration.decode_args(args, "args"), handle)
+    return registration.build(registration.decode_args(args, "args", gates), handle)
 
 
 def scores(plugin: Any, raw: dict[str, Any], cache: Cache) -> dict[str, int] | None:
@@ -520,8 +521,8 @@ def test_without_the_gate_there_is_no_score() -> None:
     cache = cluster()
     local_pv(cache, "pv-a", "a", "2Gi")
     claim(cache, "data")
-    assert scores(make_plugin(NAME, cache), using("data"), cache) is None
-    assert scores(make_plugin(NAME, cache), pod("plain", namespace="ns"), cache) is None
+    assert scores(scoring(cache, gate=False), using("data"), cache) is None
+    assert scores(scoring(cache, gate=False), pod("plain", namespace="ns"), cache) is None
 
 
 def test_with_the_gate_a_pod_without_a_claim_to_bind_scores_zero_everywhere() -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from ascheduler.cache import Cache
 from ascheduler.durations import go_duration
+from ascheduler.features import SUPPORTED, Features, Release
 from ascheduler.framework import (
     SKIP,
     SUCCESS,
@@ -68,12 +69,18 @@ def build(
     args: Mapping[str, Mapping[str, Any]] | None = None,
     percentage: int = 0,
     post_filters: bool = True,
+    features: Features | None = None,
 ) -> Framework:
-    """The default plugins, and `extra`; without `post_filters`, without the default ones
-    that have a PostFilter (DynamicResources, DefaultPreemption)."""
-    handle = Handle(nodes=cache.table, storage=cache.storage, attachments=cache.attachments)
+    """The default plugins of `features`' release (the default release when None), and
+    `extra`; without `post_filters`, without the default ones that have a PostFilter
+    (DynamicResources, DefaultPreemption)."""
+    gates = features or Features.defaults()
+    handle = Handle(
+        nodes=cache.table, storage=cache.storage, attachments=cache.attachments, features=gates
+    )
     own_post_filters = ("DynamicResources", "DefaultPreemption")
-    base = [p for p in DEFAULT_PLUGINS if post_filters or p.name not in own_post_filters]
+    defaults = default_plugins(IN_TREE, gates)
+    base = [p for p in defaults if post_filters or p.name not in own_post_filters]
     spec = multipoint("x", (*base, *extra), args)
     return Framework(
         spec,
@@ -83,19 +90,27 @@ def build(
     )
 
 
-def schedule(nodes: Sequence[Json], existing: Sequence[Json], raw: Json) -> Any:
+def schedule(
+    nodes: Sequence[Json], existing: Sequence[Json], raw: Json, features: Features | None = None
+) -> Any:
     cache = make_cache(nodes, existing)
-    return build(cache).find_nodes(CycleState(), parsed(raw), cache.table)
+    return build(cache, features=features).find_nodes(CycleState(), parsed(raw), cache.table)
 
 
 # -- the default profile ---------------------------------------------------------------------
 
 
-def test_default_profile_order_and_weights() -> None:
-    fw = build(make_cache([]))
+@pytest.mark.parametrize("release", SUPPORTED, ids=str)
+def test_default_profile_order_and_weights(release: Release) -> None:
+    """kube-scheduler's `getDefaultPlugins` of each release: NodeName before
+    NodeUnschedulable from 1.37, NodeDeclaredFeatures (its gate on) from 1.36."""
+    fw = build(make_cache([]), features=Features.defaults(release))
+    first = ["NodeName", "NodeUnschedulable"]
+    if release < Release(1, 37):
+        first.reverse()
+    declared = ["NodeDeclaredFeatures"] if release >= Release(1, 36) else []
     assert [p.name for p in fw.filter_plugins] == [
-        "NodeUnschedulable",
-        "NodeName",
+        *first,
         "TaintToleration",
         "NodeAffinity",
         "NodePorts",
@@ -107,6 +122,7 @@ def test_default_profile_order_and_weights() -> None:
         "PodTopologySpread",
         "InterPodAffinity",
         "DynamicResources",
+        *declared,
     ]
     assert fw.queue_sort.name == "PrioritySort"
     assert [p.name for p in fw.pre_enqueue_plugins] == [
@@ -151,13 +167,30 @@ def test_pre_enqueue_reports_the_gate() -> None:
 # -- the failure message ---------------------------------------------------------------------
 
 GPU = "nvidia.com/gpu"
+
+
+def worded(message: str, release: Release) -> str:
+    """A case's message in `release`'s words: DynamicResources' PostFilter, before
+    preemption's, says `no new claims to deallocate` until 1.36 and nothing from 1.37
+    (`dynamicresources.go:PostFilter`); from 1.37 NodeName's PreFilter narrows the cycle to
+    the named node and every other node is charged to it (`node_name.go:PreFilter`)."""
+    newer = release >= Release(1, 37)
+    return message.format(
+        dra="" if newer else "no new claims to deallocate, ",
+        node_name="didn't satisfy plugin(s) [NodeName]"
+        if newer
+        else "didn't match the requested node name",
+    )
+
+
+# Messages with `{dra}` and `{node_name}` where the releases word them differently (`worded`).
 MESSAGE_CASES = [
     pytest.param(
         [node("t", taints=[TAINT]), node("s1", cpu="1"), node("s2", cpu="1")],
         [],
         pod(cpu="2"),
         "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu."
-        " no new claims to deallocate, "
+        " {dra}"
         "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
         id="two-reasons",
     ),
@@ -167,7 +200,7 @@ MESSAGE_CASES = [
         [],
         pod(cpu="2"),
         "0/12 nodes are available: 10 node(s) had untolerated taint(s), 2 Insufficient cpu."
-        " no new claims to deallocate, "
+        " {dra}"
         "preemption: 0/12 nodes are available: 12 Preemption is not helpful for scheduling.",
         id="sorted-as-strings-10-before-2",
     ),
@@ -176,7 +209,7 @@ MESSAGE_CASES = [
         [],
         pod(cpu="2", memory="2Gi"),
         "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient memory."
-        " no new claims to deallocate, "
+        " {dra}"
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
         id="several-fit-reasons-per-node",
     ),
@@ -190,7 +223,7 @@ MESSAGE_CASES = [
         pod(cpu="2", memory="2Gi", extra={GPU: "1"}),
         "0/3 nodes are available: 1 Insufficient memory, 1 Insufficient nvidia.com/gpu, "
         "2 Insufficient cpu."
-        " no new claims to deallocate, "
+        " {dra}"
         "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
         id="counts-sum-beyond-n",
     ),
@@ -206,7 +239,7 @@ MESSAGE_CASES = [
         "0/4 nodes are available: 1 Insufficient cpu, "
         "1 node(s) didn't match Pod's node affinity/selector, "
         "1 node(s) had untolerated taint(s), 1 node(s) were unschedulable."
-        " no new claims to deallocate, "
+        " {dra}"
         "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.",
         id="first-failing-filter-wins",
     ),
@@ -219,7 +252,7 @@ MESSAGE_CASES = [
         pod(ports=[{"containerPort": 80, "hostPort": 80}]),
         "0/2 nodes are available: 1 Too many pods, "
         "1 node(s) didn't have free ports for the requested pod ports."
-        " no new claims to deallocate, "
+        " {dra}"
         "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
         id="uppercase-sorts-first",
     ),
@@ -227,8 +260,8 @@ MESSAGE_CASES = [
         [node("n1"), node("n2")],
         [],
         pod(node_name="n9"),
-        "0/2 nodes are available: 2 node(s) didn't match the requested node name."
-        " no new claims to deallocate, "
+        "0/2 nodes are available: 2 node(s) {node_name}."
+        " {dra}"
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
         id="node-name",
     ),
@@ -237,16 +270,20 @@ MESSAGE_CASES = [
         [],
         pod(required=[term(expr("zone", "In", "b"))]),
         "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
-        " no new claims to deallocate, "
+        " {dra}"
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
         id="affinity",
     ),
 ]
 
 
+@pytest.mark.parametrize("release", SUPPORTED, ids=str)
 @pytest.mark.parametrize(("nodes", "existing", "raw", "message"), MESSAGE_CASES)
-def test_failure_message(nodes: list[Json], existing: list[Json], raw: Json, message: str) -> None:
-    result = schedule(nodes, existing, raw)
+def test_failure_message(
+    nodes: list[Json], existing: list[Json], raw: Json, message: str, release: Release
+) -> None:
+    result = schedule(nodes, existing, raw, Features.defaults(release))
+    message = worded(message, release)
     assert result.node is None
     assert result.status.rejected
     assert result.status.message == message
@@ -315,6 +352,7 @@ def test_unresolvable(
     assert result.status.code is expected
 
 
+@pytest.mark.parametrize("release", SUPPORTED, ids=str)
 @pytest.mark.parametrize(
     ("nodes", "raw", "message"),
     [
@@ -323,7 +361,7 @@ def test_unresolvable(
             pod(required=[term(fields=[expr("metadata.name", "In", "n1")])]),
             "0/3 nodes are available: 1 node(s) had untolerated taint(s), "
             "2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
-            " no new claims to deallocate, "
+            " {dra}"
             "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
             id="narrowed-to-named-node",
         ),
@@ -347,7 +385,7 @@ def test_unresolvable(
             [node("n1"), node("n2")],
             pod(required=[term(fields=[expr("metadata.name", "In", "ghost")])]),
             "0/2 nodes are available: 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
-            " no new claims to deallocate, "
+            " {dra}"
             "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
             id="named-node-missing",
         ),
@@ -359,19 +397,21 @@ def test_unresolvable(
             ),
             "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
             "2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
-            " no new claims to deallocate, "
+            " {dra}"
             "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
             id="filters-only-the-named-node",
         ),
     ],
 )
-def test_node_affinity_prefilter_message(nodes: list[Json], raw: Json, message: str) -> None:
+def test_node_affinity_prefilter_message(
+    nodes: list[Json], raw: Json, message: str, release: Release
+) -> None:
     """kube-scheduler's NodeAffinity PreFilter narrows the nodes to the names of required
     `matchFields metadata.name In` terms; the others count under the absent status."""
-    result = schedule(nodes, [], raw)
+    result = schedule(nodes, [], raw, Features.defaults(release))
     assert result.node is None
     assert result.status.rejected
-    assert result.diagnosis.message() == message
+    assert result.diagnosis.message() == worded(message, release)
     assert "NodeAffinity" in result.diagnosis.rejecting_plugins
 
 
@@ -453,8 +493,9 @@ def test_picks_highest_weighted_score(
     assert result.feasible == len(nodes)
 
 
-# Which score plugins kube-scheduler v1.35 scores (and logs at -v=10) in the default profile
-# for a pod: a PreScore that skips leaves its plugin out; the others never skip.
+# Which score plugins kube-scheduler scores (and logs at -v=10) in the default profile for a
+# pod: a PreScore that skips leaves its plugin out; the others never skip. VolumeBinding's
+# PreScore skips a pod without claims only while StorageCapacityScoring is off (before 1.37).
 ALWAYS_SCORED = {"TaintToleration", "NodeResourcesFit", "ImageLocality", "DynamicResources"}
 PREFERS_ZONE = {
     "nodeAffinity": {
@@ -493,15 +534,21 @@ PREFERS_ZONE = {
         ),
     ],
 )
-def test_skipped_score_plugins_are_kube_scheduler_s(raw: Json, scored: set[str]) -> None:
+@pytest.mark.parametrize("release", SUPPORTED, ids=str)
+def test_skipped_score_plugins_are_kube_scheduler_s(
+    raw: Json, scored: set[str], release: Release
+) -> None:
     """The dry run's parts are the plugins kube-scheduler scores; TaintToleration gives every
     node 100 x 3 when no node has an untolerated PreferNoSchedule taint."""
     cache = make_cache(
         [node("a", labels={"zone": "z1"}), node("b", labels={"zone": "z2"}), node("c")]
     )
-    fw = build(cache)
+    fw = build(cache, features=Features.defaults(release))
     dry = fw.dry_run(parsed(raw), cache.table, post_filter=False)
-    assert set(dry.scores) == ALWAYS_SCORED | scored
+    volumes = {"VolumeBinding"} if release >= Release(1, 37) else set()
+    assert set(dry.scores) == ALWAYS_SCORED | scored | volumes
+    if volumes:
+        assert dry.scores["VolumeBinding"].tolist() == [0, 0, 0]
     assert dry.scores["TaintToleration"].tolist() == [100, 100, 100]
     weighted = sum(s * fw.weights[name] for name, s in dry.scores.items())
     assert dry.total.tolist() == weighted.tolist()
@@ -579,8 +626,9 @@ def test_plugin_at_a_point_it_does_not_implement() -> None:
         ),
         pytest.param(
             {"scoringStrategy": {"type": "RequestedToCapacityRatio"}},
-            "pluginConfig[NodeResourcesFit].args.scoringStrategy.requestedToCapacityRatio.shape",
-            id="shape-missing",
+            # (1.35: `...requestedToCapacityRatio.shape`; tests/unit/config/test_releases.py)
+            "pluginConfig[NodeResourcesFit].args.scoringStrategy.requestedToCapacityRatio",
+            id="ratio-missing",
         ),
         pytest.param(
             {"scoringStrategy": {"resources": [{"name": "cpu", "weight": 101}]}},
