@@ -228,13 +228,15 @@ def test_errors_name_the_claim_or_class() -> None:
         GPUS, classes=(device_class("gpu", 'device.attributes["gpu.example.com"].nosuch == 1'),)
     )
     with pytest.raises(
-        AllocationError, match=r"class gpu: selector #0: CEL runtime error: no such key: nosuch"
+        AllocationError,
+        match=r"class gpu: selector #0 on device gpu.example.com/n1/g0: CEL runtime error: "
+        r"no such key: nosuch\. consider using CEL optional chaining",
     ):
         allocate(store, "n1", claim("c", exactly("r")))
     store = objects(GPUS)
     with pytest.raises(
         AllocationError,
-        match=r"claim ns/c: selector #0: CEL runtime error: CEL result of type string",
+        match=r"claim ns/c: selector #0 on device [^:]*: CEL runtime error: CEL result of type string",
     ):
         allocate(store, "n1", claim("c", exactly("r", "gpu", 1, "device.driver")))
     with pytest.raises(AllocationError, match="exceeds the claim limit of 32"):

@@ -266,7 +266,7 @@ def test_a_failing_selector_fails_the_attempt_with_an_error() -> None:
     _, result, _ = filtered(cache, claiming("c"))
     assert [r.code for r in result.rejections] == [Code.ERROR]
     assert (
-        "class gpu: selector #0: CEL runtime error: no such key: nosuch"
+        "class gpu: selector #0 on device gpu.example.com/n1/g0: CEL runtime error: no such key: nosuch"
         in result.rejections[0].reason
     )
 
@@ -351,14 +351,18 @@ def test_the_claim_limit_fails_the_attempt_at_filter_as_kube_schedulers_allocato
     add_claim(cache, claim("over", exactly("r", count=33)))
     _, result, _ = filtered(cache, claiming("over"))
     errors = [r.reason for r in result.rejections if r.code is Code.ERROR]
-    assert errors == ["claim ns/over: number of requested devices 33 exceeds the claim limit of 32"]
+    assert errors == [
+        "claim ns/over, request r: adding 33 devices exceeds the claim limit of 32, "
+        "with 0 already accounted for"
+    ]
 
     # An All request counts what it selects on each node: 40 on n2 is over the limit.
     add_claim(cache, claim("every", exactly("r", mode="All"), uid="uid-every"))
     _, result, _ = filtered(cache, claiming("every"))
     errors = [r.reason for r in result.rejections if r.code is Code.ERROR]
     assert errors == [
-        "claim ns/every: number of requested devices 40 exceeds the claim limit of 32"
+        "claim ns/every, request r: adding 40 devices exceeds the claim limit of 32, "
+        "with 0 already accounted for"
     ]
 
 
