@@ -12,11 +12,17 @@
   tried in turn, those that fit wait on Permit, and unless the quorum is reached in that cycle
   no member is placed: the members that fit are failed with `pod group is unschedulable,
   waiting for minCount pods from a gang to be scheduled`, the others with their own reasons.
+  In v1.37 the cycle stops as soon as the members left cannot make the quorum (GangScheduling's
+  PlacementFeasible), no member runs PostFilter (the group's PodGroupPostFilter, workload-aware
+  preemption, runs instead), and the members failed with the group say `pod group is
+  unschedulable, minCount (M) cannot be satisfied: S scheduled, R remaining, pod group
+  preemption: ...`.
   Here the members are tried one after the other as before; when a member fails while the
   rest can no longer make the quorum, the members waiting on Permit are let go with kube's
   words, and so is any member of the same attempt that reaches Permit later (until the member
   that failed is tried again or goes). A `basic` group is no gang: its pods are scheduled one
-  by one.
+  by one. Workload-aware preemption is not modelled: a failed group's line says the group
+  preemption found no victims, as kube-scheduler's does when none are to be found.
 
 What both share with Coscheduling (membership, reservations, waiting, sibling rejection) is
 `ascheduler.plugins.coscheduling._GangPlugin`.
@@ -57,11 +63,18 @@ NO_POD_GROUP: Final = "pod group {!r} doesn't exist for a workload {!r}"
 #: Every release's (PreEnqueue).
 WAITING_FOR_MIN_COUNT: Final = "waiting for minCount pods from a gang to appear in scheduling queue"
 #: v1.36 on (PodGroups): PreEnqueue (Go's %q of the name), Permit, and what the pod group
-#: cycle says of a member that fit when its group did not (`errPodGroupUnschedulable` joined
-#: with the member's Permit message).
+#: cycle says of a member that fit when its group did not: `errPodGroupUnschedulable` joined
+#: with the member's Permit status, the waiting plugin's message with the reason the framework
+#: appends to a wait (`RunPermitPlugins`, v1.36 on).
 WAITING_FOR_POD_GROUP: Final = 'waiting for pods\'s pod group "{}" to appear in scheduling queue'
 WAITING_TO_BE_SCHEDULED: Final = "waiting for minCount pods from a gang to be scheduled"
-GROUP_UNSCHEDULABLE: Final = f"pod group is unschedulable, {WAITING_TO_BE_SCHEDULED}"
+PERMIT_WAIT: Final = "one or more plugins asked to wait and no plugin rejected pod"
+GROUP_UNSCHEDULABLE: Final = f"pod group is unschedulable, {WAITING_TO_BE_SCHEDULED}, {PERMIT_WAIT}"
+#: v1.37: GangScheduling's PlacementFeasible verdict, then the pod group preemption's.
+CANNOT_BE_SATISFIED: Final = (
+    "pod group is unschedulable, minCount ({}) cannot be satisfied: {} scheduled, {} remaining"
+)
+NO_GROUP_VICTIMS: Final = "pod group preemption: No preemption victims found for incoming preemptor"
 
 
 class GangScheduling(_GangPlugin):
@@ -170,7 +183,7 @@ class GangScheduling(_GangPlugin):
 
     def _rejected_with(self, gang: GangView, pod: PodInfo, minimum: int) -> str:
         if self.pod_groups:
-            return GROUP_UNSCHEDULABLE
+            return self._verdict(gang)
         return super()._rejected_with(gang, pod, minimum)
 
     def _member_failed(self, pod: PodInfo, plugin: str) -> None:
@@ -189,12 +202,24 @@ class GangScheduling(_GangPlugin):
         possible = gang.placed() + sum(1 for uid in gang.unscheduled() if uid != pod.uid)
         if possible >= policy.minimum:
             return
-        gang.failed = (pod.uid, pod.name, "")
+        verdict = GROUP_UNSCHEDULABLE
+        if self.handle.features.since(1, 37):
+            left = possible - gang.placed()
+            verdict = (
+                f"{CANNOT_BE_SATISFIED.format(policy.minimum, gang.placed(), left)}, "
+                f"{NO_GROUP_VICTIMS}"
+            )
+        gang.failed = (pod.uid, pod.name, verdict)
         self._fail_attempt(gang)
 
     def _fail_attempt(self, gang: GangView) -> None:
         if gang.waiting:
-            self.reject_waiting(gang, GROUP_UNSCHEDULABLE)
+            self.reject_waiting(gang, self._verdict(gang))
+
+    @staticmethod
+    def _verdict(gang: GangView) -> str:
+        """What the members failed with their group's attempt are told."""
+        return gang.failed[2] if gang.failed is not None else GROUP_UNSCHEDULABLE
 
 
 def new(args: NoArgs, handle: Handle) -> GangScheduling:

@@ -12,8 +12,9 @@ from tests.integration.differential.scenarios import SCENARIOS
 from tests.integration.differential.scenarios_nodefeatures import NODE_FEATURES
 from tests.integration.differential.scenarios_releases import RELEASES
 from tests.integration.differential.scenarios_scoring import SCORING
+from tests.integration.differential.scenarios_workloads import WORKLOADS
 
-ALL = [*SCENARIOS, *SCORING, *NODE_FEATURES, *RELEASES]
+ALL = [*SCENARIOS, *SCORING, *NODE_FEATURES, *RELEASES, *WORKLOADS]
 
 
 @pytest.mark.parametrize("scenario", ALL, ids=[s.name for s in ALL])
