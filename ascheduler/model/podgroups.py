@@ -39,6 +39,9 @@ SCHEDULING_GROUP_VERSIONS: Final[Mapping[Release, str]] = {
 #: scheduler-plugins' kind prefix and the Workload API's, in group keys.
 POD_GROUP: Final = "PodGroup"
 WORKLOAD: Final = "Workload"
+#: The condition kube-scheduler writes on a PodGroup: `PodGroupScheduled` in 1.36 (v1alpha2),
+#: renamed `PodGroupInitiallyScheduled` in 1.37 (v1beta1).
+SCHEDULED_CONDITIONS: Final = frozenset({"PodGroupScheduled", "PodGroupInitiallyScheduled"})
 #: The kind prefix of a `scheduling.k8s.io` PodGroup's group key (v1.36 on).
 SCHEDULING_GROUP: Final = "SchedulingGroup"
 
@@ -99,7 +102,8 @@ class SchedulingGroup:
     template: tuple[str, str] = ("", "")
     #: `spec.parentCompositePodGroupName` (1.37, CompositePodGroup), "" when none.
     parent: str = ""
-    #: Whether `status.conditions` holds `PodGroupScheduled` True (never set back to False).
+    #: Whether `status.conditions` holds `PodGroupScheduled` (v1alpha2) or
+    #: `PodGroupInitiallyScheduled` (v1beta1) True: kube-scheduler never sets it back to False.
     scheduled: bool = False
     errors: tuple[str, ...] = ()
 
@@ -250,7 +254,7 @@ def parse_scheduling_group(obj: Any) -> SchedulingGroup:
     conditions = status.get("conditions") if isinstance(status, Mapping) else None
     scheduled = any(
         isinstance(c, Mapping)
-        and c.get("type") == "PodGroupScheduled"
+        and c.get("type") in SCHEDULED_CONDITIONS
         and c.get("status") == "True"
         for c in (conditions if isinstance(conditions, list) else ())
     )

@@ -56,6 +56,8 @@ def test_a_group_scheduled_once_says_so() -> None:
         "status": status,
     }
     assert parse_scheduling_group(body).scheduled
+    status["conditions"][0]["type"] = "PodGroupInitiallyScheduled"  # its 1.37 name
+    assert parse_scheduling_group(body).scheduled
     status["conditions"][0]["status"] = "False"
     assert not parse_scheduling_group(body).scheduled
 
