@@ -141,6 +141,8 @@ class GangView(Protocol):
 
     key: str
     pods: dict[str, PodInfo]
+    #: How many of `pods` scheduling gates hold.
+    gated: int
     quorum: int | None
     assigned: set[str]
     assumed: set[str]

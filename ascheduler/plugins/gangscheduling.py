@@ -16,7 +16,8 @@
   PlacementFeasible), no member runs PostFilter (the group's PodGroupPostFilter, workload-aware
   preemption, runs instead), and the members failed with the group say `pod group is
   unschedulable, minCount (M) cannot be satisfied: S scheduled, R remaining, pod group
-  preemption: ...`.
+  preemption: ...`; and a gang is queued as one entity, held while any of its members is
+  gated (1.36 tries the others, and fails them with the group).
   Here the members are tried one after the other as before; when a member fails while the
   rest can no longer make the quorum, the members waiting on Permit are let go with kube's
   words, and so is any member of the same attempt that reaches Permit later (until the member
@@ -154,6 +155,21 @@ class GangScheduling(_GangPlugin):
                 return False
         return super().queueing_hint(pod, event, old, new)
 
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        status = super().pre_enqueue(pod)
+        if not status.ok or not self.handle.features.since(1, 37):
+            return status
+        gang = self.gangs.of(pod)
+        if gang is None or not gang.gated or not isinstance(self._policy(pod), _Policy):
+            return status
+        # 1.37 queues a pod group as one entity, held while any member is gated (its
+        # members are not tried without it, as in 1.36 they were and failed).
+        gated = sorted(p.name for p in gang.pods.values() if p.scheduling_gates)
+        return Status.unschedulable(
+            f"waiting for the scheduling gates of pod group members: {', '.join(gated)}",
+            resolvable=False,
+        )
+
     def _too_few(self, pod: PodInfo, policy: _Policy, ready: int) -> Status:
         return Status.unschedulable(WAITING_FOR_MIN_COUNT, resolvable=False)
 
@@ -167,16 +183,48 @@ class GangScheduling(_GangPlugin):
         if not self.pod_groups or status.code is not Code.WAIT:
             return status, wait
         gang = self.gangs.of(pod)
-        if gang is None or gang.failed is None:
+        if gang is None:
             return status, wait
-        uid = gang.failed[0]
-        if uid == pod.uid or uid not in gang.pods or uid in gang.assigned:
+        if gang.failed is not None:
+            uid = gang.failed[0]
+            if uid != pod.uid and uid in gang.pods and uid not in gang.assigned:
+                # A member of this attempt failed and the rest cannot make the quorum: the
+                # attempt has failed; this member is let go once its wait is registered.
+                self.later(0.0, lambda: self._fail_attempt(gang))
+                return status, wait
             gang.failed = None  # the member that failed is tried again (or gone): a new attempt
+        policy = self._policy(pod)
+        if not isinstance(policy, _Policy):
             return status, wait
-        # A member of this attempt failed and the rest cannot make the quorum: the group's
-        # attempt has failed; this member is let go as soon as its wait is registered.
-        self.later(0.0, lambda: self._fail_attempt(gang))
+        left = self._untried(gang, pod)
+        if gang.placed() + left < policy.minimum:
+            # Even with every member that can be tried (a gated one is in no queue), the group
+            # falls short: kube-scheduler's cycle fails it before (1.37) or after (1.36)
+            # trying them. Scheduled before this attempt: the members bound (or assumed)
+            # before it; remaining: this attempt's members and those not tried yet.
+            waiting = len(gang.waiting)
+            line = self._line(policy, gang.placed() - waiting, waiting + left)
+            gang.failed = (pod.uid, pod.name, line)
+            self.later(0.0, lambda: self._fail_attempt(gang))
         return status, wait
+
+    @staticmethod
+    def _untried(gang: GangView, pod: PodInfo) -> int:
+        """Members neither placed nor `pod` that this scheduler may still try (not gated; a
+        gated pod is never placed). Counted, not listed: a group may have thousands."""
+        unscheduled = len(gang.pods) - gang.placed() - gang.gated
+        if pod.uid in gang.pods and pod.uid not in gang.assumed and pod.uid not in gang.assigned:
+            unscheduled -= 1
+        return max(unscheduled, 0)
+
+    def _line(self, policy: _Policy, scheduled: int, remaining: int) -> str:
+        """What the members failed with their group are told: the release's words."""
+        if not self.handle.features.since(1, 37):
+            return GROUP_UNSCHEDULABLE
+        return (
+            f"{CANNOT_BE_SATISFIED.format(policy.minimum, scheduled, remaining)}, "
+            f"{NO_GROUP_VICTIMS}"
+        )
 
     def _wait_message(self, gang: GangView, policy: _Policy) -> str:
         return WAITING_TO_BE_SCHEDULED if self.pod_groups else WAITING_ON_PERMIT
@@ -198,17 +246,11 @@ class GangScheduling(_GangPlugin):
             return
         if gang.placed() >= policy.minimum:
             return
-        # Every member not placed could still be, but this one.
-        possible = gang.placed() + sum(1 for uid in gang.unscheduled() if uid != pod.uid)
-        if possible >= policy.minimum:
+        # Every member not placed could still be (but this one, and gated ones).
+        left = self._untried(gang, pod)
+        if gang.placed() + left >= policy.minimum:
             return
-        verdict = GROUP_UNSCHEDULABLE
-        if self.handle.features.since(1, 37):
-            left = possible - gang.placed()
-            verdict = (
-                f"{CANNOT_BE_SATISFIED.format(policy.minimum, gang.placed(), left)}, "
-                f"{NO_GROUP_VICTIMS}"
-            )
+        verdict = self._line(policy, gang.placed(), left)
         gang.failed = (pod.uid, pod.name, verdict)
         self._fail_attempt(gang)
 

@@ -123,4 +123,17 @@ if POD_GROUPS:
             together=True,
             ties=frozenset({"spare-0", "spare-1"}),
         ),
+        Scenario(
+            "workloads: a gated member counts for the quorum, the others fail without it",
+            nodes=THREE,
+            feature_gates=GANG_GATES,
+            objects=workload("gated", workers=3),
+            pods=[
+                member("gated-0", "gated", "workers"),
+                member("gated-1", "gated", "workers"),
+                member("gated-2", "gated", "workers", schedulingGates=[{"name": "example/hold"}]),
+            ],
+            together=True,
+            held=frozenset({"gated-2"}),
+        ),
     ]

@@ -182,3 +182,51 @@ def test_events_each_release_registers() -> None:
     assert plugin37.queueing_hint(m0, update, old, lower)
     assert not plugin37.queueing_hint(m0, update, old, higher)
     assert not plugin37.queueing_hint(member("x", "other"), update, old, lower)
+
+
+async def test_a_gated_member_leaves_the_rest_short_they_fail_with_their_group_at_136() -> None:
+    plugin, gangs, later = setup(V136)
+    gangs.scheduling_group_handler.on_add(pod_group("g", 3))
+    m0, m1 = member("m0"), member("m1")
+    gated = parsed(pod("m2", schedulingGroup={"podGroupName": "g"}, gates=["kueue"]))
+    for p in (m0, m1, gated):
+        gangs.add_pod(p)
+    assert plugin.pre_enqueue(m0).ok  # the quorum counts the gated member
+    before = len(later)
+    w0 = wait(plugin, m0)
+    assert w0 is not None
+    assert len(later) == before + 1  # short already: let go as soon as it waits
+    later.pop()()
+    assert (await w0.wait()).message == GROUP_UNSCHEDULABLE
+
+
+def test_a_gated_member_holds_its_whole_gang_at_137() -> None:
+    plugin, gangs, _ = setup(V137)
+    gangs.scheduling_group_handler.on_add(pod_group("g", 3))
+    m0, m1 = member("m0"), member("m1")
+    gated = parsed(pod("m2", schedulingGroup={"podGroupName": "g"}, gates=["kueue"]))
+    for p in (m0, m1, gated):
+        gangs.add_pod(p)
+    held = plugin.pre_enqueue(m0)
+    assert held.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert "m2" in held.message
+    gangs.add_pod(parsed(pod("m2", schedulingGroup={"podGroupName": "g"})))  # ungated
+    assert plugin.pre_enqueue(m0).ok
+
+
+async def test_at_137_a_short_attempt_fails_before_any_member_is_tried() -> None:
+    plugin, gangs, later = setup(V137)
+    gangs.scheduling_group_handler.on_add(pod_group("g", 3))
+    m0, m1, m2 = member("m0"), member("m1"), member("m2")
+    for p in (m0, m1, m2):
+        gangs.add_pod(p)
+    gangs.member_failed(m2, "NodeAffinity")  # m2 first: 0 scheduled, 2 remaining
+    before = len(later)
+    w0 = wait(plugin, m0)
+    assert w0 is not None
+    assert len(later) == before + 1
+    later.pop()()
+    assert (await w0.wait()).message == (
+        "pod group is unschedulable, minCount (3) cannot be satisfied: 0 scheduled, 2 remaining, "
+        "pod group preemption: No preemption victims found for incoming preemptor"
+    )
