@@ -240,6 +240,8 @@ class GangScheduling(_GangPlugin):
         member this plugin let go is the group's failure already, not a new one.)"""
         if plugin == self.name or self._key(pod) is None:
             return
+        if self.handle.profile and pod.scheduler_name != self.handle.profile:
+            return  # another profile's member (every profile's plugin is told)
         gang = self.gangs.of(pod)
         policy = self._policy(pod)
         if gang is None or not isinstance(policy, _Policy) or gang.admitted:
