@@ -52,11 +52,18 @@ from ascheduler.model import Node, PodInfo, dra, parse_node, storage
 from ascheduler.model import bindrequest as requests
 from ascheduler.model.dra_taints import parse_device_taint_rule
 from ascheduler.model.objects import parse_budget, parse_namespace, parse_selecting
-from ascheduler.model.podgroups import POD_GROUP_API, WORKLOAD_API, parse_pod_group, parse_workload
+from ascheduler.model.podgroups import (
+    POD_GROUP_API,
+    WORKLOAD_API,
+    parse_pod_group,
+    parse_scheduling_group,
+    parse_workload,
+    scheduling_group_api,
+)
 from ascheduler.model.resources import RequestsRule
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.bindrequest import with_bind_requests
-from ascheduler.plugins.coscheduling import GANG_GATE
+from ascheduler.plugins.gangscheduling import GANG_GATE
 from ascheduler.queue import QueueSettings, SchedulingQueue
 from ascheduler.scheduler import INVALID_SPEC, Scheduler
 
@@ -500,12 +507,19 @@ def _taint_rule_informers(
 def _group_informers(
     watch_client: KubeClient, router: EventRouter, config: SchedulerConfig
 ) -> list[Informer[Any]]:
-    """Pod groups: scheduler-plugins' PodGroup CRD when it is installed, the Workload API when
-    the apiserver serves it and GangScheduling is on (either may appear later)."""
+    """Pod groups: scheduler-plugins' PodGroup CRD when it is installed; at 1.35 the Workload
+    API (`v1alpha1`) when GangScheduling is on; from 1.36 the `scheduling.k8s.io` PodGroups of
+    the release's version when GenericWorkload is on, as kube-scheduler's informers (either
+    may be served only later: the informers are optional)."""
     groups: list[tuple[str, Callable[[Any], Any], Any]] = [
         (POD_GROUP_API, parse_pod_group, router.pod_groups)
     ]
-    if GANG_GATE in config.features:
+    gates = config.features
+    pod_groups = scheduling_group_api(gates.release)
+    if pod_groups is not None:
+        if features.GENERIC_WORKLOAD in gates:
+            groups.append((pod_groups, parse_scheduling_group, router.scheduling_groups))
+    elif GANG_GATE in gates:
         groups.append((WORKLOAD_API, parse_workload, router.workloads))
     return [
         Informer(

@@ -52,6 +52,12 @@ class EventRouter:
         self.workloads = _KindEvents(
             self, "Workload", gangs.workload_handler, (ClusterEvent.WORKLOAD_ADD, None, None)
         )
+        self.scheduling_groups = _KindEvents(
+            self,
+            "PodGroup",
+            gangs.scheduling_group_handler,
+            (ClusterEvent.SCHEDULING_GROUP_ADD, ClusterEvent.SCHEDULING_GROUP_UPDATE, None),
+        )
         self.requests = _RequestEvents(self)
 
     def _member_added(self, gang: Gang) -> None:

@@ -358,6 +358,8 @@ class Scheduler:
             attempt=qp.attempts,
             message=message,
         )
+        # A group member's failure may fail its group's attempt (v1.36's pod group cycle).
+        self.cache.gangs.member_failed(qp.pod, status.plugin or "")
         deferred = _deferred(fw, qp.pod)
         current = self._current(qp.pod, deferred=deferred)
         if current is None:

@@ -13,13 +13,15 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ascheduler.framework.listers import GangWatcher
+from ascheduler.framework.listers import FailureWatcher, GangWatcher
 from ascheduler.model import PodInfo
 from ascheduler.model.podgroups import (
     POD_GROUP,
     POD_GROUP_LABEL,
+    SCHEDULING_GROUP,
     WORKLOAD,
     PodGroupSpec,
+    SchedulingGroup,
     Workload,
     group_key,
     object_of,
@@ -107,12 +109,14 @@ MemberListener = Callable[[Gang], None]
 
 
 class Gangs:
-    """Pod groups: the PodGroup and Workload objects, and each group's pods."""
+    """Pod groups: the PodGroup, Workload and `scheduling.k8s.io` PodGroup objects, and each
+    group's pods."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.pod_groups: dict[str, PodGroupSpec] = {}
         self.workloads: dict[str, Workload] = {}
+        self.scheduling_groups: dict[str, SchedulingGroup] = {}
         self._gangs: dict[str, Gang] = {}
         #: `namespace/name` of a PodGroup or Workload -> the keys of its groups
         self._by_object: dict[str, set[str]] = {}
@@ -123,8 +127,13 @@ class Gangs:
         #: Called after any change of a group's pods the informer shows (added, bound,
         #: deleted): the gang plugins' status reports.
         self.watchers: list[GangWatcher] = []
+        #: Told of a member whose scheduling attempt failed (the scheduler tells the store).
+        self.failure_watchers: list[FailureWatcher] = []
         self.pod_group_handler = _Store(self.pod_groups, lambda key: self._object(POD_GROUP, key))
         self.workload_handler = _Store(self.workloads, lambda key: self._object(WORKLOAD, key))
+        self.scheduling_group_handler = _Store(
+            self.scheduling_groups, lambda key: self._object(SCHEDULING_GROUP, key)
+        )
 
     def __len__(self) -> int:
         return len(self._gangs)
@@ -162,8 +171,8 @@ class Gangs:
             gang.waiting.discard(pod.uid)
         gang._recount(pod.uid)
         joined = before is None or (before.scheduling_gates and not pod.scheduling_gates)
-        # A Workload's quorum counts every pod (kube-scheduler's), a PodGroup's the ungated.
-        count = len(gang.pods) if key.startswith(WORKLOAD) else gang.ready()
+        # kube-scheduler's quorum counts every pod (gated or not), a PodGroup's the ungated.
+        count = len(gang.pods) if not key.startswith(POD_GROUP) else gang.ready()
         if joined and (gang.quorum is None or count >= gang.quorum):
             self.on_member(gang)
         for watcher in self.watchers:
@@ -213,6 +222,11 @@ class Gangs:
 
     # -- the scheduler's own bookkeeping ---------------------------------------------------
 
+    def member_failed(self, pod: PodInfo, plugin: str) -> None:
+        if self.failure_watchers and group_key(pod) is not None:
+            for watcher in self.failure_watchers:
+                watcher(pod, plugin)
+
     def assume(self, pod: PodInfo) -> Gang | None:
         gang = self.of(pod)
         if gang is not None and pod.uid in gang.pods:
@@ -234,7 +248,11 @@ class Gangs:
     def sort_position(self, pod: PodInfo, timestamp: float) -> tuple[float, str]:
         """Where a pod sorts among pods of its priority: members of a group together, at the
         time the group's first member was queued; any other pod at its own time."""
-        if pod.workload_ref is None and POD_GROUP_LABEL not in pod.labels:
+        if (
+            pod.workload_ref is None
+            and pod.scheduling_group is None
+            and POD_GROUP_LABEL not in pod.labels
+        ):
             return timestamp, ""
         key = group_key(pod)
         gang = self._gangs.get(key) if key is not None else None

@@ -359,6 +359,9 @@ class ClusterEvent(enum.Enum):
     POD_GROUP_ADD = "PodGroupAdd"
     POD_GROUP_UPDATE = "PodGroupUpdate"
     WORKLOAD_ADD = "WorkloadAdd"
+    #: `scheduling.k8s.io` PodGroups (v1.36 on; kube-scheduler's `PodGroup` resource).
+    SCHEDULING_GROUP_ADD = "SchedulingGroupAdd"
+    SCHEDULING_GROUP_UPDATE = "SchedulingGroupUpdate"
     FORCE = "Force"
 
 

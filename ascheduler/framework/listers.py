@@ -17,7 +17,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 from ascheduler.framework.podindex import IntArray
 from ascheduler.model import PodInfo
 from ascheduler.model.objects import DisruptionBudget
-from ascheduler.model.podgroups import PodGroupSpec, Workload
+from ascheduler.model.podgroups import PodGroupSpec, SchedulingGroup, Workload
 from ascheduler.model.storage import (
     CSIDriver,
     CSINode,
@@ -141,6 +141,8 @@ class GangView(Protocol):
 
     key: str
     pods: dict[str, PodInfo]
+    #: How many of `pods` scheduling gates hold.
+    gated: int
     quorum: int | None
     assigned: set[str]
     assumed: set[str]
@@ -169,6 +171,9 @@ class GangView(Protocol):
 
 #: Told of a change of a group's pods.
 GangWatcher = Callable[[GangView], None]
+#: Told of a group member whose scheduling attempt failed (no node, or an error), and of the
+#: plugin that rejected it ("" when none did).
+FailureWatcher = Callable[[PodInfo, str], None]
 
 
 class GangsView(Protocol):
@@ -180,9 +185,22 @@ class GangsView(Protocol):
     @property
     def workloads(self) -> Mapping[str, Workload]: ...
 
+    @property
+    def scheduling_groups(self) -> Mapping[str, SchedulingGroup]: ...
+
     #: Called after any change of a group's pods the informer shows.
     @property
     def watchers(self) -> list[GangWatcher]: ...
+
+    #: Called when a pod's scheduling attempt failed (the pod group cycle of v1.36 on fails
+    #: the whole group's attempt with it).
+    @property
+    def failure_watchers(self) -> list[FailureWatcher]: ...
+
+    def member_failed(self, pod: PodInfo, plugin: str) -> None:
+        """A pod's scheduling attempt failed (rejected by `plugin`, "" when by none): the
+        failure watchers are told."""
+        ...
 
     def __len__(self) -> int:
         """How many groups have pods (or assumed members)."""
@@ -273,12 +291,17 @@ class _NoStorage:
 class _NoGangs:
     pod_groups: Mapping[str, PodGroupSpec] = {}
     workloads: Mapping[str, Workload] = {}
+    scheduling_groups: Mapping[str, SchedulingGroup] = {}
 
     def __init__(self) -> None:
         self.watchers: list[GangWatcher] = []
+        self.failure_watchers: list[FailureWatcher] = []
 
     def __len__(self) -> int:
         return 0
+
+    def member_failed(self, pod: PodInfo, plugin: str) -> None:
+        return None
 
     def get(self, key: str) -> GangView | None:
         return None

@@ -101,6 +101,9 @@ class PodInfo:
     claim_statuses: tuple[tuple[str, str | None], ...] = ()
     #: `spec.workloadRef` (name, podGroup, podGroupReplicaKey): the Workload API's gang.
     workload_ref: tuple[str, str, str] | None = None
+    #: `spec.schedulingGroup.podGroupName` (from v1.36, replacing `workloadRef`): the name of
+    #: the `scheduling.k8s.io` PodGroup of the pod's namespace it belongs to.
+    scheduling_group: str | None = None
     #: The node declared features the spec requires (`ascheduler.model.nodefeatures`).
     node_features: frozenset[str] = frozenset()
     #: The object as the API server sent it, kept only where something needs all of it
@@ -168,6 +171,7 @@ class PodInfo:
             and self.resource_claims == other.resource_claims
             and self.claim_statuses == other.claim_statuses
             and self.workload_ref == other.workload_ref
+            and self.scheduling_group == other.scheduling_group
             and self.node_features == other.node_features
         )
 
@@ -354,6 +358,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False, rule: RequestsRule = V1_35) -
         policy = PREEMPT_LOWER_PRIORITY
     condition, preempted, deferred = _conditions(status, errors)
     workload_ref = _workload_ref(spec, errors)
+    scheduling_group = _scheduling_group(spec, errors)
     gates = []
     for i, raw in enumerate(as_list(spec.get("schedulingGates"), "spec.schedulingGates", errors)):
         gate = as_map(raw, f"spec.schedulingGates[{i}]", errors)
@@ -396,6 +401,7 @@ def parse_pod(obj: Any, *, keep_raw: bool = False, rule: RequestsRule = V1_35) -
         resource_claims=resource_claims,
         claim_statuses=claim_statuses,
         workload_ref=workload_ref,
+        scheduling_group=scheduling_group,
         node_features=node_features,
         raw=obj if keep_raw and not spec.get("nodeName") and isinstance(obj, Mapping) else None,
         fingerprint=_fingerprint(spec, meta),
@@ -422,6 +428,24 @@ def _workload_ref(spec: Mapping[str, Any], errors: list[str]) -> tuple[str, str,
         errors.append("spec.workloadRef: name and podGroup are required")
         return None
     return fields[0], fields[1], fields[2]
+
+
+def _scheduling_group(spec: Mapping[str, Any], errors: list[str]) -> str | None:
+    """`spec.schedulingGroup`: a union of which `podGroupName` is the one member (an API
+    server of v1.35, or one with GenericWorkload off, drops the field)."""
+    raw = spec.get("schedulingGroup")
+    if raw is None:
+        return None
+    group = as_map(raw, "spec.schedulingGroup", errors)
+    name = group.get("podGroupName")
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name:
+        errors.append(
+            f"spec.schedulingGroup.podGroupName: expected a non-empty string, got {name!r}"
+        )
+        return None
+    return name
 
 
 def _conditions(

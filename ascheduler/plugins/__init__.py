@@ -10,6 +10,7 @@ from ascheduler.plugins import (
     defaultpreemption,
     deferredpodscheduling,
     dynamicresources,
+    gangscheduling,
     imagelocality,
     interpodaffinity,
     nodeaffinity,
@@ -53,7 +54,7 @@ IN_TREE = Registry(
         defaultbinder.REGISTRATION,
         # kube-scheduler appends it to the default profile while its gate is on.
         nodedeclaredfeatures.REGISTRATION,
-        coscheduling.GANG_REGISTRATION,
+        gangscheduling.REGISTRATION,
         coscheduling.REGISTRATION,
         bindrequest.REGISTRATION,
     ]

@@ -15,10 +15,8 @@ binding slot, so waiting groups never stop other pods from being scheduled.
   counts the members scheduled (kept current as members bind or go) and carries a
   `PodGroupScheduled` condition; it and Events on the PodGroup say in one line why a group
   failed, or that it still waits for members.
-* **GangScheduling** drives the Workload API (`spec.workloadRef`, a pod group with a `gang`
-  policy and `minCount`), with kube-scheduler v1.35's plugin semantics and words (gate
-  `GangScheduling`): quorum `minCount`, a shared deadline of 5 minutes. The Workload has no
-  status in v1.35; Events on it report the group.
+* **GangScheduling** (`ascheduler.plugins.gangscheduling`) drives kube-scheduler's own
+  groups: the Workload API's (v1.35) and the `scheduling.k8s.io` PodGroups (v1.36 on).
 
 A member rejected while waiting (timeout, deletion, a sibling's failure) takes its waiting
 siblings with it: they are unreserved together and retried when the group may fit again. Once
@@ -50,7 +48,6 @@ from ascheduler.framework import (
     GangView,
     GateKeysPlugin,
     Handle,
-    NoArgs,
     NodeTable,
     PermitPlugin,
     PluginArgsError,
@@ -69,7 +66,6 @@ from ascheduler.model import PodInfo
 from ascheduler.model.podgroups import (
     POD_GROUP,
     POD_GROUP_LABEL,
-    WORKLOAD,
     PodGroupSpec,
     group_key,
     object_of,
@@ -78,17 +74,8 @@ from ascheduler.model.podgroups import (
 log = structlog.get_logger(__name__)
 
 NAME: Final = "Coscheduling"
-GANG_NAME: Final = "GangScheduling"
 
-#: kube-scheduler's gang timeout (`DefaultSchedulingTimeoutDuration`).
-WORKLOAD_TIMEOUT: Final = 300.0
-#: The feature gate GangScheduling answers to.
-GANG_GATE: Final = "GangScheduling"
-
-#: kube-scheduler v1.35's words.
-WAITING_FOR_WORKLOAD: Final = "waiting for pods's workload {!r} to appear in scheduling queue"
-NO_POD_GROUP: Final = "pod group {!r} doesn't exist for a workload {!r}"
-WAITING_FOR_MIN_COUNT: Final = "waiting for minCount pods from a gang to appear in scheduling queue"
+#: kube-scheduler v1.35's words (GangScheduling's, `ascheduler.plugins.gangscheduling`).
 WAITING_ON_PERMIT: Final = "waiting for minCount pods from a gang to be waiting on permit"
 
 _MEMBER_EVENTS: Final = frozenset({ClusterEvent.GANG_MEMBER_ADD})
@@ -406,7 +393,7 @@ class _GangPlugin(
                 f"plugin {self.name}"
             )
         else:
-            why = f"rejected with member {pod.name}: {gang.placed()}/{minimum} members placed"
+            why = self._rejected_with(gang, pod, minimum)
         self.reject_waiting(gang, why)
         if timed_out and isinstance(policy, _Policy):
             self._back_off(gang, why)
@@ -418,6 +405,10 @@ class _GangPlugin(
                 f"{len(gang.assigned)}/{minimum} members bound; waiting for "
                 f"{_names(gang, gang.unscheduled())}",
             )
+
+    def _rejected_with(self, gang: GangView, pod: PodInfo, minimum: int) -> str:
+        """Why a waiting member's siblings are let go when it is rejected (not timed out)."""
+        return f"rejected with member {pod.name}: {gang.placed()}/{minimum} members placed"
 
     def reject_waiting(self, gang: GangView, why: str) -> None:
         for w in self._let_go(gang):
@@ -733,46 +724,8 @@ def _resource_gap(spec: PodGroupSpec, members: int, nodes: NodeTable) -> str:
     return ", ".join(short)
 
 
-class GangScheduling(_GangPlugin):
-    name = GANG_NAME
-    kind = WORKLOAD
-    shared_deadline = True
-
-    def _policy(self, pod: PodInfo) -> _Policy | Status | None:
-        if GANG_GATE not in self.handle.features:
-            return None
-        ref = pod.workload_ref
-        if ref is None:
-            return None
-        workload = self.gangs.workloads.get(f"{pod.namespace}/{ref[0]}")
-        if workload is None:
-            return Status.unschedulable(WAITING_FOR_WORKLOAD.format(ref[0]), resolvable=False)
-        if ref[1] not in workload.groups:
-            return Status.unschedulable(
-                NO_POD_GROUP.format(ref[1], workload.name), resolvable=False
-            )
-        minimum = workload.groups[ref[1]]
-        if minimum is None:
-            return None  # a basic policy: no gang
-        return _Policy(minimum, WORKLOAD_TIMEOUT, f"Workload {workload.key} pod group {ref[1]}")
-
-    def _object_events(self) -> frozenset[ClusterEvent]:
-        return frozenset({ClusterEvent.WORKLOAD_ADD})
-
-    def _too_few(self, pod: PodInfo, policy: _Policy, ready: int) -> Status:
-        return Status.unschedulable(WAITING_FOR_MIN_COUNT, resolvable=False)
-
-    def _members(self, gang: GangView) -> int:
-        return len(gang.pods)  # kube-scheduler counts every pod of the group, gated or not
-
-
 def new(args: CoschedulingArgs, handle: Handle) -> Coscheduling:
     return Coscheduling(args, handle)
 
 
-def new_gang(args: NoArgs, handle: Handle) -> GangScheduling:
-    return GangScheduling(handle)
-
-
 REGISTRATION: Final = Registration(NAME, new, CoschedulingArgs, default_weight=1)
-GANG_REGISTRATION: Final = Registration(GANG_NAME, new_gang, NoArgs, default_weight=1)

@@ -24,7 +24,7 @@ from typing import Any, Final
 import numpy as np
 import structlog
 
-from ascheduler.features import SCHEDULER_PREEMPTION_FOR_RESIZE
+from ascheduler.features import GENERIC_WORKLOAD, SCHEDULER_PREEMPTION_FOR_RESIZE
 from ascheduler.framework.extender import Extenders
 from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
@@ -188,6 +188,9 @@ class Framework:
         self._place(built.points)
         self._events = _events_of(self.plugins, registry)
         self._rng = random.Random()
+        #: 1.37's pod group cycle runs no PostFilter for a member of a pod group (the group's
+        #: PodGroupPostFilter replaces it).
+        self._group_cycle = handle.features.since(1, 37) and GENERIC_WORKLOAD in handle.features
 
     def _place(self, points: Mapping[ExtensionPoint, list[Plugin]]) -> None:
         """Each point's plugins as the attribute the cycle reads, and what the cycle
@@ -319,6 +322,8 @@ class Framework:
         `post_filter` is false) or a plugin failed."""
         filtered = self._filter_or_diagnose(state, pod, nodes, sample=sample)
         if isinstance(filtered, Diagnosis):
+            if self._group_cycle and pod.scheduling_group is not None:
+                post_filter = False
             return self._unschedulable(state, pod, nodes, filtered, post_filter)
         return filtered
 

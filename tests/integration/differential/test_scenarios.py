@@ -17,6 +17,7 @@ from tests.integration.differential.scenarios_dra_taints import DRA_TAINTS
 from tests.integration.differential.scenarios_nodefeatures import NODE_FEATURES
 from tests.integration.differential.scenarios_releases import RELEASES
 from tests.integration.differential.scenarios_scoring import SCORING
+from tests.integration.differential.scenarios_workloads import WORKLOADS
 
 ALL = [
     *SCENARIOS,
@@ -28,6 +29,7 @@ ALL = [
     *DRA_BINDCOND,
     *DRA_EXTENDED,
     *CAPACITY,
+    *WORKLOADS,
 ]
 
 

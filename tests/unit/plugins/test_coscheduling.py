@@ -23,12 +23,11 @@ from ascheduler.model.podgroups import (
 )
 from ascheduler.plugins import coscheduling
 from ascheduler.plugins.coscheduling import (
-    WAITING_FOR_MIN_COUNT,
     WAITING_ON_PERMIT,
     Coscheduling,
     CoschedulingArgs,
-    GangScheduling,
 )
+from ascheduler.plugins.gangscheduling import WAITING_FOR_MIN_COUNT, GangScheduling
 from tests.kit import make_cache, node, parsed, pod
 
 

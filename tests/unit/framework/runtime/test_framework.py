@@ -13,7 +13,7 @@ import pytest
 
 from ascheduler.cache import Cache
 from ascheduler.durations import go_duration
-from ascheduler.features import SUPPORTED, Features, Release
+from ascheduler.features import SUPPORTED, Features, Release, parse_gates
 from ascheduler.framework import (
     SKIP,
     SUCCESS,
@@ -290,6 +290,25 @@ def test_failure_message(
     assert result.diagnosis is not None
     assert result.diagnosis.message() == message
     assert result.diagnosis.num_nodes == len(nodes)
+
+
+def test_a_pod_group_member_runs_no_post_filter_from_137() -> None:
+    """1.37's pod group cycle leaves a member's preemption to the group (PodGroupPostFilter):
+    its message has no `preemption:` part; a pod of no group, and any pod before 1.37, has."""
+    cache = make_cache([node("a", cpu="1")])
+    member = parsed(pod("m", cpu="2", schedulingGroup={"podGroupName": "g"}))
+    alone = parsed(pod("p", cpu="2"))
+    shown = {}
+    for release, gates in (("1.36", "GenericWorkload=true"), ("1.37", "GenericWorkload=true")):
+        features = parse_gates(gates, Release.parse(release))
+        handle = Handle(nodes=cache.table, storage=cache.storage, features=features)
+        fw = Framework(multipoint("x", DEFAULT_PLUGINS), IN_TREE, handle)
+        for p in (member, alone):
+            shown[release, p.name] = fw.find_nodes(CycleState(), p, cache.table).status.message
+    assert "preemption:" not in shown["1.37", "m"]
+    assert shown["1.37", "m"].startswith("0/1 nodes are available: 1 Insufficient cpu.")
+    assert "preemption:" in shown["1.37", "p"]
+    assert "preemption:" in shown["1.36", "m"]
 
 
 def test_rejecting_plugins_are_the_first_failing_filters() -> None:

@@ -1,0 +1,143 @@
+"""Gangs of kube-scheduler's own pod groups, on the plane's release, against its
+GangScheduling: the Workload API's `spec.workloadRef` at 1.35, `scheduling.k8s.io` PodGroup
+objects named by `spec.schedulingGroup` from 1.36 (`v1alpha2`; `v1beta1` in 1.37).
+
+The builders here give each release's objects and gates, so one scenario says the same on
+every release; what a release decides differently (1.36's pod group cycle fails the members
+that fit when their group does not, where 1.35 keeps them waiting on Permit) is written per
+release."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ascheduler.features import Release
+from tests.integration.differential.harness import Json, Scenario, fake_node, pause, plane_release
+
+RELEASE = plane_release()
+#: From 1.36 pods name a PodGroup object; the pod group cycle decides a group at once.
+POD_GROUPS = Release(1, 36) <= RELEASE
+#: The gates both schedulers run gang scenarios with: the GangScheduling gate is gone in 1.37,
+#: where GenericWorkload alone puts the plugin in the default profile.
+GANG_GATES = (
+    "GenericWorkload=true"
+    if Release(1, 37) <= RELEASE
+    else "GenericWorkload=true,GangScheduling=true"
+)
+#: The version the plane serves PodGroups (1.36 on) or Workloads (1.35) as.
+API_VERSION = {Release(1, 36): "v1alpha2", Release(1, 37): "v1beta1"}.get(RELEASE, "v1alpha1")
+
+
+def _policy(count: int | None) -> Json:
+    return {"basic": {}} if count is None else {"gang": {"minCount": count}}
+
+
+def workload(name: str, **groups: int | None) -> list[tuple[str, Json]]:
+    """A workload's groups: a gang of `minCount` (an int), or a basic group (None). At 1.35 a
+    Workload with those pod groups; from 1.36 one PodGroup object per group, named
+    `<workload>-<group>`, made from the Workload's template of that name."""
+    if not POD_GROUPS:
+        return [
+            (
+                "scheduling.k8s.io/v1alpha1/workloads",
+                {
+                    "apiVersion": "scheduling.k8s.io/v1alpha1",
+                    "kind": "Workload",
+                    "metadata": {"name": name},
+                    "spec": {
+                        "podGroups": [
+                            {"name": group, "policy": _policy(count)}
+                            for group, count in groups.items()
+                        ]
+                    },
+                },
+            )
+        ]
+    return [pod_group(f"{name}-{group}", count) for group, count in groups.items()]
+
+
+def pod_group(name: str, count: int | None) -> tuple[str, Json]:
+    """A `scheduling.k8s.io` PodGroup (1.36 on) of its own, with no Workload behind it."""
+    return (
+        f"scheduling.k8s.io/{API_VERSION}/podgroups",
+        {
+            "apiVersion": f"scheduling.k8s.io/{API_VERSION}",
+            "kind": "PodGroup",
+            "metadata": {"name": name},
+            "spec": {"schedulingPolicy": _policy(count)},
+        },
+    )
+
+
+def member(name: str, workload_name: str, group: str, **kw: Any) -> Json:
+    """A pod of the workload's group: `spec.workloadRef` at 1.35, `spec.schedulingGroup`
+    naming the group's PodGroup from 1.36."""
+    if POD_GROUPS:
+        return pause(name, schedulingGroup={"podGroupName": f"{workload_name}-{group}"}, **kw)
+    return pause(name, workloadRef={"name": workload_name, "podGroup": group}, **kw)
+
+
+THREE = [fake_node("a", zone="z1"), fake_node("b", zone="z1"), fake_node("c", zone="z2")]
+
+WORKLOADS: list[Scenario] = []
+
+if POD_GROUPS:
+    WORKLOADS += [
+        Scenario(
+            "workloads: a member too big for any node: the members that fit fail with it",
+            nodes=[fake_node("a", cpu="2"), fake_node("b", cpu="2")],
+            feature_gates=GANG_GATES,
+            objects=workload("big", workers=4),
+            pods=[
+                *(member(f"big-{i}", "big", "workers", cpu="1") for i in range(3)),
+                member("big-3", "big", "workers", cpu="3"),
+            ],
+            together=True,
+            ties=frozenset({"big-0", "big-1", "big-2"}),
+        ),
+        Scenario(
+            "workloads: a gang and a basic group of one workload, both placed",
+            nodes=[fake_node("a", cpu="2"), fake_node("b", cpu="3")],
+            feature_gates=GANG_GATES,
+            objects=workload("mixed", gang=2, solo=None),
+            pods=[
+                member("g-0", "mixed", "gang", cpu="1"),
+                member("g-1", "mixed", "gang", cpu="1"),
+                member("s-0", "mixed", "solo", cpu="1"),
+                member("s-1", "mixed", "solo", cpu="1"),
+                member("s-2", "mixed", "solo", cpu="1"),
+            ],
+            together=True,
+            ties=frozenset({"g-0", "g-1", "s-0", "s-1", "s-2"}),
+        ),
+        Scenario(
+            "workloads: more members than minCount, one that fits nowhere: the rest are placed",
+            nodes=THREE,
+            feature_gates=GANG_GATES,
+            objects=workload("spare", workers=2),
+            pods=[
+                member("spare-0", "spare", "workers"),
+                member("spare-1", "spare", "workers"),
+                member("spare-2", "spare", "workers", nodeSelector={"missing": "label"}),
+            ],
+            together=True,
+            ties=frozenset({"spare-0", "spare-1"}),
+        ),
+        Scenario(
+            "workloads: a gated member counts for the quorum, the others fail without it",
+            nodes=THREE,
+            feature_gates=GANG_GATES,
+            objects=workload("gated", workers=3),
+            pods=[
+                member("gated-0", "gated", "workers"),
+                member("gated-1", "gated", "workers"),
+                member("gated-2", "gated", "workers", schedulingGates=[{"name": "example/hold"}]),
+            ],
+            together=True,
+            # 1.36 tries the two others and fails them with their group; 1.37 queues the
+            # group as one entity, held while a member is gated.
+            held=frozenset({"gated-2"})
+            if Release(1, 37) > RELEASE
+            else frozenset({"gated-0", "gated-1", "gated-2"}),
+        ),
+    ]
