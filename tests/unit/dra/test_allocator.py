@@ -236,7 +236,8 @@ def test_errors_name_the_claim_or_class() -> None:
     store = objects(GPUS)
     with pytest.raises(
         AllocationError,
-        match=r"claim ns/c: selector #0 on device [^:]*: CEL runtime error: CEL result of type string",
+        match=r"claim ns/c: selector #0 on device [^:]*: CEL runtime error: "
+        r"CEL result of type string",
     ):
         allocate(store, "n1", claim("c", exactly("r", "gpu", 1, "device.driver")))
     with pytest.raises(AllocationError, match="exceeds the claim limit of 32"):
