@@ -267,8 +267,7 @@ def test_a_failing_selector_fails_the_attempt_with_an_error() -> None:
     assert [r.code for r in result.rejections] == [Code.ERROR]
     assert (
         "class gpu: selector #0 on device gpu.example.com/n1/g0: "
-        "CEL runtime error: no such key: nosuch"
-        in result.rejections[0].reason
+        "CEL runtime error: no such key: nosuch" in result.rejections[0].reason
     )
 
 
