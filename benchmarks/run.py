@@ -59,7 +59,7 @@ import aiohttp
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from ascheduler.devcluster import ControlPlane, ensure_built
+from ascheduler.devcluster import ControlPlane, ensure_built, versions
 from ascheduler.devcluster.nodes import create_fake_nodes, delete_fake_nodes, wait_nodes_ready
 from ascheduler.devcluster.plane import free_port, kube_scheduler_config
 from ascheduler.devcluster.processes import ProcessRecord, is_alive, spawn, stop
@@ -970,9 +970,9 @@ def ratios(runs: dict[str, list[dict[str, Any]]], mode: str = "steady") -> dict[
             )
         ),
     ]
-    for ours, other, keys in pairs:
+    for ours, other, pair_keys in pairs:
         if runs.get(ours) and runs.get(other):
-            compare(f"{ours}/{other}", runs[ours], runs[other], keys)
+            compare(f"{ours}/{other}", runs[ours], runs[other], pair_keys)
     if runs.get("ceiling-go") and runs.get("ceiling-python"):
         per_run = [
             p["throughput_avg"] / g["throughput_avg"]
@@ -1082,6 +1082,12 @@ def main(argv: Sequence[str]) -> int:
             target = Target(args.kubeconfig, workdir)
             stack.callback(target.close)
         else:
+            release = versions.release()
+            if workload.releases and release.minor not in workload.releases:
+                raise SystemExit(
+                    f"{workload.name} runs on a plane of {', '.join(workload.releases)} only "
+                    f"(this plane would be {release.minor}): set ASCHEDULER_KUBE_VERSION"
+                )
             plane = stack.enter_context(bench_plane("bench", feature_gates=workload.feature_gates))
             if split is not None:
                 placed = keep_apart(plane, split)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from ascheduler.devcluster.nodes import FakeNodes
 
@@ -388,6 +388,9 @@ def _high_priority(cpu: str) -> Callable[[str, str, int], dict[str, Any]]:
 #: The gates both schedulers (and the apiserver) run gang workloads with: the Workload API
 #: (`scheduling.k8s.io/v1alpha1`) and kube-scheduler's GangScheduling plugin.
 GANG_GATES = "GenericWorkload=true,GangScheduling=true"
+#: Those gates and that API version are 1.35's: from 1.36 a gang is a PodGroup object
+#: (`scheduling.k8s.io/v1alpha2`, `v1beta1` in 1.37) and 1.37 has no GangScheduling gate.
+GANG_RELEASES: Final = ("1.35",)
 GANG_GROUP = "workers"
 
 
@@ -443,6 +446,8 @@ class Workload:
     gang_size: int = 0
     #: `--feature-gates` of the plane (apiserver, kube-scheduler) and of ascheduler.
     feature_gates: str = ""
+    #: The releases (`1.35`) whose plane it runs on; empty: every release.
+    releases: tuple[str, ...] = ()
 
     def gangs(self) -> int:
         return -(-self.measured_pods // self.gang_size) if self.gang_size else 0
@@ -572,6 +577,7 @@ WORKLOADS: dict[str, Workload] = {
             _gang_member(3, 1000),
             gang_size=3,
             feature_gates=GANG_GATES,
+            releases=GANG_RELEASES,
             description="5,000 nodes, 1,000 initial pods; 3,000 measured pods in 1,000 gangs "
             "of 3 (Workload API, GangScheduling on in both schedulers)",
         ),
@@ -583,6 +589,7 @@ WORKLOADS: dict[str, Workload] = {
             _gang_member(5000, 1000),
             gang_size=5000,
             feature_gates=GANG_GATES,
+            releases=GANG_RELEASES,
             description="5,000 nodes, 1,000 initial pods; one gang of 5,000 measured pods "
             "(Workload API, GangScheduling on in both schedulers)",
         ),
@@ -640,6 +647,7 @@ WORKLOADS: dict[str, Workload] = {
             _gang_member(4, 10),
             gang_size=4,
             feature_gates=GANG_GATES,
+            releases=GANG_RELEASES,
             description="a tiny size to check the gang workloads work",
         ),
         Workload(
