@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ascheduler.framework import Registry
 from ascheduler.plugins import (
+    balancedallocation,
     bindrequest,
     coscheduling,
     defaultbinder,
@@ -49,7 +50,7 @@ IN_TREE = Registry(
         interpodaffinity.REGISTRATION,
         dynamicresources.REGISTRATION,
         defaultpreemption.REGISTRATION,
-        noderesources.BALANCED_REGISTRATION,
+        balancedallocation.BALANCED_REGISTRATION,
         imagelocality.REGISTRATION,
         defaultbinder.REGISTRATION,
         # kube-scheduler appends it to the default profile while its gate is on.

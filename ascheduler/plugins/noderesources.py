@@ -1,4 +1,4 @@
-"""NodeResourcesFit and NodeResourcesBalancedAllocation.
+"""NodeResourcesFit (and what NodeResourcesBalancedAllocation shares with it).
 
 Fit filters nodes whose free allocatable cannot hold the pod's effective requests (`Too many
 pods`, `Insufficient cpu`, `Insufficient nvidia.com/gpu`, ... every failing resource listed), and
@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
-import numpy.typing as npt
 
 from ascheduler.dra.extended import class_may_help, delegated_names
 from ascheduler.dra.store import ResourceObjects
@@ -26,7 +25,6 @@ from ascheduler.framework import (
     MAX_NODE_SCORE,
     MEMORY,
     PODS,
-    SKIP,
     SUCCESS,
     BoolArray,
     ClusterEvent,
@@ -39,7 +37,6 @@ from ascheduler.framework import (
     IntArray,
     NodeTable,
     PluginArgsError,
-    PreScorePlugin,
     QueueingHintPlugin,
     Registration,
     Rejection,
@@ -111,10 +108,10 @@ def broken_linear(shape: Sequence[tuple[int, int]], util: IntArray) -> IntArray:
     return out
 
 
-_DEFAULT_RESOURCES: Final = (ResourceSpec("cpu", 1), ResourceSpec("memory", 1))
+DEFAULT_RESOURCES: Final = (ResourceSpec("cpu", 1), ResourceSpec("memory", 1))
 
 
-def _check_resources(resources: Sequence[ResourceSpec]) -> None:
+def check_resources(resources: Sequence[ResourceSpec]) -> None:
     if not resources:
         raise PluginArgsError("resources: expected a non-empty list")
 
@@ -139,17 +136,17 @@ class RequestedToCapacityRatioParam:
 @dataclass(frozen=True)
 class ScoringStrategy:
     type: str = "LeastAllocated"
-    resources: tuple[ResourceSpec, ...] = _DEFAULT_RESOURCES
+    resources: tuple[ResourceSpec, ...] = DEFAULT_RESOURCES
     requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = None
 
     def __post_init__(self) -> None:
         if not self.resources:
-            object.__setattr__(self, "resources", _DEFAULT_RESOURCES)  # kube's defaulting
+            object.__setattr__(self, "resources", DEFAULT_RESOURCES)  # kube's defaulting
         if self.type not in STRATEGIES:
             raise PluginArgsError(
                 f"type: unknown strategy {self.type!r}, expected one of {', '.join(STRATEGIES)}"
             )
-        _check_resources(self.resources)
+        check_resources(self.resources)
         if self.type != RATIO or self.requested_to_capacity_ratio is None:
             return  # a release's rule (`fit_args_problems`)
         shape = self.requested_to_capacity_ratio.shape
@@ -204,26 +201,7 @@ def fit_args_problems(args: NodeResourcesFitArgs, features: Features) -> list[st
     return []
 
 
-@dataclass(frozen=True)
-class NodeResourcesBalancedAllocationArgs:
-    """kube-scheduler's `NodeResourcesBalancedAllocationArgs`."""
-
-    resources: tuple[ResourceSpec, ...] = _DEFAULT_RESOURCES
-
-    def __post_init__(self) -> None:
-        if not self.resources:
-            object.__setattr__(self, "resources", _DEFAULT_RESOURCES)  # kube's defaulting
-        _check_resources(self.resources)
-        seen: set[str] = set()
-        for i, r in enumerate(self.resources):
-            if r.name in seen:
-                raise PluginArgsError(f"resources[{i}].name: duplicate {r.name!r}")
-            seen.add(r.name)
-            if r.weight != 1:
-                raise PluginArgsError(f"resources[{i}].weight: must be 1, got {r.weight}")
-
-
-class _ResourceScorer:
+class ResourceScorer:
     """kube-scheduler's `resourceAllocationScorer`: for each scored resource, allocatable and
     requested-after-placing-the-pod over the feasible rows. Rows stay one-dimensional (one
     contiguous array per resource): numpy is fastest on those, and there are only a few."""
@@ -298,7 +276,7 @@ class NodeResourcesFit(
         ignored_groups: frozenset[str],
     ) -> None:
         self.strategy = strategy
-        self.scorer = _ResourceScorer(resources, use_requested=False)
+        self.scorer = ResourceScorer(resources, use_requested=False)
         self.shape = tuple((u, s * (MAX_NODE_SCORE // MAX_CUSTOM_SCORE)) for u, s in shape)
         self.ignored = ignored
         self.ignored_groups = ignored_groups
@@ -645,116 +623,6 @@ class NodeResourcesFit(
         return broken_linear(self.shape, util)
 
 
-#: BalancedAllocation's scores with and without the pod both lie in [50, 100].
-_HALF: Final = MAX_NODE_SCORE // 2
-#: Resources BalancedAllocation always scores, requested or not (the others are scalar).
-_NATIVE: Final = ("cpu", "memory", "ephemeral-storage")
-
-
-def _balance(cols: Sequence[tuple[IntArray, IntArray]], size: int) -> IntArray:
-    """kube-scheduler's `balancedResourceScore` over rows: `int64((1 - std) * 100)` of the
-    (allocatable, requested) fractions, capped at 1; a resource a row has none of is left
-    out there; two resources: |f1 - f2| / 2, more: the population std."""
-    fractions: list[npt.NDArray[np.float64]] = []
-    present: list[BoolArray | None] = []  # None: the node has the resource everywhere
-    for alloc, req in cols:
-        if alloc.all():
-            fractions.append(np.minimum(req / alloc, 1.0))
-            present.append(None)
-        else:
-            has = alloc > 0
-            fractions.append(np.where(has, np.minimum(req / np.maximum(alloc, 1), 1.0), 0.0))
-            present.append(has)
-    if len(cols) == 2 and present[0] is None and present[1] is None:
-        # Both resources on every node: kube-scheduler's |f1 - f2| / 2.
-        std = np.abs(fractions[0] - fractions[1]) / 2
-    else:
-        masks = [np.ones(size, np.bool_) if m is None else m for m in present]
-        count = np.sum(masks, axis=0)
-        if len(cols) == 2:
-            std = np.where(count == 2, np.abs(fractions[0] - fractions[1]) / 2, 0.0)
-        else:
-            n = np.maximum(count, 1)
-            mean = np.sum(fractions, axis=0) / n
-            sq = [np.where(m, (f - mean) ** 2, 0.0) for f, m in zip(fractions, masks, strict=True)]
-            std = np.where(count >= 2, np.sqrt(np.sum(sq, axis=0) / n), 0.0)
-    result: IntArray = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
-    return result
-
-
-def _balance_one(cols: Sequence[tuple[int, int]]) -> int:
-    """`_balance` for a single row, in plain numbers."""
-    fractions = [min(req / alloc, 1.0) for alloc, req in cols if alloc]
-    std = 0.0
-    if len(fractions) == 2:
-        std = abs(fractions[0] - fractions[1]) / 2
-    elif len(fractions) > 2:
-        mean = sum(fractions) / len(fractions)
-        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
-    return int((1 - std) * MAX_NODE_SCORE)
-
-
-class NodeResourcesBalancedAllocation(PreScorePlugin, RowLocalScorePlugin):
-    """Up to 1.35 a node scores by how balanced its utilisation would be with the pod.
-    From 1.36 (ungated) by how much the pod changes that balance: `50 + (50 + with -
-    without) / 2` (Go's integer division; 75 when the pod changes nothing), so a node the
-    pod evens out wins over one already balanced."""
-
-    name = BALANCED
-
-    def __init__(self, resources: Sequence[ResourceSpec], *, change: bool = False) -> None:
-        self.scorer = _ResourceScorer(resources, use_requested=True)
-        self.names = frozenset(r.name for r in resources)
-        #: 1.36 on: score the change in balance the pod makes.
-        self.change = change
-
-    def score_key(self, pod: PodInfo) -> Hashable:
-        return tuple(sorted(pod.requests.items()))
-
-    def pre_score(
-        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
-    ) -> Status:
-        if not any(pod.requests.get(n, 0) for n in self.names):
-            return SKIP
-        return SUCCESS
-
-    def _pod_requests(self, pod: PodInfo) -> list[int]:
-        """The pod's request of each resource `_ResourceScorer.columns` keeps, in its order
-        (an extended resource the pod does not ask for is left out)."""
-        wanted = ((r.name, pod.requests.get(r.name, 0)) for r in self.scorer.resources)
-        return [req for name, req in wanted if req or name in _NATIVE]
-
-    def score(
-        self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
-    ) -> IntArray:
-        cols = self.scorer.columns(pod, nodes, feasible)
-        if not cols:
-            return np.zeros(feasible.size, dtype=np.int64)
-        with_pod = _balance([(alloc, req) for _, alloc, req in cols], feasible.size)
-        if not self.change:
-            return with_pod
-        asks = self._pod_requests(pod)
-        without = _balance(
-            [(alloc, req - ask) for (_, alloc, req), ask in zip(cols, asks, strict=True)],
-            feasible.size,
-        )
-        # Both in [50, 100]: the dividend is never negative, floor is Go's truncation.
-        result: IntArray = _HALF + (_HALF + with_pod - without) // 2
-        return result
-
-    def score_row(self, pod: PodInfo, nodes: NodeTable, row: int) -> int:
-        """`score` for one row in plain numbers (cheaper than numpy for a few rows)."""
-        cols = self.scorer.row_columns(pod, nodes, row)
-        with_pod = _balance_one([(alloc, req) for _, alloc, req in cols])
-        if not self.change:
-            return with_pod
-        asks = self._pod_requests(pod)
-        without = _balance_one(
-            [(alloc, req - ask) for (_, alloc, req), ask in zip(cols, asks, strict=True)]
-        )
-        return _HALF + (_HALF + with_pod - without) // 2
-
-
 def new_fit(args: NodeResourcesFitArgs, handle: Handle) -> NodeResourcesFit:
     strategy = args.scoring_strategy
     ratio = strategy.requested_to_capacity_ratio
@@ -769,12 +637,6 @@ def new_fit(args: NodeResourcesFitArgs, handle: Handle) -> NodeResourcesFit:
     if DRA_EXTENDED_RESOURCE in handle.features:
         fit.dra_objects = handle.resources
     return fit
-
-
-def new_balanced(
-    args: NodeResourcesBalancedAllocationArgs, handle: Handle
-) -> NodeResourcesBalancedAllocation:
-    return NodeResourcesBalancedAllocation(args.resources, change=handle.features.since(1, 36))
 
 
 FIT_EVENTS: Final = frozenset(
@@ -795,13 +657,4 @@ FIT_REGISTRATION: Final = Registration(
     default_weight=1,
     kube_points=frozenset({"preFilter", "preScore"}),
     check=fit_args_problems,
-)
-BALANCED_REGISTRATION: Final = Registration(
-    BALANCED,
-    new_balanced,
-    NodeResourcesBalancedAllocationArgs,
-    events=frozenset(
-        {ClusterEvent.NODE_ADD, ClusterEvent.NODE_ALLOCATABLE, ClusterEvent.ASSIGNED_POD_DELETE}
-    ),
-    default_weight=1,
 )
