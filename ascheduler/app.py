@@ -605,6 +605,7 @@ async def _serve(
         if not stop.is_set():
             log.info(
                 "informers_synced",
+                informers=len(informers),
                 nodes=scheduler.cache.table.n,
                 pods=len(runtime.pod_informer.store),
             )

@@ -231,11 +231,12 @@ async def test_a_relist_after_410_reconciles_what_changed_while_away(
         await eventually(synced, what="the scheduler's informers synced")
 
         async def all_watching() -> bool:
-            # pods, nodes, namespaces, the kinds that select pods, PodDisruptionBudgets,
-            # the storage objects, the DRA objects, PodGroups (the plane installs the CRD),
-            # the node-lock Leases
-            kinds = len(OBJECT_KINDS) + len(STORAGE_KINDS) + len(DRA_KINDS)
-            return proxy.open_watches == 4 + kinds + 2
+            # Every informer the scheduler runs (the kinds below, and those its release and
+            # gates add: Workloads at 1.35, scheduling.k8s.io PodGroups from 1.36,
+            # DeviceTaintRules from 1.37), each with its watch open.
+            (event,) = named(me, "informers_synced")
+            assert event["informers"] >= 4 + len(OBJECT_KINDS) + len(STORAGE_KINDS) + len(DRA_KINDS)
+            return proxy.open_watches == event["informers"]
 
         await eventually(all_watching, what="every informer's watch open at the proxy")
         proxy.refuse_watches = True
