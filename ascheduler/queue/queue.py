@@ -272,12 +272,26 @@ class SchedulingQueue:
         heap = self._error_backoff if error else self._backoff
         heap.push((self._backoff_end(qp), *self.sort_key(qp)), qp)
 
+    def _to_backoff(self, qp: QueuedPodInfo, event: str, *, error: bool = False) -> None:
+        """Into the backoff queue, through PreEnqueue first (kube-scheduler's `moveToBackoffQ`
+        with `SchedulerPopFromBackoffQ`): a pod may be popped from there early when nothing is
+        active, so one its PreEnqueue holds back (a preemptor whose victims are still being
+        evicted, say) is gated instead."""
+        status = self.pre_enqueue(qp.pod)
+        if not status.ok:
+            if status.plugin:
+                qp = replace(qp, unschedulable_plugins=frozenset({status.plugin}))
+            self._gate(qp)
+            self.on_incoming("gated", event)
+            return
+        self._push_backoff(qp, error=error)
+        self.on_incoming("backoff", event)
+        self._wakeup.set()
+
     def _to_active_or_backoff(self, qp: QueuedPodInfo, event: str) -> None:
         end = self._backoff_end(qp)
         if end > self.clock.now():
-            self._push_backoff(qp)
-            self.on_incoming("backoff", event)
-            self._wakeup.set()
+            self._to_backoff(qp, event)
         else:
             self._to_active(qp, event)
 
@@ -366,7 +380,7 @@ class SchedulingQueue:
         waiting member wakes its siblings so: a group doomed again and again is then retried
         at the pace of its members' backoff, not in a loop.)"""
         if uid in self._gated:
-            self._to_active(self._ungate(uid), "ForceActivate")
+            self._to_active_or_backoff(self._ungate(uid), "ForceActivate")
             return
         parked = self._unpark(uid)
         if parked is not None:
@@ -516,9 +530,7 @@ class SchedulingQueue:
         elif flight is not None and flight.wake and not error:
             self._to_active_or_backoff(qp, "ForceActivate")
         elif error:
-            self._push_backoff(qp, error=True)
-            self.on_incoming("backoff", "ScheduleAttemptFailure")
-            self._wakeup.set()
+            self._to_backoff(qp, "ScheduleAttemptFailure", error=True)
         elif flight is not None and (
             not flight.qp.pod.scheduling_spec_equal(qp.pod)
             or self._helped(qp, flight)
@@ -603,7 +615,8 @@ class SchedulingQueue:
             if pre_check is not None and not pre_check(qp.pod):
                 continue
             if self._may_help(qp, event, old, new):
-                self._to_active(self._ungate(uid), event.value)
+                # Its backoff still holds (a pod gated on its way into the backoff queue).
+                self._to_active_or_backoff(self._ungate(uid), event.value)
                 moved += 1
         return moved
 

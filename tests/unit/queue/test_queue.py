@@ -11,7 +11,7 @@ import pytest
 from ascheduler.app import build_frameworks, build_queue
 from ascheduler.cache import Cache
 from ascheduler.config import SchedulerConfig
-from ascheduler.framework import ClusterEvent, QueuedPodInfo
+from ascheduler.framework import SUCCESS, ClusterEvent, QueuedPodInfo, Status
 from ascheduler.model import PodInfo, parse_pod
 from ascheduler.model.dra import parse_resource_claim
 from ascheduler.plugins import IN_TREE
@@ -288,6 +288,66 @@ async def test_unschedulable_pod_may_pop_early_from_backoff_when_active_is_empty
     # The clock has not moved: its backoff has not ended, yet nothing else is waiting.
     assert await pop_name(queue) == "p"
     assert queue.where(pod.uid) == "in-flight"
+
+
+def holding_queue(clock: FakeClock, held: set[str]) -> SchedulingQueue:
+    """A queue whose PreEnqueue holds back the pods named in `held` (as DefaultPreemption
+    holds a preemptor whose victims are still being evicted)."""
+
+    def pre_enqueue(pod: PodInfo) -> Status:
+        if pod.name in held:
+            return Status.unschedulable("waiting", plugin="DefaultPreemption", resolvable=False)
+        return SUCCESS
+
+    return SchedulingQueue(
+        sort_key=PrioritySort().sort_key,
+        pre_enqueue=pre_enqueue,
+        events_of=lambda _qp: (ClusterEvent.NODE_ADD,),
+        clock=clock,
+    )
+
+
+async def test_a_pod_on_its_way_to_backoff_goes_through_pre_enqueue(clock: FakeClock) -> None:
+    """kube-scheduler's `moveToBackoffQ`: a pod put back into the backoff queue (helped by an
+    event in flight, or after an error) is gated there if its PreEnqueue holds it, so an
+    early pop from the backoff queue cannot take it."""
+    held: set[str] = set()
+    queue = holding_queue(clock, held)
+    for name, error in (("helped", False), ("errored", True)):
+        queue.add(make_pod(name))
+        qp = await pop(queue)
+        assert qp is not None
+        held.add(name)
+        queue.move_all(ClusterEvent.NODE_ADD)  # in flight: may help it
+        queue.requeue(qp, rejected_by=frozenset({"NodeResourcesFit"}), error=error)
+        assert queue.where(qp.pod.uid) == "gated"
+    waiter = asyncio.create_task(queue.pop())
+    await let_tasks_run()
+    assert not waiter.done()
+    queue.close()
+    assert await settle(waiter) is None
+
+
+async def test_a_gated_pod_moved_by_an_event_keeps_its_backoff(clock: FakeClock) -> None:
+    """An event lets a gated pod out through its backoff, as kube-scheduler requeues it; a
+    pod never attempted has none."""
+    held: set[str] = set()
+    queue = holding_queue(clock, held)
+    queue.add(make_pod("p"))
+    qp = await pop(queue)
+    assert qp is not None
+    held.update(("p", "new"))
+    queue.move_all(ClusterEvent.NODE_ADD)
+    queue.requeue(qp, rejected_by=frozenset({"NodeResourcesFit"}))
+    queue.add(make_pod("new"))
+    assert queue.where("uid-p") == queue.where("uid-new") == "gated"
+    held.clear()
+    assert queue.move_all(ClusterEvent.NODE_ADD) == 2
+    assert queue.where("uid-new") == "active"
+    assert queue.where("uid-p") == "backoff"
+    clock.advance(1.5)
+    queue.flush_backoff_completed()
+    assert queue.where("uid-p") == "active"
 
 
 async def test_active_pods_go_before_early_backoff(queue: SchedulingQueue) -> None:
