@@ -230,6 +230,9 @@ def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) ->
     queue.on_incoming = lambda name, event: metrics.labelled(
         metrics.QUEUE_INCOMING_PODS, name, event
     ).inc()
+    queue.on_incoming_entity = lambda name, event: metrics.labelled(
+        metrics.QUEUE_INCOMING_ENTITIES, name, event, metrics.POD_ENTITY
+    ).inc()
     return queue
 
 
