@@ -113,6 +113,9 @@ async def test_a_victim_in_pre_bind_has_its_binding_cancelled(release: str) -> N
     assert not env.cache.has_pod(victim.uid)
     assert env.queue.where(victim.uid) == "backoff"
     assert in_pre_bind.get(victim.uid) is None
+    # The room made, the preemptor leaves the unschedulable pool (1.36: moved by the
+    # victim's forgetting; 1.37: activated as well).
+    assert env.queue.where(vip.uid) in {"active", "backoff"}
     items = env.written()
     cause = 'running PreBind plugin "SlowPreBind": preempted by DefaultPreemption'
     [condition] = [i for i in items if type(i).__name__ == "_Condition" and i.pod.name == "v-low"]
