@@ -42,6 +42,7 @@ from ascheduler.framework import (
 )
 from ascheduler.framework.extender import Extenders
 from ascheduler.framework.nominated import Nominator
+from ascheduler.framework.prebind import PodsInPreBind
 from ascheduler.framework.runtime import Framework
 from ascheduler.http import HealthServer
 from ascheduler.kube import KubeClient
@@ -147,6 +148,7 @@ def build_frameworks(
     """One framework per profile over the cache, sharing the pods waiting on Permit, the
     nominations, the extenders and the device locks (None: node locks are off)."""
     waiting = WaitingPods()
+    in_pre_bind = PodsInPreBind()
     nominator = Nominator()
     frameworks = {}
     for spec in config.profiles:
@@ -155,6 +157,7 @@ def build_frameworks(
         handle = Handle(
             nodes=cache.table,
             waiting_pods=waiting,
+            pods_in_pre_bind=in_pre_bind,
             kube=kube,
             profile=spec.scheduler_name,
             objects=cache.objects,
@@ -226,6 +229,9 @@ def build_queue(frameworks: Mapping[str, Framework], settings: QueueSettings) ->
     )
     queue.on_incoming = lambda name, event: metrics.labelled(
         metrics.QUEUE_INCOMING_PODS, name, event
+    ).inc()
+    queue.on_incoming_entity = lambda name, event: metrics.labelled(
+        metrics.QUEUE_INCOMING_ENTITIES, name, event, metrics.POD_ENTITY
     ).inc()
     return queue
 

@@ -164,6 +164,16 @@ QUEUED_ENTITIES: Final = Gauge(
     ["queue", "type"],
     registry=None,
 )
+#: v1.37: the pods entering a queue, by entity type, counted only when new to the queue or
+#: when they land elsewhere than their queueing strategy named (`queue.incoming`).
+QUEUE_INCOMING_ENTITIES: Final = Counter(
+    "scheduler_queue_incoming_entities_total",
+    "Number of scheduling entities added to scheduling queues by event, queue type, and entity "
+    "type. Entity types are either 'pod' (for individual pods that are not members of any "
+    "podgroup) or 'podgroup'.",
+    ["queue", "event", "type"],
+    registry=None,
+)
 #: v1.36: pods bound after the periodic flush (not an event) moved them out of the
 #: unschedulable pool.
 POD_SCHEDULED_AFTER_FLUSH: Final = Counter(
@@ -179,6 +189,7 @@ POD_ENTITY: Final = "pod"
 RELEASE_METRICS: Final[Mapping[Gauge | Counter | Histogram, Release]] = {
     POD_SCHEDULED_AFTER_FLUSH: Release(1, 36),
     QUEUED_ENTITIES: Release(1, 37),
+    QUEUE_INCOMING_ENTITIES: Release(1, 37),
 }
 _REGISTERED: set[object] = set()
 

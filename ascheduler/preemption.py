@@ -9,6 +9,8 @@ the loop goes on. A background task per preemptor:
 2. evicts each victim that is not already terminating: a pod waiting on Permit is rejected
    (1.35) or preempted in memory (1.36 on: its wait ends in an error, and the `Preempted`
    event says ` (in kube-scheduler memory).`; a wait already over falls back to the API);
+   from 1.36 a pod in PreBind (`framework.prebind`) has its binding cycle cancelled, in
+   memory too (a pod already past PreBind falls back to the API);
    any other gets the `DisruptionTarget` condition kube-scheduler writes
    (`PreemptionByScheduler`), is deleted, and a `Preempted` event is recorded on it. All but
    the last in parallel, then the last; from 1.36 the last is left alone when one of the
@@ -41,6 +43,7 @@ from ascheduler import metrics
 from ascheduler.events import StatusWriter
 from ascheduler.features import Features
 from ascheduler.framework.nominated import Nominator
+from ascheduler.framework.prebind import PodsInPreBind
 from ascheduler.framework.waiting import WaitingPods
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import STRATEGIC_MERGE_PATCH
@@ -83,6 +86,7 @@ class Evictions:
         going: Callable[[str], bool] | None = None,
         gated: Callable[[str], bool] | None = None,
         features: Features | None = None,
+        in_pre_bind: PodsInPreBind | None = None,
     ) -> None:
         self.kube = kube
         self.writer = writer
@@ -97,6 +101,8 @@ class Evictions:
         self.gated = gated or (lambda uid: False)
         #: The release whose executor this is (victims' handling changed in 1.36 and 1.37).
         self.features = features if features is not None else Features.defaults()
+        #: Pods whose binding cycle is in PreBind (from 1.36 a victim there is cancelled).
+        self.in_pre_bind = in_pre_bind if in_pre_bind is not None else PodsInPreBind()
         self._tasks: dict[str, asyncio.Task[_Outcome]] = {}
         #: Preemptor -> its last victim, once that one's eviction is under way.
         self._last: dict[str, str] = {}
@@ -189,10 +195,20 @@ class Evictions:
         """One victim: ok when it is gone or going; `in_memory` when no API call was made
         (a pod waiting on Permit, 1.36 on)."""
         waiting = self.waiting.get(victim.uid)
+        binding = self.in_pre_bind.get(victim.uid) if self.features.since(1, 36) else None
         if waiting is not None and not self.features.since(1, 36):
             waiting.reject(self.plugin, "preempted")
-        elif waiting is not None and waiting.preempt(self.plugin, "preempted"):
-            log.info("preemption_victim_in_memory", victim=victim.key, preemptor=preemptor.key)
+        elif (waiting is not None and waiting.preempt(self.plugin, "preempted")) or (
+            waiting is None
+            and binding is not None
+            and binding.cancel_pod(f"preempted by {self.plugin}")
+        ):
+            log.info(
+                "preemption_victim_in_memory",
+                victim=victim.key,
+                preemptor=preemptor.key,
+                phase="Permit" if waiting is not None else "PreBind",
+            )
             self.writer.preempted(victim, preemptor, node, in_memory=True)
             return _Evicted(True, in_memory=True)
         else:

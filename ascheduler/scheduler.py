@@ -139,6 +139,7 @@ class Scheduler:
             going=self._pod_going,
             gated=lambda uid: queue.where(uid) == "gated",
             features=first.handle.features if first is not None else None,
+            in_pre_bind=first.handle.pods_in_pre_bind if first is not None else None,
         )
         if binder is not None:
             # A pod that met another instance's lock is retried as soon as it is let go.
@@ -437,7 +438,7 @@ class Scheduler:
             else:
                 status = SUCCESS
             if status.ok:
-                status = await fw.pre_bind(state, pod, node)
+                status = await self._pre_bind(fw, state, pod, node)
             if status.ok:
                 if self.binder is not None and self.lock_binds:
                     status = await self.binder.bind(fw, state, pod, node)
@@ -478,6 +479,19 @@ class Scheduler:
         fw.post_bind(state, pod, node)
         log.debug("pod_bound", pod=pod.key, node=node, profile=fw.profile, attempt=qp.attempts)
         self.writer.scheduled(pod, node, fw.profile)
+
+    async def _pre_bind(self, fw: Framework, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """PreBind. From 1.36 a pod some PreBind plugin has work for is registered as in
+        PreBind meanwhile (`bindingCycle`'s `AddPodInPreBind`): preemption cancels it there
+        rather than deleting it, and its cycle fails with the cancellation's cause."""
+        if not fw.handle.features.since(1, 36) or not fw.pre_bind_pre_flight(state, pod, node):
+            return await fw.pre_bind(state, pod, node)
+        registry = fw.handle.pods_in_pre_bind
+        entry = registry.add(pod.uid)
+        try:
+            return await entry.run(fw.pre_bind(state, pod, node))
+        finally:
+            registry.remove(entry)
 
     def handle_binding_cycle_error(
         self, fw: Framework, state: CycleState, qp: QueuedPodInfo, node: str, status: Status

@@ -22,6 +22,7 @@ from ascheduler.framework.listers import (
 )
 from ascheduler.framework.nodes import NodeTable
 from ascheduler.framework.nominated import Nominator
+from ascheduler.framework.prebind import PodsInPreBind
 from ascheduler.framework.waiting import WaitingPods
 from ascheduler.model import PodInfo
 
@@ -65,6 +66,9 @@ class Evictor(Protocol):
 class Handle:
     nodes: NodeTable = field(default_factory=NodeTable)
     waiting_pods: WaitingPods = field(default_factory=WaitingPods)
+    #: Pods whose binding cycle is in PreBind, cancellable by preemption (1.36 on; shared
+    #: by every profile, as the pods waiting on Permit are).
+    pods_in_pre_bind: PodsInPreBind = field(default_factory=PodsInPreBind)
     #: The client for writes; None where a framework only computes (tests, benchmarks).
     kube: KubeClient | None = None
     profile: str = ""

@@ -499,6 +499,13 @@ class PermitPlugin(Plugin):
 
 
 class PreBindPlugin(Plugin):
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """kube-scheduler's `PreBindPreFlight`: SUCCESS when `pre_bind` has work to do for
+        the pod, SKIP when it has none. A pod some plugin has work for is registered as in
+        PreBind, where preemption may cancel it (1.36 on). The default says there is work:
+        a plugin that does not tell is cancellable."""
+        return SUCCESS
+
     @abc.abstractmethod
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
 

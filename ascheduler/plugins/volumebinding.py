@@ -394,6 +394,12 @@ class VolumeBinding(
 
     # -- PreBind -------------------------------------------------------------------------------
 
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Work only when some volume is still to bind (a pod without claims, or with
+        all of them bound, is skipped)."""
+        s: VolumeState | None = state.read(NAME)
+        return SKIP if s is None or s.all_bound else SUCCESS
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """The writes kube-scheduler makes (each volume's claimRef, then each claim's
         selected-node), then a wait, polled every second up to `bindTimeoutSeconds`, for

@@ -38,7 +38,10 @@ from typing import Any, Protocol
 
 from ascheduler.framework.interface import ClusterEvent, QueuedPodInfo, Status
 from ascheduler.model import PodInfo
+from ascheduler.queue.incoming import Strategy, counts_as_entity, entity_label
 from ascheduler.waits import wait_event
+
+AFTER_BACKOFF, SKIP, IMMEDIATELY = Strategy.AFTER_BACKOFF, Strategy.SKIP, Strategy.IMMEDIATELY
 
 
 class Clock(Protocol):
@@ -198,6 +201,9 @@ class SchedulingQueue:
         self.scheduling_cycle = 0
         #: Counters for `scheduler_queue_incoming_pods_total{queue,event}`.
         self.on_incoming: Callable[[str, str], None] = lambda _queue, _event: None
+        #: Counters for `scheduler_queue_incoming_entities_total{queue,event}` (1.37), told
+        #: only the moves kube-scheduler counts there (`queue.incoming`).
+        self.on_incoming_entity: Callable[[str, str], None] = lambda _queue, _event: None
         #: Told the uid of each pod deleted from the queue (deleted, or bound elsewhere).
         self.on_delete: Callable[[str], None] = lambda _uid: None
 
@@ -245,16 +251,33 @@ class SchedulingQueue:
 
     # -- placing pods --------------------------------------------------------------------
 
-    def _to_active(self, qp: QueuedPodInfo, event: str) -> None:
+    def _incoming(
+        self, queue: str, event: str, strategy: Strategy | None, *, pooled: bool = False
+    ) -> None:
+        """Count a pod landing in `queue`, and the entity when kube-scheduler counts it:
+        `strategy` is the queueing strategy that moved it (None: new to the queue),
+        `pooled` whether kube-scheduler's unschedulable pool still holds it."""
+        self.on_incoming(queue, event)
+        if counts_as_entity(queue, strategy, pooled=pooled):
+            self.on_incoming_entity(entity_label(queue), event)
+
+    def _to_active(
+        self,
+        qp: QueuedPodInfo,
+        event: str,
+        strategy: Strategy | None = None,
+        *,
+        pooled: bool = False,
+    ) -> None:
         status = self.pre_enqueue(qp.pod)
         if not status.ok:
             if status.plugin:
                 qp = replace(qp, unschedulable_plugins=frozenset({status.plugin}))
             self._gate(qp)
-            self.on_incoming("gated", event)
+            self._incoming("gated", event, strategy, pooled=pooled)
             return
         self._active.push(self.sort_key(qp), qp)
-        self.on_incoming("active", event)
+        self._incoming("active", event, strategy)
         self._wakeup.set()
 
     def _backoff_end(self, qp: QueuedPodInfo) -> float:
@@ -272,7 +295,15 @@ class SchedulingQueue:
         heap = self._error_backoff if error else self._backoff
         heap.push((self._backoff_end(qp), *self.sort_key(qp)), qp)
 
-    def _to_backoff(self, qp: QueuedPodInfo, event: str, *, error: bool = False) -> None:
+    def _to_backoff(
+        self,
+        qp: QueuedPodInfo,
+        event: str,
+        strategy: Strategy | None = AFTER_BACKOFF,
+        *,
+        pooled: bool = False,
+        error: bool = False,
+    ) -> None:
         """Into the backoff queue, through PreEnqueue first (kube-scheduler's `moveToBackoffQ`
         with `SchedulerPopFromBackoffQ`): a pod may be popped from there early when nothing is
         active, so one its PreEnqueue holds back (a preemptor whose victims are still being
@@ -282,18 +313,27 @@ class SchedulingQueue:
             if status.plugin:
                 qp = replace(qp, unschedulable_plugins=frozenset({status.plugin}))
             self._gate(qp)
-            self.on_incoming("gated", event)
+            self._incoming("gated", event, strategy, pooled=pooled)
             return
         self._push_backoff(qp, error=error)
-        self.on_incoming("backoff", event)
+        self._incoming("backoff", event, strategy)
         self._wakeup.set()
 
-    def _to_active_or_backoff(self, qp: QueuedPodInfo, event: str) -> None:
+    def _to_active_or_backoff(
+        self,
+        qp: QueuedPodInfo,
+        event: str,
+        strategy: Strategy | None = AFTER_BACKOFF,
+        *,
+        pooled: bool = False,
+    ) -> None:
+        """kube-scheduler's `requeueEntityWithQueueingStrategy` for `queueAfterBackoff`
+        (the default `strategy`): backoff while the pod's backoff lasts, active after."""
         end = self._backoff_end(qp)
         if end > self.clock.now():
-            self._to_backoff(qp, event)
+            self._to_backoff(qp, event, strategy, pooled=pooled)
         else:
-            self._to_active(qp, event)
+            self._to_active(qp, event, strategy, pooled=pooled)
 
     def add(self, pod: PodInfo) -> None:
         """A new unscheduled pod of ours."""
@@ -318,13 +358,14 @@ class SchedulingQueue:
                 qp = heap.remove(uid)
                 assert qp is not None
                 if heap is self._active:
-                    self._to_active(replace(qp, pod=pod), "PodUpdate")
+                    # Updated in place there, for kube-scheduler: no new entity.
+                    self._to_active(replace(qp, pod=pod), "PodUpdate", IMMEDIATELY, pooled=True)
                 else:
                     self._push_backoff(replace(qp, pod=pod), error=heap is self._error_backoff)
                 return
         if uid in self._gated:
             qp = self._ungate(uid)
-            self._to_active(replace(qp, pod=pod), "PodUpdate")
+            self._to_active(replace(qp, pod=pod), "PodUpdate", AFTER_BACKOFF, pooled=True)
             return
         if uid in self._unschedulable:
             qp = self._unschedulable[uid]
@@ -336,7 +377,7 @@ class SchedulingQueue:
                 self._unschedulable[uid] = replace(qp, pod=pod)
                 return
             self._unpark(uid)
-            self._to_active_or_backoff(replace(qp, pod=pod), "PodUpdate")
+            self._to_active_or_backoff(replace(qp, pod=pod), "PodUpdate", pooled=True)
             return
         self.add(pod)
 
@@ -358,11 +399,11 @@ class SchedulingQueue:
         `Activate`): gated pods go through PreEnqueue again, backoff is cut short; a pod in
         flight is moved as soon as its attempt puts it back."""
         if uid in self._gated:
-            self._to_active(self._ungate(uid), "ForceActivate")
+            self._to_active(self._ungate(uid), "ForceActivate", pooled=True)
             return
         parked = self._unpark(uid)
         if parked is not None:
-            self._to_active(parked, "ForceActivate")
+            self._to_active(parked, "ForceActivate", pooled=True)
             return
         for heap in (self._backoff, self._error_backoff):
             qp = heap.remove(uid)
@@ -380,11 +421,11 @@ class SchedulingQueue:
         waiting member wakes its siblings so: a group doomed again and again is then retried
         at the pace of its members' backoff, not in a loop.)"""
         if uid in self._gated:
-            self._to_active_or_backoff(self._ungate(uid), "ForceActivate")
+            self._to_active_or_backoff(self._ungate(uid), "ForceActivate", pooled=True)
             return
         parked = self._unpark(uid)
         if parked is not None:
-            self._to_active_or_backoff(parked, "ForceActivate")
+            self._to_active_or_backoff(parked, "ForceActivate", None, pooled=True)
             return
         flight = self._in_flight.get(uid)
         if flight is not None:
@@ -463,6 +504,8 @@ class SchedulingQueue:
         if qp is None:
             # Nothing active: a pod only backing off from an unschedulable verdict may go early.
             qp = self._backoff.pop()
+            if qp is not None:
+                self.on_incoming_entity("active", "PopFromBackoffQ")
         if qp is None:
             return None
         self.scheduling_cycle += 1
@@ -525,8 +568,10 @@ class SchedulingQueue:
             return
         now = self.clock.now()
         qp = replace(qp, timestamp=now, unschedulable_plugins=rejected_by, flushed=False)
+        # kube-scheduler asks the hints which strategy puts the pod back: `queueAfterBackoff`
+        # for an error, an activation or an event that may help meanwhile, else `queueSkip`.
         if flight is not None and flight.activate:
-            self._to_active(qp, "ForceActivate")
+            self._to_active(qp, "ForceActivate", AFTER_BACKOFF)
         elif flight is not None and flight.wake and not error:
             self._to_active_or_backoff(qp, "ForceActivate")
         elif error:
@@ -539,7 +584,7 @@ class SchedulingQueue:
             self._to_active_or_backoff(qp, "ScheduleAttemptFailure")
         else:
             self._park(qp, now)
-            self.on_incoming("unschedulable", "ScheduleAttemptFailure")
+            self._incoming("unschedulable", "ScheduleAttemptFailure", SKIP)
         self._trim_events()
 
     def _trim_events(self) -> None:

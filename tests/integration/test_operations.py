@@ -9,10 +9,11 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ascheduler.devcluster import ControlPlane
+from ascheduler.devcluster import ControlPlane, versions
 from ascheduler.devcluster.nodes import FakeNodes
 from ascheduler.devcluster.plane import PlaneState, free_port
 from ascheduler.devcluster.processes import exit_code, is_alive
+from ascheduler.features import Release
 from ascheduler.kube import KubeClient
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
@@ -91,6 +92,19 @@ async def test_health_metrics_and_graceful_sigterm(
         assert attempts.get("scheduled") == 5.0
         queues = {s.labels["queue"] for s in families["scheduler_pending_pods"].samples}
         assert {"active", "backoff", "unschedulable", "gated"} <= queues
+        # 1.37's entities: each new pod entered the active queue once, as a `pod`.
+        entities = families.get("scheduler_queue_incoming_entities")
+        if Release.parse(versions.release().kubernetes) < Release(1, 37):
+            assert entities is None
+        else:
+            assert entities is not None
+            added = {
+                s.labels["type"]: s.value
+                for s in entities.samples
+                if s.name.endswith("_total")
+                and (s.labels["queue"], s.labels["event"]) == ("active", "PodAdd")
+            }
+            assert added.get("pod", 0.0) >= 5.0
 
         # SIGTERM during a burst: in-flight binds finish, locks are released, exit 0.
         await create_pods(

@@ -159,3 +159,78 @@ async def test_a_victim_kept_by_a_finalizer_holds_its_preemptor_not_the_schedule
 
 def node_of_pod(pod: dict[str, Any]) -> str:
     return str(pod["spec"].get("nodeName") or "")
+
+
+async def test_a_victim_in_pre_bind_is_cancelled_from_1_36_and_deleted_before(
+    ascheduler: ProcessRecord,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+    classes: None,
+    cluster_objects: list[str],
+) -> None:
+    """A victim whose binding cycle waits in VolumeBinding's PreBind (its claim's class has
+    no provisioner, so the wait lasts): from 1.36 kube-scheduler cancels that binding in
+    memory (the pod stays, fails with the cancellation's cause and is told `in
+    kube-scheduler memory`); 1.35 deletes it through the API. The preemptor is bound."""
+    (node,) = await nodes(FakeNodes(count=1, prefix=f"{namespace}-n", cpu="1"))
+    klass = f"{namespace}-never"
+    await kube.post(
+        "/apis/storage.k8s.io/v1/storageclasses",
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": klass},
+            "provisioner": "example.com/never",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+    )
+    cluster_objects.append(f"/apis/storage.k8s.io/v1/storageclasses/{klass}")
+    await kube.post(
+        f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+        {
+            "metadata": {"name": "data"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": klass,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    )
+    victim = prio("binding", "low", "1")
+    victim["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+    await create_pods(kube, namespace, [victim])
+
+    async def selected() -> str:
+        claim = await kube.get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/data")
+        annotations = claim["metadata"].get("annotations") or {}
+        return str(annotations.get("volume.kubernetes.io/selected-node", ""))
+
+    # PreBind wrote the claim's node: the victim's binding cycle now waits for a provisioner.
+    assert await eventually(selected, what="the claim's selected node") == node
+    await create_pods(kube, namespace, [prio("vip", "top", "1")])
+    assert (await wait_bound(kube, namespace, ["vip"], timeout=90))["vip"] == node
+    events = await eventually(
+        lambda: events_for(kube, namespace, "Preempted"), what="a Preempted event"
+    )
+    vip = await get_pod(kube, namespace, "vip")
+    note = f"Preempted by pod {vip['metadata']['uid']} on node {node}"
+    if Release.parse(versions.release().kubernetes) < Release(1, 36):
+        assert [e["note"] for e in events] == [note]
+        assert await gone_or_going(kube, namespace, "binding")
+        assert is_alive(ascheduler)
+        return
+    assert [e["note"] for e in events] == [note + " (in kube-scheduler memory)."]
+    cause = 'running PreBind plugin "VolumeBinding": preempted by DefaultPreemption'
+
+    async def failed() -> list[str]:
+        # The event, not the condition: the victim's next attempt (unschedulable, the node
+        # taken) overwrites the condition.
+        events = await events_for(kube, namespace, "FailedScheduling")
+        return [e["note"] for e in events if e["regarding"]["name"] == "binding"]
+
+    assert cause in await eventually(failed, what="the victim's cancelled binding")
+    pod = await get_pod(kube, namespace, "binding")
+    assert not pod["metadata"].get("deletionTimestamp")  # no API call deleted it
+    assert node_of_pod(pod) == ""
+    assert is_alive(ascheduler)

@@ -1,11 +1,17 @@
-"""The kept label children of `ascheduler.metrics`."""
+"""The kept label children of `ascheduler.metrics`, and the metrics a release added."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from ascheduler import metrics
+from ascheduler.app import build_frameworks, build_queue
+from ascheduler.cache import Cache
+from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
 from ascheduler.features import Features, Release
+from ascheduler.plugins import IN_TREE
+from ascheduler.queue import QueueSettings
+from tests.kit import pod_info
 
 
 def sample(registry: CollectorRegistry, name: str, labels: dict[str, str]) -> float | None:
@@ -56,3 +62,23 @@ def test_pod_scheduled_after_flush_is_exported_from_1_36() -> None:
     assert sample(registries[35], name, {}) is None
     assert sample(registries[36], name, {}) is not None
     assert sample(registries[37], name, {}) is not None
+
+
+def test_queue_incoming_entities_is_exported_from_1_37_as_the_queue_counts() -> None:
+    """`scheduler_queue_incoming_entities_total{queue,event,type}`: the queue `ascheduler run`
+    builds counts into it (a new pod, a gated one in the unschedulable pool)."""
+    registries = {minor: CollectorRegistry() for minor in (36, 37)}
+    for minor, registry in registries.items():
+        metrics.behave_as(Features.defaults(Release(1, minor)), registry)
+    name = "scheduler_queue_incoming_entities_total"
+    labels = {"queue": "active", "event": "PodAdd", "type": "pod"}
+    gated = {"queue": "unschedulable", "event": "PodAdd", "type": "pod"}
+    before = (sample(registries[37], name, labels) or 0, sample(registries[37], name, gated) or 0)
+    queue = build_queue(
+        build_frameworks(SchedulerConfig(), IN_TREE, Cache(), None), QueueSettings()
+    )
+    queue.add(pod_info("a", namespace="ns", scheduler_name=DEFAULT_SCHEDULER_NAME))
+    queue.add(pod_info("g", namespace="ns", scheduler_name=DEFAULT_SCHEDULER_NAME, gates=("x",)))
+    assert sample(registries[36], name, labels) is None
+    assert sample(registries[37], name, labels) == before[0] + 1
+    assert sample(registries[37], name, gated) == before[1] + 1

@@ -250,6 +250,44 @@ async def test_from_1_36_the_last_victim_is_spared_after_a_failure() -> None:
         assert activated == [PREEMPTOR.uid]
 
 
+async def test_from_1_36_a_victim_in_pre_bind_is_cancelled_in_memory() -> None:
+    """kube-scheduler 1.36's `podInPreBind.CancelPod`: a victim whose binding cycle is in
+    PreBind is stopped there, without an API call; 1.35 deletes it through the API (its
+    binding goes on). 1.37 activates the preemptor afterwards."""
+    for release, in_memory, woken in (
+        (V135, False, []),
+        (V136, True, []),
+        (V137, True, [PREEMPTOR.uid]),
+    ):
+        kube = FakeKube()
+        ev, activated = evictions(kube, release=release)
+        binding = victim("b")
+        entry = ev.in_pre_bind.add(binding.uid)
+        ev.start(PREEMPTOR, "n", [binding])
+        await finish(ev)
+        assert entry.cancelled is in_memory, release
+        assert (entry.cause == "preempted by DefaultPreemption") is in_memory
+        assert [c[0] for c in kube.calls] == ([] if in_memory else ["PATCH", "DELETE"])
+        note = "Preempted by pod uid-vip on node n"
+        assert [e.note for e in written(ev)] == [
+            note + " (in kube-scheduler memory)." if in_memory else note
+        ]
+        assert activated == woken, release
+
+
+async def test_from_1_36_a_victim_past_pre_bind_is_deleted_through_the_api() -> None:
+    kube = FakeKube()
+    ev, activated = evictions(kube, release=V137)
+    bound = victim("b")
+    entry = ev.in_pre_bind.add(bound.uid)
+    assert entry.mark_prebound()  # its Bind is under way
+    ev.start(PREEMPTOR, "n", [bound])
+    await finish(ev)
+    assert [c[0] for c in kube.calls] == ["PATCH", "DELETE"]
+    assert [e.note for e in written(ev)] == ["Preempted by pod uid-vip on node n"]
+    assert activated == []
+
+
 async def test_lower_priority_nominations_to_the_node_are_cleared() -> None:
     kube = FakeKube()
     nominator = Nominator()

@@ -761,8 +761,16 @@ class Framework:
             return Status.error(f"waiting on permit for pod: {status.message}", status.plugin)
         return status
 
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node: str) -> bool:
+        """`RunPreBindPreFlights` as far as the binding cycle reads it: whether some PreBind
+        plugin has work to do for the pod (then it is registered as in PreBind)."""
+        return any(p.pre_bind_pre_flight(state, pod, node).ok for p in self.pre_bind_plugins)
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        in_pre_bind = self.handle.pods_in_pre_bind.get(pod.uid)
         for plugin in self.pre_bind_plugins:
+            if in_pre_bind is not None:  # a cancellation names the plugin it stopped
+                in_pre_bind.plugin = plugin.name
             status = await plugin.pre_bind(state, pod, node)
             if not status.ok:
                 if status.rejected:

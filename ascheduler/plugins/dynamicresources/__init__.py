@@ -448,6 +448,12 @@ class DynamicResources(
 
     # -- binding cycle -------------------------------------------------------------------
 
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Work only for a pod with claims (its own, or the one backing its extended
+        resources)."""
+        s: _State | None = state.read(NAME)
+        return SUCCESS if s is not None and (s.claims or s.extended is not None) else SKIP
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         s: _State | None = state.read(NAME)
         if s is None:

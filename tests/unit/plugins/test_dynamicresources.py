@@ -169,6 +169,19 @@ def test_reserve_holds_devices_for_the_next_cycle_and_unreserve_frees_them() -> 
     assert not cache.resources.allocated((DRIVER, "n1", "g0"))
 
 
+def test_pre_bind_pre_flight_has_work_only_for_a_pod_with_claims() -> None:
+    cache = cluster({"n1": 1})
+    add_claim(cache, claim("a", exactly("r")))
+    plugin, _, state = filtered(cache, claiming("a"))
+    info = parse_pod(claiming("a"))
+    assert plugin.reserve(state, info, "n1").ok
+    assert plugin.pre_bind_pre_flight(state, info, "n1").ok
+    plain = pod("plain", namespace="ns")
+    state = CycleState()
+    plugin.pre_filter(state, parse_pod(plain), cache.table)
+    assert plugin.pre_bind_pre_flight(state, parse_pod(plain), "n1").code is Code.SKIP
+
+
 def test_claim_in_flight_makes_prefilter_wait() -> None:
     cache = cluster({"n1": 2})
     add_claim(cache, claim("a", exactly("r")))

@@ -328,6 +328,29 @@ def test_reserve_assumes_the_node_s_volumes_and_claims_and_unreserve_undoes_it()
     assert run(make_plugin(NAME, cache), using("other"), cache) is not None  # b, c only
 
 
+def test_pre_bind_pre_flight_has_work_only_for_volumes_to_bind() -> None:
+    """kube-scheduler's PreBindPreFlight: Skip without claims or with all of them bound,
+    Success with a volume to bind (the pod is then cancellable in PreBind, 1.36 on)."""
+    cache = cluster()
+    local_pv(cache, "a-pv", "a", "1Gi")
+    claim(cache, "static")
+    plugin, state = reserved(cache, using("static"), "a")
+    assert plugin.pre_bind_pre_flight(state, parse_pod(using("static")), "a").ok
+    plain = pod("p", namespace="ns")
+    plugin, state = reserved(cache, plain, "a")
+    assert plugin.pre_bind_pre_flight(state, parse_pod(plain), "a").code is Code.SKIP
+    local_pv(
+        cache,
+        "b-pv",
+        "b",
+        "1Gi",
+        claimRef={"namespace": "ns", "name": "bound", "uid": "uid-bound"},
+    )
+    claim(cache, "bound", volumeName="b-pv", meta={"annotations": {BIND_COMPLETED: "yes"}})
+    plugin, state = reserved(cache, using("bound"), "b")
+    assert plugin.pre_bind_pre_flight(state, parse_pod(using("bound")), "b").code is Code.SKIP
+
+
 async def test_prebind_waits_for_the_controller_then_succeeds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
