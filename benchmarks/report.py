@@ -261,6 +261,24 @@ def _limit(result: Mapping[str, Any]) -> str:
     return verdict.split(":", 1)[0] if verdict else "-"
 
 
+def release_of(results: Sequence[Mapping[str, Any]]) -> str:
+    """`" at Kubernetes v1.35.4"` (each release the results ran on, with its workloads when
+    they differ), or "" when none says."""
+    by_release: dict[str, list[str]] = {}
+    for x in results:
+        version = x.get("versions", {}).get("kubernetes")
+        if version:
+            by_release.setdefault(str(version), []).append(
+                str(x.get("workload", x.get("benchmark")))
+            )
+    if not by_release:
+        return ""
+    if len(by_release) == 1:
+        return f" at Kubernetes {next(iter(by_release))}"
+    parts = [f"{v} ({', '.join(names)})" for v, names in sorted(by_release.items())]
+    return " at Kubernetes " + "; ".join(parts)
+
+
 def readme_table(
     results: Sequence[Mapping[str, Any]], mode: str = "steady", split: bool = False
 ) -> str:
@@ -322,6 +340,7 @@ def readme_table(
     note = (
         f"Medians of {'/'.join(map(str, runs))} runs per scheduler, ratios run by run as "
         f"median (min-max); measured {', '.join(dates)} on one local plane per workload"
+        f"{release_of(results)}"
         + (f", {where}" if where else "")
         + f" (`python -m benchmarks run --workload NAME --mode {mode} --repeat 3{apart}`)."
         if results
@@ -385,8 +404,8 @@ def memory_section(result: Mapping[str, Any] | None) -> str:
     return (
         f"Resident memory holding {result['nodes']:,} nodes and {result['pods']:,} pods: "
         f"ascheduler {ours / 2**20:.0f} MiB, kube-scheduler {theirs / 2**20:.0f} MiB "
-        f"({ours / theirs:.2f}x), side by side on one plane (`python -m benchmarks memory "
-        f"--save`, {result['date'][:10]}).\n"
+        f"({ours / theirs:.2f}x), side by side on one plane{release_of([result])} "
+        f"(`python -m benchmarks memory --save`, {result['date'][:10]}).\n"
     )
 
 
@@ -395,8 +414,9 @@ def explain_section(result: Mapping[str, Any] | None) -> str:
         return "No explain results yet: `python -m benchmarks explain --save`.\n"
     pending, fits, live = result["cold_pending"], result["cold_fits"], result["live"]
     return (
-        f"Explaining one pod with {result['nodes']:,} nodes and {result['pods']:,} pods "
-        f"(`python -m benchmarks explain --save`, {result['date'][:10]}, medians of "
+        f"Explaining one pod with {result['nodes']:,} nodes and {result['pods']:,} pods"
+        f"{release_of([result])} (`python -m benchmarks explain --save`, "
+        f"{result['date'][:10]}, medians of "
         f"{result['repeat']} runs): cold, `ascheduler explain` takes {pending['wall']:.2f} s "
         f"for a pod every node rejects ({pending['list']:.2f} s listing, "
         f"{pending['dryRun'] * 1000:.0f} ms dry run) and {fits['wall']:.2f} s for a pod file "

@@ -375,3 +375,17 @@ def test_split_runs_have_a_readme_table_of_their_own(tmp_path: Path) -> None:
     assert row.split(" | ")[5] == "0.90 (0.90-0.90)"
     assert "plane on CPU 0, schedulers and harness on CPU 1" in split_part
     assert "--plane-cpus LIST" in split_part
+
+
+def test_the_tables_say_which_release_each_result_ran_on() -> None:
+    one = result(BASIC, "2026-11-23T00:00:00", {"ascheduler": [run_result("ascheduler", 300)]})
+    other = result(
+        "Mixed_1000Nodes", "2026-11-24T00:00:00", {"ascheduler": [run_result("ascheduler", 400)]}
+    )
+    one["versions"] = {"kubernetes": "v1.35.4"}
+    other["versions"] = {"kubernetes": "v1.37.2"}
+    assert "one local plane per workload at Kubernetes v1.35.4 (" in report.readme_table([one])
+    both = report.readme_table([one, other])
+    assert f"at Kubernetes v1.35.4 ({BASIC}); v1.37.2 (Mixed_1000Nodes)" in both
+    del one["versions"]
+    assert "at Kubernetes" not in report.readme_table([one])
