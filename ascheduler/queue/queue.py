@@ -261,6 +261,20 @@ class SchedulingQueue:
         if counts_as_entity(queue, strategy, pooled=pooled):
             self.on_incoming_entity(entity_label(queue), event)
 
+    def _held(
+        self, qp: QueuedPodInfo, event: str, strategy: Strategy | None, *, pooled: bool
+    ) -> bool:
+        """PreEnqueue on the pod's way in: True when a plugin holds it (it is gated then,
+        under the plugin that said so)."""
+        status = self.pre_enqueue(qp.pod)
+        if status.ok:
+            return False
+        if status.plugin:
+            qp = replace(qp, unschedulable_plugins=frozenset({status.plugin}))
+        self._gate(qp)
+        self._incoming("gated", event, strategy, pooled=pooled)
+        return True
+
     def _to_active(
         self,
         qp: QueuedPodInfo,
@@ -269,12 +283,7 @@ class SchedulingQueue:
         *,
         pooled: bool = False,
     ) -> None:
-        status = self.pre_enqueue(qp.pod)
-        if not status.ok:
-            if status.plugin:
-                qp = replace(qp, unschedulable_plugins=frozenset({status.plugin}))
-            self._gate(qp)
-            self._incoming("gated", event, strategy, pooled=pooled)
+        if self._held(qp, event, strategy, pooled=pooled):
             return
         self._active.push(self.sort_key(qp), qp)
         self._incoming("active", event, strategy)
@@ -308,12 +317,7 @@ class SchedulingQueue:
         with `SchedulerPopFromBackoffQ`): a pod may be popped from there early when nothing is
         active, so one its PreEnqueue holds back (a preemptor whose victims are still being
         evicted, say) is gated instead."""
-        status = self.pre_enqueue(qp.pod)
-        if not status.ok:
-            if status.plugin:
-                qp = replace(qp, unschedulable_plugins=frozenset({status.plugin}))
-            self._gate(qp)
-            self._incoming("gated", event, strategy, pooled=pooled)
+        if self._held(qp, event, strategy, pooled=pooled):
             return
         self._push_backoff(qp, error=error)
         self._incoming("backoff", event, strategy)
