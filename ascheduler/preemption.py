@@ -20,13 +20,16 @@ The preemptor is held back by DefaultPreemption's PreEnqueue while its room is b
 so it is not tried elsewhere meanwhile: until the last victim is going (deleting, or gone from
 the cache), as kube-scheduler's `IsPodRunningPreemption` reads its informer. It is then left
 to the events that may help it (that victim's deletion above all), not activated: a victim
-that terminates slowly does not make the preemptor retry in a loop. It is activated when the
-task ends in a failure, when an event tried to move it while it was held (it is gated
-then, and only activation lets it out), and from 1.37 when its last victim was preempted in
-memory (no deletion event will come for it). A write that fails transiently is retried with
-backoff; a victim already gone is done; a permanent failure (403, a webhook) ends the task
-early (the nomination stays, as kube-scheduler leaves it). Nothing awaits these tasks but
-shutdown.
+that terminates slowly does not make the preemptor retry in a loop, and one still
+terminating when the task ends lets the preemptor out with its deletion, as kube-scheduler's
+queue does (a retry before that would find it terminating on the nominated node, "not
+eligible"). It is activated when the task ends in a failure, from 1.37 when its last victim
+was preempted in memory (no deletion event will come for it), and when it is held (gated)
+while its last victim is already gone from the cache: the deletion that would have let it
+out came before the task recorded that victim, and no other event is due. A write that
+fails transiently is retried with backoff; a victim already gone is done; a permanent
+failure (403, a webhook) ends the task early (the nomination stays, as kube-scheduler
+leaves it). Nothing awaits these tasks but shutdown.
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ class Evictions:
         gated: Callable[[str], bool] | None = None,
         features: Features | None = None,
         in_pre_bind: PodsInPreBind | None = None,
+        gone: Callable[[str], bool] | None = None,
     ) -> None:
         self.kube = kube
         self.writer = writer
@@ -99,6 +103,9 @@ class Evictions:
         self.going = going or (lambda uid: False)
         #: Whether the queue holds a pod (by uid) gated by PreEnqueue.
         self.gated = gated or (lambda uid: False)
+        #: Whether a pod (by uid) is gone from the cache (not knowing: assumed gone, so a
+        #: gated preemptor is let out rather than left waiting for an event).
+        self.gone = gone or (lambda uid: True)
         #: The release whose executor this is (victims' handling changed in 1.36 and 1.37).
         self.features = features if features is not None else Features.defaults()
         #: Pods whose binding cycle is in PreBind (from 1.36 a victim there is cancelled).
@@ -138,9 +145,10 @@ class Evictions:
         self._tasks[uid] = task
 
         def finished(t: asyncio.Task[_Outcome]) -> None:
+            last = None
             if self._tasks.get(uid) is t:
                 del self._tasks[uid]
-                self._last.pop(uid, None)
+                last = self._last.pop(uid, None)
             if t.cancelled():
                 return
             failure = t.exception()
@@ -150,7 +158,10 @@ class Evictions:
             result = "success" if outcome.ok else "error"
             metrics.PREEMPTION_GOROUTINES.labels(result).inc()
             metrics.PREEMPTION_GOROUTINES_DURATION.labels(result).observe(loop.time() - began)
-            if result == "error" or outcome.last_in_memory or self.gated(uid):
+            # Held, with no deletion event to come for its last victim: only activation
+            # lets it out (a last victim still terminating wakes it when it is deleted).
+            stuck = self.gated(uid) and (last is None or self.gone(last))
+            if result == "error" or outcome.last_in_memory or stuck:
                 self.activate(uid)
 
         task.add_done_callback(finished)

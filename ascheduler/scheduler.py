@@ -138,6 +138,7 @@ class Scheduler:
             queue.activate,
             going=self._pod_going,
             gated=lambda uid: queue.where(uid) == "gated",
+            gone=lambda uid: not self.cache.has_pod(uid),
             features=first.handle.features if first is not None else None,
             in_pre_bind=first.handle.pods_in_pre_bind if first is not None else None,
         )

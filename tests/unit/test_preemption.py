@@ -49,6 +49,7 @@ def evictions(
     going: set[str] | None = None,
     gated: set[str] | None = None,
     release: Release | None = None,
+    present: set[str] | None = None,
 ) -> tuple[Evictions, list[str]]:
     """Evictions whose cache reads the pods in `going` as deleting, and whose queue holds
     the pods in `gated` gated."""
@@ -62,6 +63,7 @@ def evictions(
         going=(going if going is not None else set()).__contains__,
         gated=(gated if gated is not None else set()).__contains__,
         features=None if release is None else Features.defaults(release),
+        gone=None if present is None else (lambda uid: uid not in present),
     )
     return ev, activated
 
@@ -141,11 +143,22 @@ async def test_the_preemptor_is_held_until_its_last_victim_is_going() -> None:
 
 
 async def test_a_preemptor_gated_meanwhile_is_let_out_when_it_is_over() -> None:
+    """Held while its last victim's deletion event came: nothing else will let it out."""
     kube = FakeKube()
-    ev, activated = evictions(kube, gated={PREEMPTOR.uid})
+    ev, activated = evictions(kube, gated={PREEMPTOR.uid}, present=set())
     ev.start(PREEMPTOR, "n", [victim("a")])
     await finish(ev)
     assert activated == [PREEMPTOR.uid]
+
+
+async def test_a_gated_preemptor_waits_for_a_last_victim_still_terminating() -> None:
+    """As kube-scheduler's queue: the last victim's deletion lets it out, not the task's
+    end (a retry meanwhile would find the victim terminating on the nominated node)."""
+    kube = FakeKube()
+    ev, activated = evictions(kube, gated={PREEMPTOR.uid}, present={"uid-a", "uid-b"})
+    ev.start(PREEMPTOR, "n", [victim("a"), victim("b")])
+    await finish(ev)
+    assert activated == []
 
 
 async def test_transient_failures_are_retried() -> None:
