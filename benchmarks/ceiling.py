@@ -11,6 +11,11 @@ cached like the plane's binaries) uses client-go as kube-scheduler does: HTTP/2,
 client-side rate limit. Where the two agree, the plane is the limit; where the Go one is
 faster, the Python client is.
 
+A pod with ResourceClaims gets what a scheduler must write for them first (`ceiling_dra`):
+its claims allocated on the node it is given, from that node's free devices, and reserved for
+it, with kube-scheduler's requests; so a DRA workload's ceiling is the plane's limit for that
+work, not for a bare Binding.
+
     python -m benchmarks.ceiling --kubeconfig FILE --scheduler-name NAME \\
         [--concurrency 256] [--node-selector LABELS] [--metrics-port PORT]
 """
@@ -32,7 +37,8 @@ import prometheus_client
 
 from ascheduler.devcluster import versions
 from ascheduler.devcluster.build import ensure_go_program, staging_version
-from ascheduler.kube import ApiError, KubeClient
+from ascheduler.kube import ApiError, KubeClient, KubeError
+from benchmarks.ceiling_dra import ClaimWriter, Placement, claim_names
 
 GO_SOURCE = Path(__file__).resolve().parent / "ceiling_go"
 
@@ -64,6 +70,10 @@ class Ceiling:
         self.tasks: set[asyncio.Task[None]] = set()
         self.sent: set[str] = set()  # pod uids a Binding was posted for
         self.targets: Iterator[str] = iter(())
+        self.nodes: list[str] = []
+        #: Started on the first pod with claims.
+        self.claims: ClaimWriter | None = None
+        self.claims_started = asyncio.Lock()
 
     async def run(self) -> None:
         params = {"labelSelector": self.node_selector} if self.node_selector else None
@@ -72,6 +82,14 @@ class Ceiling:
         if not nodes:
             raise SystemExit("ceiling: no nodes")
         self.targets = itertools.cycle(nodes)
+        self.nodes = nodes
+        try:
+            await self._list_and_watch_again()
+        finally:
+            if self.claims is not None:
+                await self.claims.stop()
+
+    async def _list_and_watch_again(self) -> None:
         while True:  # list, then watch from there; again whenever the watch ends
             try:
                 await self._list_and_watch()
@@ -118,7 +136,8 @@ class Ceiling:
                 )
             async for line in resp.content:
                 event = orjson.loads(line)
-                if event.get("type") == "ADDED":
+                # A pod whose claims its status names only later comes again as MODIFIED.
+                if event.get("type") in ("ADDED", "MODIFIED"):
                     await self._dispatch(event["object"])
                 elif event.get("type") == "ERROR":
                     raise ApiError(
@@ -133,17 +152,35 @@ class Ceiling:
         meta = pod["metadata"]
         if meta["uid"] in self.sent:
             return
+        names = claim_names(pod)
+        if names is None:  # a claim of a template not made yet: its pod comes again
+            return
         self.sent.add(meta["uid"])
         try:
+            placement = await self._place(pod, names) if names else None
             await self.gate.acquire()
         except asyncio.CancelledError:  # not sent after all: the next listing has it again
             self.sent.discard(meta["uid"])
             raise
-        task = asyncio.create_task(self._bind(meta, next(self.targets)))
+        if names and placement is None:
+            print(f"ceiling: {meta['name']}: no node has its devices free", file=sys.stderr)
+            self.gate.release()
+            return
+        node = placement.node if placement is not None else next(self.targets)
+        task = asyncio.create_task(self._bind(pod, node, placement))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _bind(self, meta: dict[str, Any], node: str) -> None:
+    async def _place(self, pod: dict[str, Any], names: list[str]) -> Placement | None:
+        async with self.claims_started:
+            if self.claims is None:
+                claims = ClaimWriter(self.watch, self.writes, self.nodes)
+                await claims.start()
+                self.claims = claims
+        return await self.claims.place(pod, names)
+
+    async def _bind(self, pod: dict[str, Any], node: str, placement: Placement | None) -> None:
+        meta = pod["metadata"]
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -152,6 +189,13 @@ class Ceiling:
         }
         path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding"
         try:
+            if placement is not None:
+                assert self.claims is not None
+                try:
+                    await self.claims.write(pod, placement)
+                except (KubeError, TimeoutError, OSError) as exc:
+                    print(f"ceiling: {meta['name']}: claims: {exc!r}", file=sys.stderr)
+                    return
             for attempt in range(5):  # transient failures only; a 409 means it is bound
                 try:
                     await self.writes.request("POST", path, body=body)
