@@ -38,7 +38,7 @@ import prometheus_client
 from ascheduler.devcluster import versions
 from ascheduler.devcluster.build import ensure_go_program, staging_version
 from ascheduler.kube import ApiError, KubeClient, KubeError
-from benchmarks.ceiling_dra import ClaimWriter, Placement, claim_names
+from benchmarks.ceiling_dra import ClaimWriter, claim_names
 
 GO_SOURCE = Path(__file__).resolve().parent / "ceiling_go"
 
@@ -157,45 +157,49 @@ class Ceiling:
             return
         self.sent.add(meta["uid"])
         try:
-            placement = await self._place(pod, names) if names else None
+            if names:
+                await self._start_claims()
             await self.gate.acquire()
-        except asyncio.CancelledError:  # not sent after all: the next listing has it again
-            self.sent.discard(meta["uid"])
+        except (asyncio.CancelledError, KubeError, TimeoutError, OSError, ValueError):
+            self.sent.discard(meta["uid"])  # not sent after all: the next listing has it again
             raise
-        if names and placement is None:
-            print(f"ceiling: {meta['name']}: no node has its devices free", file=sys.stderr)
-            self.gate.release()
-            return
-        node = placement.node if placement is not None else next(self.targets)
-        task = asyncio.create_task(self._bind(pod, node, placement))
+        task = asyncio.create_task(self._bind(pod, names))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _place(self, pod: dict[str, Any], names: list[str]) -> Placement | None:
+    async def _start_claims(self) -> None:
         async with self.claims_started:
             if self.claims is None:
                 claims = ClaimWriter(self.watch, self.writes, self.nodes)
                 await claims.start()
                 self.claims = claims
-        return await self.claims.place(pod, names)
 
-    async def _bind(self, pod: dict[str, Any], node: str, placement: Placement | None) -> None:
+    async def _bind(self, pod: dict[str, Any], names: list[str]) -> None:
+        """The pod's claims written (in its own task: a claim not made yet holds up this pod
+        alone), then its Binding."""
         meta = pod["metadata"]
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": meta["name"], "uid": meta["uid"]},
-            "target": {"kind": "Node", "name": node},
-        }
         path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding"
         try:
-            if placement is not None:
+            if not names:
+                node = next(self.targets)
+            else:
                 assert self.claims is not None
+                placement = await self.claims.place(pod, names)
+                if placement is None:
+                    print(f"ceiling: {meta['name']}: no node has its devices free", file=sys.stderr)
+                    return
                 try:
                     await self.claims.write(pod, placement)
                 except (KubeError, TimeoutError, OSError) as exc:
                     print(f"ceiling: {meta['name']}: claims: {exc!r}", file=sys.stderr)
                     return
+                node = placement.node
+            body = {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": meta["name"], "uid": meta["uid"]},
+                "target": {"kind": "Node", "name": node},
+            }
             for attempt in range(5):  # transient failures only; a 409 means it is bound
                 try:
                     await self.writes.request("POST", path, body=body)

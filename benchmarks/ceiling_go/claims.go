@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -163,6 +164,7 @@ type placement struct {
 type claimWriter struct {
 	client  kubernetes.Interface
 	lister  resourcelisters.ResourceClaimLister
+	mu      sync.Mutex // guards devices: pods are placed from their own goroutines
 	devices *devices
 }
 
@@ -222,6 +224,8 @@ func (w *claimWriter) place(ctx context.Context, pod *corev1.Pod, names []string
 	}
 	var got []device
 	ok := true
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if p.node != "" {
 		got, ok = w.devices.takeOn(p.node, total)
 	} else {

@@ -147,25 +147,17 @@ func (c *ceiling) dispatch(ctx context.Context, pod *corev1.Pod) {
 		return
 	}
 	c.sent[pod.UID] = true
-	var p *placement
-	var node string
-	if len(names) > 0 {
-		if c.claims == nil {
-			claims, err := startClaims(ctx, c.client, c.nodes)
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "ceiling: %v\n", err)
-				delete(c.sent, pod.UID) // the next listing has it again
-				return
-			}
-			c.claims = claims
-		}
-		var ok bool
-		if p, ok = c.claims.place(ctx, pod, names); !ok {
-			fmt.Fprintf(os.Stderr, "ceiling: %s/%s: no node has its devices free\n", pod.Namespace, pod.Name)
+	if len(names) > 0 && c.claims == nil {
+		claims, err := startClaims(ctx, c.client, c.nodes)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "ceiling: %v\n", err)
+			delete(c.sent, pod.UID) // the next listing has it again
 			return
 		}
-		node = p.node
-	} else {
+		c.claims = claims
+	}
+	var node string
+	if len(names) == 0 {
 		node = c.nodes[c.next%len(c.nodes)]
 		c.next++
 	}
@@ -177,11 +169,18 @@ func (c *ceiling) dispatch(ctx context.Context, pod *corev1.Pod) {
 	c.inFlight.Add(1)
 	go func() {
 		defer func() { <-c.gate; c.inFlight.Done() }()
-		if p != nil {
+		// Placed here, not in run's loop: a claim not made yet holds up this pod alone.
+		if len(names) > 0 {
+			p, ok := c.claims.place(ctx, pod, names)
+			if !ok {
+				fmt.Fprintf(os.Stderr, "ceiling: %s/%s: no node has its devices free\n", pod.Namespace, pod.Name)
+				return
+			}
 			if err := c.claims.write(ctx, pod, p); err != nil {
 				fmt.Fprintf(os.Stderr, "ceiling: %s/%s: claims: %v\n", pod.Namespace, pod.Name, err)
 				return
 			}
+			node = p.node
 		}
 		c.bind(ctx, pod, node)
 	}()
