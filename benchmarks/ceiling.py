@@ -44,11 +44,12 @@ GO_SOURCE = Path(__file__).resolve().parent / "ceiling_go"
 
 
 def go_binary(progress: Callable[[str], None] | None = None) -> Path:
-    """The Go ceiling, built on first use (seconds with a warm module cache)."""
+    """The Go ceiling, built on first use (seconds with a warm module cache) with client-go of
+    the plane's release (`versions.release()`, as the plane's binaries are chosen)."""
     return ensure_go_program(
         "ceiling",
         GO_SOURCE,
-        {"k8s.io/client-go": staging_version(versions.KUBERNETES_VERSION)},
+        {"k8s.io/client-go": staging_version(versions.release().kubernetes)},
         progress=progress,
     )
 
