@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from ascheduler.kube import ApiError, KubeClient
+from ascheduler.kube import ApiError, KubeClient, KubeError
 from ascheduler.kube.client import STRATEGIC_MERGE_PATCH
 
 #: The claims' API of the plane's releases (1.35-1.37).
@@ -211,7 +211,7 @@ class ClaimInformer:
                 self._changed()
                 self.synced.set()
                 await self._watch(listing["metadata"]["resourceVersion"])
-            except (TimeoutError, ApiError, OSError, ValueError) as exc:
+            except (TimeoutError, KubeError, OSError, ValueError) as exc:
                 print(f"ceiling: claims watch failed, listing again: {exc!r}", file=sys.stderr)
                 await asyncio.sleep(0.5)
 
@@ -233,7 +233,9 @@ class ClaimInformer:
                 event = orjson.loads(line)
                 claim = event.get("object") or {}
                 if event.get("type") == "ERROR":
-                    raise ApiError(410, "Expired", str(claim), method="WATCH", path="claims")
+                    raise ApiError(
+                        410, "Expired", str(claim), method="WATCH", path="resourceclaims"
+                    )
                 meta = claim.get("metadata") or {}
                 key = (meta.get("namespace", ""), meta.get("name", ""))
                 if event.get("type") in ("ADDED", "MODIFIED"):
