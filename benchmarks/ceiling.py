@@ -11,6 +11,11 @@ cached like the plane's binaries) uses client-go as kube-scheduler does: HTTP/2,
 client-side rate limit. Where the two agree, the plane is the limit; where the Go one is
 faster, the Python client is.
 
+A pod with ResourceClaims gets what a scheduler must write for them first (`ceiling_dra`):
+its claims allocated on the node it is given, from that node's free devices, and reserved for
+it, with kube-scheduler's requests; so a DRA workload's ceiling is the plane's limit for that
+work, not for a bare Binding.
+
     python -m benchmarks.ceiling --kubeconfig FILE --scheduler-name NAME \\
         [--concurrency 256] [--node-selector LABELS] [--metrics-port PORT]
 """
@@ -32,17 +37,19 @@ import prometheus_client
 
 from ascheduler.devcluster import versions
 from ascheduler.devcluster.build import ensure_go_program, staging_version
-from ascheduler.kube import ApiError, KubeClient
+from ascheduler.kube import ApiError, KubeClient, KubeError
+from benchmarks.ceiling_dra import ClaimWriter, claim_names
 
 GO_SOURCE = Path(__file__).resolve().parent / "ceiling_go"
 
 
 def go_binary(progress: Callable[[str], None] | None = None) -> Path:
-    """The Go ceiling, built on first use (seconds with a warm module cache)."""
+    """The Go ceiling, built on first use (seconds with a warm module cache) with client-go of
+    the plane's release (`versions.release()`, as the plane's binaries are chosen)."""
     return ensure_go_program(
         "ceiling",
         GO_SOURCE,
-        {"k8s.io/client-go": staging_version(versions.KUBERNETES_VERSION)},
+        {"k8s.io/client-go": staging_version(versions.release().kubernetes)},
         progress=progress,
     )
 
@@ -64,6 +71,10 @@ class Ceiling:
         self.tasks: set[asyncio.Task[None]] = set()
         self.sent: set[str] = set()  # pod uids a Binding was posted for
         self.targets: Iterator[str] = iter(())
+        self.nodes: list[str] = []
+        #: Started on the first pod with claims.
+        self.claims: ClaimWriter | None = None
+        self.claims_started = asyncio.Lock()
 
     async def run(self) -> None:
         params = {"labelSelector": self.node_selector} if self.node_selector else None
@@ -72,6 +83,14 @@ class Ceiling:
         if not nodes:
             raise SystemExit("ceiling: no nodes")
         self.targets = itertools.cycle(nodes)
+        self.nodes = nodes
+        try:
+            await self._list_and_watch_again()
+        finally:
+            if self.claims is not None:
+                await self.claims.stop()
+
+    async def _list_and_watch_again(self) -> None:
         while True:  # list, then watch from there; again whenever the watch ends
             try:
                 await self._list_and_watch()
@@ -118,7 +137,8 @@ class Ceiling:
                 )
             async for line in resp.content:
                 event = orjson.loads(line)
-                if event.get("type") == "ADDED":
+                # A pod whose claims its status names only later comes again as MODIFIED.
+                if event.get("type") in ("ADDED", "MODIFIED"):
                     await self._dispatch(event["object"])
                 elif event.get("type") == "ERROR":
                     raise ApiError(
@@ -133,25 +153,54 @@ class Ceiling:
         meta = pod["metadata"]
         if meta["uid"] in self.sent:
             return
+        names = claim_names(pod)
+        if names is None:  # a claim of a template not made yet: its pod comes again
+            return
         self.sent.add(meta["uid"])
         try:
+            if names:
+                await self._start_claims()
             await self.gate.acquire()
-        except asyncio.CancelledError:  # not sent after all: the next listing has it again
-            self.sent.discard(meta["uid"])
+        except (asyncio.CancelledError, KubeError, TimeoutError, OSError, ValueError):
+            self.sent.discard(meta["uid"])  # not sent after all: the next listing has it again
             raise
-        task = asyncio.create_task(self._bind(meta, next(self.targets)))
+        task = asyncio.create_task(self._bind(pod, names))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _bind(self, meta: dict[str, Any], node: str) -> None:
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": meta["name"], "uid": meta["uid"]},
-            "target": {"kind": "Node", "name": node},
-        }
+    async def _start_claims(self) -> None:
+        async with self.claims_started:
+            if self.claims is None:
+                claims = ClaimWriter(self.watch, self.writes, self.nodes)
+                await claims.start()
+                self.claims = claims
+
+    async def _bind(self, pod: dict[str, Any], names: list[str]) -> None:
+        """The pod's claims written (in its own task: a claim not made yet holds up this pod
+        alone), then its Binding."""
+        meta = pod["metadata"]
         path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding"
         try:
+            if not names:
+                node = next(self.targets)
+            else:
+                assert self.claims is not None
+                placement = await self.claims.place(pod, names)
+                if placement is None:
+                    print(f"ceiling: {meta['name']}: no node has its devices free", file=sys.stderr)
+                    return
+                try:
+                    await self.claims.write(pod, placement)
+                except (KubeError, TimeoutError, OSError) as exc:
+                    print(f"ceiling: {meta['name']}: claims: {exc!r}", file=sys.stderr)
+                    return
+                node = placement.node
+            body = {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": meta["name"], "uid": meta["uid"]},
+                "target": {"kind": "Node", "name": node},
+            }
             for attempt in range(5):  # transient failures only; a 409 means it is bound
                 try:
                     await self.writes.request("POST", path, body=body)

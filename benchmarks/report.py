@@ -122,6 +122,13 @@ def markdown(result: Mapping[str, Any]) -> str:
     rows += _window_table(result["summary"])
     if result.get("ceiling_limit"):
         rows += ["", f"The ceilings show the limit of {result['ceiling_limit']}."]
+    if ceiling_kind(result) == CEILING_DRA:
+        rows += [
+            "",
+            "The ceilings wrote each pod's claims before its Binding, as kube-scheduler does: "
+            "the pod's nominated node, the claim's finalizer, then its allocation and "
+            "reservation in one status update (`benchmarks/ceiling_dra.py`).",
+        ]
     for name, s in result["summary"].items():
         if s.get("unfinished"):
             rows += [
@@ -248,12 +255,41 @@ def latest(results: Path, mode: str = "steady", split: bool = False) -> list[dic
     return [newest[name][1] for name in WORKLOADS if name in newest]
 
 
-def _ceilings(s: Mapping[str, Any]) -> str:
+#: What the ceilings wrote per pod (`ceiling_kind`): the Binding alone, or first the pod's
+#: claims as kube-scheduler writes them (`ceiling_dra`). Results without it wrote Bindings.
+CEILING_BINDING = "binding"
+CEILING_DRA = "dra"
+#: The ceiling cell's mark for each, on a workload whose pods have ResourceClaims.
+CEILING_MARKS = {CEILING_DRA: " (DRA)", CEILING_BINDING: " (Bindings only)"}
+CEILING_NOTE = (
+    "On the DRA workloads the ceilings (DRA) write each pod's claims before its Binding, with "
+    "kube-scheduler's requests (nominated node, finalizer, allocation and reservation); "
+    "(Bindings only) marks a result from before they did, whose ceiling did less than a "
+    "scheduler must and whose ascheduler / ceiling does not compare."
+)
+
+
+def has_claims(workload: str) -> bool:
+    """Whether the workload's pods have ResourceClaims (a DRA workload)."""
+    from benchmarks.workloads import WORKLOADS
+
+    found = WORKLOADS.get(workload)
+    return found is not None and found.devices_per_node > 0
+
+
+def ceiling_kind(result: Mapping[str, Any]) -> str:
+    return str(result.get("ceiling_kind", CEILING_BINDING))
+
+
+def _ceilings(s: Mapping[str, Any], result: Mapping[str, Any] | None = None) -> str:
     rates = [
         format(s[c]["throughput_avg"], ".0f") if c in s else "-"
         for c in ("ceiling-go", "ceiling-python")
     ]
-    return " / ".join(rates)
+    cell = " / ".join(rates)
+    if result is not None and has_claims(str(result["workload"])) and cell != "- / -":
+        cell += CEILING_MARKS[ceiling_kind(result)]
+    return cell
 
 
 def _limit(result: Mapping[str, Any]) -> str:
@@ -324,7 +360,7 @@ def readme_table(
             result["workload"],
             rate("ascheduler"),
             rate("kube-scheduler"),
-            _ceilings(s),
+            _ceilings(s, result),
             ratio(r.get("throughput_avg ascheduler/kube-scheduler")),
             ratio(r.get("throughput_avg ascheduler/ceiling")),
             _limit(result),
@@ -346,6 +382,8 @@ def readme_table(
         if results
         else f"No {mode} results yet: `python -m benchmarks run --workload NAME --repeat 3`."
     )
+    if any(has_claims(str(x["workload"])) and _ceilings(x["summary"]) != "- / -" for x in results):
+        note += " " + CEILING_NOTE
     return "\n".join(rows) + "\n\n" + note + "\n"
 
 

@@ -27,7 +27,8 @@ pod latency (steady: creation -> bound seen), the scheduler process's CPU second
 and API requests per measured pod (`rest_client_requests_total`, scraped from the process).
 kube-scheduler runs as the same admin identity as ascheduler, with qps/burst 5000/5000. The
 ceilings are binders without any scheduling logic (`benchmarks.ceiling`): `ceiling-go` on
-client-go, `ceiling-python` on ascheduler's client; the faster of the two, run by run, is
+client-go, `ceiling-python` on ascheduler's client; on a DRA workload they first write each
+pod's claims as kube-scheduler does (`ceiling_kind: dra`); the faster of the two, run by run, is
 "the ceiling", and the result says which one the plane hits. Ratios are taken run by run
 (repeat i of ascheduler against repeat i of the other) and reported as median, min, max.
 
@@ -1132,6 +1133,11 @@ def main(argv: Sequence[str]) -> int:
             "summary": summary,
             "ratios": ratios(runs[mode], mode),
             "ceiling_limit": ceiling_verdict(summary),
+            # The ceilings write a pod's claims before its Binding, so on a DRA workload
+            # they do what a scheduler must (`ceiling_dra`).
+            "ceiling_kind": report.CEILING_DRA
+            if workload.devices_per_node
+            else report.CEILING_BINDING,
             "runs": runs[mode],
             "versions": where["versions"],
             "machine": where["machine"],

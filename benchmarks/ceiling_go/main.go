@@ -2,7 +2,8 @@
 // what the control plane can take when no Python client stands in the way. It lists and
 // watches the unscheduled pods of one schedulerName and POSTs their Bindings round-robin over
 // the selected nodes, at most --concurrency at a time (ascheduler's binding-cycle bound), over
-// client-go's HTTP/2 transport with protobuf and no client-side rate limit.
+// client-go's HTTP/2 transport with protobuf and no client-side rate limit. A pod with
+// ResourceClaims gets what a scheduler must write for them first (claims.go).
 //
 // Its requests are counted as rest_client_requests_total{method,code} and served in the
 // Prometheus text format on --metrics-port, like the schedulers' own. SIGTERM stops it.
@@ -84,6 +85,7 @@ type ceiling struct {
 	gate     chan struct{}
 	sent     map[types.UID]bool
 	inFlight sync.WaitGroup
+	claims   *claimWriter // started on the first pod with claims
 }
 
 func (c *ceiling) run(ctx context.Context) {
@@ -118,7 +120,9 @@ func (c *ceiling) run(ctx context.Context) {
 					fmt.Fprintf(os.Stderr, "ceiling: watch ended: %v\n", event.Object)
 					return
 				}
-				if pod, ok := event.Object.(*corev1.Pod); ok && event.Type == watch.Added {
+				// A pod whose claims its status names only later comes again as Modified.
+				pod, ok := event.Object.(*corev1.Pod)
+				if ok && (event.Type == watch.Added || event.Type == watch.Modified) {
 					added <- pod
 				}
 			}
@@ -138,9 +142,25 @@ func (c *ceiling) dispatch(ctx context.Context, pod *corev1.Pod) {
 	if c.sent[pod.UID] {
 		return
 	}
+	names, named := claimNames(pod)
+	if !named { // a claim of a template not made yet: the pod comes again
+		return
+	}
 	c.sent[pod.UID] = true
-	node := c.nodes[c.next%len(c.nodes)]
-	c.next++
+	if len(names) > 0 && c.claims == nil {
+		claims, err := startClaims(ctx, c.client, c.nodes)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "ceiling: %v\n", err)
+			delete(c.sent, pod.UID) // the next listing has it again
+			return
+		}
+		c.claims = claims
+	}
+	var node string
+	if len(names) == 0 {
+		node = c.nodes[c.next%len(c.nodes)]
+		c.next++
+	}
 	select {
 	case c.gate <- struct{}{}:
 	case <-ctx.Done():
@@ -149,6 +169,19 @@ func (c *ceiling) dispatch(ctx context.Context, pod *corev1.Pod) {
 	c.inFlight.Add(1)
 	go func() {
 		defer func() { <-c.gate; c.inFlight.Done() }()
+		// Placed here, not in run's loop: a claim not made yet holds up this pod alone.
+		if len(names) > 0 {
+			p, ok := c.claims.place(ctx, pod, names)
+			if !ok {
+				fmt.Fprintf(os.Stderr, "ceiling: %s/%s: no node has its devices free\n", pod.Namespace, pod.Name)
+				return
+			}
+			if err := c.claims.write(ctx, pod, p); err != nil {
+				fmt.Fprintf(os.Stderr, "ceiling: %s/%s: claims: %v\n", pod.Namespace, pod.Name, err)
+				return
+			}
+			node = p.node
+		}
 		c.bind(ctx, pod, node)
 	}()
 }

@@ -104,3 +104,41 @@ async def test_a_split_run_keeps_the_plane_and_the_schedulers_on_their_own_cpus(
     assert "throughput_avg ascheduler/ceiling" in result["ratios"]
     # its plane, schedulers and ceiling all stopped
     assert not [c for c in cmdlines() if result["run_id"] in c or "ascheduler-bench-" in c]
+
+
+def dra_result(out: Path) -> tuple[dict[str, Any], str]:
+    """The DRA smoke run's JSON, and its Markdown."""
+    (result_file,) = out.glob("*-Smoke_DRA_10Nodes-steady.json")
+    result: dict[str, Any] = json.loads(result_file.read_text())
+    return result, result_file.with_suffix(".md").read_text()
+
+
+async def test_the_ceilings_of_a_dra_run_write_every_pods_claim(
+    plane_state: PlaneState, tmp_path: Path
+) -> None:
+    await benchmarks(
+        "run",
+        "--workload",
+        "Smoke_DRA_10Nodes",
+        "--scheduler",
+        "ceiling-go",
+        "--scheduler",
+        "ceiling-python",
+        "--mode",
+        "steady",
+        "--kubeconfig",
+        str(plane_state.admin_kubeconfig),
+        "--out",
+        str(tmp_path),
+        "--quiet",
+    )
+    result, table = dra_result(tmp_path)
+    assert result["ceiling_kind"] == "dra"
+    assert "wrote each pod's claims" in table
+    for name, (run,) in result["runs"].items():
+        assert sum(run["samples"]) == 40, name
+        # Per measured pod: its nominated node, its claim's finalizer and status, its Binding.
+        assert run["requests"].get("PATCH 200") == 40, name
+        assert run["requests"].get("PUT 200") == 80, name
+        assert run["requests"].get("POST 201") == 40, name
+    assert not [c for c in cmdlines() if result["run_id"] in c]

@@ -389,3 +389,28 @@ def test_the_tables_say_which_release_each_result_ran_on() -> None:
     assert f"at Kubernetes v1.35.4 ({BASIC}); v1.37.2 (Mixed_1000Nodes)" in both
     del one["versions"]
     assert "at Kubernetes" not in report.readme_table([one])
+
+
+def test_a_dra_workloads_ceiling_says_whether_it_wrote_the_claims(tmp_path: Path) -> None:
+    dra = "SchedulingWithResourceClaimTemplate_500Nodes_8Devices"
+    runs = {
+        "ascheduler": [run_result("ascheduler", 150, mode="backlog")],
+        "ceiling-go": [run_result("ceiling-go", 300, mode="backlog")],
+        "ceiling-python": [run_result("ceiling-python", 250, mode="backlog")],
+    }
+    before = result(dra, "2026-01-01T00:00:00+00:00", runs, "backlog")
+    after = before | {"ceiling_kind": report.CEILING_DRA}
+    basic = result(BASIC, "2026-01-01T00:00:00+00:00", runs, "backlog")
+
+    def row(table: str, workload: str) -> list[str]:
+        (line,) = [x for x in table.splitlines() if x.startswith(f"| {workload} ")]
+        return line.split(" | ")
+
+    table = report.readme_table([after, basic], "backlog")
+    assert row(table, dra)[3] == "300 / 250 (DRA)"
+    assert row(table, BASIC)[3] == "300 / 250"  # no claims: nothing to say
+    assert report.CEILING_NOTE in table
+    assert row(report.readme_table([before], "backlog"), dra)[3] == "300 / 250 (Bindings only)"
+    assert report.CEILING_NOTE not in report.readme_table([basic], "backlog")
+    assert "wrote each pod's claims" in report.markdown(after)
+    assert "wrote each pod's claims" not in report.markdown(before)
