@@ -183,6 +183,24 @@ class StatusWriter:
     def drop_request(self, request: BindRequest) -> None:
         self._put(_DropRequest(request))
 
+    async def nominate_for_binding(self, pod: PodInfo, node: str) -> None:
+        """The pod's `nominatedNodeName` set to the node its binding cycle binds it to
+        (kube-scheduler's `bindingCycle` with NominatedNodeNameForExpectation), unless it
+        already says so. Awaited, not queued: it must land before the binding (the API
+        server clears the field when the pod is bound), and a failure is logged, not fatal,
+        as kube-scheduler goes on binding."""
+        if self.kube is None or pod.nominated_node_name == node:
+            return
+        try:
+            await self.kube.request(
+                "PATCH",
+                f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+                body={"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": node}},
+                content_type=STRATEGIC_MERGE_PATCH,
+            )
+        except KubeError as exc:
+            log.warning("binding_nomination_failed", pod=pod.key, node=node, error=str(exc))
+
     def clear_nomination(self, pod: PodInfo) -> None:
         if pod.nominated_node_name:
             self._put(_ClearNomination(pod))

@@ -152,6 +152,9 @@ DRA_FRACTIONAL_CAPACITY_RANGE: Final = "DRAFractionalCapacityRange"
 DRA_EXTENDED_RESOURCE: Final = "DRAExtendedResource"
 #: DRA: PreBind waits for a device's binding conditions.
 DRA_DEVICE_BINDING_CONDITIONS: Final = "DRADeviceBindingConditions"
+#: The binding cycle sets the pod's `nominatedNodeName` before Permit's wait or PreBind's
+#: work, so other components (another scheduler, an autoscaler) see the node as taken.
+NOMINATED_NODE_NAME_FOR_EXPECTATION: Final = "NominatedNodeNameForExpectation"
 DRA_ADMIN_ACCESS: Final = "DRAAdminAccess"
 DRA_PRIORITIZED_LIST: Final = "DRAPrioritizedList"
 DRA_RESOURCE_CLAIM_DEVICE_STATUS: Final = "DRAResourceClaimDeviceStatus"
@@ -165,6 +168,7 @@ GATES: Final[Mapping[str, tuple[Spec, ...]]] = {
     STORAGE_CAPACITY_SCORING: _specs(("1.33", False, A), ("1.37", True, B)),
     VOLUME_LIMIT_SCALING: _specs(("1.35", False, A), ("1.37", True, B)),
     SCHEDULER_PREEMPTION_FOR_RESIZE: _specs(("1.37", False, A)),
+    NOMINATED_NODE_NAME_FOR_EXPECTATION: _specs(("1.34", False, A), ("1.35", True, B)),
     INTER_POD_AFFINITY_HOSTNAME_FAST_PATH: _specs(("1.37", False, A)),
     "SchedulerPreQueueingHints": _specs(("1.37", False, A)),
     "SchedulerQueueingHints": _specs(

@@ -42,7 +42,10 @@ from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
 from ascheduler.diagnoses import Diagnoses
 from ascheduler.events import StatusWriter
-from ascheduler.features import SCHEDULER_PREEMPTION_FOR_RESIZE
+from ascheduler.features import (
+    NOMINATED_NODE_NAME_FOR_EXPECTATION,
+    SCHEDULER_PREEMPTION_FOR_RESIZE,
+)
 from ascheduler.framework import (
     BINDING_SLOT,
     SUCCESS,
@@ -68,6 +71,8 @@ log = structlog.get_logger(__name__)
 #: kube-scheduler records extension-point durations for a sample of cycles, too.
 METRICS_SAMPLE_RATE = 0.1
 _STARTED = "ascheduler/cycle-started"
+#: The node the binding cycle wrote as the pod's nominated node (NominatedNodeNameForExpectation).
+_NOMINATED_FOR_BINDING = "ascheduler/nominated-for-binding"
 
 #: Pods with an invalid spec are rejected by this pseudo-plugin; only their own update helps.
 INVALID_SPEC = "PodSpecValidation"
@@ -344,6 +349,7 @@ class Scheduler:
         nominated_node: str = "",
         clear_nomination: bool = False,
         diagnosis: Diagnosis | None = None,
+        nominated_for_binding: str = "",
     ) -> None:
         """Put the pod back and report why; `started` is when its attempt began (default:
         the current scheduling cycle's start). `backoff`: not an error, but the pod waits out
@@ -388,6 +394,9 @@ class Scheduler:
                 # PodScheduled condition and no nomination (`handleSchedulingFailure`).
                 log.debug("deferred_resize_requeued", pod=current.key, message=message)
             else:
+                if nominated_for_binding and not current.nominated_node_name:
+                    # Written by its binding cycle, not seen back yet: cleared all the same.
+                    current = replace(current, nominated_node_name=nominated_for_binding)
                 self.writer.failed(
                     current,
                     message,
@@ -431,6 +440,7 @@ class Scheduler:
         slot = BindingSlot(self._bind_slots)
         state.write(BINDING_SLOT, slot)
         try:
+            await self._nominate_for_binding(fw, state, pod, node)
             if fw.handle.waiting_pods.get(pod.uid) is not None:
                 # A pod waiting on Permit (a gang's other members, say) holds its node but
                 # no binding slot: waits never stop the scheduling of other pods.
@@ -481,11 +491,29 @@ class Scheduler:
         log.debug("pod_bound", pod=pod.key, node=node, profile=fw.profile, attempt=qp.attempts)
         self.writer.scheduled(pod, node, fw.profile)
 
+    async def _nominate_for_binding(
+        self, fw: Framework, state: CycleState, pod: PodInfo, node: str
+    ) -> None:
+        """kube-scheduler's NominatedNodeNameForExpectation: when Permit will make the pod
+        wait or a PreBind plugin has work for it, its binding is not immediate, so the node
+        is written as its nominated node first, for other components to count as taken."""
+        if NOMINATED_NODE_NAME_FOR_EXPECTATION not in fw.handle.features:
+            return
+        waits = fw.handle.waiting_pods.get(pod.uid) is not None
+        if waits or fw.pre_bind_pre_flight(state, pod, node):
+            state.write(_NOMINATED_FOR_BINDING, node)
+            await self.writer.nominate_for_binding(pod, node)
+
     async def _pre_bind(self, fw: Framework, state: CycleState, pod: PodInfo, node: str) -> Status:
         """PreBind. From 1.36 a pod some PreBind plugin has work for is registered as in
         PreBind meanwhile (`bindingCycle`'s `AddPodInPreBind`): preemption cancels it there
-        rather than deleting it, and its cycle fails with the cancellation's cause."""
-        if not fw.handle.features.since(1, 36) or not fw.pre_bind_pre_flight(state, pod, node):
+        rather than deleting it, and its cycle fails with the cancellation's cause. Without
+        NominatedNodeNameForExpectation no PreBindPreFlight runs and every pod is registered
+        (kube-scheduler's PreFlight status is then nil, which counts as success)."""
+        if not fw.handle.features.since(1, 36):
+            return await fw.pre_bind(state, pod, node)
+        pre_flight = NOMINATED_NODE_NAME_FOR_EXPECTATION in fw.handle.features
+        if pre_flight and not fw.pre_bind_pre_flight(state, pod, node):
             return await fw.pre_bind(state, pod, node)
         registry = fw.handle.pods_in_pre_bind
         entry = registry.add(pod.uid)
@@ -517,6 +545,11 @@ class Scheduler:
             rejected_by=frozenset({status.plugin}) if rejected and not pending else frozenset(),
             reason="Unschedulable" if rejected else "SchedulerError",
             started=state.read(_STARTED),
+            # kube-scheduler's `clearNominatedNode`: a failed binding cycle leaves the pod
+            # nominated nowhere (its own nomination for the binding included, even if the
+            # informer has not shown it yet).
+            clear_nomination=True,
+            nominated_for_binding=state.read(_NOMINATED_FOR_BINDING) or "",
         )
         # The node has room again: pods waiting for room may fit now.
         self.queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE)
