@@ -42,7 +42,7 @@ from ascheduler.binding.binder import LockedBinder
 from ascheduler.cache import Cache
 from ascheduler.diagnoses import Diagnoses
 from ascheduler.events import StatusWriter
-from ascheduler.features import SCHEDULER_PREEMPTION_FOR_RESIZE
+from ascheduler.features import SCHEDULER_PREEMPTION_FOR_RESIZE, Features
 from ascheduler.framework import (
     BINDING_SLOT,
     SUCCESS,
@@ -59,6 +59,8 @@ from ascheduler.framework.extender import EXTENDER, ExtenderError
 from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.runtime import Framework, ScheduleResult
 from ascheduler.framework.waiting import WaitingPods
+from ascheduler.groupcycle import PodGroupCycle
+from ascheduler.groupstatus import PodGroupStatusWriter
 from ascheduler.model import PodInfo
 from ascheduler.preemption import Evictions
 from ascheduler.queue import SchedulingQueue
@@ -140,6 +142,15 @@ class Scheduler:
             gated=lambda uid: queue.where(uid) == "gated",
             features=first.handle.features if first is not None else None,
             in_pre_bind=first.handle.pods_in_pre_bind if first is not None else None,
+        )
+        features = first.handle.features if first is not None else None
+        if features is not None and writer.pod_groups is None and features.since(1, 36):
+            writer.pod_groups = PodGroupStatusWriter(
+                writer.kube, features.release, lookup=cache.gangs.scheduling_groups.get
+            )
+        #: The pod group cycle's checks and its verdicts on the PodGroups (1.36 on).
+        self.groups = PodGroupCycle(
+            cache.gangs, writer.pod_groups, self.frameworks, features or Features()
         )
         if binder is not None:
             # A pod that met another instance's lock is retried as soon as it is let go.
@@ -231,6 +242,17 @@ class Scheduler:
                 reason="SchedulerError",
             )
             return None
+        invalid = self.groups.validate(pod)
+        if invalid is not None:
+            # The pod group cycle refuses a group whose members disagree, before any is tried.
+            self.handle_scheduling_failure(
+                fw,
+                qp,
+                invalid,
+                error=True,
+                reason="SchedulerError",
+            )
+            return None
 
         state = CycleState()
         state.write(_STARTED, self._cycle_started)
@@ -308,6 +330,8 @@ class Scheduler:
                 fw, qp, status, error=not status.rejected, rejected_by=frozenset({status.plugin})
             )
             return None
+        if status.ok:
+            self.groups.scheduled(pod)
         return BindingJob(fw, state, qp, node)
 
     def _abort(self, fw: Framework, qp: QueuedPodInfo, exc: Exception) -> None:
@@ -343,10 +367,12 @@ class Scheduler:
         nominated_node: str = "",
         clear_nomination: bool = False,
         diagnosis: Diagnosis | None = None,
+        binding: bool = False,
     ) -> None:
         """Put the pod back and report why; `started` is when its attempt began (default:
         the current scheduling cycle's start). `backoff`: not an error, but the pod waits out
-        its backoff all the same, as one does (nothing it could be parked for would tell)."""
+        its backoff all the same, as one does (nothing it could be parked for would tell).
+        `binding`: it failed in its binding cycle (its scheduling cycle had succeeded)."""
         if error:
             self.stats.errors += 1
         else:
@@ -361,6 +387,9 @@ class Scheduler:
         )
         # A group member's failure may fail its group's attempt (v1.36's pod group cycle).
         self.cache.gangs.member_failed(qp.pod, status.plugin or "")
+        self.groups.failed(
+            fw, qp.pod, status, error=error, binding=binding, nominated=bool(nominated_node)
+        )
         deferred = _deferred(fw, qp.pod)
         current = self._current(qp.pod, deferred=deferred)
         if current is None:
@@ -516,6 +545,7 @@ class Scheduler:
             rejected_by=frozenset({status.plugin}) if rejected and not pending else frozenset(),
             reason="Unschedulable" if rejected else "SchedulerError",
             started=state.read(_STARTED),
+            binding=True,
         )
         # The node has room again: pods waiting for room may fit now.
         self.queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE)

@@ -1,0 +1,226 @@
+"""What kube-scheduler's pod group cycle decides beyond each member's own attempt (1.36 on,
+with GenericWorkload): whether the group may be scheduled at all (its members agree), and the
+PodGroup's status condition (`ascheduler.groupstatus`).
+
+kube-scheduler pops a `scheduling.k8s.io` PodGroup's pods together (`schedule_one_podgroup.go`)
+and, before trying any:
+
+* **1.36** (`frameworkForPodGroup`): every member it pops must name one `schedulerName`, else
+  each fails with an error (`SchedulerError`) and the PodGroup's status is left alone.
+* **1.37** (`validatePodGroup`): the members it pops and those already scheduled (bound or
+  assumed) must name one `schedulerName`, each pod's priority must be the PodGroup's
+  (`spec.priority`, 0 when unset), and they must share one preemption policy (the first pod's;
+  the PodGroup's own with PodGroupPreemptionPolicy). A failure fails every member with the
+  error and writes the condition False, reason `SchedulerError`, with it
+  (`handlePodGroupFailureBeforeScheduling`).
+
+Then the cycle's outcome is written on the PodGroup: True `Scheduled` when a member passes
+Permit with Success (a basic group's first member that fits, a gang's quorum); False
+`Unschedulable` when the group fails (a gang: when GangScheduling finds the quorum out of
+reach, `Gang.failed`; a basic group: when a member fits nowhere), with the group's message; False
+`SchedulerError` when a member's attempt fails with an error (`failed to schedule other pod
+from a pod group: ...`). Here each member is still tried on its own: the group is checked at
+each member's attempt (the same members, so the same verdict), and a basic group's member that
+fits nowhere reports the group unschedulable until a sibling fits (a True is never undone).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Final
+
+from ascheduler.cache.gangs import Gang, Gangs
+from ascheduler.features import GENERIC_WORKLOAD, Features
+from ascheduler.framework import Status
+from ascheduler.framework.runtime import Framework
+from ascheduler.groupstatus import (
+    SCHEDULED,
+    SCHEDULER_ERROR,
+    UNSCHEDULABLE,
+    PodGroupStatusWriter,
+    Verdict,
+)
+from ascheduler.model import PodInfo
+from ascheduler.model.podgroups import SchedulingGroup
+from ascheduler.plugins.gangscheduling import CANNOT_BE_SATISFIED, NO_GROUP_VICTIMS
+from ascheduler.plugins.gangscheduling import NAME as GANG_SCHEDULING
+
+#: The pseudo-plugin a member failing its group's validation is rejected by (only the
+#: member's own update, or its siblings', can clear it).
+POD_GROUP_VALIDATION: Final = "PodGroupValidation"
+PREEMPT_LOWER_PRIORITY: Final = "PreemptLowerPriority"
+POD_GROUP_PREEMPTION_POLICY: Final = "PodGroupPreemptionPolicy"
+
+#: kube-scheduler's words (`frameworkForPodGroup` in 1.36, `validatePodGroup` in 1.37).
+SCHEDULER_NAME_MISMATCH: Final = (
+    "all pods in a single pod group should have the same .spec.schedulerName set, got: {} and {}"
+)
+PRIORITY_MISMATCH: Final = (
+    "all pods in a single pod group should have the same priority as the pod group's "
+    "priority, got {} and {}"
+)
+GROUP_POLICY_MISMATCH: Final = (
+    "all pods in a single pod group should have the same preemption policy as the pod "
+    "group's preemption policy, got {} and {}"
+)
+POLICY_MISMATCH: Final = (
+    "all pods in a single pod group should have the same preemption policy, got {} and {}"
+)
+#: `errPodGroupUnschedulable`, what 1.36 appends when the group needs preemption, and how a
+#: member's error becomes the group's.
+GROUP_UNSCHEDULABLE: Final = "pod group is unschedulable"
+WAITING_FOR_PREEMPTION: Final = "pod group is waiting for preemption to complete"
+FAILED_OTHER_POD: Final = "failed to schedule other pod from a pod group: {}"
+
+
+def go_quote(text: str) -> str:
+    """Go's `%q` of a name (printable ASCII: a JSON string is the same)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+class PodGroupCycle:
+    def __init__(
+        self,
+        gangs: Gangs,
+        writer: PodGroupStatusWriter | None,
+        frameworks: Mapping[str, Framework],
+        features: Features,
+    ) -> None:
+        self.gangs = gangs
+        self.writer = writer
+        self.frameworks = frameworks
+        self.features = features
+        #: kube-scheduler sends pods naming a PodGroup through its pod group cycle from 1.36,
+        #: while GenericWorkload is on (whatever the profile's plugins).
+        self.active = features.since(1, 36) and GENERIC_WORKLOAD in features
+
+    def _group(self, pod: PodInfo) -> SchedulingGroup | None:
+        if not self.active or pod.scheduling_group is None:
+            return None
+        return self.gangs.scheduling_groups.get(f"{pod.namespace}/{pod.scheduling_group}")
+
+    # -- before the members are tried -------------------------------------------------------
+
+    def validate(self, pod: PodInfo) -> Status | None:
+        """The error failing `pod` because its group's members disagree; None when they
+        agree (or the pod is in no group the cycle checks)."""
+        if not self.active or pod.scheduling_group is None:
+            return None
+        group = self._group(pod)
+        gang = self.gangs.of(pod)
+        if gang is None:
+            return None
+        placed = gang.assigned | gang.assumed
+        queued = [pod] + [
+            p
+            for uid, p in gang.pods.items()
+            if uid != pod.uid
+            and uid not in placed
+            and not p.deleting
+            and not p.scheduling_gates
+            and p.scheduler_name in self.frameworks
+        ]
+        # Popped together, then sorted by priority (higher first; a stable sort keeps the
+        # pod that came up first among equals).
+        queued.sort(key=lambda p: -p.priority)
+        first = queued[0].scheduler_name
+        if not self.features.since(1, 37):
+            for p in queued:
+                if p.scheduler_name != first:
+                    return self._invalid(p.scheduler_name, first)
+            return None
+        if group is None:
+            return None  # held at PreEnqueue until the PodGroup exists
+        scheduled = [gang.pods[uid] for uid in sorted(placed) if uid in gang.pods]
+        by_group = POD_GROUP_PREEMPTION_POLICY in self.features
+        policy = (group.preemption_policy or PREEMPT_LOWER_PRIORITY) if by_group else ""
+        for p in [*queued, *scheduled]:
+            if p.scheduler_name != first:
+                return self._invalid(p.scheduler_name, first)
+            if p.priority != group.priority:
+                return Status.error(
+                    PRIORITY_MISMATCH.format(p.priority, group.priority), POD_GROUP_VALIDATION
+                )
+            own = p.preemption_policy or PREEMPT_LOWER_PRIORITY
+            if by_group and own != policy:
+                return Status.error(GROUP_POLICY_MISMATCH.format(own, policy), POD_GROUP_VALIDATION)
+            if not by_group:
+                if not policy:
+                    policy = own
+                elif own != policy:
+                    return Status.error(POLICY_MISMATCH.format(own, policy), POD_GROUP_VALIDATION)
+        return None
+
+    @staticmethod
+    def _invalid(name: str, first: str) -> Status:
+        return Status.error(
+            SCHEDULER_NAME_MISMATCH.format(go_quote(name), go_quote(first)), POD_GROUP_VALIDATION
+        )
+
+    # -- the cycle's outcome ----------------------------------------------------------------
+
+    def scheduled(self, pod: PodInfo) -> None:
+        """`pod` passed Permit with Success in its scheduling cycle: its group is scheduled."""
+        group = self._group(pod)
+        if group is not None and self.writer is not None:
+            self.writer.set(group, Verdict(True, SCHEDULED))
+
+    def failed(
+        self,
+        fw: Framework,
+        pod: PodInfo,
+        status: Status,
+        *,
+        error: bool,
+        binding: bool,
+        nominated: bool,
+    ) -> None:
+        """`pod`'s attempt failed (in its scheduling cycle, or in its binding cycle: a
+        member let go with its group). Told after the gang plugins were
+        (`Gangs.member_failed`), so a gang's `failed` already says whether the group's
+        attempt is over."""
+        group = self._group(pod)
+        if group is None or self.writer is None:
+            return
+        if status.plugin == POD_GROUP_VALIDATION:
+            if self.features.since(1, 37):
+                self.writer.set(group, Verdict(False, SCHEDULER_ERROR, status.message))
+            return
+        if error and not binding:
+            message = FAILED_OTHER_POD.format(status.message)
+            self.writer.set(group, Verdict(False, SCHEDULER_ERROR, message))
+            return
+        gang = self.gangs.of(pod)
+        holds = _gang_plugin(fw)
+        if holds and group.min_count is not None:
+            # A gang: over when GangScheduling found its quorum out of reach.
+            if gang is None or gang.failed is None:
+                return
+            line = gang.failed[2] if self.features.since(1, 37) else GROUP_UNSCHEDULABLE
+            self.writer.set(group, Verdict(False, UNSCHEDULABLE, line))
+            return
+        if binding:
+            return  # a bind that failed: the cycle succeeded
+        self.writer.set(
+            group, Verdict(False, UNSCHEDULABLE, self._one_by_one(gang, holds, nominated))
+        )
+
+    def _one_by_one(self, gang: Gang | None, holds: bool, nominated: bool) -> str:
+        """The message of a group whose members each may do (a basic group, or a gang no
+        plugin holds together) when none fit: 1.36's, with its wait for preemption; 1.37's
+        with GangScheduling's PlacementFeasible (minCount 1) when none is scheduled, and the
+        group preemption's verdict."""
+        if not self.features.since(1, 37):
+            if nominated:
+                return f"{GROUP_UNSCHEDULABLE}, {WAITING_FOR_PREEMPTION}"
+            return GROUP_UNSCHEDULABLE
+        if holds and (gang is None or gang.placed() == 0):
+            return f"{CANNOT_BE_SATISFIED.format(1, 0, 0)}, {NO_GROUP_VICTIMS}"
+        return f"{GROUP_UNSCHEDULABLE}, {NO_GROUP_VICTIMS}"
+
+
+def _gang_plugin(fw: Framework) -> bool:
+    """Whether the profile's GangScheduling holds gangs together (it is in the profile, and
+    its gate on)."""
+    return any(p.name == GANG_SCHEDULING and getattr(p, "enabled", True) for p in fw.permit_plugins)
