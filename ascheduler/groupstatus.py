@@ -107,14 +107,18 @@ def next_condition(
 
 
 def condition_body(condition: GroupCondition) -> dict[str, Any]:
-    return {
+    """The condition as JSON (`observedGeneration` left out when 0, as Go's `omitempty` does:
+    PodGroups have no `metadata.generation` in 1.36 and 1.37)."""
+    body: dict[str, Any] = {
         "type": condition.type,
         "status": condition.status,
-        "observedGeneration": condition.observed_generation,
         "lastTransitionTime": condition.last_transition_time,
         "reason": condition.reason,
         "message": condition.message,
     }
+    if condition.observed_generation:
+        body["observedGeneration"] = condition.observed_generation
+    return body
 
 
 #: The informer's current copy of a PodGroup by `namespace/name`.
