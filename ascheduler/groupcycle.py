@@ -17,7 +17,11 @@ and, before trying any:
 Then the cycle's outcome is written on the PodGroup: True `Scheduled` when a member passes
 Permit with Success (a basic group's first member that fits, a gang's quorum); False
 `Unschedulable` when the group fails (a gang: when GangScheduling finds the quorum out of
-reach, `Gang.failed`; a basic group: when a member fits nowhere), with the group's message; False
+reach, `Gang.failed`; a basic group: when a member fits nowhere), with the group's message
+(1.36: `pod group is unschedulable`; 1.37: PlacementFeasible's verdict as the loop over the
+members stopped on it, `minCount (M) cannot be satisfied: S scheduled, R remaining`, then the
+group preemption's, where the members failed with the group read it after `pod group is
+unschedulable, `: what kube-scheduler writes, observed on the plane); False
 `SchedulerError` when a member's attempt fails with an error (`failed to schedule other pod
 from a pod group: ...`). Here each member is still tried on its own: the group is checked at
 each member's attempt (the same members, so the same verdict), and a basic group's member that
@@ -72,6 +76,10 @@ POLICY_MISMATCH: Final = (
 GROUP_UNSCHEDULABLE: Final = "pod group is unschedulable"
 WAITING_FOR_PREEMPTION: Final = "pod group is waiting for preemption to complete"
 FAILED_OTHER_POD: Final = "failed to schedule other pod from a pod group: {}"
+#: 1.37: GangScheduling's PlacementFeasible verdict as the cycle keeps it when a member tried
+#: leaves the quorum out of reach (the plugin's status as is; the members it fails are told
+#: it after `errPodGroupUnschedulable`).
+OUT_OF_REACH: Final = CANNOT_BE_SATISFIED.removeprefix(f"{GROUP_UNSCHEDULABLE}, ")
 
 
 def go_quote(text: str) -> str:
@@ -94,6 +102,9 @@ class PodGroupCycle:
         #: kube-scheduler sends pods naming a PodGroup through its pod group cycle from 1.36,
         #: while GenericWorkload is on (whatever the profile's plugins).
         self.active = features.since(1, 36) and GENERIC_WORKLOAD in features
+        #: Group key -> the member whose failure, alone in its group's attempt, gave the
+        #: group's last verdict.
+        self._doomed_by: dict[str, str] = {}
 
     def _group(self, pod: PodInfo) -> SchedulingGroup | None:
         if not self.active or pod.scheduling_group is None:
@@ -121,9 +132,10 @@ class PodGroupCycle:
             and not p.scheduling_gates
             and p.scheduler_name in self.frameworks
         ]
-        # Popped together, then sorted by priority (higher first; a stable sort keeps the
-        # pod that came up first among equals).
-        queued.sort(key=lambda p: -p.priority)
+        # In kube-scheduler's order (`PodGroupMemberPodsOrderingFunc`: priority, higher
+        # first, then the time queued), here the time created: whichever member comes up,
+        # the group is checked alike and fails with the same words.
+        queued.sort(key=lambda p: (-p.priority, p.creation_timestamp, p.name))
         first = queued[0].scheduler_name
         if not self.features.since(1, 37):
             for p in queued:
@@ -197,7 +209,16 @@ class PodGroupCycle:
             # A gang: over when GangScheduling found its quorum out of reach.
             if gang is None or gang.failed is None:
                 return
-            line = gang.failed[2] if self.features.since(1, 37) else GROUP_UNSCHEDULABLE
+            alone = not binding and gang.placed() == 0 and not gang.waiting
+            if alone and self._doomed_by.get(gang.key) == pod.uid:
+                # The member that failed its group, tried again before any sibling: no new
+                # pod group cycle (kube-scheduler tries the group as one, in one order).
+                return
+            if not binding:
+                self._remember(gang.key, pod.uid)
+            line = GROUP_UNSCHEDULABLE
+            if self.features.since(1, 37):
+                line = gang.failed[2].removeprefix(f"{GROUP_UNSCHEDULABLE}, ")
             self.writer.set(group, Verdict(False, UNSCHEDULABLE, line))
             return
         if binding:
@@ -205,6 +226,12 @@ class PodGroupCycle:
         self.writer.set(
             group, Verdict(False, UNSCHEDULABLE, self._one_by_one(gang, holds, nominated))
         )
+
+    def _remember(self, key: str, uid: str) -> None:
+        self._doomed_by[key] = uid
+        if len(self._doomed_by) > 2 * len(self.gangs) + 64:
+            for gone in [k for k in self._doomed_by if self.gangs.get(k) is None]:
+                del self._doomed_by[gone]
 
     def _one_by_one(self, gang: Gang | None, holds: bool, nominated: bool) -> str:
         """The message of a group whose members each may do (a basic group, or a gang no
@@ -216,7 +243,7 @@ class PodGroupCycle:
                 return f"{GROUP_UNSCHEDULABLE}, {WAITING_FOR_PREEMPTION}"
             return GROUP_UNSCHEDULABLE
         if holds and (gang is None or gang.placed() == 0):
-            return f"{CANNOT_BE_SATISFIED.format(1, 0, 0)}, {NO_GROUP_VICTIMS}"
+            return f"{OUT_OF_REACH.format(1, 0, 0)}, {NO_GROUP_VICTIMS}"
         return f"{GROUP_UNSCHEDULABLE}, {NO_GROUP_VICTIMS}"
 
 
