@@ -17,6 +17,7 @@ from ascheduler.framework.extender import Extenders
 from ascheduler.framework.runtime import Framework
 from ascheduler.groupcycle import (
     POD_GROUP_VALIDATION,
+    PRIORITY_MISMATCH,
     PodGroupCycle,
 )
 from ascheduler.groupstatus import PodGroupStatusWriter, Verdict
@@ -24,7 +25,8 @@ from ascheduler.model import PodInfo
 from ascheduler.model.podgroups import parse_scheduling_group
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.gangscheduling import NO_GROUP_VICTIMS
-from tests.kit import on, parsed, pod
+from tests.kit import node_info, on, parsed, pod
+from tests.kit.scheduling import Env
 
 V136 = parse_gates("GenericWorkload=true,GangScheduling=true", Release(1, 36))
 V137 = parse_gates("GenericWorkload=true", Release(1, 37))
@@ -200,7 +202,8 @@ def test_a_member_passing_permit_schedules_its_group() -> None:
         (
             V137,
             False,
-            f"minCount (1) cannot be satisfied: 0 scheduled, 0 remaining, {NO_GROUP_VICTIMS}",
+            "minCount (1) cannot be satisfied: 0 scheduled, 0 remaining, "
+            "pod group preemption: No preemption victims found for incoming preemptor",
         ),
     ],
 )
@@ -302,3 +305,19 @@ def test_a_member_that_failed_its_group_tried_again_alone_is_no_new_verdict() ->
     gang.failed = (p0.uid, p0.name, "pod group is unschedulable, alone")
     cycle.failed(fw, p0, Status.unschedulable("x"), error=False, binding=False, nominated=False)
     assert recorder.verdicts["default/g"].message == "first"
+
+
+# -- in the scheduling cycle ------------------------------------------------------------------
+
+
+async def test_a_member_of_a_group_its_members_disagree_on_fails_before_any_node_is_tried() -> None:
+    env = Env(node_info("n1"), options=SchedulerConfig(features=V137))
+    add_group(env.cache, 2)
+    p0, p1 = member("p0", priority=1000), member("p1", priority=1000)
+    members(env.cache, p0, p1)
+    job, _ = await env.attempt(p0)
+    assert job is None
+    (condition,) = [i for i in env.written() if getattr(i, "reason", "") == "SchedulerError"]
+    assert condition.message == PRIORITY_MISMATCH.format(1000, 0)
+    assert env.scheduler.stats.errors == 1
+    assert env.queue.where(p0.uid) == "backoff"
