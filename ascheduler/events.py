@@ -198,6 +198,12 @@ class StatusWriter:
             if self.pod_groups is not None:
                 group.create_task(self.pod_groups.run())
 
+    async def drain(self) -> None:
+        """Everything queued so far written (or given up on): the stop waits for it."""
+        await self.queue.join()
+        if self.pod_groups is not None:
+            await self.pod_groups.flush()
+
     async def _work(self) -> None:
         """Send items until cancelled. An Event queued while binds are under way is set
         aside for `_release` (binds go first); everything else is sent at once."""
