@@ -105,6 +105,11 @@ class PodGroupCycle:
         #: Group key -> the member whose failure, alone in its group's attempt, gave the
         #: group's last verdict.
         self._doomed_by: dict[str, str] = {}
+        #: Group key -> (what the group was, the first member's schedulerName, priority and
+        #: policy) when its members last agreed: a member's schedulerName, priority and
+        #: preemption policy never change, so until the group's members do, each member
+        #: coming up is checked against that alone rather than against them all.
+        self._agreed: dict[str, tuple[tuple[object, ...], tuple[str, int, str]]] = {}
 
     def _group(self, pod: PodInfo) -> SchedulingGroup | None:
         if not self.active or pod.scheduling_group is None:
@@ -122,30 +127,45 @@ class PodGroupCycle:
         gang = self.gangs.of(pod)
         if gang is None:
             return None
-        placed = gang.assigned | gang.assumed
-        queued = [pod] + [
-            p
-            for uid, p in gang.pods.items()
-            if uid != pod.uid
-            and uid not in placed
-            and not p.deleting
-            and not p.scheduling_gates
-            and p.scheduler_name in self.frameworks
-        ]
+        # A member assumed stays among those checked (1.37) or leaves them (1.36): either
+        # way the rest still agree; one bound (by anyone) may join them.
+        shape = (group, len(gang.pods), gang.gated, len(gang.assigned))
+        fields = (pod.scheduler_name, pod.priority, pod.preemption_policy or PREEMPT_LOWER_PRIORITY)
+        agreed = self._agreed.get(gang.key)
+        if agreed is not None and agreed[0] == shape and agreed[1] == fields:
+            return None
+        queued, scheduled = [pod], []
+        for uid, p in gang.pods.items():
+            if uid == pod.uid:
+                continue
+            if uid in gang.assigned or uid in gang.assumed:
+                scheduled.append(p)
+            elif not p.deleting and not p.scheduling_gates and p.scheduler_name in self.frameworks:
+                queued.append(p)
+        since_137 = self.features.since(1, 37)
+        if since_137 and group is None:
+            return None  # held at PreEnqueue until the PodGroup exists
+        by_group = POD_GROUP_PREEMPTION_POLICY in self.features
+        checked = [*queued, *scheduled] if since_137 else queued
+        if self._agree(checked, group if since_137 else None, by_group):
+            # The common case, told in one pass, in no particular order.
+            self._agreed[gang.key] = (shape, fields)
+            if len(self._agreed) > 2 * len(self.gangs) + 64:
+                for gone in [k for k in self._agreed if self.gangs.get(k) is None]:
+                    del self._agreed[gone]
+            return None
+        self._agreed.pop(gang.key, None)
         # In kube-scheduler's order (`PodGroupMemberPodsOrderingFunc`: priority, higher
         # first, then the time queued), here the time created: whichever member comes up,
         # the group is checked alike and fails with the same words.
         queued.sort(key=lambda p: (-p.priority, p.creation_timestamp, p.name))
+        scheduled.sort(key=lambda p: p.uid)
         first = queued[0].scheduler_name
-        if not self.features.since(1, 37):
+        if group is None or not since_137:
             for p in queued:
                 if p.scheduler_name != first:
                     return self._invalid(p.scheduler_name, first)
             return None
-        if group is None:
-            return None  # held at PreEnqueue until the PodGroup exists
-        scheduled = [gang.pods[uid] for uid in sorted(placed) if uid in gang.pods]
-        by_group = POD_GROUP_PREEMPTION_POLICY in self.features
         policy = (group.preemption_policy or PREEMPT_LOWER_PRIORITY) if by_group else ""
         for p in [*queued, *scheduled]:
             if p.scheduler_name != first:
@@ -163,6 +183,24 @@ class PodGroupCycle:
                 elif own != policy:
                     return Status.error(POLICY_MISMATCH.format(own, policy), POD_GROUP_VALIDATION)
         return None
+
+    @staticmethod
+    def _agree(pods: list[PodInfo], group: SchedulingGroup | None, by_group: bool) -> bool:
+        """Whether nothing `validate` checks differs among `pods` (with `group`: their
+        priority is its own, and so is their preemption policy `by_group`)."""
+        first = pods[0]
+        if any(p.scheduler_name != first.scheduler_name for p in pods):
+            return False
+        if group is None:
+            return True
+        policy = first.preemption_policy or PREEMPT_LOWER_PRIORITY
+        if by_group and policy != (group.preemption_policy or PREEMPT_LOWER_PRIORITY):
+            return False
+        return all(
+            p.priority == group.priority
+            and (p.preemption_policy or PREEMPT_LOWER_PRIORITY) == policy
+            for p in pods
+        )
 
     @staticmethod
     def _invalid(name: str, first: str) -> Status:

@@ -321,3 +321,18 @@ async def test_a_member_of_a_group_its_members_disagree_on_fails_before_any_node
     assert condition.message == PRIORITY_MISMATCH.format(1000, 0)
     assert env.scheduler.stats.errors == 1
     assert env.queue.where(p0.uid) == "backoff"
+
+
+def test_a_member_joining_a_group_that_agreed_is_checked_with_the_rest() -> None:
+    cycle, cache, _, _ = setup(V137)
+    add_group(cache, 2)
+    p0, p1 = member("p0"), member("p1")
+    members(cache, p0, p1)
+    assert cycle.validate(p0) is None
+    assert cycle.validate(p1) is None  # the group as it was: told without looking again
+    late = member("late", created="2026-01-01T00:00:09Z", priority=7)
+    members(cache, late)
+    for p in (p0, late):
+        status = cycle.validate(p)
+        assert status is not None
+        assert status.message.endswith("got 7 and 0")
