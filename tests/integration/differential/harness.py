@@ -1011,7 +1011,7 @@ async def differ(runner: Runner, s: Scenario) -> Comparison:
             await runner.cleanup(s, run)
         await runner.delete_nodes(s)
     comparison = compare(s, kube, ours)
-    compare_groups(s, kube_groups, our_groups, comparison)
+    compare_groups(s, kube, kube_groups, our_groups, comparison)
     compare_scores(runner, s, kube, logged, comparison)
     return comparison
 
