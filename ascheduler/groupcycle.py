@@ -50,8 +50,8 @@ from ascheduler.model.podgroups import SchedulingGroup
 from ascheduler.plugins.gangscheduling import CANNOT_BE_SATISFIED, NO_GROUP_VICTIMS
 from ascheduler.plugins.gangscheduling import NAME as GANG_SCHEDULING
 
-#: The pseudo-plugin a member failing its group's validation is rejected by (only the
-#: member's own update, or its siblings', can clear it).
+#: The pseudo-plugin named on the error a member of a group whose members disagree fails
+#: with (an error: the member is retried after its backoff, as kube-scheduler retries it).
 POD_GROUP_VALIDATION: Final = "PodGroupValidation"
 PREEMPT_LOWER_PRIORITY: Final = "PreemptLowerPriority"
 POD_GROUP_PREEMPTION_POLICY: Final = "PodGroupPreemptionPolicy"

@@ -144,6 +144,8 @@ class Scheduler:
             in_pre_bind=first.handle.pods_in_pre_bind if first is not None else None,
         )
         features = first.handle.features if first is not None else None
+        # From 1.36 the status writer writes the PodGroups' condition too (the release is
+        # known here, from the profiles).
         if features is not None and writer.pod_groups is None and features.since(1, 36):
             writer.pod_groups = PodGroupStatusWriter(
                 writer.kube, features.release, lookup=cache.gangs.scheduling_groups.get
@@ -245,13 +247,7 @@ class Scheduler:
         invalid = self.groups.validate(pod)
         if invalid is not None:
             # The pod group cycle refuses a group whose members disagree, before any is tried.
-            self.handle_scheduling_failure(
-                fw,
-                qp,
-                invalid,
-                error=True,
-                reason="SchedulerError",
-            )
+            self.handle_scheduling_failure(fw, qp, invalid, error=True, reason="SchedulerError")
             return None
 
         state = CycleState()
