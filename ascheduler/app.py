@@ -642,7 +642,7 @@ async def _serve(
         await release_locks(runtime)
         await scheduler.evictions.drain(timeout=5.0)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(runtime.writer.queue.join(), timeout=5.0)
+            await asyncio.wait_for(runtime.writer.drain(), timeout=5.0)
         for task in (*background, *waits):
             task.cancel()
 

@@ -22,6 +22,7 @@ from typing import Any, Final
 import structlog
 
 from ascheduler import metrics
+from ascheduler.groupstatus import PodGroupStatusWriter
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import STRATEGIC_MERGE_PATCH
 from ascheduler.model import PodInfo
@@ -123,6 +124,8 @@ class StatusWriter:
         self.hostname = hostname or socket.gethostname()
         self.dropped = 0
         self.sent = 0
+        #: The PodGroups' scheduling condition (1.36 on), written beside the pods' status.
+        self.pod_groups: PodGroupStatusWriter | None = None
 
     def _put(self, item: _Item) -> None:
         try:
@@ -210,6 +213,14 @@ class StatusWriter:
             for _ in range(self.workers):
                 group.create_task(self._work())
             group.create_task(self._release())
+            if self.pod_groups is not None:
+                group.create_task(self.pod_groups.run())
+
+    async def drain(self) -> None:
+        """Everything queued so far written (or given up on): the stop waits for it."""
+        await self.queue.join()
+        if self.pod_groups is not None:
+            await self.pod_groups.flush()
 
     async def _work(self) -> None:
         """Send items until cancelled. An Event queued while binds are under way is set

@@ -45,6 +45,7 @@ from ascheduler.events import StatusWriter
 from ascheduler.features import (
     NOMINATED_NODE_NAME_FOR_EXPECTATION,
     SCHEDULER_PREEMPTION_FOR_RESIZE,
+    Features,
 )
 from ascheduler.framework import (
     BINDING_SLOT,
@@ -62,6 +63,8 @@ from ascheduler.framework.extender import EXTENDER, ExtenderError
 from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.runtime import Framework, ScheduleResult
 from ascheduler.framework.waiting import WaitingPods
+from ascheduler.groupcycle import PodGroupCycle
+from ascheduler.groupstatus import PodGroupStatusWriter
 from ascheduler.model import PodInfo
 from ascheduler.preemption import Evictions
 from ascheduler.queue import SchedulingQueue
@@ -146,6 +149,17 @@ class Scheduler:
             gone=lambda uid: not self.cache.has_pod(uid),
             features=first.handle.features if first is not None else None,
             in_pre_bind=first.handle.pods_in_pre_bind if first is not None else None,
+        )
+        features = first.handle.features if first is not None else None
+        # From 1.36 the status writer writes the PodGroups' condition too (the release is
+        # known here, from the profiles).
+        if features is not None and writer.pod_groups is None and features.since(1, 36):
+            writer.pod_groups = PodGroupStatusWriter(
+                writer.kube, features.release, lookup=cache.gangs.scheduling_groups.get
+            )
+        #: The pod group cycle's checks and its verdicts on the PodGroups (1.36 on).
+        self.groups = PodGroupCycle(
+            cache.gangs, writer.pod_groups, self.frameworks, features or Features()
         )
         if binder is not None:
             # A pod that met another instance's lock is retried as soon as it is let go.
@@ -237,6 +251,11 @@ class Scheduler:
                 reason="SchedulerError",
             )
             return None
+        invalid = self.groups.validate(pod)
+        if invalid is not None:
+            # The pod group cycle refuses a group whose members disagree, before any is tried.
+            self.handle_scheduling_failure(fw, qp, invalid, error=True, reason="SchedulerError")
+            return None
 
         state = CycleState()
         state.write(_STARTED, self._cycle_started)
@@ -314,6 +333,8 @@ class Scheduler:
                 fw, qp, status, error=not status.rejected, rejected_by=frozenset({status.plugin})
             )
             return None
+        if status.ok:
+            self.groups.scheduled(pod)
         return BindingJob(fw, state, qp, node)
 
     def _abort(self, fw: Framework, qp: QueuedPodInfo, exc: Exception) -> None:
@@ -350,10 +371,12 @@ class Scheduler:
         clear_nomination: bool = False,
         diagnosis: Diagnosis | None = None,
         nominated_for_binding: str = "",
+        binding: bool = False,
     ) -> None:
         """Put the pod back and report why; `started` is when its attempt began (default:
         the current scheduling cycle's start). `backoff`: not an error, but the pod waits out
-        its backoff all the same, as one does (nothing it could be parked for would tell)."""
+        its backoff all the same, as one does (nothing it could be parked for would tell).
+        `binding`: it failed in its binding cycle (its scheduling cycle had succeeded)."""
         if error:
             self.stats.errors += 1
         else:
@@ -368,6 +391,9 @@ class Scheduler:
         )
         # A group member's failure may fail its group's attempt (v1.36's pod group cycle).
         self.cache.gangs.member_failed(qp.pod, status.plugin or "")
+        self.groups.failed(
+            fw, qp.pod, status, error=error, binding=binding, nominated=bool(nominated_node)
+        )
         deferred = _deferred(fw, qp.pod)
         current = self._current(qp.pod, deferred=deferred)
         if current is None:
@@ -550,6 +576,7 @@ class Scheduler:
             # informer has not shown it yet).
             clear_nomination=True,
             nominated_for_binding=state.read(_NOMINATED_FOR_BINDING) or "",
+            binding=True,
         )
         # The node has room again: pods waiting for room may fit now.
         self.queue.move_all(ClusterEvent.ASSIGNED_POD_DELETE)

@@ -85,6 +85,19 @@ class Workload:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupCondition:
+    """One `metav1.Condition` of a PodGroup's status, as the API has it."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    observed_generation: int = 0
+    #: RFC 3339, seconds (`2026-01-02T03:04:05Z`); "" when absent.
+    last_transition_time: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulingGroup:
     """A `scheduling.k8s.io` PodGroup (v1.36 on): a runtime instance of pods scheduled together.
 
@@ -105,7 +118,17 @@ class SchedulingGroup:
     #: Whether `status.conditions` holds `PodGroupScheduled` (v1alpha2) or
     #: `PodGroupInitiallyScheduled` (v1beta1) True: kube-scheduler never sets it back to False.
     scheduled: bool = False
+    #: `spec.priority` (set by the Priority admission plugin from `priorityClassName`); 0 when
+    #: unset, as kube-scheduler's `PodGroupPriority` reads it.
+    priority: int = 0
+    #: `spec.preemptionPolicy` (1.37, PodGroupPreemptionPolicy); "" when unset.
+    preemption_policy: str = ""
+    #: The scheduler's conditions (`SCHEDULED_CONDITIONS`) in `status.conditions`.
+    conditions: tuple[GroupCondition, ...] = ()
     errors: tuple[str, ...] = ()
+
+    def condition(self, kind: str) -> GroupCondition | None:
+        return next((c for c in self.conditions if c.type == kind), None)
 
     @property
     def key(self) -> str:
@@ -252,12 +275,22 @@ def parse_scheduling_group(obj: Any) -> SchedulingGroup:
     generation = meta.get("generation")
     status = obj.get("status") if isinstance(obj, Mapping) else None
     conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    scheduled = any(
-        isinstance(c, Mapping)
-        and c.get("type") in SCHEDULED_CONDITIONS
-        and c.get("status") == "True"
+    ours = tuple(
+        GroupCondition(
+            type=str(c["type"]),
+            status=str(c.get("status") or ""),
+            reason=str(c.get("reason") or ""),
+            message=str(c.get("message") or ""),
+            observed_generation=_int(c.get("observedGeneration"), "", [], 0),
+            last_transition_time=str(c.get("lastTransitionTime") or ""),
+        )
         for c in (conditions if isinstance(conditions, list) else ())
+        if isinstance(c, Mapping) and c.get("type") in SCHEDULED_CONDITIONS
     )
+    priority = spec.get("priority")
+    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+        errors.append(f"spec.priority: expected an integer, got {priority!r}")
+        priority = None
     return SchedulingGroup(
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
@@ -267,7 +300,10 @@ def parse_scheduling_group(obj: Any) -> SchedulingGroup:
         min_count=count,
         template=template,
         parent=str(spec.get("parentCompositePodGroupName") or ""),
-        scheduled=scheduled,
+        scheduled=any(c.status == "True" for c in ours),
+        priority=priority or 0,
+        preemption_policy=str(spec.get("preemptionPolicy") or ""),
+        conditions=ours,
         errors=tuple(errors),
     )
 

@@ -57,10 +57,12 @@ async def allowed(
     namespace: str = "",
     subresource: str = "",
     name: str = "",
+    group: str = "",
 ) -> bool:
-    """Whether ServiceAccount `account` (of the deployed namespace) may `verb` the core
-    `resource`, as the API server's authorizer answers a SubjectAccessReview."""
-    attributes = {"verb": verb, "group": "", "resource": resource}
+    """Whether ServiceAccount `account` (of the deployed namespace) may `verb` the
+    `resource` (of the core group unless `group` says), as the API server's authorizer
+    answers a SubjectAccessReview."""
+    attributes = {"verb": verb, "group": group, "resource": resource}
     for key, value in (("namespace", namespace), ("subresource", subresource), ("name", name)):
         if value:
             attributes[key] = value
@@ -100,6 +102,12 @@ async def assert_no_pod_or_node_writes(kube: KubeClient, namespace: str) -> None
         kube, "ascheduler", "patch", "pods", namespace=namespace, subresource="status"
     )
     assert await allowed(kube, "ascheduler", "delete", "pods", namespace=namespace)
+    # The scheduling condition on kube-scheduler's PodGroups (1.36 on), as its role allows.
+    podgroups = {"namespace": namespace, "group": "scheduling.k8s.io"}
+    assert await allowed(
+        kube, "ascheduler", "patch", "podgroups", subresource="status", **podgroups
+    )
+    assert not await allowed(kube, "ascheduler", "patch", "podgroups", **podgroups)
 
 
 async def priority_classes(kube: KubeClient, created: list[str], low: str, high: str) -> None:

@@ -9,8 +9,11 @@ import aiohttp
 import pytest
 
 from ascheduler.events import NOTE_LIMIT, StatusWriter, truncate_note
+from ascheduler.features import Release
+from ascheduler.groupstatus import PodGroupStatusWriter, Verdict
 from ascheduler.kube import ApiError, ConnectionFailed
 from ascheduler.model import parse_pod
+from ascheduler.model.podgroups import parse_scheduling_group
 
 
 class FlakyKube:
@@ -114,3 +117,23 @@ def test_multibyte_notes_are_cut_on_bytes_and_stay_valid() -> None:
     cut = truncate_note(odd)
     assert cut == "a" + "é" * 509 + " ..."
     assert len(cut.encode()) <= 1024
+
+
+async def test_a_drain_writes_the_pod_groups_verdicts_too() -> None:
+    kube = FlakyKube([])
+    writer = StatusWriter(kube, workers=1, hostname="test")  # type: ignore[arg-type]
+    writer.pod_groups = PodGroupStatusWriter(kube, Release(1, 37))  # type: ignore[arg-type]
+    group = parse_scheduling_group(
+        {
+            "metadata": {"name": "g", "namespace": "ns", "uid": "u"},
+            "spec": {"schedulingPolicy": {"basic": {}}},
+        }
+    )
+    writer.pod_groups.set(group, Verdict(True, "Scheduled"))
+    task = asyncio.create_task(writer.run())
+    try:
+        async with asyncio.timeout(10):
+            await writer.drain()
+        assert kube.sent == ["/apis/scheduling.k8s.io/v1beta1/namespaces/ns/podgroups/g/status"]
+    finally:
+        task.cancel()

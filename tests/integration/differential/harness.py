@@ -51,6 +51,7 @@ from ascheduler.model.dra_taints import parse_device_taint_rule
 from ascheduler.model.objects import parse_namespace, parse_selecting
 from ascheduler.model.resources import RequestsRule
 from ascheduler.plugins import IN_TREE
+from tests.integration.differential.groups import compare_groups, pod_group_conditions
 from tests.integration.differential.scores import (
     SCORE_LOG_ARGS,
     Expected,
@@ -898,6 +899,8 @@ class Comparison:
     #: Pods both bound to the same node / both pending with the same message.
     same_node: int = 0
     same_pending: int = 0
+    #: `scheduling.k8s.io` PodGroups whose scheduling condition both runs wrote alike.
+    same_groups: int = 0
     #: Pods whose first attempt's scores were compared (nodes scored, over them all).
     scored_pods: int = 0
     scored_nodes: int = 0
@@ -908,7 +911,8 @@ class Comparison:
         lines.append(
             f"agreed: {self.same_node} on the same node, {self.same_pending} pending with the "
             f"same message, {len(self.ties)} ties broken differently; scores of "
-            f"{self.scored_pods} pods on {self.scored_nodes} nodes held to kube-scheduler's log"
+            f"{self.scored_pods} pods on {self.scored_nodes} nodes held to kube-scheduler's log; "
+            f"{self.same_groups} PodGroups with the same status"
         )
         return "\n".join(lines)
 
@@ -996,15 +1000,18 @@ async def differ(runner: Runner, s: Scenario) -> Comparison:
             log = runner.logs[kube_name]
             offset = log_size(log)
             kube = await runner.run(s, "k", kube_name)
+            kube_groups = await pod_group_conditions(runner, s, "k")
             logged = first_attempts(log, offset, lambda n: runner.logical_node(s, n))
             await runner.cleanup(s, "k")
             ours = await runner.run(s, "a", ours_name, follow=kube)
+            our_groups = await pod_group_conditions(runner, s, "a")
             await runner.cleanup(s, "a")
     finally:
         for run in ("k", "a"):
             await runner.cleanup(s, run)
         await runner.delete_nodes(s)
     comparison = compare(s, kube, ours)
+    compare_groups(s, kube, kube_groups, our_groups, comparison)
     compare_scores(runner, s, kube, logged, comparison)
     return comparison
 

@@ -56,7 +56,7 @@ def workload(name: str, **groups: int | None) -> list[tuple[str, Json]]:
     return [pod_group(f"{name}-{group}", count) for group, count in groups.items()]
 
 
-def pod_group(name: str, count: int | None) -> tuple[str, Json]:
+def pod_group(name: str, count: int | None, **spec: Any) -> tuple[str, Json]:
     """A `scheduling.k8s.io` PodGroup (1.36 on) of its own, with no Workload behind it."""
     return (
         f"scheduling.k8s.io/{API_VERSION}/podgroups",
@@ -64,7 +64,7 @@ def pod_group(name: str, count: int | None) -> tuple[str, Json]:
             "apiVersion": f"scheduling.k8s.io/{API_VERSION}",
             "kind": "PodGroup",
             "metadata": {"name": name},
-            "spec": {"schedulingPolicy": _policy(count)},
+            "spec": {"schedulingPolicy": _policy(count), **spec},
         },
     )
 
@@ -139,5 +139,42 @@ if POD_GROUPS:
             held=frozenset({"gated-2"})
             if Release(1, 37) > RELEASE
             else frozenset({"gated-0", "gated-1", "gated-2"}),
+        ),
+    ]
+
+if POD_GROUPS:
+    # What the PodGroups' status says is compared too (`groups.py`).
+    WORKLOADS += [
+        Scenario(
+            "workloads: a basic group none of whose pods fit: its PodGroup is unschedulable",
+            nodes=[fake_node("a", cpu="2")],
+            feature_gates=GANG_GATES,
+            objects=workload("solo", any=None),
+            pods=[member(f"solo-{i}", "solo", "any", cpu="3") for i in range(2)],
+            together=True,
+        ),
+        Scenario(
+            "workloads: members of a priority their group lacks (1.37 refuses the group)",
+            nodes=THREE,
+            feature_gates=GANG_GATES,
+            objects=workload("prio", workers=2),
+            pods=[
+                member(f"prio-{i}", "prio", "workers", priorityClassName="diff-high")
+                for i in range(2)
+            ],
+            together=True,
+            ties=frozenset({"prio-0", "prio-1"}),
+        ),
+        Scenario(
+            "workloads: members of one priority, two preemption policies (1.37 refuses them)",
+            nodes=THREE,
+            feature_gates=GANG_GATES,
+            objects=[pod_group("pol-workers", 2, priorityClassName="diff-high")],
+            pods=[
+                member("pol-0", "pol", "workers", priorityClassName="diff-high"),
+                member("pol-1", "pol", "workers", priorityClassName="diff-never"),
+            ],
+            together=True,
+            ties=frozenset({"pol-0", "pol-1"}),
         ),
     ]

@@ -8,6 +8,7 @@ from typing import Any
 from ascheduler.features import Release
 from ascheduler.model import parse_pod
 from ascheduler.model.podgroups import (
+    GroupCondition,
     group_key,
     object_of,
     parse_scheduling_group,
@@ -60,6 +61,38 @@ def test_a_group_scheduled_once_says_so() -> None:
     assert parse_scheduling_group(body).scheduled
     status["conditions"][0]["status"] = "False"
     assert not parse_scheduling_group(body).scheduled
+
+
+def test_the_schedulers_condition_priority_and_preemption_policy_are_read() -> None:
+    condition = {
+        "type": "PodGroupInitiallyScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "m",
+        "observedGeneration": 3,
+        "lastTransitionTime": "2026-01-02T03:04:05Z",
+    }
+    body = {
+        "metadata": {"name": "g", "namespace": "ns"},
+        "spec": {
+            "schedulingPolicy": {"basic": {}},
+            "priority": 1000,
+            "preemptionPolicy": "Never",
+        },
+        "status": {"conditions": [condition, {"type": "DisruptionTarget", "status": "True"}]},
+    }
+    g = parse_scheduling_group(body)
+    assert (g.priority, g.preemption_policy, g.errors) == (1000, "Never", ())
+    assert g.condition("PodGroupScheduled") is None
+    found = g.condition("PodGroupInitiallyScheduled")
+    assert found == GroupCondition(
+        "PodGroupInitiallyScheduled", "False", "Unschedulable", "m", 3, "2026-01-02T03:04:05Z"
+    )
+    assert len(g.conditions) == 1  # only the scheduler's own
+    # Unset: priority 0 (kube-scheduler's `PodGroupPriority`), no policy; a bad one named.
+    assert (group({"schedulingPolicy": {"basic": {}}}).priority, g.errors) == (0, ())
+    bad = group({"schedulingPolicy": {"basic": {}}, "priority": "high"})
+    assert bad.errors == ("spec.priority: expected an integer, got 'high'",)
 
 
 def test_bad_policies_are_errors_with_their_field_never_exceptions() -> None:

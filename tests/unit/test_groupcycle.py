@@ -1,0 +1,338 @@
+"""The pod group cycle's checks and verdicts per release: 1.37's validation of a group's
+members and 1.36's schedulerName check, word for word, and the condition each outcome
+writes on the PodGroup (kube-scheduler's `schedule_one_podgroup.go`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ascheduler.app import build_frameworks
+from ascheduler.cache import Cache
+from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
+from ascheduler.features import Features, Release, parse_gates
+from ascheduler.framework import Status
+from ascheduler.framework.extender import Extenders
+from ascheduler.framework.runtime import Framework
+from ascheduler.groupcycle import (
+    POD_GROUP_VALIDATION,
+    PRIORITY_MISMATCH,
+    PodGroupCycle,
+)
+from ascheduler.groupstatus import PodGroupStatusWriter, Verdict
+from ascheduler.model import PodInfo
+from ascheduler.model.podgroups import parse_scheduling_group
+from ascheduler.plugins import IN_TREE
+from ascheduler.plugins.gangscheduling import NO_GROUP_VICTIMS
+from tests.kit import node_info, on, parsed, pod
+from tests.kit.scheduling import Env
+
+V136 = parse_gates("GenericWorkload=true,GangScheduling=true", Release(1, 36))
+V137 = parse_gates("GenericWorkload=true", Release(1, 37))
+PREEMPTION_POLICY_137 = parse_gates(
+    "GenericWorkload=true,PodGroupPreemptionPolicy=true", Release(1, 37)
+)
+PROFILE = DEFAULT_SCHEDULER_NAME
+
+
+class Recorder(PodGroupStatusWriter):
+    """Keeps the verdicts, writes nothing."""
+
+    def __init__(self, release: Release) -> None:
+        super().__init__(None, release)
+        self.verdicts: dict[str, Verdict] = {}
+
+    def set(self, group: Any, verdict: Verdict) -> None:
+        self.verdicts[group.key] = verdict
+
+
+def setup(features: Features) -> tuple[PodGroupCycle, Cache, Recorder, Framework]:
+    cache = Cache(features)
+    config = SchedulerConfig(features=features)
+    frameworks = build_frameworks(config, IN_TREE, cache, None, Extenders(()))
+    recorder = Recorder(features.release)
+    cycle = PodGroupCycle(cache.gangs, recorder, frameworks, features)
+    return cycle, cache, recorder, frameworks[PROFILE]
+
+
+def add_group(cache: Cache, count: int | None, **spec: Any) -> None:
+    policy = {"basic": {}} if count is None else {"gang": {"minCount": count}}
+    cache.gangs.scheduling_group_handler.on_add(
+        parse_scheduling_group(
+            {
+                "metadata": {"name": "g", "namespace": "default", "uid": "pg"},
+                "spec": {"schedulingPolicy": policy, **spec},
+            }
+        )
+    )
+
+
+def member(name: str, created: str = "2026-01-01T00:00:00Z", **fields: Any) -> PodInfo:
+    fields.setdefault("scheduler_name", PROFILE)
+    raw = pod(name, schedulingGroup={"podGroupName": "g"}, **fields)
+    raw["metadata"]["creationTimestamp"] = created
+    return parsed(raw)
+
+
+def members(cache: Cache, *pods: PodInfo) -> None:
+    for p in pods:
+        cache.gangs.add_pod(p)
+
+
+# -- validation ------------------------------------------------------------------------------
+
+
+def test_members_that_agree_pass() -> None:
+    cycle, cache, _, _ = setup(V137)
+    add_group(cache, 2, priority=5)
+    p0, p1 = member("p0", priority=5), member("p1", priority=5)
+    members(cache, p0, p1)
+    assert cycle.validate(p0) is None
+
+
+def test_at_137_each_pod_has_its_groups_priority() -> None:
+    cycle, cache, _, _ = setup(V137)
+    add_group(cache, 2)
+    p0, p1 = member("p0", priority=1000), member("p1", priority=1000)
+    members(cache, p0, p1)
+    status = cycle.validate(p1)
+    assert status == Status.error(
+        "all pods in a single pod group should have the same priority as the pod group's "
+        "priority, got 1000 and 0",
+        POD_GROUP_VALIDATION,
+    )
+    # 1.36 checks only the schedulerName.
+    cycle, cache, _, _ = setup(V136)
+    add_group(cache, 2)
+    members(cache, p0, p1)
+    assert cycle.validate(p1) is None
+
+
+def test_at_137_a_member_bound_by_another_scheduler_fails_the_group() -> None:
+    cycle, cache, _, _ = setup(V137)
+    add_group(cache, 2)
+    bound = parsed(
+        on("n1", pod("b", scheduler_name="other", schedulingGroup={"podGroupName": "g"}))
+    )
+    p0 = member("p0")
+    members(cache, bound, p0)
+    status = cycle.validate(p0)
+    assert status is not None
+    assert status.message == (
+        "all pods in a single pod group should have the same .spec.schedulerName set, "
+        'got: "other" and "ascheduler"'
+    )
+
+
+def test_the_first_member_in_queue_order_sets_the_preemption_policy() -> None:
+    cycle, cache, _, _ = setup(V137)
+    add_group(cache, 2)
+    first = member("a", created="2026-01-01T00:00:00Z")
+    never = member("b", created="2026-01-01T00:00:01Z", preemptionPolicy="Never")
+    members(cache, first, never)
+    # Whichever comes up, the group is checked in one order and fails with the same words.
+    for p in (first, never):
+        status = cycle.validate(p)
+        assert status is not None
+        assert status.message == (
+            "all pods in a single pod group should have the same preemption policy, "
+            "got Never and PreemptLowerPriority"
+        )
+
+
+def test_with_pod_group_preemption_policy_the_groups_own_policy_rules() -> None:
+    cycle, cache, _, _ = setup(PREEMPTION_POLICY_137)
+    add_group(cache, 2, preemptionPolicy="Never")
+    p0 = member("p0")
+    members(cache, p0)
+    status = cycle.validate(p0)
+    assert status is not None
+    assert status.message == (
+        "all pods in a single pod group should have the same preemption policy as the pod "
+        "group's preemption policy, got PreemptLowerPriority and Never"
+    )
+
+
+def test_at_136_members_queued_for_two_profiles_fail_with_their_names() -> None:
+    cycle, cache, _, _ = setup(V136)
+    add_group(cache, 2)
+    cycle.frameworks = {PROFILE: cycle.frameworks[PROFILE], "second": cycle.frameworks[PROFILE]}
+    p0 = member("p0", created="2026-01-01T00:00:00Z")
+    p1 = member("p1", created="2026-01-01T00:00:01Z", scheduler_name="second")
+    members(cache, p0, p1)
+    status = cycle.validate(p1)
+    assert status is not None
+    assert status.message == (
+        "all pods in a single pod group should have the same .spec.schedulerName set, "
+        'got: "second" and "ascheduler"'
+    )
+
+
+def test_nothing_is_checked_without_generic_workload() -> None:
+    features = Features.defaults(Release(1, 37))
+    cycle, cache, _, _ = setup(features)
+    add_group(cache, 2)
+    p0 = member("p0", priority=7)
+    members(cache, p0)
+    assert cycle.validate(p0) is None
+
+
+# -- verdicts --------------------------------------------------------------------------------
+
+
+def test_a_member_passing_permit_schedules_its_group() -> None:
+    cycle, cache, recorder, _ = setup(V137)
+    add_group(cache, None)
+    p0 = member("p0")
+    members(cache, p0)
+    cycle.scheduled(p0)
+    assert recorder.verdicts["default/g"] == Verdict(True, "Scheduled", "")
+
+
+@pytest.mark.parametrize(
+    ("features", "nominated", "message"),
+    [
+        (V136, False, "pod group is unschedulable"),
+        (
+            V136,
+            True,
+            "pod group is unschedulable, pod group is waiting for preemption to complete",
+        ),
+        (
+            V137,
+            False,
+            "minCount (1) cannot be satisfied: 0 scheduled, 0 remaining, "
+            "pod group preemption: No preemption victims found for incoming preemptor",
+        ),
+    ],
+)
+def test_a_basic_group_none_of_whose_members_fit(
+    features: Features, nominated: bool, message: str
+) -> None:
+    cycle, cache, recorder, fw = setup(features)
+    add_group(cache, None)
+    p0 = member("p0")
+    members(cache, p0)
+    fit_error = Status.unschedulable("0/1 nodes are available: 1 Insufficient cpu.")
+    cycle.failed(fw, p0, fit_error, error=False, binding=False, nominated=nominated)
+    assert recorder.verdicts["default/g"] == Verdict(False, "Unschedulable", message)
+
+
+def test_at_137_a_basic_group_with_a_member_scheduled_says_so_without_min_count() -> None:
+    cycle, cache, recorder, fw = setup(V137)
+    add_group(cache, None)
+    bound = parsed(on("n1", pod("b", schedulingGroup={"podGroupName": "g"})))
+    p0 = member("p0")
+    members(cache, bound, p0)
+    cycle.failed(fw, p0, Status.unschedulable("x"), error=False, binding=False, nominated=False)
+    message = f"pod group is unschedulable, {NO_GROUP_VICTIMS}"
+    assert recorder.verdicts["default/g"] == Verdict(False, "Unschedulable", message)
+
+
+def test_a_members_error_is_the_groups() -> None:
+    cycle, cache, recorder, fw = setup(V136)
+    add_group(cache, 2)
+    p0 = member("p0")
+    members(cache, p0)
+    cycle.failed(fw, p0, Status.error("boom"), error=True, binding=False, nominated=False)
+    assert recorder.verdicts["default/g"] == Verdict(
+        False, "SchedulerError", "failed to schedule other pod from a pod group: boom"
+    )
+
+
+def test_a_failed_validation_is_written_at_137_only() -> None:
+    for features, written in ((V137, True), (V136, False)):
+        cycle, cache, recorder, fw = setup(features)
+        add_group(cache, 2)
+        p0 = member("p0")
+        members(cache, p0)
+        invalid = Status.error("all pods ...", POD_GROUP_VALIDATION)
+        cycle.failed(fw, p0, invalid, error=True, binding=False, nominated=False)
+        expected = {"default/g": Verdict(False, "SchedulerError", "all pods ...")}
+        assert recorder.verdicts == (expected if written else {})
+
+
+@pytest.mark.parametrize(
+    ("features", "message"),
+    [
+        (V136, "pod group is unschedulable"),
+        (V137, f"minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, {NO_GROUP_VICTIMS}"),
+    ],
+)
+def test_a_gang_fails_when_its_plugin_finds_the_quorum_out_of_reach(
+    features: Features, message: str
+) -> None:
+    cycle, cache, recorder, fw = setup(features)
+    add_group(cache, 3)
+    p0, p1, p2 = member("p0"), member("p1"), member("p2")
+    members(cache, p0, p1, p2)
+    gang = cache.gangs.of(p0)
+    assert gang is not None
+    misfit = Status.unschedulable("0/1 nodes are available: 1 Insufficient cpu.")
+    # A member failing while the rest can still make the quorum: the attempt goes on.
+    cycle.failed(fw, p2, misfit, error=False, binding=False, nominated=False)
+    assert recorder.verdicts == {}
+    # GangScheduling has found the quorum out of reach (its member line, prefixed).
+    gang.failed = (p2.uid, p2.name, f"pod group is unschedulable, {message}")
+    cycle.failed(fw, p2, misfit, error=False, binding=False, nominated=False)
+    # 1.36 writes errPodGroupUnschedulable alone; 1.37 the verdict the loop stopped on.
+    assert recorder.verdicts["default/g"] == Verdict(False, "Unschedulable", message)
+
+
+def test_a_bind_that_fails_after_the_cycle_is_no_verdict() -> None:
+    cycle, cache, recorder, fw = setup(V137)
+    add_group(cache, None)
+    p0 = member("p0")
+    members(cache, p0)
+    cycle.failed(fw, p0, Status.error("bind: boom"), error=True, binding=True, nominated=False)
+    cycle.failed(fw, p0, Status.unschedulable("x"), error=False, binding=True, nominated=False)
+    assert recorder.verdicts == {}
+
+
+def test_a_member_that_failed_its_group_tried_again_alone_is_no_new_verdict() -> None:
+    cycle, cache, recorder, fw = setup(V137)
+    add_group(cache, 2)
+    p0, p1 = member("p0"), member("p1")
+    members(cache, p0, p1)
+    gang = cache.gangs.of(p0)
+    assert gang is not None
+    gang.waiting.add(p1.uid)
+    gang.failed = (p0.uid, p0.name, "pod group is unschedulable, first")
+    cycle.failed(fw, p0, Status.unschedulable("x"), error=False, binding=False, nominated=False)
+    assert recorder.verdicts["default/g"].message == "first"
+    gang.waiting.clear()
+    gang.failed = (p0.uid, p0.name, "pod group is unschedulable, alone")
+    cycle.failed(fw, p0, Status.unschedulable("x"), error=False, binding=False, nominated=False)
+    assert recorder.verdicts["default/g"].message == "first"
+
+
+# -- in the scheduling cycle ------------------------------------------------------------------
+
+
+async def test_a_member_of_a_group_its_members_disagree_on_fails_before_any_node_is_tried() -> None:
+    env = Env(node_info("n1"), options=SchedulerConfig(features=V137))
+    add_group(env.cache, 2)
+    p0, p1 = member("p0", priority=1000), member("p1", priority=1000)
+    members(env.cache, p0, p1)
+    job, _ = await env.attempt(p0)
+    assert job is None
+    (condition,) = [i for i in env.written() if getattr(i, "reason", "") == "SchedulerError"]
+    assert condition.message == PRIORITY_MISMATCH.format(1000, 0)
+    assert env.scheduler.stats.errors == 1
+    assert env.queue.where(p0.uid) == "backoff"
+
+
+def test_a_member_joining_a_group_that_agreed_is_checked_with_the_rest() -> None:
+    cycle, cache, _, _ = setup(V137)
+    add_group(cache, 2)
+    p0, p1 = member("p0"), member("p1")
+    members(cache, p0, p1)
+    assert cycle.validate(p0) is None
+    assert cycle.validate(p1) is None  # the group as it was: told without looking again
+    late = member("late", created="2026-01-01T00:00:09Z", priority=7)
+    members(cache, late)
+    for p in (p0, late):
+        status = cycle.validate(p)
+        assert status is not None
+        assert status.message.endswith("got 7 and 0")
