@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 import structlog
 
 from ascheduler import metrics
+from ascheduler.features import SCHEDULER_PREEMPTION_FOR_RESIZE
 from ascheduler.model import PodInfo
 from ascheduler.scheduler import Scheduler
 from ascheduler.shards import ShardMembers, Split
@@ -61,6 +62,12 @@ class Sharding:
         self.scheduler = scheduler
         self._pods = pods
         self._changed = asyncio.Event()
+        first = next(iter(scheduler.frameworks.values()), None)
+        #: Bound pods whose resize the kubelet deferred are scheduled again (1.37 gate), by
+        #: their owner like any other pod.
+        self.deferred_resizes = first is not None and (
+            SCHEDULER_PREEMPTION_FOR_RESIZE in first.handle.features
+        )
         scheduler.owns = self.owns
         members.on_change = self._on_change
 
@@ -109,16 +116,18 @@ class Sharding:
         """One pod where the split puts it: 1 queued, -1 out of the queue, 0 unchanged."""
         scheduler = self.scheduler
         queue = scheduler.queue
+        deferred = self.deferred_resizes and pod.resize_deferred
         if (
-            pod.assigned
+            (pod.assigned and not deferred)
             or pod.deleting
             or pod.terminal
             or pod.scheduler_name not in scheduler.frameworks
         ):
-            return 0  # nothing to schedule (a deferred resize follows its pod's updates)
+            return 0  # nothing to schedule
         where = queue.where(pod.uid)
         if self.owns(pod):
-            if where is None and not scheduler.cache.has_pod(pod.uid):
+            # An unbound pod the cache holds is assumed: its bind is under way.
+            if where is None and (pod.assigned or not scheduler.cache.has_pod(pod.uid)):
                 queue.add(pod)
                 return 1
             if where == "in-flight":

@@ -13,6 +13,7 @@ from ascheduler.model.podgroups import POD_GROUP_LABEL
 from ascheduler.sharding import CHUNK, Sharding
 from ascheduler.shards import ShardMembers, ShardSettings, Split
 from tests.kit.scheduling import Env, make_node, make_pod, pop
+from tests.unit.test_eventhandlers import _deferred, _resize_env
 
 ME, OTHER, THIRD = "sched-a", "sched-b", "sched-c"
 
@@ -118,3 +119,25 @@ def test_a_pod_relabelled_into_another_members_group_leaves_the_queue() -> None:
     assert pod.uid not in env.queue
     env.router.pods.on_update(moved, pod)  # and back into ours
     assert pod.uid in env.queue
+
+
+async def test_a_deferred_resize_moves_with_its_pod() -> None:
+    """A bound pod whose resize the kubelet deferred is scheduled again (1.37), by its owner:
+    a re-split hands it over like a pending pod."""
+    grows = _deferred("grows")
+    env = _resize_env(grows)
+    assert env.store is not None
+    store = env.store
+    shard = ShardMembers(None, "ns", ShardSettings(enabled=True), identity=ME)  # type: ignore[arg-type]
+    other = next(m for m in (f"sched-{i}" for i in range(100)) if Split.of(m, [ME, m]).mine(grows))
+    shard.split = Split.of(ME, [ME, other])
+    sharding = Sharding(shard, env.scheduler, lambda: store)
+    env.router.pods.on_add(grows)
+    assert env.cache.has_pod(grows.uid)
+    assert grows.uid not in env.queue  # the other member's
+    shard.split = Split.of(ME, [ME])
+    assert await sharding.resplit() == (1, 0)
+    assert env.queue.where(grows.uid) == "active"
+    shard.split = Split.of(ME, [ME, other])
+    assert await sharding.resplit() == (0, 1)
+    assert grows.uid not in env.queue
