@@ -269,7 +269,7 @@ async def build(
     if config.binding.mode == "bindrequest":
         objects.append(_request_informer(watch_client, router))
     sharding = None
-    if config.sharding.enabled:
+    if config.sharding.enabled and writes:  # a dry run neither joins nor splits
         # On the watch client: renewals never queue behind binds or the write rate limit.
         namespace = config.leader_election.resource_namespace
         members = ShardMembers(watch_client, namespace, config.sharding)
