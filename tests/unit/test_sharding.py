@@ -5,6 +5,8 @@ leaves the queue. The members themselves are tests/unit/shards/test_members.py's
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 from typing import Any
 
@@ -13,6 +15,7 @@ from ascheduler.model.podgroups import POD_GROUP_LABEL
 from ascheduler.sharding import CHUNK, Sharding
 from ascheduler.shards import ShardMembers, ShardSettings, Split
 from tests.kit.scheduling import Env, make_node, make_pod, pop
+from tests.unit.queue.test_queue import let_tasks_run
 from tests.unit.test_eventhandlers import _deferred, _resize_env
 
 ME, OTHER, THIRD = "sched-a", "sched-b", "sched-c"
@@ -141,3 +144,21 @@ async def test_a_deferred_resize_moves_with_its_pod() -> None:
     shard.split = Split.of(ME, [ME, other])
     assert await sharding.resplit() == (0, 1)
     assert grows.uid not in env.queue
+
+
+async def test_a_change_of_the_members_re_splits_in_the_background() -> None:
+    env, sharding, pods = sharded(ME, OTHER)
+    task = asyncio.create_task(sharding.run())
+    try:
+        split = Split.of(ME, [ME])
+        sharding.members.split = split
+        sharding.members.on_change(split)  # what `ShardMembers.update` tells
+        for _ in range(100):  # turns of the event loop, not time
+            await let_tasks_run()
+            if queued(env, pods) == {pod.uid for pod in pods}:
+                break
+        assert queued(env, pods) == {pod.uid for pod in pods}
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
