@@ -13,10 +13,11 @@ round.
   expired: no clocks are compared), or until its Lease is deleted (a graceful stop, after
   its last bind).
 * **This instance counts itself live** while its last successful renewal was *sent* less
-  than the duration ago. The others count from when they *saw* that renewal, later, so an
-  instance cut off from the API server stops claiming pods no later than the others start
-  claiming its share; in between a pod may be claimed by two, which the node locks make safe
-  (see `ascheduler.sharding`).
+  than the duration ago (a timer recomputes the split the moment that runs out). The others
+  count from when they *saw* that renewal, later, so an instance cut off from the API server
+  stops claiming pods no later than the others start claiming its share. Views that differ
+  for a moment may still let two claim a pod, which the node locks make safe (see
+  `ascheduler.sharding`).
 * **Joining**: the Lease is written, then the group's Leases are listed, before the
   informers list the cluster, so the first pods are split among the members already there.
   Of two instances joining together, the later list sees the earlier write; the other finds
@@ -153,6 +154,8 @@ class ShardMembers:
         self._seen: dict[str, tuple[str, float]] = {}
         #: when our last successful renewal was sent (our clock); None: not registered
         self._renewed_at: float | None = None
+        #: Recomputes the split the moment our own Lease runs out unrenewed.
+        self._expiry: asyncio.TimerHandle | None = None
         self.split = Split.of(self.identity, ())
         #: Told each new split (the live members changed).
         self.on_change: Callable[[Split], None] = lambda _split: None
@@ -267,6 +270,10 @@ class ShardMembers:
                 raise
             await self.kube.post(self._leases, body)
         self._renewed_at = sent
+        if self._expiry is not None:
+            self._expiry.cancel()
+        late_in = max(0.0, sent + self.duration - self._clock())
+        self._expiry = asyncio.get_running_loop().call_later(late_in, self.update)
         self.update()
 
     async def _list(self) -> None:
@@ -349,6 +356,8 @@ class ShardMembers:
     async def leave(self) -> None:
         """Delete our Lease (after our last bind): the others take our share at once."""
         self._renewed_at = None
+        if self._expiry is not None:
+            self._expiry.cancel()
         self.update()
         try:
             await self.kube.request("DELETE", f"{self._leases}/{self.name}")

@@ -250,3 +250,18 @@ def test_a_group_must_name_leases_and_labels(group: str) -> None:
 def test_the_member_duration_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         ShardSettings(member_duration=0)
+
+
+async def test_an_instance_stops_counting_itself_the_moment_its_lease_runs_out() -> None:
+    """Not at its next round: a timer recomputes the split when the last renewal's duration
+    is over (here a real clock and a short duration; the sleep outlasts it)."""
+    store = Store()
+    settings = ShardSettings(enabled=True, member_duration=0.05)
+    a = ShardMembers(Client(store), NS, settings, identity="a")  # type: ignore[arg-type]
+    told: list[Split] = []
+    a.on_change = told.append
+    await a.join()
+    assert a.split.live
+    await asyncio.sleep(0.2)  # no round runs meanwhile
+    assert not a.split.live
+    assert told[-1].members == ()
