@@ -1,6 +1,7 @@
 """Sharding mode on the real plane: three active instances of one scheduler name split the
 pods, one is killed with SIGKILL mid-run, and still every pod is bound once, no node is
-overcommitted, and the dead member's share is taken over once its Lease expires."""
+overcommitted, and the dead member's share is taken over once its Lease expires; a member
+stopped gracefully hands its share over at once, its Lease deleted."""
 
 from __future__ import annotations
 
@@ -142,6 +143,85 @@ async def test_members_split_the_pods_and_survive_one_killed_mid_run(
             if name in every[14:] and owner(pod["metadata"]["uid"], identities) == identities[0]
         }
         assert taken_over <= survivors
+    finally:
+        for name in await group_leases(kube, group):
+            with contextlib.suppress(ApiError):
+                await kube.request("DELETE", f"{LEASES}/{name}")
+
+
+async def test_a_member_stopped_gracefully_hands_its_share_over_at_once(
+    plane: ControlPlane,
+    plane_state: PlaneState,
+    kube: KubeClient,
+    namespace: str,
+    nodes: NodeFactory,
+    tmp_path: Path,
+) -> None:
+    """Pods pending (no room yet) split between two members; one is stopped (SIGTERM). Its
+    Lease would stay live unrenewed far longer than the test waits: the survivor can bind the
+    stopped member's share only because it saw that Lease deleted and re-split at once."""
+    shared = f"{namespace}-shared"
+    group = "s" + namespace.removeprefix("t-")[-30:].strip("-")
+    config = tmp_path / "sharding.json"
+    config.write_text(
+        json.dumps(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "leaderElection": {"leaderElect": False},
+                "profiles": [{"schedulerName": shared}],
+                "ascheduler": {
+                    "sharding": {"enabled": True, "group": group, "memberDuration": "10m"},
+                    "nodeLock": {"policy": "all"},
+                },
+            }
+        )
+    )
+    wanted = [f"g{i}" for i in range(12)]
+    try:
+        with scheduler(
+            plane, plane_state, "ascheduler-stays", None, "--config", str(config)
+        ) as stays:
+            with scheduler(
+                plane, plane_state, "ascheduler-goes", None, "--config", str(config)
+            ) as goes:
+
+                async def both_met() -> bool:
+                    met = [
+                        e
+                        for r in (stays, goes)
+                        for e in log_events(r, "shard_members_changed")
+                        if len(e["members"]) == 2
+                    ]
+                    return len(met) >= 2
+
+                await eventually(both_met, what="each member counting the other", timeout=60)
+                pods = [pause_pod(name, scheduler_name=shared, extra={GPU: "1"}) for name in wanted]
+                await create_pods(kube, namespace, pods)
+
+                async def all_tried() -> bool:
+                    listed = await pods_in(kube, namespace)
+                    return len(listed) == len(wanted) and all(
+                        any(
+                            c.get("type") == "PodScheduled"
+                            for c in p["status"].get("conditions") or []
+                        )
+                        for p in listed.values()
+                    )
+
+                # Each member has tried its share: no node has the GPUs.
+                await eventually(all_tried, what="every pod tried once", timeout=60)
+            identities = [log_events(r, "shard_joined")[0]["identity"] for r in (stays, goes)]
+            assert identities[1] not in (await group_leases(kube, group)).values()
+            names = await nodes(FakeNodes(count=2, prefix=f"{namespace}-g", extended={GPU: "8"}))
+            placed = await wait_bound(kube, namespace, wanted, timeout=90)
+            assert set(placed.values()) <= set(names)
+            uids = {p["metadata"]["uid"] for p in (await pods_in(kube, namespace)).values()}
+            handed = sum(1 for uid in uids if owner(uid, identities) == identities[1])
+            moved = sum(e["moved_in"] for e in log_events(stays, "shard_resplit"))
+            assert moved == handed  # exactly the stopped member's share came over
+            bound = {e["pod"] for e in log_events(stays, "pod_bound")}
+            assert bound == {f"{namespace}/{name}" for name in wanted}
     finally:
         for name in await group_leases(kube, group):
             with contextlib.suppress(ApiError):
