@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import hashlib
+import math
 import os
 import re
 import socket
@@ -254,7 +255,8 @@ class ShardMembers:
             },
             "spec": {
                 "holderIdentity": self.identity,
-                "leaseDurationSeconds": max(1, round(self.duration)),
+                # Rounded up: the others never count us gone before we stop counting us.
+                "leaseDurationSeconds": max(1, math.ceil(self.duration)),
                 "renewTime": _micro_time(),
             },
         }
