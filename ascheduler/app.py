@@ -67,6 +67,8 @@ from ascheduler.plugins.bindrequest import with_bind_requests
 from ascheduler.plugins.gangscheduling import GANG_GATE
 from ascheduler.queue import QueueSettings, SchedulingQueue
 from ascheduler.scheduler import INVALID_SPEC, Scheduler
+from ascheduler.sharding import Sharding
+from ascheduler.shards import ShardMembers
 
 log = structlog.get_logger(__name__)
 
@@ -128,6 +130,8 @@ class Runtime:
     #: How long a graceful stop waits for binding cycles in flight.
     shutdown_grace: float = 30.0
     extenders: Extenders | None = None
+    #: Sharding mode's members and re-splits (None: off).
+    sharding: Sharding | None = None
 
     async def close(self) -> None:
         await self.scheduler.cache.resources.selectors.close()
@@ -264,6 +268,13 @@ async def build(
     ]
     if config.binding.mode == "bindrequest":
         objects.append(_request_informer(watch_client, router))
+    sharding = None
+    if config.sharding.enabled and writes:  # a dry run neither joins nor splits
+        # On the watch client: renewals never queue behind binds or the write rate limit.
+        namespace = config.leader_election.resource_namespace
+        members = ShardMembers(watch_client, namespace, config.sharding)
+        sharding = Sharding(members, scheduler, lambda: pods.store)
+        objects.append(members.informer(watch_client))
     # A failed pod is put back as the pod informer has it then (the store is replaced on a
     # relist, so look it up through the informer each time).
     scheduler.pods = lambda uid: pods.store.get(uid)
@@ -277,6 +288,7 @@ async def build(
         write_client,
         shutdown_grace=config.shutdown_grace,
         extenders=extenders or None,
+        sharding=sharding,
     )
 
 
@@ -347,6 +359,8 @@ async def _clients(config: SchedulerConfig) -> tuple[KubeClient, KubeClient]:
     """The client for the watches and the one for writes (see the module's docstring)."""
     # Every informer holds a connection for its watch: one each, and room for relists.
     watches = 3 + len(OBJECT_KINDS) + 1 + len(STORAGE_KINDS) + len(DRA_KINDS) + 1 + 3
+    if config.sharding.enabled:
+        watches += 2  # the members' watch, and their renewals and lists
     watch_client = await KubeClient.connect(
         config.kubeconfig,
         context=config.context,
@@ -573,11 +587,17 @@ async def serve(
     # Registered before the informers list the cluster: see `locks.members`.
     if members is not None and not await members.join_unless(stop):
         return
+    sharding = runtime.sharding
     try:
-        await _serve(runtime, stop, informers, synced, health)
+        # The first pods are split among the members already there.
+        if sharding is None or await sharding.members.join_unless(stop):
+            await _serve(runtime, stop, informers, synced, health)
     finally:
+        # After the last bind: the others take our share at once.
+        if sharding is not None:
+            await sharding.members.leave()
         if members is not None:
-            await members.leave()  # after the last bind
+            await members.leave()
 
 
 async def _serve(
@@ -602,6 +622,9 @@ async def _serve(
             background.append(group.create_task(scheduler.binder.devices.run()))
             if scheduler.binder.members is not None:
                 background.append(group.create_task(scheduler.binder.members.run()))
+        if runtime.sharding is not None:
+            background.append(group.create_task(runtime.sharding.members.run()))
+            background.append(group.create_task(runtime.sharding.run()))
         waits = [
             *(group.create_task(i.synced.wait()) for i in informers),
             stopping := group.create_task(stop.wait()),

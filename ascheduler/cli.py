@@ -273,7 +273,8 @@ def _config(args: argparse.Namespace) -> int:
             )
             print(yaml.safe_dump(to_document(defaults, registry), sort_keys=False), end="")
             return 0
-        load(args.file, registry, gates)
+        # With no flag given, as `run` would start from it: the checks across settings too.
+        apply(load(args.file, registry, gates), Overrides())
     except ConfigError as exc:
         where = f"{args.file}: " if args.verb == "validate" else ""
         for problem in exc.problems:

@@ -64,7 +64,8 @@ class EventRouter:
         self.queue.move_all(ClusterEvent.GANG_MEMBER_ADD, None, gang)
 
     def ours(self, pod: PodInfo) -> bool:
-        return pod.scheduler_name in self.scheduler.frameworks
+        """One of our profiles' pods, and in sharding mode our share of them."""
+        return pod.scheduler_name in self.scheduler.frameworks and self.scheduler.owns(pod)
 
 
 class _PodEvents:
@@ -121,6 +122,10 @@ class _PodEvents:
                 queue.move_all(ClusterEvent.ASSIGNED_POD_SCALE_UP, old, new)
             return
         if not self.r.ours(new):
+            if new.uid in queue:
+                # Another sharding member's now (relabelled into another pod group, or the
+                # members changed and the re-split has not reached it yet).
+                queue.disown(new)
             if new.nominated_node_name and not new.deleting:
                 self.r.nominator.nominate(new, new.nominated_node_name)
             else:

@@ -48,6 +48,16 @@ NODE_LOCK_ALONE: Final = Gauge(
     "ascheduler_node_lock_alone",
     "1 while this instance is the only one sharing the nodes (binds skip node locks), else 0.",
 )
+SHARD_MEMBERS: Final = Gauge(
+    "ascheduler_shard_members",
+    "Live members the pending pods are split among, as this instance sees them (0: not in "
+    "sharding mode, or this instance's own Lease is late).",
+)
+SHARD_PODS_MOVED: Final = Counter(
+    "ascheduler_shard_pods_moved_total",
+    "Pending pods that became this instance's (in) or another member's (out) at a re-split.",
+    ["direction"],
+)
 NODE_LOCK_RECOVERED: Final = Counter(
     "ascheduler_node_lock_recovered_total",
     "Node locks taken over from a holder that crashed or left garbage.",

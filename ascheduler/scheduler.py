@@ -119,6 +119,9 @@ class Scheduler:
         #: Where a failed pod is re-read before it is put back (None: no informer, as in unit
         #: tests of the cycle alone; the popped copy is then taken as current).
         self.pods = pods
+        #: Whether a pod of our profiles is ours to schedule: every one, but in sharding
+        #: mode only our share (`ascheduler.sharding`).
+        self.owns: Callable[[PodInfo], bool] = lambda _pod: True
         #: Node locks and bind phases around Bind; None binds directly.
         self.binder = binder
         #: Binds go through the binder's node locks (direct mode). In bindrequest mode the
@@ -222,7 +225,8 @@ class Scheduler:
         awaits only the HTTP extenders, when there are any."""
         pod = qp.pod
         fw = self.frameworks.get(pod.scheduler_name)
-        if fw is None or pod.deleting:
+        if fw is None or pod.deleting or not self.owns(pod):
+            # Not ours (any more): another sharding member's, its re-split not yet here.
             self.queue.done(pod.uid)
             return None
         if (pod.assigned or self.cache.has_pod(pod.uid)) and not _deferred(fw, pod):

@@ -14,6 +14,7 @@ from benchmarks import (
     memory,
     report,
     run,
+    sharding,
 )
 
 COMMANDS = {
@@ -26,6 +27,7 @@ COMMANDS = {
     "memory": memory.main,
     "report": report.main,
     "run": run.main,
+    "sharding": sharding.main,
 }
 
 

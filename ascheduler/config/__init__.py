@@ -38,7 +38,12 @@ from ascheduler.config.defaults import (
 from ascheduler.config.encode import to_document
 from ascheduler.config.flags import FLAGS, Flag, Overrides, add_flags, apply, resolve
 from ascheduler.config.types import LeaderElection, SchedulerConfig
-from ascheduler.config.validation import debug_problem, plain_problem, secure_problems
+from ascheduler.config.validation import (
+    debug_problem,
+    plain_problem,
+    secure_problems,
+    sharding_problems,
+)
 
 __all__ = [
     "API_VERSION",
@@ -62,5 +67,6 @@ __all__ = [
     "release_problems",
     "resolve",
     "secure_problems",
+    "sharding_problems",
     "to_document",
 ]

@@ -49,6 +49,8 @@ from ascheduler.locks.settings import (
     default_lease_groups,
 )
 from ascheduler.queue import QueueSettings
+from ascheduler.shards import ShardSettings
+from ascheduler.shards import members as shard_members
 
 _TOP: Final = {
     "apiVersion",
@@ -85,7 +87,9 @@ _OWN: Final = {
     "binding",
     "debugEndpoints",
     "allowNonLoopbackHTTP",
+    "sharding",
 }
+_SHARDING: Final = {"enabled", "group", "memberDuration"}
 _LOCK: Final = {
     "policy",
     "key",
@@ -139,6 +143,7 @@ def parse(data: Any, registry: Registry, features: Features | None = None) -> Sc
     lock = p.obj(own.get("nodeLock"), _LOCK_PATH, _LOCK)
     binding = _binding(p, own, lock)
     serving = _serving(p, own)
+    sharding = _sharding(p, own)
     profiles = _profiles(p, top, registry, gates)
     extenders = _extenders(p, top)
     ignored = ignored_by_scheduler(extenders)
@@ -160,6 +165,7 @@ def parse(data: Any, registry: Registry, features: Features | None = None) -> Sc
         leader_election=election,
         binding=binding,
         binding_concurrency=serving.concurrency,
+        sharding=sharding,
         write_pool=serving.connections,
         http_address=serving.address,
         allow_non_loopback_http=serving.anywhere,
@@ -383,6 +389,24 @@ def _lease_groups(p: Problems, lock: Mapping[str, Any], lock_object: LockObject)
         p.add(f"{_LOCK_PATH}.leaseGroups", "lease groups need the locks on Leases")
         lease_groups = 0
     return lease_groups
+
+
+def _sharding(p: Problems, own: Mapping[str, Any]) -> ShardSettings:
+    """`ascheduler.sharding`: several active instances splitting the pending pods."""
+    path = "ascheduler.sharding"
+    section = p.obj(own.get("sharding"), path, _SHARDING)
+    enabled = p.bool_(section.get("enabled"), f"{path}.enabled", False)
+    group = p.str_(section.get("group"), f"{path}.group", shard_members.DEFAULT_GROUP)
+    duration = p.duration(
+        section.get("memberDuration"),
+        f"{path}.memberDuration",
+        shard_members.DEFAULT_MEMBER_SECONDS,
+    )
+    try:
+        return ShardSettings(enabled=enabled, group=group, member_duration=duration)
+    except ValueError as exc:
+        p.add(path, str(exc))
+        return ShardSettings(enabled=enabled)
 
 
 @dataclass(frozen=True)

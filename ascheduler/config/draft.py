@@ -1,6 +1,7 @@
 """The configuration while the command-line flags are applied over it (`flags.apply`): the
 changes so far and the problems found, in stages, each stage closing with its checks across
-its flags (the secure port's, the leader election's, the node locks', the binding's).
+its flags (the secure port's, the leader election's, the node locks', the binding's, the
+sharding's).
 """
 
 from __future__ import annotations
@@ -18,8 +19,16 @@ from ascheduler.locks.keys import LockObject, lock_object_of
 from ascheduler.locks.settings import default_lease_groups
 
 #: When a flag is applied: the stages run in this order, each ending with its checks.
-Stage = Literal["plain", "secure", "election", "locks", "binding", "debug"]
-STAGES: Final[tuple[Stage, ...]] = ("plain", "secure", "election", "locks", "binding", "debug")
+Stage = Literal["plain", "secure", "election", "locks", "binding", "sharding", "debug"]
+STAGES: Final[tuple[Stage, ...]] = (
+    "plain",
+    "secure",
+    "election",
+    "locks",
+    "binding",
+    "sharding",
+    "debug",
+)
 
 
 @dataclass
@@ -43,6 +52,8 @@ class Draft:
     lease_groups: int | None = None
     #: Changes of `BindSettings`.
     binding: dict[str, Any] = field(default_factory=dict)
+    #: Changes of `ShardSettings`.
+    sharding: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.election = self.config.leader_election
@@ -107,6 +118,15 @@ def _finish_binding(d: Draft) -> None:
         )
 
 
+def _finish_sharding(d: Draft) -> None:
+    if not d.sharding:
+        return
+    try:
+        d.changes["sharding"] = dataclasses.replace(d.config.sharding, **d.sharding)
+    except ValueError as exc:
+        d.problem("--sharding-group", str(exc))
+
+
 #: Each stage's closing checks, across its flags and the file's values they leave in place.
 FINISH: Final[Mapping[Stage, Callable[[Draft], None]]] = {
     "plain": _nothing,
@@ -114,5 +134,6 @@ FINISH: Final[Mapping[Stage, Callable[[Draft], None]]] = {
     "election": _finish_election,
     "locks": _finish_locks,
     "binding": _finish_binding,
+    "sharding": _finish_sharding,
     "debug": _nothing,
 }

@@ -93,4 +93,9 @@ def _own(config: SchedulerConfig) -> dict[str, Any]:
             "leaseGroups": lock.lease_groups,
             "deviceResources": sorted(config.binding.device_resources),
         },
+        "sharding": {
+            "enabled": config.sharding.enabled,
+            "group": config.sharding.group,
+            "memberDuration": f"{config.sharding.member_duration:g}s",
+        },
     }

@@ -8,10 +8,10 @@ command line (`Overrides.from_args`) and their application (`apply`), as kube-sc
 
 A flag left out (None) changes nothing. The flags are applied in stages, in the table's order
 within each: the plain ones, the secure port's, the leader election's, the node locks', the
-binding's, the debug endpoints'; each stage ends with the checks across its flags, and the
-file's values they leave in place (the file's leader election, for one, goes unchecked while
-it does not elect, and is checked here once a flag makes it elect). Every problem names its
-flag; all of them are reported at once.
+binding's, the sharding's, the debug endpoints'; each stage ends with the checks across its
+flags, and the file's values they leave in place (the file's leader election, for one, goes
+unchecked while it does not elect, and is checked here once a flag makes it elect). Every
+problem names its flag; all of them are reported at once.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ascheduler.config.defaults import NO_FILE
 from ascheduler.config.draft import FINISH, STAGES, Draft, Stage
 from ascheduler.config.profiles import ignoring
 from ascheduler.config.types import SchedulerConfig
-from ascheduler.config.validation import debug_problem, plain_problem
+from ascheduler.config.validation import debug_problem, plain_problem, sharding_problems
 from ascheduler.durations import parse_seconds
 from ascheduler.framework import ConfigError, Registry, multipoint
 from ascheduler.framework.extender import ignored_by_scheduler
@@ -51,6 +51,8 @@ GROUPS: Final[Mapping[str, str]] = {
     "plain HTTP": "the same endpoints without TLS or authentication, off unless asked for",
     "leader election": "one active replica per Lease; standbys take over within the "
     "lease duration (the config file's leaderElection section does the same)",
+    "sharding": "several active instances split the pending pods among themselves (each "
+    "binding under the node locks, with --node-lock-policy all and no leader election)",
     "node locks": "binds guarded by an asyncio lock per node under a Node-annotation lock, "
     "so several scheduler instances can share nodes",
 }
@@ -288,6 +290,13 @@ def _binding(
 ) -> Callable[[Draft, Any], None]:
     def apply(d: Draft, value: Any) -> None:
         d.binding[name] = convert(value)
+
+    return apply
+
+
+def _sharding(name: str) -> Callable[[Draft, Any], None]:
+    def apply(d: Draft, value: Any) -> None:
+        d.sharding[name] = value
 
     return apply
 
@@ -633,6 +642,25 @@ FLAGS: Final[tuple[Flag, ...]] = (
         help="prefix of the pod's bind-phase and bind-time annotations",
     ),
     Flag(
+        "--sharding",
+        "sharding",
+        _sharding("enabled"),
+        lambda c: c.sharding.enabled,
+        group="sharding",
+        action="switch",
+        help="split the pending pods with the other instances of the sharding group, each "
+        "holding a Lease in the lease namespace (ascheduler.sharding.enabled; default off)",
+    ),
+    Flag(
+        "--sharding-group",
+        "sharding",
+        _sharding("group"),
+        lambda c: c.sharding.group,
+        group="sharding",
+        metavar="NAME",
+        help="the instances splitting the pods among themselves (default: ascheduler)",
+    ),
+    Flag(
         "--debug-endpoints",
         "debug",
         _debug_endpoints,
@@ -724,6 +752,7 @@ def apply(config: SchedulerConfig, o: Overrides, *, file_profiles: bool = False)
         raise ConfigError(d.problems)
     out = dataclasses.replace(config, **d.changes)
     found = [p for p in (plain_problem(out), debug_problem(out)) if p]
+    found += sharding_problems(out)
     if found:
         raise ConfigError(found)
     return out

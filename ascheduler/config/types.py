@@ -16,6 +16,7 @@ from ascheduler.framework import ProfileSpec, multipoint
 from ascheduler.framework.extender import ExtenderConfig
 from ascheduler.http import SecureServing
 from ascheduler.queue import QueueSettings
+from ascheduler.shards import ShardSettings
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class SchedulerConfig:
     leader_election: LeaderElection = field(default_factory=LeaderElection)
     binding: BindSettings = field(default_factory=BindSettings)
     binding_concurrency: int = defaults.BINDING_CONCURRENCY
+    #: Several active instances splitting the pending pods (off by default).
+    sharding: ShardSettings = field(default_factory=ShardSettings)
     #: The plain HTTP listener, with no authentication (None: none, the default).
     http_address: str | None = None
     #: Whether `http_address` may be another than a loopback address.

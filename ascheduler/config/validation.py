@@ -166,3 +166,28 @@ def debug_problem(config: SchedulerConfig) -> str:
     if mode == "authorized" and not config.secure_serving.port:
         return "debugEndpoints: authorized serves them on the secure port, so it needs one"
     return ""
+
+
+def sharding_problems(config: SchedulerConfig) -> list[str]:
+    """Why sharding mode cannot run as configured (none when it can, or is off): every
+    member is active, binds its pods itself, and shares every node with the others, so
+    every bind must take its node's lock (see `ascheduler.sharding`)."""
+    if not config.sharding.enabled:
+        return []
+    problems = []
+    if config.leader_election.leader_elect:
+        problems.append(
+            "sharding: every member schedules its share, none waits to lead: turn leader "
+            "election off (leaderElection.leaderElect: false, or --no-leader-elect)"
+        )
+    if config.binding.policy != "all":
+        problems.append(
+            "sharding: members share every node, so every bind must take its node's lock: "
+            f"nodeLock.policy all (--node-lock-policy all), not {config.binding.policy!r}"
+        )
+    if config.binding.mode != "direct":
+        problems.append(
+            "sharding: members bind their pods themselves (binding: direct), not through "
+            "BindRequests"
+        )
+    return problems

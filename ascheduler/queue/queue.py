@@ -142,6 +142,8 @@ class _InFlight:
     qp: QueuedPodInfo
     event_mark: int
     deleted: bool = False
+    #: Another sharding member's now: its attempt goes on, but it is not put back.
+    disowned: bool = False
     #: `activate` was asked while it was in flight: back to the active queue, not parked.
     activate: bool = False
     #: `wake` was asked while it was in flight: back to the active queue once its backoff is
@@ -353,6 +355,7 @@ class SchedulingQueue:
             # Its attempt's owner re-reads it when putting it back; what the pod's spec
             # changed is seen then, a relabelling only through the hints (`requeue`).
             before = flight.latest or flight.qp.pod
+            flight.disowned = False  # updated as ours: ours again, if it was not
             if before.labels != pod.labels:
                 flight.relabels.append((before, pod))
             flight.latest = pod
@@ -391,6 +394,20 @@ class SchedulingQueue:
         flight = self._in_flight.get(uid)
         if flight is not None:
             flight.deleted = True
+        self._leave(uid)
+
+    def disown(self, pod: PodInfo) -> None:
+        """The pod is no longer ours to schedule (another sharding member's now): it leaves
+        wherever it waits; an attempt in flight goes on, and is not put back if it fails
+        (unless `add` or `update` makes the pod ours again first)."""
+        uid = pod.uid
+        flight = self._in_flight.get(uid)
+        if flight is not None:
+            flight.disowned = True
+        self._leave(uid)
+
+    def _leave(self, uid: str) -> None:
+        """The pod out of every place it may wait in."""
         self._active.remove(uid)
         self._backoff.remove(uid)
         self._error_backoff.remove(uid)
@@ -567,7 +584,7 @@ class SchedulingQueue:
         """
         uid = qp.pod.uid
         flight = self._in_flight.pop(uid, None)
-        if flight is not None and flight.deleted:
+        if flight is not None and (flight.deleted or flight.disowned):
             self._trim_events()
             return
         now = self.clock.now()

@@ -39,6 +39,7 @@ SLOW = frozenset(
         "binding/test_multi_instance.py",
         "binding/test_multi_instance_dra.py",
         "binding/test_shared_pods_dra.py",
+        "test_sharding.py",
     }
 )
 

@@ -171,6 +171,29 @@ def test_lease_groups_render_into_the_configuration(tmp_path: Path) -> None:
     assert "leaseGroups" not in config_of(render(tmp_path, {}))["ascheduler"]["nodeLock"]
 
 
+def test_sharding_renders_active_replicas(tmp_path: Path) -> None:
+    values = {
+        "replicas": 3,
+        "sharding": {"enabled": True},
+        "leaderElection": {"enabled": False},
+        "nodeLock": {"policy": "all"},
+    }
+    docs = render(tmp_path, values)
+    config = config_of(docs)
+    done = validate(tmp_path, config)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert config["ascheduler"]["sharding"] == {
+        "enabled": True,
+        "group": RELEASE[:40].rstrip("-"),
+        "memberDuration": "15s",
+    }
+    assert config["leaderElection"]["leaderElect"] is False
+    (deployment,) = by_kind(docs)["Deployment"]
+    assert deployment["spec"]["replicas"] == 3
+    # Off by default: no section, as before.
+    assert "sharding" not in config_of(render(tmp_path))["ascheduler"]
+
+
 def test_the_optional_parts_render(tmp_path: Path) -> None:
     docs = render(
         tmp_path,
@@ -277,6 +300,9 @@ def test_patch_nodes_only_with_the_node_locks_on_nodes(
         ({"replicas": 3, "leaderElection": {"enabled": False}}, "leaderElection.enabled"),
         ({"nodeLock": {"timeout": "soon"}}, "nodeLock.timeout"),
         ({"nodeLock": {"leaseGroups": -1}}, "nodeLock.leaseGroups"),
+        ({"sharding": {"enabled": True}, "nodeLock": {"policy": "all"}}, "leaderElection.enabled"),
+        ({"sharding": {"enabled": True}, "leaderElection": {"enabled": False}}, "nodeLock.policy"),
+        ({"sharding": {"group": "Team_A"}}, "sharding.group"),
         ({"unknownValue": 1}, "unknownValue"),
     ],
 )

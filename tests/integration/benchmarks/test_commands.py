@@ -80,6 +80,20 @@ async def test_instances_binds_every_pod_under_both_layouts() -> None:
 
 
 @pytest.mark.usefixtures("plane")
+async def test_sharding_binds_every_pod_with_each_member_count() -> None:
+    (result,) = await summary(
+        "sharding", "--nodes", "4", "--pods", "16", "--members", "1", "2", "--repeat", "1"
+    )
+    for members in ("1", "2"):
+        runs = result[members]
+        assert len(runs["pods_per_second"]) == 1
+        assert runs["pods_per_second"][0] > 0
+        assert runs["requests_per_pod"][0] >= 1.0  # at least each pod's Binding
+    assert set(result["2"]["throughput_over_one"]) == {"median", "min", "max"}
+    no_plane_left("sharding")
+
+
+@pytest.mark.usefixtures("plane")
 async def test_memory_reports_both_schedulers() -> None:
     (result,) = await summary("memory", "--nodes", "5", "--pods", "20")
     assert result["ascheduler_rss_bytes"] > 0

@@ -568,3 +568,32 @@ def test_an_election_the_flag_turns_on_is_checked(tmp_path: Path) -> None:
     assert err.value.problems == [
         "leaderElection.leaseDuration: must be greater than renewDeadline (5s <= 10s)"
     ]
+
+
+def test_the_sharding_section_is_read_and_written_back() -> None:
+    own = {"sharding": {"enabled": True, "group": "team-a", "memberDuration": "30s"}}
+    config = parse({**HEAD, "ascheduler": own}, IN_TREE)
+    assert (config.sharding.enabled, config.sharding.group) == (True, "team-a")
+    assert config.sharding.member_duration == 30.0
+    assert to_document(config, IN_TREE)["ascheduler"]["sharding"] == own["sharding"]
+    assert not parse(HEAD, IN_TREE).sharding.enabled  # off unless asked for
+
+
+def test_a_bad_sharding_section_names_each_problem() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse(
+            {
+                **HEAD,
+                "ascheduler": {
+                    "sharding": {"enabled": "yes", "memberDuration": "-1s", "members": 3}
+                },
+            },
+            IN_TREE,
+        )
+    assert set(err.value.problems) >= {
+        "ascheduler.sharding.members: unknown field",
+        "ascheduler.sharding.enabled: expected true or false, got 'yes'",
+        "ascheduler.sharding.memberDuration: must be positive",
+    }
+    with pytest.raises(ConfigError, match=r"ascheduler\.sharding: group must be"):
+        parse({**HEAD, "ascheduler": {"sharding": {"group": "a_b"}}}, IN_TREE)

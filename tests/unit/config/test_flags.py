@@ -13,6 +13,7 @@ import pytest
 from ascheduler.cli import build_parser
 from ascheduler.config import FLAGS, NO_FILE, Overrides, SchedulerConfig, add_flags, apply, parse
 from ascheduler.features import Release
+from ascheduler.framework import ConfigError
 from ascheduler.plugins import IN_TREE
 
 
@@ -80,6 +81,8 @@ def samples(tmp: Path) -> dict[str, tuple[list[str], Any]]:
         ),
         "annotation_prefix": (["--annotation-prefix", "p.example.com"], "p.example.com"),
         "debug_endpoints": (["--debug-endpoints", "authorized"], "authorized"),
+        "sharding": (["--sharding", "--node-lock-policy", "all"], True),
+        "sharding_group": (["--sharding-group", "team-a"], "team-a"),
     }
 
 
@@ -156,6 +159,7 @@ FILE: dict[str, Any] = {
             "linger": "20s",
             "deviceResources": ["file.example.com/dev"],
         },
+        "sharding": {"enabled": False, "group": "file-group", "memberDuration": "20s"},
     },
 }
 #: The flags the file above sets too (a file naming leaseGroups keeps its locks on Leases:
@@ -176,6 +180,8 @@ IN_THE_FILE = (
     "node_lock_linger",
     "device_resources",
     "annotation_prefix",
+    "sharding",
+    "sharding_group",
 )
 
 
@@ -187,3 +193,23 @@ def test_each_flag_overrides_the_file(key: str, tmp_path: Path) -> None:
     assert row.setting(from_file) != expected
     config = apply(from_file, Overrides.from_args(parser().parse_args(argv)))
     assert row.setting(config) == expected
+
+
+def test_sharding_needs_every_bind_locked_and_no_leader() -> None:
+    """Every member is active and shares every node: the flags that make it so are asked
+    for, all at once, and with them it runs."""
+    elected = parse({**NO_FILE, "leaderElection": {"leaderElect": True}}, IN_TREE)
+    with pytest.raises(ConfigError) as err:
+        apply(elected, Overrides(sharding=True, binding_mode="bindrequest"))
+    text = str(err.value)
+    assert "--no-leader-elect" in text
+    assert "--node-lock-policy all" in text
+    assert "BindRequests" in text
+    config = apply(elected, Overrides(sharding=True, leader_elect=False, node_lock_policy="all"))
+    assert config.sharding.enabled
+    assert config.sharding.group == "ascheduler"
+
+
+def test_a_sharding_group_that_cannot_name_a_lease_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--sharding-group: group must be"):
+        apply(defaults(), Overrides(sharding_group="Team A"))

@@ -38,6 +38,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if $v.nodeLock.object -}}{{- $_ := set $lock "object" $v.nodeLock.object -}}{{- end -}}
 {{- if not (kindIs "invalid" $v.nodeLock.leaseGroups) -}}{{- $_ := set $lock "leaseGroups" (int $v.nodeLock.leaseGroups) -}}{{- end -}}
 {{- $own := dict "annotationPrefix" $v.annotationPrefix "binding" $v.binding "debugEndpoints" $v.debugEndpoints "nodeLock" $lock -}}
+{{- if $v.sharding.enabled -}}
+{{- $group := default (include "ascheduler.fullname" . | trunc 40 | trimSuffix "-") $v.sharding.group -}}
+{{- $_ := set $own "sharding" (dict "enabled" true "group" $group "memberDuration" $v.sharding.memberDuration) -}}
+{{- end -}}
 {{- $cfg := dict "apiVersion" "kubescheduler.config.k8s.io/v1" "kind" "KubeSchedulerConfiguration" "leaderElection" $le "profiles" $profiles "ascheduler" $own -}}
 {{- with $v.extenders -}}{{- $_ := set $cfg "extenders" . -}}{{- end -}}
 {{- if not (kindIs "invalid" $v.percentageOfNodesToScore) -}}{{- $_ := set $cfg "percentageOfNodesToScore" $v.percentageOfNodesToScore -}}{{- end -}}
