@@ -94,6 +94,9 @@ _DEVICE_PATHS: Mapping[str, str] = {
 _CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
 #: How long a preemptor has to be bound once nominated (its victims deleted and gone).
 PREEMPTION_TIMEOUT = 30.0
+#: How long a preemptor's FailedScheduling event may take to appear (Events wait while
+#: binds are under way).
+FIRST_FAILURE_TIMEOUT = 10.0
 #: The priority classes scenarios name (created once per session; Never does not preempt).
 PRIORITY_CLASSES: Mapping[str, tuple[int, str]] = {
     "diff-low": (10, "PreemptLowerPriority"),
@@ -645,6 +648,30 @@ class Runner:
                 if exc.status != 409:  # written meanwhile: read it again
                     raise
 
+    async def _first_failure(self, namespace: str, name: str, seen: Outcome) -> Outcome:
+        """The pod's first failure as its earliest FailedScheduling event says (the condition
+        polled may already show a later attempt: a preemptor retried while a victim is still
+        terminating is told it is not eligible, in either scheduler, depending only on when
+        kwok removes the victims); `seen` when no event comes in time."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FIRST_FAILURE_TIMEOUT
+        path = f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+        while True:
+            found = [
+                e
+                for e in (await self.kube.get(path)).get("items") or []
+                if e.get("reason") == "FailedScheduling"
+                and (e.get("regarding") or {}).get("name") == name
+            ]
+            if found:
+                first = min(found, key=lambda e: str(e.get("eventTime") or ""))
+                return Outcome(
+                    seen.node, seen.reason, str(first.get("note", "")), nominated=seen.nominated
+                )
+            if loop.time() >= deadline:
+                return seen
+            await asyncio.sleep(0.1)
+
     async def _preempted(
         self, s: Scenario, run: str, namespace: str, name: str
     ) -> tuple[str, frozenset[str]]:
@@ -859,6 +886,8 @@ class Runner:
             if s.preemption and (node or got.nominated):
                 # (a preemptor whose victims go fast may be bound before its failure is seen)
                 node, victims = await self._preempted(s, run, ns, name)
+            if s.preemption and got.reason:
+                got = await self._first_failure(ns, name, got)
             outcome = Outcome(
                 self.logical_node(s, node) if node else "",
                 got.reason,
