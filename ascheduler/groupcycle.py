@@ -26,6 +26,8 @@ unschedulable, `: what kube-scheduler writes, observed on the plane); False
 from a pod group: ...`). Here each member is still tried on its own: the group is checked at
 each member's attempt (the same members, so the same verdict), and a basic group's member that
 fits nowhere reports the group unschedulable until a sibling fits (a True is never undone).
+A gang's verdict is written only from an attempt that tried its members in kube-scheduler's
+order (`PodGroupCycle._verdict_due`).
 """
 
 from __future__ import annotations
@@ -102,9 +104,10 @@ class PodGroupCycle:
         #: kube-scheduler sends pods naming a PodGroup through its pod group cycle from 1.36,
         #: while GenericWorkload is on (whatever the profile's plugins).
         self.active = features.since(1, 36) and GENERIC_WORKLOAD in features
-        #: Group key -> the member whose failure, alone in its group's attempt, gave the
-        #: group's last verdict.
-        self._doomed_by: dict[str, str] = {}
+        #: Group key -> the member whose failure left its gang short: True when the verdict
+        #: was written, False when it was not (an attempt out of kube-scheduler's order); the
+        #: members let go with the group follow it.
+        self._verdict_of: dict[str, tuple[str, bool]] = {}
         #: Group key -> (what the group was, the first member's schedulerName, priority and
         #: policy) when its members last agreed: a member's schedulerName, priority and
         #: preemption policy never change, so until the group's members do, each member
@@ -247,13 +250,8 @@ class PodGroupCycle:
             # A gang: over when GangScheduling found its quorum out of reach.
             if gang is None or gang.failed is None:
                 return
-            alone = not binding and gang.placed() == 0 and not gang.waiting
-            if alone and self._doomed_by.get(gang.key) == pod.uid:
-                # The member that failed its group, tried again before any sibling: no new
-                # pod group cycle (kube-scheduler tries the group as one, in one order).
+            if not self._verdict_due(gang, pod, binding):
                 return
-            if not binding:
-                self._remember(gang.key, pod.uid)
             line = GROUP_UNSCHEDULABLE
             if self.features.since(1, 37):
                 line = gang.failed[2].removeprefix(f"{GROUP_UNSCHEDULABLE}, ")
@@ -265,11 +263,46 @@ class PodGroupCycle:
             group, Verdict(False, UNSCHEDULABLE, self._one_by_one(gang, holds, nominated))
         )
 
-    def _remember(self, key: str, uid: str) -> None:
-        self._doomed_by[key] = uid
-        if len(self._doomed_by) > 2 * len(self.gangs) + 64:
-            for gone in [k for k in self._doomed_by if self.gangs.get(k) is None]:
-                del self._doomed_by[gone]
+    def _verdict_due(self, gang: Gang, pod: PodInfo, binding: bool) -> bool:
+        """Whether the verdict of the gang's failed attempt is written: kube-scheduler's
+        cycle tries the members in one order and counts them as it goes, so its verdict is
+        only known from an attempt that tried the members in that order. Here members come
+        up one by one: one retried before the siblings ahead of it are back (let go with the
+        group a moment ago, or still backing off) would be counted against fewer scheduled
+        and more remaining than kube-scheduler's next cycle counts, so such an attempt leaves
+        the group's condition as the last in-order attempt wrote it (the first verdict is
+        written whatever the order: there is none to keep)."""
+        assert gang.failed is not None
+        doomed_by = gang.failed[0]
+        if binding:
+            # Let go with the group: as the member that failed it went.
+            seen = self._verdict_of.get(gang.key)
+            return seen is None or seen[0] != doomed_by or seen[1]
+        due = gang.key not in self._verdict_of or self._in_order(gang, pod)
+        self._verdict_of[gang.key] = (pod.uid, due)
+        if len(self._verdict_of) > 2 * len(self.gangs) + 64:
+            for gone in [k for k in self._verdict_of if self.gangs.get(k) is None]:
+                del self._verdict_of[gone]
+        return due
+
+    def _in_order(self, gang: Gang, pod: PodInfo) -> bool:
+        """Whether every member kube-scheduler tries before `pod` (higher priority, or the
+        same and queued earlier: `PodGroupMemberPodsOrderingFunc`, the order members joined
+        the group here) is scheduled, reserved, or one it would not try (gated, deleted,
+        another scheduler's). A walk over the group, once per failed attempt."""
+        ahead = True
+        for uid, p in gang.pods.items():
+            if uid == pod.uid:
+                ahead = False
+                continue
+            if p.priority < pod.priority or (p.priority == pod.priority and not ahead):
+                continue
+            if uid in gang.assigned or uid in gang.assumed or uid in gang.waiting:
+                continue
+            if p.scheduling_gates or p.deleting or p.scheduler_name not in self.frameworks:
+                continue
+            return False
+        return True
 
     def _one_by_one(self, gang: Gang | None, holds: bool, nominated: bool) -> str:
         """The message of a group whose members each may do (a basic group, or a gang no

@@ -290,20 +290,42 @@ def test_a_bind_that_fails_after_the_cycle_is_no_verdict() -> None:
     assert recorder.verdicts == {}
 
 
-def test_a_member_that_failed_its_group_tried_again_alone_is_no_new_verdict() -> None:
+def test_an_attempt_out_of_kube_schedulers_order_leaves_the_verdict_as_it_was() -> None:
+    cycle, cache, recorder, fw = setup(V137)
+    add_group(cache, 3)
+    p0, p1, p2 = member("p0"), member("p1"), member("p2")
+    members(cache, p0, p1, p2)
+    gang = cache.gangs.of(p0)
+    assert gang is not None
+    misfit = Status.unschedulable("x")
+    # In order: p0 and p1 reserved, p2 fails the group.
+    gang.waiting |= {p0.uid, p1.uid}
+    gang.failed = (p2.uid, p2.name, "pod group is unschedulable, in order")
+    cycle.failed(fw, p2, misfit, error=False, binding=False, nominated=False)
+    assert recorder.verdicts["default/g"].message == "in order"
+    # p2 tried again while p1, ahead of it, is not back yet: kube-scheduler would have
+    # tried p1 first; neither p2 nor the members let go with it change the verdict.
+    gang.waiting -= {p1.uid}
+    gang.failed = (p2.uid, p2.name, "pod group is unschedulable, out of order")
+    cycle.failed(fw, p2, misfit, error=False, binding=False, nominated=False)
+    cycle.failed(fw, p0, misfit, error=False, binding=True, nominated=False)
+    assert recorder.verdicts["default/g"].message == "in order"
+    # p1 gated: kube-scheduler would not try it; p2's attempt is in order again.
+    cache.gangs.add_pod(member("p1", schedulingGates=[{"name": "hold"}]))
+    gang.failed = (p2.uid, p2.name, "pod group is unschedulable, without p1")
+    cycle.failed(fw, p2, misfit, error=False, binding=False, nominated=False)
+    assert recorder.verdicts["default/g"].message == "without p1"
+
+
+def test_the_first_verdict_is_written_whatever_the_order() -> None:
     cycle, cache, recorder, fw = setup(V137)
     add_group(cache, 2)
     p0, p1 = member("p0"), member("p1")
     members(cache, p0, p1)
     gang = cache.gangs.of(p0)
     assert gang is not None
-    gang.waiting.add(p1.uid)
-    gang.failed = (p0.uid, p0.name, "pod group is unschedulable, first")
-    cycle.failed(fw, p0, Status.unschedulable("x"), error=False, binding=False, nominated=False)
-    assert recorder.verdicts["default/g"].message == "first"
-    gang.waiting.clear()
-    gang.failed = (p0.uid, p0.name, "pod group is unschedulable, alone")
-    cycle.failed(fw, p0, Status.unschedulable("x"), error=False, binding=False, nominated=False)
+    gang.failed = (p1.uid, p1.name, "pod group is unschedulable, first")
+    cycle.failed(fw, p1, Status.unschedulable("x"), error=False, binding=False, nominated=False)
     assert recorder.verdicts["default/g"].message == "first"
 
 
