@@ -136,6 +136,7 @@ class LockedBinder(Batching):
         self.devices = DeviceLocks(kube, self.locks, lease_namespace, settings.lock)
         self.devices.known_for = self._known_for
         self.devices.lock_keys = self.lock_keys
+        self.devices.members = self.members
         self._queues = {}
 
     async def release_all(self, timeout: float = RELEASE_ALL_SECONDS) -> dict[str, str]:

@@ -32,6 +32,13 @@ A share of a device that allows multiple allocations (consumable capacity) does 
 device: the check sums what the API server's other shares of it consume, and fails the bind
 (`CapacityTaken`) when ours would take it past its capacity, or when another claim holds it
 alone.
+
+While no other instance shares the nodes (locks on Leases, `whenAlone: skip`: the member
+Leases' protocol, `locks.members`), a new allocation needs neither the locks nor the check,
+as a bind needs no node lock then: `DeviceLocks.alone` gives the member view the writes are
+bracketed and cut off by (`MemberView.lockless`, `remaining`), so an instance that joins
+waits for them before it binds, and then finds them in its own check. A pod's claims then
+cost the API server what kube-scheduler's cost: no LIST per pod.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from typing import Final
 
 from ascheduler.kube import KubeClient, KubeError
 from ascheduler.locks.hold import Hold
+from ascheduler.locks.memberview import MemberView
 from ascheduler.locks.nodelocks import RELEASE_ALL_SECONDS, NodeLocks
 from ascheduler.locks.settings import LockSettings
 from ascheduler.locks.values import Known
@@ -140,6 +148,9 @@ class DeviceLocks:
         self.known_for: Callable[[str, Known | None], Known | None] = lambda _node, known: known
         #: The locks a bind to a node takes (see `LockedBinder.lock_keys`): set by the binder.
         self.lock_keys: Callable[[str], list[str]] = lambda node: [node]
+        #: The instances sharing the nodes, with locks on Leases (set by the binder; None:
+        #: the locks are always taken).
+        self.members: MemberView | None = None
         self.namespace = namespace
         self._leases = leases = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self.pool_locks = NodeLocks(
@@ -174,6 +185,20 @@ class DeviceLocks:
     async def release_all(self, timeout: float = RELEASE_ALL_SECONDS) -> dict[str, str]:
         """The pool locks still ours, let go (the node locks are the binder's)."""
         return await self.pool_locks.release_all(timeout)
+
+    def alone(self, node: str | None, pools: Iterable[tuple[str, str]]) -> MemberView | None:
+        """The member view to bracket a pod's claim writes with, made without the locks and
+        their check: when no other instance shares the nodes now and none of the locks the
+        writes would take (`node`'s, None: no node-local device; the `pools`') is held by
+        another (one left by a member gone, until swept). None: hold them, and check."""
+        members = self.members
+        if members is None or not members.alone:
+            return None
+        if node is not None and any(self.node_locks.foreign(k) for k in self.lock_keys(node)):
+            return None
+        if any(self.pool_locks.foreign(lease_name(d, p)) for d, p in pools):
+            return None
+        return members
 
     @contextlib.asynccontextmanager
     async def hold(

@@ -78,6 +78,19 @@ class ClaimWriter:
         if locks is None or not s.allocations:
             return await self._write_claims(s, pod, node)
         local, pools = self.lock_targets(s)
+        members = locks.alone(node if local else None, pools)
+        if members is not None:
+            # No other instance shares the nodes: as a bind made alone, the writes go out
+            # without the locks and their check, cut off in time for the others' count of
+            # our member Lease (an instance joining waits for them, then sees them).
+            with members.lockless():
+                try:
+                    async with asyncio.timeout(members.remaining()):
+                        return await self._write_claims(s, pod, node)
+                except TimeoutError:
+                    return Status.error(
+                        "device locks: the claim writes were cut off (member Lease not renewed)"
+                    )
         busy = [
             d.device_id
             for a in s.allocations.values()

@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from ascheduler.locks.devicelocks import CapacityTaken, DeviceLocks, DeviceTaken, pool_label
+from ascheduler.locks.devicelocks import (
+    CapacityTaken,
+    DeviceLocks,
+    DeviceTaken,
+    lease_name,
+    pool_label,
+)
 from ascheduler.locks.settings import LockSettings
 from tests.unit.dra.helpers import DRIVER
 
@@ -75,3 +81,42 @@ async def test_our_own_claims_are_not_counted() -> None:
     api = Claims(holder("mine", share="s", memory="40Gi"))
     api.claims[0]["metadata"]["uid"] = "uid-mine"
     await locks(api).check([], ["uid-mine"], shared=ours(40))
+
+
+class View:
+    """A member view: whether this instance is alone."""
+
+    def __init__(self, alone: bool) -> None:
+        self.alone = alone
+
+
+class Seen:
+    """Lock objects as last seen: those held by another instance."""
+
+    def __init__(self, *foreign: str) -> None:
+        self.held = set(foreign)
+
+    def foreign(self, key: str) -> bool:
+        return key in self.held
+
+
+def test_alone_the_writes_go_without_locks_unless_another_holds_one() -> None:
+    api = Claims()
+    device_locks = DeviceLocks(api, Seen(), "kube-system", LockSettings())  # type: ignore[arg-type]
+    pools = [(DRIVER, "pool")]
+    # Locks on the Node (no member Leases): always held.
+    assert device_locks.alone("n1", pools) is None
+    view = View(alone=True)
+    device_locks.members = view  # type: ignore[assignment]
+    assert device_locks.alone("n1", pools) is view
+    view.alone = False
+    assert device_locks.alone("n1", pools) is None
+    view.alone = True
+    # A lock another instance left on the node, or on a pool the writes would take.
+    device_locks.node_locks = Seen("n1")  # type: ignore[assignment]
+    assert device_locks.alone("n1", []) is None
+    assert device_locks.alone(None, pools) is view
+    device_locks.pool_locks = Seen(lease_name(DRIVER, "pool"))  # type: ignore[assignment]
+    assert device_locks.alone(None, pools) is None
+    assert device_locks.alone(None, []) is view
+    assert api.asked == []  # deciding reads nothing
