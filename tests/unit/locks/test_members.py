@@ -25,74 +25,18 @@ from ascheduler.locks.memberlease import (
     parse_member,
 )
 from ascheduler.locks.memberview import START
+from tests.kit.leases import LeaseClient, LeaseStore
 
 NS = "ascheduler-system"
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
 
 
-class Store:
-    """Leases by name, shared by every instance's client."""
-
-    def __init__(self) -> None:
-        self.items: dict[str, dict[str, Any]] = {}
-        self.writes = 0
-        self.down = False
-        #: Called just before a DELETE is applied (a write racing with it).
-        self.before_delete: Any = None
-
-    def stamp(self, body: dict[str, Any]) -> dict[str, Any]:
-        """A stored version: a resourceVersion of its own, as the API server gives."""
-        self.writes += 1
-        stored = {**body, "metadata": {**body["metadata"], "resourceVersion": str(self.writes)}}
-        self.items[body["metadata"]["name"]] = stored
-        return dict(stored)
+Store = LeaseStore
 
 
-class Client:
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    def _check(self, method: str, path: str) -> None:
-        if self.store.down:
-            raise ApiError(503, "ServiceUnavailable", "down", method=method, path=path)
-
-    async def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
-        await asyncio.sleep(0)
-        self._check(method, path)
-        name = path.rsplit("/", 1)[-1]
-        if method == "DELETE":
-            if self.store.before_delete is not None:
-                self.store.before_delete()
-            current = self.store.items.get(name)
-            if current is None:
-                raise ApiError(404, "NotFound", "no lease", method=method, path=path)
-            wanted = ((kw.get("body") or {}).get("preconditions") or {}).get("resourceVersion")
-            if wanted and wanted != current["metadata"].get("resourceVersion"):
-                raise ApiError(409, "Conflict", "changed", method=method, path=path)
-            del self.store.items[name]
-            return {}
-        raise AssertionError(f"unexpected {method} {path}")
-
-    async def patch(self, path: str, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
-        """A merge patch of a whole member Lease body: it replaces what it names."""
-        await asyncio.sleep(0)
-        self._check("PATCH", path)
-        name = path.rsplit("/", 1)[-1]
-        if name not in self.store.items:
-            raise ApiError(404, "NotFound", "no lease", method="PATCH", path=path)
-        return self.store.stamp(body)
-
-    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        await asyncio.sleep(0)
-        self._check("POST", path)
-        assert path == LEASES
-        return self.store.stamp(body)
-
-    async def get(self, path: str, *, params: Any = None) -> dict[str, Any]:
-        await asyncio.sleep(0)
-        self._check("GET", path)
-        assert path == LEASES
-        return {"items": list(self.store.items.values())}
+class Client(LeaseClient):
+    def __init__(self, store: LeaseStore) -> None:
+        super().__init__(store, LEASES)
 
 
 class Clock:

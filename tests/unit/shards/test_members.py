@@ -7,7 +7,6 @@ API server is in tests/integration/test_sharding.py."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
@@ -19,74 +18,19 @@ from ascheduler.shards.members import (
     parse_shard_lease,
     shard_lease_name,
 )
+from tests.kit.leases import LeaseClient, LeaseStore
 
 NS = "ascheduler-system"
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
 DURATION = 10.0
 
 
-class Store:
-    """Leases by name, shared by every instance's client."""
-
-    def __init__(self) -> None:
-        self.items: dict[str, dict[str, Any]] = {}
-        self.writes = 0
-        self.down = False
-
-    def stamp(self, body: dict[str, Any]) -> dict[str, Any]:
-        self.writes += 1
-        stored = {**body, "metadata": {**body["metadata"], "resourceVersion": str(self.writes)}}
-        self.items[body["metadata"]["name"]] = stored
-        return dict(stored)
+Store = LeaseStore
 
 
-class Client:
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    def _check(self, method: str, path: str) -> None:
-        if self.store.down:
-            raise ApiError(503, "ServiceUnavailable", "down", method=method, path=path)
-
-    async def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
-        await asyncio.sleep(0)
-        self._check(method, path)
-        assert method == "DELETE"
-        name = path.rsplit("/", 1)[-1]
-        current = self.store.items.get(name)
-        if current is None:
-            raise ApiError(404, "NotFound", "no lease", method=method, path=path)
-        wanted = ((kw.get("body") or {}).get("preconditions") or {}).get("resourceVersion")
-        if wanted and wanted != current["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", "changed", method=method, path=path)
-        del self.store.items[name]
-        return {}
-
-    async def patch(self, path: str, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
-        await asyncio.sleep(0)
-        self._check("PATCH", path)
-        if path.rsplit("/", 1)[-1] not in self.store.items:
-            raise ApiError(404, "NotFound", "no lease", method="PATCH", path=path)
-        return self.store.stamp(body)
-
-    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        await asyncio.sleep(0)
-        self._check("POST", path)
-        assert path == LEASES
-        return self.store.stamp(body)
-
-    async def get(self, path: str, *, params: Any = None) -> dict[str, Any]:
-        await asyncio.sleep(0)
-        self._check("GET", path)
-        assert path == LEASES
-        key, _, value = (params or {})["labelSelector"].partition("=")
-        return {
-            "items": [
-                raw
-                for raw in self.store.items.values()
-                if raw["metadata"].get("labels", {}).get(key) == value
-            ]
-        }
+class Client(LeaseClient):
+    def __init__(self, store: LeaseStore) -> None:
+        super().__init__(store, LEASES)
 
 
 class Clock:
