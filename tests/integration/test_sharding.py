@@ -180,10 +180,10 @@ async def test_a_member_stopped_gracefully_hands_its_share_over_at_once(
     wanted = [f"g{i}" for i in range(12)]
     try:
         with scheduler(
-            plane, plane_state, "ascheduler-stays", None, "--config", str(config)
+            plane, plane_state, "ascheduler-shard-stays", None, "--config", str(config)
         ) as stays:
             with scheduler(
-                plane, plane_state, "ascheduler-goes", None, "--config", str(config)
+                plane, plane_state, "ascheduler-shard-goes", None, "--config", str(config)
             ) as goes:
 
                 async def both_met() -> bool:

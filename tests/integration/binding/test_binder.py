@@ -23,6 +23,7 @@ from ascheduler.framework.runtime import Framework
 from ascheduler.kube import KubeClient
 from ascheduler.locks import LockSettings, Members
 from ascheduler.locks.keys import LockObject, group_key
+from ascheduler.locks.memberlease import MEMBER_SELECTOR, parse_member
 from ascheduler.locks.values import format_time
 from ascheduler.metrics import REST_CLIENT_REQUESTS
 from ascheduler.model import PodInfo, parse_node, parse_pod
@@ -31,6 +32,7 @@ from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
     LOCK_NAMESPACE,
     create_pods,
+    eventually,
     lease_path,
     lock_value,
     pause_pod,
@@ -259,8 +261,23 @@ async def test_binds_take_their_node_s_lock_under_every_grouping_in_use(
     try:
         await other.join()
         await binder.members.join()
-        # Ours and the other's; an instance another test runs beside this one (the
-        # session's scheduler) adds its own, and is locked under too.
+        members = binder.members
+
+        async def acknowledged() -> bool:
+            # What a scheduler's Lease informer tells its member view: an instance another
+            # test runs beside this one (the session's scheduler) may bind alone, so it
+            # must acknowledge ours first.
+            listing = await kube.get(
+                f"/apis/coordination.k8s.io/v1/namespaces/{LOCK_NAMESPACE}/leases",
+                params={"labelSelector": MEMBER_SELECTOR},
+            )
+            for raw in listing.get("items") or []:
+                if (member := parse_member(raw)) is not None:
+                    members.observe(member)
+            return members.ready()
+
+        await eventually(acknowledged, what="every member acknowledging this one", timeout=30)
+        # Ours and the other's; that other instance adds its own, and is locked under too.
         in_use = binder.members.groupings()
         assert {0, 4} <= in_use
         status = await binder.bind(fw, CycleState(), pod, node)
