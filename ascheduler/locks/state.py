@@ -34,15 +34,17 @@ T = TypeVar("T")
 
 async def uninterruptible(task: asyncio.Future[T]) -> T:
     """`task`'s outcome, waiting for it to finish even if the caller is cancelled meanwhile
-    (any number of times); such a cancellation is raised once it has finished."""
+    (any number of times); such a cancellation is raised once it has finished. A
+    cancellation that arrives as `task` finishes (both in one turn of the loop) is raised
+    too, never swallowed: the caller's cleanup for a cancelled call (releasing a lock that
+    landed) must run."""
     cancelled = False
     while not task.done():
         try:
             with contextlib.suppress(Exception):  # the task's own failure: result() raises it
                 await asyncio.shield(task)
         except asyncio.CancelledError:
-            if not task.done():
-                cancelled = True
+            cancelled = True  # ours, or the task's own: either way the call is cancelled
     if cancelled:
         raise asyncio.CancelledError
     return task.result()
