@@ -253,12 +253,26 @@ async def test_a_hold_that_finds_its_lock_gone_writes_nothing_more() -> None:
             api.annotations[DEFAULT_KEY] = "2026-11-23T00:00:00.000000000Z,someone-else"
             api.rv += 1
 
-    fw = FakeFramework(api, {}, during_bind=robbed)
+    # p0's Binding stays in flight until p1 has queued behind it (whatever the machine's
+    # load): p1 is then the hold's second batch.
+    gate = asyncio.Event()
+    started: list[str] = []
+    fw = FakeFramework(
+        api, {}, during_bind=lambda name: (started.append(name), robbed(name)), gates={"p0": gate}
+    )
     lead = asyncio.create_task(
         binder.bind(fw, CycleState(), pod("p0"), "n")  # type: ignore[arg-type]
     )
-    await asyncio.sleep(0.005)
-    rest = await bind_all(binder, fw, ["p1"])
+    for _ in range(100):
+        if started:
+            break
+        await asyncio.sleep(0)
+    assert started == ["p0"]
+    second = asyncio.create_task(bind_all(binder, fw, ["p1"]))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    gate.set()
+    rest = await second
     assert (await lead).ok
     # The second batch checks the lock first, finds another holder's value, and stops; the
     # next hold meets that holder's lock and fails, without writing.
