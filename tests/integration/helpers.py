@@ -17,6 +17,7 @@ from ascheduler.devcluster.processes import ProcessRecord
 from ascheduler.features import Release
 from ascheduler.kube import ApiError, KubeClient
 from ascheduler.locks.keys import DEFAULT_KEY, group_key, is_group_key, lock_lease_name
+from ascheduler.locks.memberlease import MEMBER_SELECTOR, parse_member
 from ascheduler.locks.settings import DEFAULT_LEASE_GROUPS
 
 T = TypeVar("T")
@@ -164,6 +165,32 @@ LOCK_NAMESPACE = "kube-system"
 def lease_path(key: str) -> str:
     """The lock Lease of `key`: a node's name, or a lease group's key."""
     return f"/apis/coordination.k8s.io/v1/namespaces/{LOCK_NAMESPACE}/leases/{lock_lease_name(key)}"
+
+
+async def member_peers(kube: KubeClient) -> dict[str, frozenset[str]]:
+    """identity -> the members its member Lease acknowledges, for every member Lease in the
+    lock namespace."""
+    body = await kube.get(
+        f"/apis/coordination.k8s.io/v1/namespaces/{LOCK_NAMESPACE}/leases",
+        params={"labelSelector": MEMBER_SELECTOR},
+    )
+    found = (parse_member(item) for item in body.get("items") or [])
+    return {m.identity: m.peers for m in found if m is not None}
+
+
+async def acknowledged(kube: KubeClient, before: Iterable[str], count: int) -> list[str]:
+    """Wait until `count` members not among `before` (identities) have registered and each
+    acknowledges the others: from then on none of them binds alone."""
+    old = set(before)
+
+    async def probe() -> list[str] | None:
+        peers = await member_peers(kube)
+        new = sorted(set(peers) - old)
+        if len(new) < count:
+            return None
+        return new if all(set(new) - {m} <= peers[m] for m in new) else None
+
+    return await eventually(probe, what=f"{count} new members acknowledging each other")
 
 
 async def lock_value(

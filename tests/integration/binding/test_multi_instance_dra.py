@@ -18,11 +18,13 @@ from ascheduler.kube import KubeClient
 from ascheduler.locks.devicelocks import LEASE_PREFIX
 from tests.integration.conftest import NodeFactory
 from tests.integration.helpers import (
+    acknowledged,
     claiming_pod,
     create_device_class,
     create_pods,
     eventually,
     lock_annotations,
+    member_peers,
     node_of,
     plane_since,
     pods_in,
@@ -98,11 +100,14 @@ async def _race(
         await kube.post(f"{ns}/resourceclaims", claim_body(f"c{i}", klass, side if sided else None))
     # Each instance has pods of its own (its own scheduler name), so the two allocate for
     # different claims at the same moment, each from a cache that has not seen the other's.
+    # The pods come once the two have met: an instance alone writes without the locks.
     first, second = f"{namespace}-a", f"{namespace}-b"
+    before = await member_peers(kube)
     with (
         scheduler(plane, plane_state, "ascheduler-a", first, *extra),
         scheduler(plane, plane_state, "ascheduler-b", second, *extra),
     ):
+        await acknowledged(kube, before, 2)
         await create_pods(
             kube,
             namespace,
