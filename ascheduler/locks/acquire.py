@@ -305,6 +305,9 @@ class Acquiring(Handover):
         parked = self._parked.get(node)
         if parked is not None and parked[0] is hold:
             del self._parked[node]
+        # Until it is over, a stop's `release_all` clears the value too: this release may be
+        # cut short (its task cancelled as the process stops) or fail after it looked.
+        self._releasing[node] = hold.value
         try:
             await self._clear(
                 node, hold.value, version=hold.version, record=hold.bound_after, obj=hold.node_obj
@@ -317,6 +320,9 @@ class Acquiring(Handover):
         except Exception:
             log.exception("node_lock_release_failed", node=node, retry="in the background")
             self._leave(node, hold.value)
+        finally:
+            if self._releasing.get(node) == hold.value:
+                del self._releasing[node]
 
     def _leave(self, node: str, value: str) -> None:
         """`value` of ours may be on `node`: clear it in the background (`run()`)."""

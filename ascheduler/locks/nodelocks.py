@@ -65,13 +65,17 @@ class NodeLocks(Sweep):
             del self._node_local[node]
 
     async def release_all(self, timeout: float = RELEASE_ALL_SECONDS) -> dict[str, str]:
-        """Stopping: every lock of ours still taken (held, parked, or a release that failed)
-        cleared, all at once, within `timeout` seconds; returns those that were not (node ->
-        value): they stand until they go stale for the others (`timeout` of the settings).
-        Binds must be over or cancelled by now: a lock is cleared whoever uses it."""
+        """Stopping: every lock of ours still taken (held, parked, a release under way, or
+        one that failed) cleared, all at once, within `timeout` seconds; returns those that
+        were not (node -> value): they stand until they go stale for the others (`timeout` of
+        the settings). Binds must be over or cancelled by now: a lock is cleared whoever uses
+        it. A release under way (the background round's) is cleared here as well: it may be
+        cancelled as the process stops, or fail after this call has looked."""
         holds = dict(self._held)
         values = {node: hold.value for node, hold in holds.items()}
         values.update(self._leftover)
+        for node, value in self._releasing.items():
+            values.setdefault(node, value)
         self._parked.clear()
         self._held.clear()
         self._leftover.clear()

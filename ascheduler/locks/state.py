@@ -107,6 +107,8 @@ class LockTable:
         # The lock writes (`acquire`).
         #: node -> our hold of its lock, from the acquire until the release is sent
         self._held: dict[str, Hold] = {}
+        #: node -> the value of a release of ours under way (its hold is out of `_held`)
+        self._releasing: dict[str, str] = {}
         #: node -> a value of ours whose release failed, and when to try it again (delay)
         self._leftover: dict[str, str] = {}
         self._retry_at: dict[str, tuple[float, float]] = {}

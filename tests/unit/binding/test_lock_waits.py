@@ -72,6 +72,33 @@ async def test_release_all_gives_up_within_its_bound_and_names_what_it_left() ->
     assert locks.held == {}
 
 
+async def test_release_all_clears_a_release_under_way_even_if_that_one_is_cut_short() -> None:
+    api, clock = FakeNodeApi(), FakeClock()
+    locks = locks_for(api, clock, linger=10.0)
+    async with locks.hold("n", pod_info("p0", namespace="ns", uid="p0")) as hold:
+        pass
+    # The background round lets the parked hold go; its write conflicts (a heartbeat) and
+    # its read of the object is still out when the process starts to stop.
+    api.faults.append(Fault("PATCH", "bump", setting=False))
+    api.gate = asyncio.Event()
+    releasing = asyncio.create_task(locks.release(hold))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert api.faults == []  # the conflicting write went out
+    assert not releasing.done()  # and its read waits at the gate
+    assert locks.held == {}  # out of the table while its release is under way
+    stopping = asyncio.create_task(locks.release_all())
+    await asyncio.sleep(0)
+    releasing.cancel()  # the process stops: the background round is cancelled
+    with pytest.raises(asyncio.CancelledError):
+        await releasing
+    api.gate.set()
+    async with asyncio.timeout(30):
+        assert await stopping == {}
+    assert DEFAULT_KEY not in api.annotations
+    assert api.log[-1] == "unlock"
+
+
 async def test_a_pod_that_met_another_instances_lock_is_told_once_it_is_let_go() -> None:
     api, clock = FakeNodeApi(), FakeClock()
     foreign = foreign_value()
