@@ -27,7 +27,7 @@ import numpy as np
 from ascheduler.dra.allocator import AllocationError, Allocator, InvalidPools, Timeout
 from ascheduler.dra.sharing import capacity_view
 from ascheduler.dra.store import ResourceObjects
-from ascheduler.features import SCHEDULER_PREEMPTION_FOR_RESIZE
+from ascheduler.features import DRA_PRIORITIZED_LIST, SCHEDULER_PREEMPTION_FOR_RESIZE
 from ascheduler.framework import (
     SKIP,
     SUCCESS,
@@ -62,6 +62,7 @@ from ascheduler.plugins.dynamicresources import bindingconditions
 from ascheduler.plugins.dynamicresources.binding import ClaimWriter
 from ascheduler.plugins.dynamicresources.counting import (
     Counted,
+    allocated_score,
     enough,
     explain_counts,
     filter_allocations,
@@ -368,11 +369,23 @@ class DynamicResources(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: IntArray
     ) -> IntArray:
         """Score without PreScore, as kube-scheduler's: never skipped, so a pod without
-        claims, or whose claims have no `firstAvailable` choice, scores 0 on every node."""
+        claims to allocate, or whose claims have no `firstAvailable` choice, scores 0 on
+        every node. From 1.36 the claims the pod has allocated already (a shared one, say)
+        add their own chosen subrequests' score on every node, beside the new allocations';
+        with `DRAPrioritizedList` off it is 0."""
         s: _State | None = state.read(NAME)
-        if s is None or s.scores is None:
+        features = self.handle.features
+        if s is None or (not s.to_allocate and s.scores is None):
             return np.zeros(feasible.size, dtype=np.int64)
-        out: IntArray = s.scores[feasible]
+        if DRA_PRIORITIZED_LIST not in features:
+            return np.zeros(feasible.size, dtype=np.int64)
+        out: IntArray = (
+            s.scores[feasible] if s.scores is not None else np.zeros(feasible.size, np.int64)
+        )
+        if features.since(1, 36):
+            allocated = allocated_score(s.claims, s.to_allocate)
+            if allocated:
+                out = out + allocated
         return out
 
     def normalize(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:

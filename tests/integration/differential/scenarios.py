@@ -23,7 +23,7 @@ from tests.integration.differential.scenarios_workloads import (
     member,
     workload,
 )
-from tests.integration.helpers import stateful_set_body
+from tests.integration.helpers import plane_since, stateful_set_body
 
 MB = 1024 * 1024
 
@@ -1466,6 +1466,46 @@ SCENARIOS += [
         dry_run=False,
     ),
 ]
+
+# 1.35's computeScore indexes the new allocations by the position among all claims: a pod
+# with an allocated claim and a new one fails Score there, so the scenario starts at 1.36.
+if plane_since(1, 36):
+    SCENARIOS += [
+        Scenario(
+            "dra: firstAvailable scores a claim allocated earlier beside the new one's",
+            nodes=THREE,
+            devices=[
+                device_class("gpu"),
+                device_slice("a-gpus", [gpu("g0", "t4"), gpu("g1", "t4")], node="a"),
+                device_slice("b-gpus", [gpu("g0", "a100", "80Gi"), gpu("g1", "t4")], node="b"),
+                # Network-attached: a pod sharing a claim allocated here may go to any node.
+                device_slice("fabric", [gpu("f0", "slow")], all_nodes=True),
+            ],
+            objects=[
+                device_claim(
+                    "shared",
+                    either(
+                        "r",
+                        ("fast", "gpu", 1, f'{MODEL} == "fast"'),
+                        ("slow", "gpu", 1, f'{MODEL} == "slow"'),
+                    ),
+                ),
+                device_claim(
+                    "prefer-a100",
+                    either("r", ("big", "gpu", 1, f'{MODEL} == "a100"'), ("small", "gpu", 2, None)),
+                ),
+            ],
+            pods=[
+                # Allocates the shared claim its second subrequest (the fabric's device).
+                claiming("first", "shared"),
+                # From 1.36 the shared claim's own choice scores on every node beside the new
+                # claim's: b 8 + 7, a 7 + 7, normalized 100 and 93 (1.35's index-based
+                # computeScore fails a pod with an allocated and a new claim: no scenario there).
+                claiming("second", "shared", "prefer-a100"),
+            ],
+            ties=frozenset({"first"}),
+        ),
+    ]
 
 
 # -- gangs: the Workload API, against kube-scheduler's GangScheduling ------------------------

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ascheduler.cache import Cache
-from ascheduler.features import SUPPORTED, Features, Release
+from ascheduler.features import DRA_PRIORITIZED_LIST, SUPPORTED, Features, Release
 from ascheduler.framework import (
     ClusterEvent,
     Code,
@@ -253,6 +253,48 @@ def test_first_available_scores_prefer_earlier_subrequests() -> None:
     feasible = np.array([0, 1])
     info = parse_pod(claiming("c"))
     assert plugin.score(state, info, cache.table, feasible).tolist() == [7, 8]
+
+
+@pytest.mark.parametrize(
+    ("release", "gate", "expected"),
+    [
+        pytest.param(Release(1, 35), True, [7, 8], id="1.35-new-claims-only"),
+        pytest.param(Release(1, 36), True, [14, 15], id="1.36-allocated-add-theirs"),
+        pytest.param(Release(1, 37), True, [14, 15], id="1.37-allocated-add-theirs"),
+        pytest.param(Release(1, 36), False, [0, 0], id="1.36-gate-off"),
+    ],
+)
+def test_claims_allocated_before_score_their_own_subrequest_from_1_36(
+    release: Release, gate: bool, expected: list[int]
+) -> None:
+    """kube-scheduler's computeScore from 1.36 takes an allocated claim's own allocation
+    (its chosen `firstAvailable` subrequest, the same on every node) beside the new ones;
+    1.35 scored only the new; 1.36 with DRAPrioritizedList off scores 0."""
+    cache = cluster({"n1": 1, "n2": 2, "n3": 1}, device_class("gpu", "true"))
+    add_claim(cache, claim("c", first_available("r", ("two", "gpu", 2), ("one", "gpu", 1))))
+    shared = allocated(None, ("n3", "g0"))
+    shared["devices"]["results"][0]["request"] = "r/one"
+    add_claim(
+        cache,
+        claim(
+            "shared",
+            first_available("r", ("two", "gpu", 2), ("one", "gpu", 1)),
+            allocation=shared,
+            reserved_for=[{"resource": "pods", "name": "other", "uid": "other-uid"}],
+        ),
+    )
+    features = Features.defaults(release)
+    if not gate:
+        features = Features(release, features.enabled - {DRA_PRIORITIZED_LIST})
+    plugin = make_plugin(NAME, cache, features=features)
+    state = CycleState()
+    info = parse_pod(claiming("c", "shared"))
+    _, status = plugin.pre_filter(state, info, cache.table)
+    assert status.ok, status
+    result = plugin.filter(state, info, cache.table)
+    assert sorted(rejected_reasons(result, cache)) == ["n3", "n4"]
+    feasible = np.array([cache.table.index["n1"], cache.table.index["n2"]])
+    assert plugin.score(state, info, cache.table, feasible).tolist() == expected
 
 
 @pytest.mark.parametrize("claims", [pytest.param((), id="no-claims"), ("c",)])
