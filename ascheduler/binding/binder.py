@@ -194,14 +194,13 @@ class LockedBinder(Batching):
             BINDING_ANNOTATIONS, phase_annotations(self.annotation_prefix, str(int(time.time())))
         )
         metrics.NODE_LOCK_BINDS_ALONE.inc()
-        with members.lockless():
-            try:
-                async with asyncio.timeout(members.remaining()):
-                    return await fw.bind(state, pod, node)
-            except TimeoutError:
-                return Status.error(
-                    f"node lock on {node}: bind cut off (member Lease not renewed)", NODE_LOCK
-                )
+        try:
+            async with members.alone_for():
+                return await fw.bind(state, pod, node)
+        except TimeoutError:
+            return Status.error(
+                f"node lock on {node}: bind cut off (member Lease not renewed)", NODE_LOCK
+            )
 
     async def _catch_up(self) -> bool:
         """Whether the cache came to hold every pod the API server has on a node now (the

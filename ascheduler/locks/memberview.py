@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Final
 
 import structlog
@@ -137,6 +137,14 @@ class MemberView:
             self._lockless -= 1
             if not self._lockless:
                 self._drained.set()
+
+    @contextlib.asynccontextmanager
+    async def alone_for(self) -> AsyncIterator[None]:
+        """Brackets work done alone (a bind, a pod's claim writes): `lockless`, and cut off
+        (TimeoutError) in time for the others' count of our member Lease."""
+        with self.lockless():
+            async with asyncio.timeout(self.remaining()):
+                yield
 
     def peers(self) -> list[str]:
         return sorted(self._others)

@@ -83,14 +83,13 @@ class ClaimWriter:
             # No other instance shares the nodes: as a bind made alone, the writes go out
             # without the locks and their check, cut off in time for the others' count of
             # our member Lease (an instance joining waits for them, then sees them).
-            with members.lockless():
-                try:
-                    async with asyncio.timeout(members.remaining()):
-                        return await self._write_claims(s, pod, node)
-                except TimeoutError:
-                    return Status.error(
-                        "device locks: the claim writes were cut off (member Lease not renewed)"
-                    )
+            try:
+                async with members.alone_for():
+                    return await self._write_claims(s, pod, node)
+            except TimeoutError:
+                return Status.error(
+                    "device locks: the claim writes were cut off (member Lease not renewed)"
+                )
         busy = [
             d.device_id
             for a in s.allocations.values()

@@ -235,6 +235,26 @@ async def test_our_own_lease_late_stops_every_bind() -> None:
     assert a.alone
 
 
+async def test_work_done_alone_is_cut_off_in_time_and_leaves_its_bracket() -> None:
+    store, clock = Store(), Clock()
+    a, _ = instance(store, "a", clock)
+    await a.join()
+    assert a.alone
+    clock.now += 15.0 - 0.01  # 10 ms before a bind made alone must be over
+    never = asyncio.Event()
+    inside: list[bool] = []
+
+    async def bind() -> None:
+        async with a.alone_for():
+            inside.append(a._drained.is_set())  # an acknowledgement would wait for it
+            await never.wait()
+
+    with pytest.raises(TimeoutError):
+        await bind()
+    assert inside == [False]
+    assert a._drained.is_set()
+
+
 async def test_an_instance_that_may_not_bind_alone_still_acknowledges_others() -> None:
     store, clock = Store(), Clock()
     binder, _ = instance(store, "binder", clock, may_be_alone=False)
