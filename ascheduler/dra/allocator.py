@@ -34,7 +34,12 @@ from ascheduler.dra.counters import CounterLedger, PoolCounters
 from ascheduler.dra.distinct import DistinctAttribute
 from ascheduler.dra.sharing import CapacityView, Session
 from ascheduler.dra.taints import prevents_allocation
-from ascheduler.features import DRA_DEVICE_BINDING_CONDITIONS, Features
+from ascheduler.features import (
+    DRA_ADMIN_ACCESS,
+    DRA_DEVICE_BINDING_CONDITIONS,
+    DRA_PRIORITIZED_LIST,
+    Features,
+)
 from ascheduler.model.affinity import NodeSelectorTerm
 from ascheduler.model.dra import (
     ALL,
@@ -43,6 +48,7 @@ from ascheduler.model.dra import (
     AllocatedDevice,
     Allocation,
     AttributeValue,
+    ClaimRequest,
     DeviceClass,
     Request,
     ResourceClaim,
@@ -208,6 +214,24 @@ def claim_ref(claim: ResourceClaim) -> str:
     return f"{claim.namespace}/{claim.name}"
 
 
+def uses_disabled_features(claims: Sequence[ResourceClaim], features: Features) -> bool:
+    """Whether a claim asks for what a gate that is off refuses (subrequests, admin access):
+    kube-scheduler's allocator then fails the claims on every node, with the words
+    `Allocator.validate` raises. The API server drops those fields from claims made while
+    its gate is off; claims made before meet this."""
+    prioritized = DRA_PRIORITIZED_LIST in features
+    admin = DRA_ADMIN_ACCESS in features
+    for claim in claims:
+        for req in claim.requests:
+            if req.first_available and not prioritized:
+                return True
+            if not admin and any(
+                r is not None and r.admin_access for r in (req.exactly, *req.first_available)
+            ):
+                return True
+    return False
+
+
 class Allocator:
     """One search for one node: `allocate()` once."""
 
@@ -227,7 +251,7 @@ class Allocator:
         self.claims = claims
         self.classes = classes
         self.selectors = selectors
-        self.features = features or Features()
+        self.features = features if features is not None else Features.defaults()
         #: DRADeviceBindingConditions: devices with binding conditions may be allocated,
         #: their pools tried after the others
         #: (`plugins.dynamicresources.bindingconditions`).
@@ -261,6 +285,11 @@ class Allocator:
                     f"claim {claim_ref(claim)}, request {name}, selector #{i}: CEL expression "
                     "empty (unsupported selector type?)"
                 )
+        if request.admin_access and DRA_ADMIN_ACCESS not in self.features:
+            raise AllocationError(
+                f"claim {claim_ref(claim)}, request {name}: admin access is requested, but the "
+                "feature is disabled"
+            )
         if not request.class_name:
             raise AllocationError(
                 f"claim {claim_ref(claim)}, request {name}: missing device class name "
@@ -302,11 +331,29 @@ class Allocator:
             )
         return data
 
+    def validate(self) -> None:
+        """The claims' requests checked as the search's setup checks them (AllocationError,
+        in kube-scheduler's order and words), without searching."""
+        self._prepare()
+
+    def _gates(self, claim: ResourceClaim, req: ClaimRequest) -> None:
+        """A request's subrequests while DRAPrioritizedList is off, refused as kube-
+        scheduler's allocator refuses them before the request's own validation. (Capacity
+        requests with DRAConsumableCapacity off are refused only by some of its allocator
+        variants, picked by the other gates; ascheduler ignores them, as the variant of each
+        release's defaults does.)"""
+        if req.first_available and DRA_PRIORITIZED_LIST not in self.features:
+            raise AllocationError(
+                f"claim {claim_ref(claim)}, request {req.name}: has subrequests, but the "
+                "DRAPrioritizedList feature is disabled"
+            )
+
     def _prepare(self) -> None:
         per_request = messages.claim_limit_per_request(self.features)
         for ci, claim in enumerate(self.claims):
             minimum = 0
             for ri, req in enumerate(claim.requests):
+                self._gates(claim, req)
                 if req.first_available:
                     least = None
                     for si, sub in enumerate(req.first_available):

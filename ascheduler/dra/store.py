@@ -270,7 +270,7 @@ class ResourceObjects:
 
     def __init__(self, features: Features | None = None) -> None:
         #: The release's gates (which slices and devices the device table takes).
-        self.features = features or Features()
+        self.features = features if features is not None else Features.defaults()
         self.classes: dict[str, DeviceClass] = {}
         self.slices: dict[str, ResourceSlice] = {}
         self.templates: dict[str, ResourceClaimTemplate] = {}

@@ -198,9 +198,12 @@ def parsed(raw_pod: Json) -> PodInfo:
     return info
 
 
-def make_cache(nodes: Iterable[Json], pods: Iterable[Json] = ()) -> Cache:
-    """A cache with `nodes` and the assigned `pods` (each must carry spec.nodeName)."""
-    cache = Cache()
+def make_cache(
+    nodes: Iterable[Json], pods: Iterable[Json] = (), features: Features | None = None
+) -> Cache:
+    """A cache with `nodes` and the assigned `pods` (each must carry spec.nodeName), behaving
+    as `features` (default: the default release's gates)."""
+    cache = Cache(features)
     for raw in nodes:
         info = parse_node(raw)
         assert not info.errors, info.errors

@@ -28,6 +28,7 @@ from ascheduler.dra.allocator import (
     Allocator,
     InvalidPools,
     Timeout,
+    uses_disabled_features,
 )
 from ascheduler.dra.cel import SelectorCache
 from ascheduler.dra.sharing import CapacityView, multi_rows, shared_only_rows, static_fit
@@ -79,6 +80,17 @@ def filter_allocations(
     n = nodes.n
     table = objects.table()
     claims = [s.claims[i] for i in s.to_allocate]
+    if uses_disabled_features(claims, objects.features):
+        # Refused on every node alike, with the words of the search's setup.
+        Allocator(
+            claims,
+            objects.device_class,
+            selectors,
+            objects.allocated,
+            (),
+            "",
+            features=objects.features,
+        ).validate()
     device_rows = _device_rows(nodes, table)
     counted = _count_claims(objects, selectors, claims, table, nodes, device_rows, capacity)
     # Necessary per request: some subrequest can have its devices.

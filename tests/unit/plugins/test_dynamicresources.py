@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 
 from ascheduler.cache import Cache
-from ascheduler.features import DRA_PRIORITIZED_LIST, SUPPORTED, Features, Release
+from ascheduler.features import (
+    DRA_ADMIN_ACCESS,
+    DRA_PRIORITIZED_LIST,
+    SUPPORTED,
+    Features,
+    Release,
+)
 from ascheduler.framework import (
     ClusterEvent,
     Code,
@@ -53,8 +59,10 @@ from tests.unit.dra.helpers import (
 NAME = "DynamicResources"
 
 
-def cluster(gpus: dict[str, int], *classes: dict[str, Any]) -> Cache:
-    cache = make_cache([node(n) for n in ("n1", "n2", "n3", "n4")])
+def cluster(
+    gpus: dict[str, int], *classes: dict[str, Any], features: Features | None = None
+) -> Cache:
+    cache = make_cache([node(n) for n in ("n1", "n2", "n3", "n4")], features=features)
     for name, count in gpus.items():
         cache.resources.handlers["ResourceSlice"].on_add(
             parse_resource_slice(
@@ -295,6 +303,51 @@ def test_claims_allocated_before_score_their_own_subrequest_from_1_36(
     assert sorted(rejected_reasons(result, cache)) == ["n3", "n4"]
     feasible = np.array([cache.table.index["n1"], cache.table.index["n2"]])
     assert plugin.score(state, info, cache.table, feasible).tolist() == expected
+
+
+@pytest.mark.parametrize(
+    ("release", "gate", "request_", "message"),
+    [
+        pytest.param(
+            Release(1, 36),
+            DRA_PRIORITIZED_LIST,
+            first_available("r", ("two", "gpu", 2), ("one", "gpu", 1)),
+            "claim ns/c, request r: has subrequests, but the DRAPrioritizedList feature is "
+            "disabled",
+            id="subrequests",
+        ),
+        pytest.param(
+            Release(1, 35),
+            DRA_ADMIN_ACCESS,
+            exactly("r", admin=True),
+            "claim ns/c, request r: admin access is requested, but the feature is disabled",
+            id="admin-access",
+        ),
+    ],
+)
+def test_a_claim_using_a_feature_turned_off_fails_the_attempt_with_kube_schedulers_words(
+    release: Release, gate: str, request_: dict[str, Any], message: str
+) -> None:
+    """kube-scheduler's allocator refuses, on every node, a claim with subrequests or admin
+    access while that feature's gate is off (claims made before it was
+    turned off): an error, never an allocation that ignores the field. On, it allocates."""
+    features = Features.defaults(release)
+    on = Features(release, features.enabled | {gate})
+    off = Features(release, features.enabled - {gate})
+    for enabled, refused in ((on, False), (off, True)):
+        cache = cluster({"n1": 2}, device_class("gpu", "true"), features=enabled)
+        add_claim(cache, claim("c", request_))
+        plugin = make_plugin(NAME, cache, features=enabled)
+        state = CycleState()
+        info = parse_pod(claiming("c"))
+        _, status = plugin.pre_filter(state, info, cache.table)
+        assert status.ok, status
+        result = plugin.filter(state, info, cache.table)
+        if not refused:
+            assert sorted(rejected_reasons(result, cache)) == ["n2", "n3", "n4"]
+            continue
+        assert [r.code for r in result.rejections] == [Code.ERROR]
+        assert result.rejections[0].reason == message
 
 
 @pytest.mark.parametrize("claims", [pytest.param((), id="no-claims"), ("c",)])
