@@ -64,6 +64,22 @@ def ratio(r: Mapping[str, float] | None) -> str:
 Column = tuple[str, Callable[[Mapping[str, Any]], str]]
 
 
+def cpu_us_per_pod(s: Mapping[str, Any]) -> float | None:
+    """The scheduler process's CPU per measured pod it bound, in microseconds (steady: over
+    the measured window; backlog: from its start); None without a pod bound."""
+    bound, cpu = s.get("bound"), s.get("cpu_seconds")
+    if bound is None and not s.get("unfinished"):
+        bound = s.get("pods")  # saved before the count of pods bound was: all were
+    if not bound or cpu is None:
+        return None
+    return 1e6 * float(cpu) / float(bound)
+
+
+def _per_pod(s: Mapping[str, Any]) -> str:
+    value = cpu_us_per_pod(s)
+    return "-" if value is None else f"{value:.0f}"
+
+
 def _columns(mode: str, gangs: bool = False) -> list[Column]:
     def num(key: str, fmt: str, scale: float = 1.0) -> Callable[[Mapping[str, Any]], str]:
         return lambda s: format(s[key] / scale, fmt) if key in s else "-"
@@ -92,6 +108,7 @@ def _columns(mode: str, gangs: bool = False) -> list[Column]:
             ]
     tail: list[Column] = [
         ("CPU s", num("cpu_seconds", ".1f")),
+        ("CPU us/pod", _per_pod),
         ("peak RSS MiB", num("peak_rss_bytes", ".0f", 2**20)),
         ("API requests/pod", num("requests_per_pod", ".2f")),
         ("pods created/s", num("created_per_s", ".0f")),
@@ -315,6 +332,10 @@ def release_of(results: Sequence[Mapping[str, Any]]) -> str:
     return " at Kubernetes " + "; ".join(parts)
 
 
+#: The README column worked out from each result's CPU seconds and pods bound.
+CPU_PER_POD = "cpu_us_per_pod"
+
+
 def readme_table(
     results: Sequence[Mapping[str, Any]], mode: str = "steady", split: bool = False
 ) -> str:
@@ -326,6 +347,7 @@ def readme_table(
     pairs = [
         *paced,
         ("CPU s (a / k)", "cpu_seconds"),
+        ("CPU us/pod (a / k)", CPU_PER_POD),
         ("peak RSS MiB (a / k)", "peak_rss_bytes"),
         ("API requests/pod (a / k)", "requests_per_pod"),
     ]
@@ -342,6 +364,8 @@ def readme_table(
         r = result["ratios"]
 
         def get(name: str, key: str, fmt: str, s: Mapping[str, Any] = s) -> str:
+            if key == CPU_PER_POD:
+                return _per_pod(s[name]) if name in s else "-"
             if name not in s or key not in s[name]:
                 return "-"
             scale = 2**20 if key == "peak_rss_bytes" else 1

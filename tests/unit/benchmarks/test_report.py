@@ -192,6 +192,32 @@ def test_readme_tables_take_the_newest_result_of_each_workload_and_mode(tmp_path
     assert readme.read_text() == text
 
 
+def test_cpu_per_pod_is_the_processes_cpu_over_the_pods_it_bound(tmp_path: Path) -> None:
+    """A column of its own in a result's table and in the README's, worked out from the CPU
+    seconds and the pods bound (so results saved before it have it too)."""
+    ours = run_result("ascheduler", 200) | {"cpu_seconds": 0.05, "bound": 100}
+    theirs = run_result("kube-scheduler", 100) | {"cpu_seconds": 0.2, "bound": 80}
+    none = run_result("ceiling-go", 0) | {"bound": 0}
+    assert report.cpu_us_per_pod(summarise([ours])) == 500
+    assert report.cpu_us_per_pod(summarise([theirs])) == 2500
+    assert report.cpu_us_per_pod(summarise([none])) is None
+    # Saved before the pods bound were counted: a finished run bound every pod.
+    older = run_result("ascheduler", 200)
+    assert "bound" not in older
+    assert report.cpu_us_per_pod(summarise([older])) == 30000  # 3 s over 100 pods
+    data = result(
+        BASIC, "2026-01-01T00:00:00+00:00", {"ascheduler": [ours], "kube-scheduler": [theirs]}
+    )
+    table = report.markdown(data)
+    header = next(line for line in table.splitlines() if line.startswith("| scheduler |"))
+    column = header.split(" | ").index("CPU us/pod")
+    row = next(line for line in table.splitlines() if line.startswith("| ascheduler |"))
+    assert row.split(" | ")[column] == "500"
+    readme = report.readme_table([data])
+    assert "CPU us/pod (a / k)" in readme
+    assert "| 500 / 2500 |" in readme
+
+
 def test_the_tables_live_in_the_benchmarks_readme_and_are_current() -> None:
     """The generated tables are benchmarks/README.md's, and what is there is what the committed
     results make; the top-level README holds no copy that could go stale."""
