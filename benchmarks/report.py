@@ -137,6 +137,7 @@ def markdown(result: Mapping[str, Any]) -> str:
         for key, r in result["ratios"].items():
             rows.append(f"| {key} | {ratio(r)} |")
     rows += _window_table(result["summary"])
+    rows += profile_table(result["summary"])
     if result.get("ceiling_limit"):
         rows += ["", f"The ceilings show the limit of {result['ceiling_limit']}."]
     if ceiling_kind(result) == CEILING_DRA:
@@ -198,6 +199,70 @@ def _window_table(summary: Mapping[str, Mapping[str, Any]]) -> list[str]:
             + f" | {total:.0f} |"
         )
     return rows
+
+
+#: Where `benchmarks run --profile` writes its results: apart, since sampling slows the run.
+PROFILES = "profiles"
+
+
+def profile_table(summary: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Each profiled scheduler's CPU per pod bound, by what its samples were doing
+    (`benchmarks.cpuprofile`), and the functions most often on top of its stack."""
+    profiled = {n: s for n, s in summary.items() if s.get("profile", {}).get("samples")}
+    if not profiled:
+        return []
+    rows = [
+        "",
+        "Where the CPU went (py-spy, "
+        + ", ".join(f"{n} {s['profile']['samples']:,} samples" for n, s in profiled.items())
+        + "): each category's share of the samples and of the CPU per pod bound, in µs.",
+        "",
+        "| what | " + " | ".join(f"{n} share | µs/pod" for n in profiled) + " |",
+        "| --- |" + " ---: | ---: |" * len(profiled),
+    ]
+    names = list(dict.fromkeys(k for s in profiled.values() for k in s["profile"]["shares"]))
+    for what in names:
+        cells = []
+        for s in profiled.values():
+            share = s["profile"]["shares"].get(what, 0.0)
+            per_pod = cpu_us_per_pod(s)
+            cost = "-" if per_pod is None else f"{share * per_pod:.0f}"
+            cells.append(f"{100 * share:.1f}% | {cost}")
+        rows.append(f"| {what} | " + " | ".join(cells) + " |")
+    for name, s in profiled.items():
+        rows += ["", f"{name}: the functions most often on top of the stack", ""]
+        rows += ["| function | share |", "| --- | ---: |"]
+        rows += [f"| `{f}` | {100 * share:.1f}% |" for f, share in s["profile"]["functions"][:10]]
+    return rows
+
+
+def profile_section(results: Path) -> str:
+    """The newest profiled result of each mode (`benchmarks run --profile`), if any."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in sorted(results.glob("*.json")):
+        data = json.loads(path.read_text())
+        mode = mode_of(data)
+        if mode not in found or data["date"] >= found[mode]["date"]:
+            found[mode] = data
+    if not found:
+        return (
+            "No CPU profiles yet: `python -m benchmarks run --workload NAME "
+            "--scheduler ascheduler --scheduler ceiling-python --profile`.\n"
+        )
+    parts = []
+    for mode in ("steady", "backlog"):
+        if (result := found.get(mode)) is None:
+            continue
+        parts.append(
+            f"**Where a pod's CPU goes, {result['workload']}, {mode}** "
+            f"(`python -m benchmarks run --workload {result['workload']} --mode {mode} "
+            + " ".join(f"--scheduler {n}" for n in result["summary"])
+            + f" --profile`, {result['date'][:10]}{release_of([result])}; "
+            f"{result['repeat']} run(s) each):\n"
+            + "\n".join(profile_table(result["summary"]))
+            + "\n"
+        )
+    return "\n".join(parts)
 
 
 def plot(result: Mapping[str, Any], path: Path) -> None:
@@ -506,7 +571,8 @@ def readme_tables(results: Path) -> str:
     return (
         f"{runs}\n{algorithm_section(newest(results, 'algorithm'))}\n"
         f"{memory_section(newest(results, 'memory'))}\n"
-        f"{explain_section(newest(results, 'explain'))}"
+        f"{explain_section(newest(results, 'explain'))}\n"
+        f"{profile_section(results / PROFILES)}"
     )
 
 

@@ -65,7 +65,7 @@ from ascheduler.devcluster.nodes import create_fake_nodes, delete_fake_nodes, wa
 from ascheduler.devcluster.plane import free_port, kube_scheduler_config
 from ascheduler.devcluster.processes import ProcessRecord, is_alive, spawn, stop
 from ascheduler.kube import ApiError, KubeClient, KubeError
-from benchmarks import cpus, report
+from benchmarks import cpuprofile, cpus, report
 from benchmarks.ceiling import go_binary
 from benchmarks.common import (
     OPEN_METRICS,
@@ -120,6 +120,8 @@ VARIANT_ARGS: dict[str, tuple[str, ...]] = {
 ALL = ("ascheduler", "kube-scheduler", "ceiling-go", "ceiling-python")
 SCHEDULERS = (*ALL, BINDREQUEST, NO_LOCKS, LOCKED, GROUPED, HAMI)
 CEILINGS = ("ceiling-go", "ceiling-python")
+#: The schedulers written in Python, whose CPU `--profile` samples.
+PROFILED = frozenset((*SCHEDULERS, "ceiling-python")) - {"kube-scheduler", "ceiling-go"}
 MODES = ("steady", "backlog")
 BENCH_LABEL = "ascheduler.io/benchmark"
 RUN_TIMEOUT = 900.0
@@ -453,8 +455,11 @@ class Run:
         namespace: str,
         progress: bool,
         timeout: float = RUN_TIMEOUT,
+        profile: bool = False,
     ) -> None:
         self.target = target
+        #: Sample where the scheduler's CPU goes (`benchmarks.cpuprofile`), if it is Python.
+        self.profile = profile and which in PROFILED
         #: How long the measured pods may take before the run is reported unfinished.
         self.timeout = timeout
         self.kube = kube
@@ -548,6 +553,21 @@ class Run:
             figures[f"window_us_per_pod_{name}"] = p["us_per_pod"]
         return figures
 
+    async def profiler(self) -> cpuprofile.Profiler | None:
+        """py-spy attached to the scheduler's process, when this run profiles it."""
+        if not self.profile or self.record is None:
+            return None
+        out = self.target.workdir / f"profile-{self.name}-{self.record.pid}.txt"
+        profiler = cpuprofile.Profiler(self.record.pid, out)
+        await asyncio.to_thread(profiler.start)
+        return profiler
+
+    @staticmethod
+    async def profiled(profiler: cpuprofile.Profiler | None) -> dict[str, Any]:
+        if profiler is None:
+            return {}
+        return {"profile": await asyncio.to_thread(profiler.stop)}
+
     def _processes(self) -> list[ProcessRecord]:
         return [r for r in (self.record, self.binder) if r is not None]
 
@@ -618,6 +638,7 @@ class Run:
         cpu0 = self.cpu()
         peak = self.rss()
         await collect_apiserver_garbage(self.kube)
+        profiler = await self.profiler()
         trace = self.trace()
         start = time.monotonic()
 
@@ -653,6 +674,7 @@ class Run:
             if churning is not None:
                 churning.cancel()
             await trace.stop()
+            profiled = await self.profiled(profiler)
         # Settled first: what the scheduler still writes for these pods (events it held
         # back while binding) is part of their cost.
         requests1 = await self.requests()
@@ -699,6 +721,7 @@ class Run:
             "created_per_s": len(self.measured) / max(created_at - start, 1e-3),
             **self.window(trace),
             **({"cpus": self.cpus} if self.cpus else {}),
+            **profiled,
             "samples": samples,
         }
 
@@ -711,6 +734,7 @@ class Run:
             raise RuntimeError(f"{self.which}: {early} pods bound while no scheduler ran")
         await collect_apiserver_garbage(self.kube)
         started = self.start()
+        profiler = await self.profiler()
         trace = self.trace()
         churning = self.start_churn()
         self.check()
@@ -732,6 +756,7 @@ class Run:
             if churning is not None:
                 churning.cancel()
             await trace.stop()
+            profiled = await self.profiled(profiler)
         stopped = time.monotonic()
         requests = await self.requests()
         cpu = self.cpu()  # all of it: the start, the lists, the binds, the events
@@ -759,6 +784,7 @@ class Run:
             "created_per_s": created_per_s,
             **self.window(trace),
             **({"cpus": self.cpus} if self.cpus else {}),
+            **profiled,
             "samples": samples,
         }
 
@@ -794,6 +820,7 @@ async def one_run(
     index: int,
     progress: bool,
     timeout: float = RUN_TIMEOUT,
+    profile: bool = False,
 ) -> dict[str, Any]:
     namespace = f"bench-{which}-{mode[0]}-{run_id}-{index}"
     async with (
@@ -801,7 +828,7 @@ async def one_run(
         aiohttp.ClientSession() as scrape,
     ):
         await kube.post("/api/v1/namespaces", {"metadata": {"name": namespace}})
-        run = Run(target, kube, scrape, workload, which, namespace, progress, timeout)
+        run = Run(target, kube, scrape, workload, which, namespace, progress, timeout, profile)
         try:
             await run.bind_initial()
             if mode == "steady":
@@ -878,10 +905,12 @@ async def delete_nodes(kubeconfig: str, names: list[str], workload: Workload) ->
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians over the runs of each figure they have (an unfinished run has no latencies);
     `unfinished`: how many runs stopped at the time limit before every pod was bound."""
-    skip = ("scheduler", "mode", "samples", "requests", "finished", "cpus")
+    skip = ("scheduler", "mode", "samples", "requests", "finished", "cpus", "profile")
     keys = list(dict.fromkeys(k for r in runs for k in r if k not in skip))
-    out = {k: statistics.median(r[k] for r in runs if k in r) for k in keys}
+    out: dict[str, Any] = {k: statistics.median(r[k] for r in runs if k in r) for k in keys}
     out["unfinished"] = sum(1 for r in runs if not r.get("finished", True))
+    if profiles := [r["profile"] for r in runs if "profile" in r]:
+        out["profile"] = cpuprofile.merge(profiles)
     return out
 
 
@@ -1052,6 +1081,12 @@ def main(argv: Sequence[str]) -> int:
         "and ceilings on the others",
     )
     parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="sample where each Python scheduler's CPU goes with py-spy (ascheduler and "
+        "ceiling-python); the results go to results/profiles/, apart from the tables",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=RUN_TIMEOUT,
@@ -1105,7 +1140,15 @@ def main(argv: Sequence[str]) -> int:
                     runs[mode][w].append(
                         asyncio.run(
                             one_run(
-                                target, workload, w, mode, run_id, i, not args.quiet, args.timeout
+                                target,
+                                workload,
+                                w,
+                                mode,
+                                run_id,
+                                i,
+                                not args.quiet,
+                                args.timeout,
+                                args.profile,
                             )
                         )
                     )
@@ -1138,11 +1181,12 @@ def main(argv: Sequence[str]) -> int:
             "ceiling_kind": report.CEILING_DRA
             if workload.devices_per_node
             else report.CEILING_BINDING,
+            **({"profiled": True} if args.profile else {}),
             "runs": runs[mode],
             "versions": where["versions"],
             "machine": where["machine"],
         }
-        paths = report.write(result, args.out)
+        paths = report.write(result, args.out / report.PROFILES if args.profile else args.out)
         print(paths["md"].read_text())
         print(f"wrote {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
     if not args.no_readme and args.out.resolve() == RESULTS.resolve():
