@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import itertools
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,6 +139,23 @@ class Devices:
                 if device not in taken:
                     self.free[spec["nodeName"]].append(device)
         self.turn = itertools.cycle(range(len(self.nodes))) if self.nodes else iter(())
+        #: Set, and replaced, whenever devices come back (`give_back`).
+        self.freed = asyncio.Event()
+
+    def give_back(self, claim: dict[str, Any]) -> None:
+        """The devices of a claim no longer allocated, free again (those of its node that
+        this ceiling hands out: a steady-state run's pods are deleted once bound, and the
+        resourceclaim controller then takes their claims' allocations off)."""
+        node = allocated_node(claim)
+        if node not in self.free:
+            return
+        allocated = (claim.get("status") or {}).get("allocation") or {}
+        for r in (allocated.get("devices") or {}).get("results") or []:
+            device = (r["driver"], r["pool"], r["device"])
+            if device not in self.free[node]:
+                self.free[node].append(device)
+        self.freed.set()
+        self.freed = asyncio.Event()
 
     def take(self, count: int) -> tuple[str, list[Device]] | None:
         """The next node in turn with `count` free devices, and those devices, now taken;
@@ -197,6 +214,9 @@ class ClaimInformer:
 
     def __init__(self, kube: KubeClient) -> None:
         self.kube = kube
+        #: Called with a claim's last version once its allocation is gone (taken off, or
+        #: the claim deleted).
+        self.released: Callable[[dict[str, Any]], None] = lambda claim: None
         self.claims: dict[tuple[str, str], dict[str, Any]] = {}
         self.synced = asyncio.Event()
         self.changed = asyncio.Event()
@@ -238,16 +258,25 @@ class ClaimInformer:
                     )
                 meta = claim.get("metadata") or {}
                 key = (meta.get("namespace", ""), meta.get("name", ""))
+                before = self.claims.get(key) or {}
                 if event.get("type") in ("ADDED", "MODIFIED"):
                     self.claims[key] = claim
+                    if _allocated(before) and not _allocated(claim):
+                        self.released(before)
                     self._changed()
                 elif event.get("type") == "DELETED":
                     self.claims.pop(key, None)
+                    if _allocated(claim):
+                        self.released(claim)
 
     async def get(self, namespace: str, name: str) -> dict[str, Any]:
         while (claim := self.claims.get((namespace, name))) is None:
             await self.changed.wait()
         return claim
+
+
+def _allocated(claim: dict[str, Any]) -> bool:
+    return bool((claim.get("status") or {}).get("allocation"))
 
 
 class ClaimWriter:
@@ -268,6 +297,7 @@ class ClaimWriter:
         await self.informer.synced.wait()
         taken = allocated_devices(self.informer.claims.values())
         self.devices = Devices(self.nodes, slices["items"], taken)
+        self.informer.released = self.devices.give_back
 
     async def stop(self) -> None:
         if self.task is not None:
@@ -275,11 +305,20 @@ class ClaimWriter:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
 
-    async def place(self, pod: dict[str, Any], names: Sequence[str]) -> Placement | None:
-        """The pod's node and devices, its claims read from the informer (waited for)."""
+    async def place(
+        self, pod: dict[str, Any], names: Sequence[str], wait: float = 60.0
+    ) -> Placement | None:
+        """The pod's node and devices, its claims read from the informer (waited for);
+        while no node has them free, waited for up to `wait` seconds for devices to come
+        back."""
         namespace = pod["metadata"]["namespace"]
         claims = [await self.informer.get(namespace, n) for n in names]
-        return place(self.devices, claims)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait):
+                while (placement := place(self.devices, claims)) is None:
+                    await self.devices.freed.wait()
+                return placement
+        return None
 
     async def write(self, pod: dict[str, Any], placement: Placement) -> None:
         """What kube-scheduler writes before the pod's Binding: its nominated node, then for

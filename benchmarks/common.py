@@ -50,16 +50,22 @@ def save(benchmark: str, result: dict[str, Any], out: Path = RESULTS) -> Path:
 
 
 @contextmanager
-def bench_plane(prefix: str, nodes: int = 0, feature_gates: str = "") -> Iterator[ControlPlane]:
+def bench_plane(
+    prefix: str,
+    nodes: int = 0,
+    feature_gates: str = "",
+    controllers: tuple[str, ...] = (),
+) -> Iterator[ControlPlane]:
     """A plane without API priority-and-fairness or inflight limits, `nodes` SchedulingBasic
-    nodes Ready on it, its apiserver run with `feature_gates`; every process it ran is stopped
-    on the way out."""
+    nodes Ready on it, its apiserver run with `feature_gates`, kube-controller-manager only
+    with `controllers`; every process it ran is stopped on the way out."""
     plane = ControlPlane(
         Path(tempfile.mkdtemp(prefix=f"ascheduler-{prefix}-")),
         bins=ensure_built(),
         benchmark=True,
         die_with_parent=True,
         feature_gates=feature_gates,
+        controllers=controllers or None,
     )
     state = plane.up()
     try:

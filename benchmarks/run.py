@@ -65,7 +65,7 @@ from ascheduler.devcluster.nodes import create_fake_nodes, delete_fake_nodes, wa
 from ascheduler.devcluster.plane import free_port, kube_scheduler_config
 from ascheduler.devcluster.processes import ProcessRecord, is_alive, spawn, stop
 from ascheduler.kube import ApiError, KubeClient, KubeError
-from benchmarks import cpuprofile, cpus, report
+from benchmarks import cpuprofile, cpus, report, steadystate
 from benchmarks.ceiling import go_binary
 from benchmarks.common import (
     OPEN_METRICS,
@@ -81,6 +81,7 @@ from benchmarks.workloads import (
     DRA_CLASS,
     DRA_DRIVER,
     PRIORITY_CLASSES,
+    REPLACE,
     VOLUME_RUN_LABEL,
     WORKLOADS,
     Workload,
@@ -88,7 +89,6 @@ from benchmarks.workloads import (
     bound_volume,
     device_claim,
     dra_class,
-    dra_slice,
     gang_name,
     gang_workload,
 )
@@ -577,11 +577,13 @@ class Run:
     def rss(self) -> int:
         return sum(rss_bytes(r.pid) for r in self._processes())
 
-    async def requests(self) -> dict[str, float]:
-        """The settled request counts of the scheduler and its binder, added up."""
-        total = await settled_requests(self.scrape, self.which, self.port)
+    async def requests(self, settled: bool = True) -> dict[str, float]:
+        """The request counts of the scheduler and its binder, added up: once they have
+        settled, or (`settled=False`) as they are."""
+        read = settled_requests if settled else requests_total
+        total = await read(self.scrape, self.which, self.port)
         if self.binder is not None:
-            theirs = await settled_requests(self.scrape, self.which, self.binder_port)
+            theirs = await read(self.scrape, self.which, self.binder_port)
             for key, value in theirs.items():
                 total[key] = total.get(key, 0.0) + value
         return total
@@ -830,6 +832,8 @@ async def one_run(
         await kube.post("/api/v1/namespaces", {"metadata": {"name": namespace}})
         run = Run(target, kube, scrape, workload, which, namespace, progress, timeout, profile)
         try:
+            if mode == REPLACE:
+                return await steadystate.measure(run, index)
             await run.bind_initial()
             if mode == "steady":
                 return await run.steady(index)
@@ -870,12 +874,12 @@ async def create_nodes(kubeconfig: str, workload: Workload, run_id: str) -> list
             names += await create_fake_nodes(kube, labelled, concurrency=64)
         await wait_nodes_ready(kube, names, timeout=600)
         if workload.devices_per_node:
-            await create_devices(kube, names, workload.devices_per_node)
+            await create_devices(kube, names, workload)
         return names
 
 
-async def create_devices(kube: KubeClient, names: list[str], per_node: int) -> None:
-    """The DeviceClass, and a ResourceSlice of `per_node` devices on every node."""
+async def create_devices(kube: KubeClient, names: list[str], workload: Workload) -> None:
+    """The DeviceClass, and every node's ResourceSlices (`Workload.slices`)."""
     try:
         await kube.post(f"{DRA}/deviceclasses", dra_class())
     except ApiError as exc:
@@ -885,7 +889,8 @@ async def create_devices(kube: KubeClient, names: list[str], per_node: int) -> N
 
     async def create(node: str) -> None:
         async with gate:
-            await kube.post(f"{DRA}/resourceslices", dra_slice(node, per_node))
+            for body in workload.slices(node):
+                await kube.post(f"{DRA}/resourceslices", body)
 
     async with asyncio.TaskGroup() as group:
         for name in names:
@@ -925,6 +930,7 @@ RATIOS = {
         "peak_rss_bytes",
         "requests_per_pod",
     ),
+    REPLACE: ("throughput_avg", "cpu_seconds", "peak_rss_bytes", "requests_per_pod"),
     "backlog": (
         "throughput_avg",
         "first_bind_s",
@@ -1058,7 +1064,12 @@ def main(argv: Sequence[str]) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
-    parser.add_argument("--mode", default="both", choices=[*MODES, "both"])
+    parser.add_argument(
+        "--mode",
+        default="both",
+        choices=[*MODES, REPLACE, "both"],
+        help="both: the workload's modes (steady and backlog; replace for a steady-state one)",
+    )
     parser.add_argument(
         "--scheduler",
         action="append",
@@ -1105,7 +1116,9 @@ def main(argv: Sequence[str]) -> int:
             parser.error(str(exc))
     chosen = args.scheduler or ["all"]
     which = ALL if "all" in chosen else tuple(dict.fromkeys(chosen))
-    modes = MODES if args.mode == "both" else (args.mode,)
+    modes = workload.modes() if args.mode == "both" else (args.mode,)
+    if (args.mode == REPLACE) != (workload.steady_state is not None) and args.mode != "both":
+        parser.error(f"{workload.name} runs in mode {' and '.join(workload.modes())}")
     run_id = uuid.uuid4().hex[:6]
     if any(w == "ceiling-go" for w in which):
         go_binary(None if args.quiet else lambda m: print(m, file=sys.stderr))
@@ -1124,7 +1137,13 @@ def main(argv: Sequence[str]) -> int:
                     f"{workload.name} runs on a plane of {', '.join(workload.releases)} only "
                     f"(this plane would be {release.minor}): set ASCHEDULER_KUBE_VERSION"
                 )
-            plane = stack.enter_context(bench_plane("bench", feature_gates=workload.feature_gates))
+            plane = stack.enter_context(
+                bench_plane(
+                    "bench",
+                    feature_gates=workload.feature_gates,
+                    controllers=workload.controllers(),
+                )
+            )
             if split is not None:
                 placed = keep_apart(plane, split)
             target = Target(str(plane.require_state().admin_kubeconfig), workdir, plane, split)

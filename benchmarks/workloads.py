@@ -360,6 +360,87 @@ def claiming_pod(name: str, scheduler: str, index: int) -> dict[str, Any]:
     return body
 
 
+# -- scheduler_perf's DRA steady state ---------------------------------------------------------
+
+#: The ResourceClaimTemplate of the steady-state pods (`resourceclaimtemplate.yaml`).
+CLAIM_TEMPLATE = "test-claim-template"
+#: The shared counters of a partitionable node (`resourceslice-partitionable-countersets.yaml`).
+COUNTER_SET = "counter-set"
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """scheduler_perf's steady state (`createPods` with `steadyState: true`): `pending` pods
+    from the claim template at any time, each deleted once bound and another made in its
+    place, for `seconds`; the resourceclaim controller makes each pod's claim and frees its
+    devices once the pod is gone. Before, `init_claims` claims of `devices_per_claim`
+    devices each are allocated to the nodes directly (`allocResourceClaims`), reserved for
+    no pod, so they hold their devices throughout."""
+
+    init_claims: int = 0
+    pending: int = 10
+    seconds: float = 30.0
+    devices_per_claim: int = 1
+    #: Each node's devices consume a counter set of their own (scheduler_perf's
+    #: `Partitionable`): two devices of two counters each, in a slice beside the counters'.
+    partitionable: bool = False
+
+
+def template_pod(name: str, scheduler: str, index: int) -> dict[str, Any]:
+    """`pod-with-claim-template.yaml`'s pod: its claim made from the template by the
+    resourceclaim controller."""
+    body = pod(name, scheduler, requests={})
+    body["spec"]["resourceClaims"] = [
+        {"name": "resource", "resourceClaimTemplateName": CLAIM_TEMPLATE}
+    ]
+    body["spec"]["containers"][0]["resources"]["claims"] = [{"name": "resource"}]
+    return body
+
+
+def claim_template(devices: int) -> dict[str, Any]:
+    """`resourceclaimtemplate.yaml` (one device) or `resourceclaimtemplate-for-two-devices`."""
+    request = {"deviceClassName": DRA_CLASS, "allocationMode": "ExactCount", "count": devices}
+    return {
+        "metadata": {"name": CLAIM_TEMPLATE},
+        "spec": {"spec": {"devices": {"requests": [{"name": "req-0", "exactly": request}]}}},
+    }
+
+
+def counter_slice(node: str) -> dict[str, Any]:
+    """The counter half of a partitionable node: four counters of 1 in one set."""
+    counters = {f"counter{i}": {"value": "1"} for i in range(1, 5)}
+    return {
+        "metadata": {"name": f"{node}-counters"},
+        "spec": {
+            "driver": DRA_DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 0, "resourceSliceCount": 2},
+            "sharedCounters": [{"name": COUNTER_SET, "counters": counters}],
+        },
+    }
+
+
+def partitioned_slice(node: str) -> dict[str, Any]:
+    """The device half: `device-1` consumes counters 1 and 2, `device-2` counters 3 and 4."""
+
+    def device(i: int) -> dict[str, Any]:
+        used = {f"counter{c}": {"value": "1"} for c in (2 * i - 1, 2 * i)}
+        return {
+            "name": f"device-{i}",
+            "consumesCounters": [{"counterSet": COUNTER_SET, "counters": used}],
+        }
+
+    return {
+        "metadata": {"name": f"{node}-devices"},
+        "spec": {
+            "driver": DRA_DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 0, "resourceSliceCount": 2},
+            "devices": [device(1), device(2)],
+        },
+    }
+
+
 # -- scheduler_perf's preemption workloads -----------------------------------------------------
 
 #: The priority class of scheduler_perf's `pod-high-priority*` templates (priority 10; the API
@@ -422,6 +503,10 @@ def _gang_member(size: int, initial: int) -> Callable[[str, str, int], dict[str,
     return make
 
 
+#: scheduler_perf's steady state: a few pods pending, each replaced once bound.
+REPLACE = "replace"
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -448,6 +533,26 @@ class Workload:
     feature_gates: str = ""
     #: The releases (`1.35`) whose plane it runs on; empty: every release.
     releases: tuple[str, ...] = ()
+    #: scheduler_perf's steady state, measured in mode `replace` only.
+    steady_state: SteadyState | None = None
+
+    def slices(self, node: str) -> list[dict[str, Any]]:
+        """The node's ResourceSlices (a workload with `devices_per_node`)."""
+        if self.steady_state is not None and self.steady_state.partitionable:
+            return [counter_slice(node), partitioned_slice(node)]
+        return [dra_slice(node, self.devices_per_node)]
+
+    def modes(self) -> tuple[str, ...]:
+        """The modes `--mode both` runs."""
+        return (REPLACE,) if self.steady_state else ("steady", "backlog")
+
+    def controllers(self) -> tuple[str, ...]:
+        """kube-controller-manager's controllers the benchmark plane runs for it: as
+        scheduler_perf, the resourceclaim controller and the garbage collector for claims
+        made from templates."""
+        if self.steady_state is None:
+            return ()
+        return ("resourceclaim-controller", "garbage-collector-controller")
 
     def gangs(self) -> int:
         return -(-self.measured_pods // self.gang_size) if self.gang_size else 0
@@ -569,6 +674,42 @@ WORKLOADS: dict[str, Workload] = {
             description="500 nodes with 8 devices each; 1,000 initial and 2,000 measured pods "
             "with a claim for one device each",
         ),
+        *(
+            Workload(
+                f"SteadyStateResourceClaimTemplate_{fill}_500Nodes",
+                0,
+                10,
+                basic_nodes(500),
+                template_pod,
+                devices_per_node=10,
+                steady_state=SteadyState(init_claims=claims),
+                description=f"scheduler_perf's {fill}_500nodes steady state: 500 nodes with "
+                f"10 devices each, {claims:,} claims allocated before, 10 pods with a "
+                "claim from the template for one device pending at a time, each deleted once "
+                "bound and replaced",
+            )
+            for fill, claims in (("empty", 0), ("half", 2500), ("full", 4990))
+        ),
+        *(
+            Workload(
+                f"SteadyStatePartitionable_{fill}_500Nodes",
+                0,
+                10,
+                basic_nodes(500),
+                template_pod,
+                devices_per_node=2,
+                steady_state=SteadyState(
+                    init_claims=claims, devices_per_claim=2, partitionable=True
+                ),
+                releases=("1.36", "1.37"),
+                description=f"scheduler_perf's Partitionable {fill}_500nodes: 500 nodes, each "
+                "a counter set of 4 and two devices of 2 counters each, "
+                f"{claims} claims for both allocated before, 10 pods with a claim "
+                "from the template for two devices pending at a time, each deleted once "
+                "bound and replaced",
+            )
+            for fill, claims in (("empty", 0), ("half", 250), ("full", 490))
+        ),
         Workload(
             "GangScheduling_5000Nodes_1000Gangs_3000Pods",
             1000,
@@ -638,6 +779,29 @@ WORKLOADS: dict[str, Workload] = {
             claiming_pod,
             devices_per_node=8,
             description="a tiny size to check the DRA workloads work",
+        ),
+        Workload(
+            "Smoke_SteadyState_DRA_10Nodes",
+            0,
+            4,
+            basic_nodes(10),
+            template_pod,
+            devices_per_node=10,
+            steady_state=SteadyState(init_claims=90, pending=4, seconds=4.0),
+            description="a tiny size to check the DRA steady state works: 10 devices left",
+        ),
+        Workload(
+            "Smoke_SteadyState_Partitionable_10Nodes",
+            0,
+            4,
+            basic_nodes(10),
+            template_pod,
+            devices_per_node=2,
+            steady_state=SteadyState(
+                init_claims=5, pending=4, seconds=4.0, devices_per_claim=2, partitionable=True
+            ),
+            releases=("1.36", "1.37"),
+            description="a tiny size to check the partitionable steady state works",
         ),
         Workload(
             "Smoke_Gangs_10Nodes",

@@ -241,8 +241,13 @@ class ControlPlane:
         die_with_parent: bool = False,
         progress: Progress | None = None,
         feature_gates: str = "",
+        controllers: tuple[str, ...] | None = None,
     ) -> None:
         self.state_dir = (state_dir or default_state_dir()).absolute()
+        #: kube-controller-manager's controllers (default `CONTROLLERS`); a benchmark plane
+        #: runs it only when given some (scheduler_perf's DRA workloads run the
+        #: resourceclaim controller and the garbage collector).
+        self.controllers = controllers
         #: `Name=true,...` for the plane's Kubernetes processes; `GenericWorkload=true` also
         #: serves the Workload API (`scheduling.k8s.io/v1alpha1` in 1.35: the release's
         #: `workload_api`).
@@ -342,7 +347,7 @@ class ControlPlane:
 
         self._install_crds(state)
 
-        if not self.benchmark:
+        if not self.benchmark or self.controllers:
             self.progress("starting kube-controller-manager")
             kcm = self._spawn("kube-controller-manager", self._kcm_argv(state), logs)
             self._wait_running(kcm, seconds=1.0)
@@ -576,7 +581,7 @@ class ControlPlane:
             f"--kubeconfig={state.admin_kubeconfig}",
             f"--authentication-kubeconfig={state.admin_kubeconfig}",
             f"--authorization-kubeconfig={state.admin_kubeconfig}",
-            f"--controllers={','.join(CONTROLLERS)}",
+            f"--controllers={','.join(self.controllers or CONTROLLERS)}",
             "--leader-elect=false",
             "--secure-port=0",
             "--concurrent-deployment-syncs=10",

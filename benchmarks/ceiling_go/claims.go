@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -82,6 +83,21 @@ func (d *devices) take(count int) (string, []device, bool) {
 		}
 	}
 	return "", nil, false
+}
+
+// giveBack frees the devices of a claim no longer allocated (a steady-state run's pods are
+// deleted once bound, and the resourceclaim controller then takes their allocations off).
+func (d *devices) giveBack(claim *resourcev1.ResourceClaim) {
+	node := allocatedNode(claim)
+	if _, ours := d.free[node]; !ours {
+		return
+	}
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		key := device{r.Driver, r.Pool, r.Device}
+		if !slices.Contains(d.free[node], key) {
+			d.free[node] = append(d.free[node], key)
+		}
+	}
 }
 
 func (d *devices) takeOn(node string, count int) ([]device, bool) {
@@ -176,7 +192,30 @@ func startClaims(ctx context.Context, client kubernetes.Interface, nodes []strin
 	}
 	factory := informers.NewSharedInformerFactory(client, 0)
 	claims := factory.Resource().V1().ResourceClaims()
-	claims.Informer()
+	w := &claimWriter{client: client, lister: claims.Lister()}
+	released := func(claim *resourcev1.ResourceClaim) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.devices != nil {
+			w.devices.giveBack(claim)
+		}
+	}
+	_, err = claims.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			before, after := oldObj.(*resourcev1.ResourceClaim), newObj.(*resourcev1.ResourceClaim)
+			if before.Status.Allocation != nil && after.Status.Allocation == nil {
+				released(before)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if claim, ok := obj.(*resourcev1.ResourceClaim); ok && claim.Status.Allocation != nil {
+				released(claim)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 	all, err := claims.Lister().List(labels.Everything())
@@ -191,11 +230,10 @@ func startClaims(ctx context.Context, client kubernetes.Interface, nodes []strin
 			}
 		}
 	}
-	return &claimWriter{
-		client:  client,
-		lister:  claims.Lister(),
-		devices: newDevices(nodes, sliceList.Items, taken),
-	}, nil
+	w.mu.Lock()
+	w.devices = newDevices(nodes, sliceList.Items, taken)
+	w.mu.Unlock()
+	return w, nil
 }
 
 // place reads the pod's claims from the informer (waiting for them) and gives it a node: that
@@ -222,17 +260,29 @@ func (w *claimWriter) place(ctx context.Context, pod *corev1.Pod, names []string
 			total += wanted[i]
 		}
 	}
+	// While no node has them free, wait up to a minute for devices to come back.
+	fixed := p.node
 	var got []device
-	ok := true
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if p.node != "" {
-		got, ok = w.devices.takeOn(p.node, total)
-	} else {
-		p.node, got, ok = w.devices.take(total)
-	}
-	if !ok {
-		return nil, false
+	for deadline := time.Now().Add(time.Minute); ; {
+		ok := true
+		w.mu.Lock()
+		if fixed != "" {
+			got, ok = w.devices.takeOn(fixed, total)
+		} else {
+			p.node, got, ok = w.devices.take(total)
+		}
+		w.mu.Unlock()
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, false
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 	for _, n := range wanted {
 		p.devices = append(p.devices, got[:n:n])
