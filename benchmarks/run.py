@@ -78,6 +78,7 @@ from benchmarks.common import (
 )
 from benchmarks.cputrace import CpuTrace
 from benchmarks.workloads import (
+    BENCH_LABEL,
     DRA_CLASS,
     DRA_DRIVER,
     PRIORITY_CLASSES,
@@ -123,7 +124,6 @@ CEILINGS = ("ceiling-go", "ceiling-python")
 #: The schedulers written in Python, whose CPU `--profile` samples.
 PROFILED = frozenset((*SCHEDULERS, "ceiling-python")) - {"kube-scheduler", "ceiling-go"}
 MODES = ("steady", "backlog")
-BENCH_LABEL = "ascheduler.io/benchmark"
 RUN_TIMEOUT = 900.0
 
 

@@ -24,14 +24,20 @@ import contextlib
 import itertools
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ascheduler.kube import ApiError, KubeClient
 from benchmarks.ceiling_dra import Device, allocation
-from benchmarks.workloads import DRA_CLASS, DRA_DRIVER, SteadyState, claim_template
+from benchmarks.workloads import (
+    BENCH_LABEL,
+    DRA_CLASS,
+    DRA_DRIVER,
+    SteadyState,
+    claim_template,
+)
 
 if TYPE_CHECKING:
     from benchmarks.run import Run
@@ -44,13 +50,15 @@ POD_PREFIX = "r-"
 INIT_PREFIX = "init-"
 
 
-def node_devices(slices: Iterable[Mapping[str, Any]]) -> dict[str, list[Device]]:
-    """Each node's devices of the benchmark's driver, in the order its slices list them."""
+def node_devices(
+    slices: Iterable[Mapping[str, Any]], nodes: Collection[str]
+) -> dict[str, list[Device]]:
+    """Each of `nodes`' devices of the benchmark's driver, in the order its slices list them."""
     found: dict[str, list[Device]] = {}
     for s in slices:
         spec = s.get("spec") or {}
-        node = spec.get("nodeName")
-        if spec.get("driver") != DRA_DRIVER or not node:
+        node = str(spec.get("nodeName") or "")
+        if spec.get("driver") != DRA_DRIVER or node not in nodes:
             continue
         for d in spec.get("devices") or []:
             found.setdefault(node, []).append((spec["driver"], spec["pool"]["name"], d["name"]))
@@ -92,7 +100,9 @@ async def prepare(kube: KubeClient, namespace: str, steady: SteadyState) -> None
         claim_template(steady.devices_per_claim),
     )
     slices = (await kube.get(f"{DRA}/resourceslices"))["items"]
-    plan = prefill(node_devices(slices), steady.init_claims, steady.devices_per_claim)
+    nodes = await kube.get("/api/v1/nodes", params={"labelSelector": BENCH_LABEL})
+    ours = {n["metadata"]["name"] for n in nodes["items"]}
+    plan = prefill(node_devices(slices, ours), steady.init_claims, steady.devices_per_claim)
     gate = asyncio.Semaphore(64)
     requests = ["req-0"] * steady.devices_per_claim
 

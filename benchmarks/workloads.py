@@ -12,6 +12,8 @@ from typing import Any, Final
 
 from ascheduler.devcluster.nodes import FakeNodes
 
+#: The label of the nodes a run makes (its value: the run's id).
+BENCH_LABEL = "ascheduler.io/benchmark"
 GPU = "nvidia.com/gpu"
 ZONE = "topology.kubernetes.io/zone"
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -787,7 +789,7 @@ WORKLOADS: dict[str, Workload] = {
             basic_nodes(10),
             template_pod,
             devices_per_node=10,
-            steady_state=SteadyState(init_claims=90, pending=4, seconds=4.0),
+            steady_state=SteadyState(init_claims=90, pending=4, seconds=8.0),
             description="a tiny size to check the DRA steady state works: 10 devices left",
         ),
         Workload(
@@ -798,7 +800,7 @@ WORKLOADS: dict[str, Workload] = {
             template_pod,
             devices_per_node=2,
             steady_state=SteadyState(
-                init_claims=5, pending=4, seconds=4.0, devices_per_claim=2, partitionable=True
+                init_claims=5, pending=4, seconds=8.0, devices_per_claim=2, partitionable=True
             ),
             releases=("1.36", "1.37"),
             description="a tiny size to check the partitionable steady state works",

@@ -142,3 +142,58 @@ async def test_the_ceilings_of_a_dra_run_write_every_pods_claim(
         assert run["requests"].get("PUT 200") == 80, name
         assert run["requests"].get("POST 201") == 40, name
     assert not [c for c in cmdlines() if result["run_id"] in c]
+
+
+def replace_result(out: Path, workload: str) -> tuple[dict[str, Any], str]:
+    """A steady-state run's JSON, and its Markdown."""
+    (result_file,) = out.glob(f"*-{workload}-replace.json")
+    result: dict[str, Any] = json.loads(result_file.read_text())
+    return result, result_file.with_suffix(".md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("workload", "schedulers", "free"),
+    [
+        # 10 nodes of 10 devices, 90 held by claims allocated before: 10 free
+        ("Smoke_SteadyState_DRA_10Nodes", ("ascheduler", "kube-scheduler", "ceiling-python"), 10),
+        # 10 nodes of one counter set for two devices, 5 held: 5 claims' worth free
+        ("Smoke_SteadyState_Partitionable_10Nodes", ("ascheduler", "kube-scheduler"), 5),
+    ],
+)
+async def test_a_steady_state_run_replaces_each_bound_pod_and_its_devices_come_back(
+    plane_state: PlaneState,
+    kube: KubeClient,
+    tmp_path: Path,
+    workload: str,
+    schedulers: tuple[str, ...],
+    free: int,
+) -> None:
+    await benchmarks(
+        "run",
+        "--workload",
+        workload,
+        *(arg for name in schedulers for arg in ("--scheduler", name)),
+        "--kubeconfig",
+        str(plane_state.admin_kubeconfig),
+        "--out",
+        str(tmp_path),
+        "--quiet",
+    )
+    result, text = replace_result(tmp_path, workload)
+    assert set(result["runs"]) == set(schedulers)
+    for name, (run,) in result["runs"].items():
+        assert run["mode"] == "replace"
+        # More pods bound in the window than there were devices free: those of the pods
+        # deleted came back (the resourceclaim controller took their allocations off).
+        assert run["bound"] > free, name
+        assert sum(run["samples"]) >= run["bound"] - run["pending"], name
+        assert run["requests"].get("POST 201", 0) >= run["bound"], name  # the Bindings
+    assert "throughput_avg ascheduler/kube-scheduler" in result["ratios"]
+    assert "Steady state (scheduler_perf's)" in text
+
+    run_id = result["run_id"]
+    assert not [c for c in cmdlines() if run_id in c]
+    claims = await kube.get("/apis/resource.k8s.io/v1/resourceclaims")
+    assert not [c for c in claims["items"] if run_id in c["metadata"]["namespace"]]
+    left = await kube.get("/api/v1/nodes", params={"labelSelector": "ascheduler.io/benchmark"})
+    assert left["items"] == []
