@@ -27,6 +27,7 @@ Garbage collection runs inside whatever frame allocated, so it is counted there.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import re
 import signal
@@ -275,3 +276,44 @@ def per_pod(profile: dict[str, Any], cpu_us_per_pod: float | None) -> dict[str, 
     if cpu_us_per_pod is None:
         return {}
     return {name: share * cpu_us_per_pod for name, share in profile["shares"].items()}
+
+
+def inclusive(
+    stacks: Iterable[tuple[Sequence[Frame], int]], within: str = "", top: int = 30
+) -> list[tuple[str, float]]:
+    """The functions on the most samples anywhere on their stacks ("module:function", share
+    of the samples counted), of the samples whose category starts with `within` (all of
+    them when empty): where a category's time goes, callers included."""
+    counts: Counter[str] = Counter()
+    total = 0
+    for frames, count in stacks:
+        if within and not category(frames).startswith(within):
+            continue
+        total += count
+        for name in {f"{module}:{function}" for function, module in below_the_loop(frames)}:
+            counts[name] += count
+    return [(name, n / total) for name, n in counts.most_common(top)] if total else []
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks profile",
+        description="Read py-spy's raw stacks (`benchmarks run --profile` keeps them in "
+        "results/profiles/stacks/): the breakdown by category, and the functions most "
+        "often on the stack, callers included.",
+    )
+    parser.add_argument("stacks", nargs="+", type=Path)
+    parser.add_argument(
+        "--within", default="", help="only the samples of the categories starting so"
+    )
+    parser.add_argument("--top", type=int, default=30)
+    args = parser.parse_args(argv)
+    stacks = [s for path in args.stacks for s in parse(path.read_text())]
+    profile = breakdown(stacks)
+    print(f"{profile['samples']} samples")
+    for name, share in profile["shares"].items():
+        print(f"{100 * share:5.1f}%  {name}")
+    print(f"\non the stack{f' ({args.within}...)' if args.within else ''}:")
+    for name, share in inclusive(stacks, args.within, args.top):
+        print(f"{100 * share:5.1f}%  {name}")
+    return 0

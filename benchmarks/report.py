@@ -166,7 +166,7 @@ def markdown(result: Mapping[str, Any]) -> str:
 
 
 #: The processes of the window table, in its column order (a binder's is added when run).
-WINDOW_PROCESSES = ("scheduler", "binder", "kube-apiserver", "etcd")
+WINDOW_PROCESSES = ("scheduler", "binder", "kube-apiserver", "etcd", "kube-controller-manager")
 #: The CPU groups of a split run (`benchmarks.cpus`), in the window table's column order.
 BUSY_GROUPS = ("plane", "schedulers")
 

@@ -121,6 +121,9 @@ VARIANT_ARGS: dict[str, tuple[str, ...]] = {
 ALL = ("ascheduler", "kube-scheduler", "ceiling-go", "ceiling-python")
 SCHEDULERS = (*ALL, BINDREQUEST, NO_LOCKS, LOCKED, GROUPED, HAMI)
 CEILINGS = ("ceiling-go", "ceiling-python")
+#: Where under results/profiles/ py-spy's raw stacks are kept (`flamegraph.pl` reads them);
+#: not committed.
+STACKS = "stacks"
 #: The schedulers written in Python, whose CPU `--profile` samples.
 PROFILED = frozenset((*SCHEDULERS, "ceiling-python")) - {"kube-scheduler", "ceiling-go"}
 MODES = ("steady", "backlog")
@@ -144,6 +147,8 @@ class Target:
         #: The plane's CPUs and the schedulers', when kept apart (`--plane-cpus`).
         self.split = split
         self.records: list[ProcessRecord] = []
+        #: Where `--profile` keeps py-spy's raw stacks (the run's temporary folder if unset).
+        self.stacks: Path | None = None
 
     def start(self, name: str, argv: Sequence[str]) -> ProcessRecord:
         if self.plane is not None:
@@ -439,7 +444,7 @@ async def collect_apiserver_garbage(kube: KubeClient) -> None:
 
 
 #: The plane's processes whose CPU a run traces beside the scheduler's.
-PLANE_TRACED = ("kube-apiserver", "etcd")
+PLANE_TRACED = ("kube-apiserver", "etcd", "kube-controller-manager")
 
 
 class Run:
@@ -557,7 +562,9 @@ class Run:
         """py-spy attached to the scheduler's process, when this run profiles it."""
         if not self.profile or self.record is None:
             return None
-        out = self.target.workdir / f"profile-{self.name}-{self.record.pid}.txt"
+        folder = self.target.stacks or self.target.workdir
+        folder.mkdir(parents=True, exist_ok=True)
+        out = folder / f"{self.name}-{self.record.pid}.txt"
         profiler = cpuprofile.Profiler(self.record.pid, out)
         await asyncio.to_thread(profiler.start)
         return profiler
@@ -1147,6 +1154,8 @@ def main(argv: Sequence[str]) -> int:
             if split is not None:
                 placed = keep_apart(plane, split)
             target = Target(str(plane.require_state().admin_kubeconfig), workdir, plane, split)
+        if args.profile:
+            target.stacks = args.out / report.PROFILES / STACKS
         if not args.quiet:
             print(f"creating {workload.node_count()} nodes", file=sys.stderr)
         if args.kubeconfig:  # registered first: a creation that fails half-way is undone too

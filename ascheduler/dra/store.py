@@ -20,7 +20,7 @@ apart and sums what the shares consume (`dra.sharing`).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -292,6 +292,14 @@ class ResourceObjects:
         #: Bumped when slices or classes change (a new table, new selector results).
         self.slice_generation = 0
         self.class_generation = 0
+        #: Per pool (driver, pool name): a stamp renewed whenever an allocation holding one
+        #: of its devices comes, goes or changes (cached, in flight or undone), so that a
+        #: node's pools' stamps tell whether anything a search there reads has changed.
+        self.pool_stamps: dict[tuple[str, str], int] = {}
+        self._stamps = itertools.count(1)
+        #: Filter's exact searches by what they read (`plugins.dynamicresources.counting`):
+        #: the claims' specs, the table, the classes, the node and its pools' stamps.
+        self.searches: dict[Hashable, tuple[Allocation, ...] | None] = {}
         self.handlers: dict[str, Any] = {
             "DeviceClass": _Handler(self._class_changed),
             "ResourceSlice": _Handler(self._slice_changed),
@@ -365,6 +373,16 @@ class ResourceObjects:
         self._count(busy_devices(claim.allocation) if claim else (), 1)
         self.shares.count(before.allocation if before else None, -1)
         self.shares.count(claim.allocation if claim else None, 1)
+        self._touch(before.allocation if before else None)
+        self._touch(claim.allocation if claim else None)
+
+    def _touch(self, allocation: Allocation | None) -> None:
+        """New stamps for the pools of the allocation's devices."""
+        if allocation is None or not allocation.devices:
+            return
+        stamp = next(self._stamps)
+        for d in allocation.devices:
+            self.pool_stamps[(d.driver, d.pool)] = stamp
 
     def _count(self, devices: Iterable[DeviceId], sign: int) -> None:
         table = self._table
@@ -420,6 +438,7 @@ class ResourceObjects:
         self.in_flight[claim.uid] = claim
         self._count(busy_devices(claim.allocation), 1)
         self.shares.count(claim.allocation, 1)
+        self._touch(claim.allocation)
 
     def remove_pending(self, uid: str) -> bool:
         claim = self.in_flight.pop(uid, None)
@@ -427,6 +446,7 @@ class ResourceObjects:
             return False
         self._count(busy_devices(claim.allocation), -1)
         self.shares.count(claim.allocation, -1)
+        self._touch(claim.allocation)
         return True
 
     def assume_written(self, claim: ResourceClaim) -> None:

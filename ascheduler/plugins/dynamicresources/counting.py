@@ -131,33 +131,60 @@ def filter_allocations(
         if s.scores is None:
             s.scores = np.zeros(n, dtype=np.int64)
         deadline = filter_timeout
+        searches = objects.searches
+        if len(searches) > SEARCHES_KEPT:
+            searches.clear()
+        # What every search of this attempt reads besides the node and its pools.
+        common = (table.serial, objects.class_generation, capacity is not None, _specs(claims))
         for row in np.flatnonzero(search).tolist():
             info = nodes.infos[row]
-            allocator = Allocator(
-                claims,
-                objects.device_class,
-                selectors,
-                objects.allocated,
-                table.pools_for(info.name, info.labels),
+            pools = table.pools_for(info.name, info.labels)
+            stamps = objects.pool_stamps
+            key = (
+                common,
                 info.name,
-                deadline=time.monotonic() + deadline if deadline > 0 else None,
-                features=objects.features,
-                capacity=capacity,
+                tuple((p.driver, p.name, stamps.get((p.driver, p.name), 0)) for p in pools),
             )
-            try:
-                found = allocator.allocate()
-            except InvalidPools:
-                invalid[row] = True
-                continue
-            except Timeout:
-                timed_out[row] = True
-                continue
+            if key in searches:
+                cached = searches[key]
+                found = None if cached is None else list(cached)
+            else:
+                allocator = Allocator(
+                    claims,
+                    objects.device_class,
+                    selectors,
+                    objects.allocated,
+                    pools,
+                    info.name,
+                    deadline=time.monotonic() + deadline if deadline > 0 else None,
+                    features=objects.features,
+                    capacity=capacity,
+                )
+                try:
+                    found = allocator.allocate()
+                except InvalidPools:
+                    invalid[row] = True
+                    continue
+                except Timeout:
+                    timed_out[row] = True
+                    continue
+                searches[key] = None if found is None else tuple(found)
             if found is None:
                 cannot[row] = True
                 continue
             s.found[info.name] = found
             s.scores[row] = _score_of(claims, found)
     return [(CANNOT_ALLOCATE, cannot), (INVALID_POOLS, invalid), (TIMED_OUT, timed_out)]
+
+
+#: How many searches `ResourceObjects.searches` keeps before it starts again.
+SEARCHES_KEPT = 20_000
+
+
+def _specs(claims: Sequence[ResourceClaim]) -> str:
+    """What a search reads of the claims: their requests, constraints and configuration
+    (two claims from one template search alike), as one hashable text."""
+    return repr([(c.requests, c.constraints, c.config) for c in claims])
 
 
 def _count_claims(

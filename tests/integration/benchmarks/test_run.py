@@ -187,7 +187,9 @@ async def test_a_steady_state_run_replaces_each_bound_pod_and_its_devices_come_b
         # deleted came back (the resourceclaim controller took their allocations off).
         assert run["bound"] > free, name
         assert sum(run["samples"]) >= run["bound"] - run["pending"], name
-        assert run["requests"].get("POST 201", 0) >= run["bound"], name  # the Bindings
+        # A Binding per pod, give or take the pods in flight at either end of the window
+        # (the counts are read as they are, while pods keep coming).
+        assert run["requests"].get("POST 201", 0) >= run["bound"] - 2 * run["pending"], name
     assert "throughput_avg ascheduler/kube-scheduler" in result["ratios"]
     assert "Steady state (scheduler_perf's)" in text
 

@@ -235,3 +235,35 @@ def test_py_spy_samples_a_live_process_until_stopped(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_categorys_time_is_told_by_the_functions_on_its_stacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = "\n".join(
+        [
+            line(*CYCLE_FRAMES, count=6),
+            line(*CYCLE_FRAMES[:2], f"Snapshot.update ({CODE}/cache/snapshot.py:9)", count=2),
+            line(*WATCH_FRAMES, count=2),
+        ]
+    )
+    stacks = cpuprofile.parse(raw)
+    on_cycle = dict(cpuprofile.inclusive(stacks, within="scheduling cycle"))
+    assert on_cycle["ascheduler/scheduler.py:Scheduler.schedule_pod"] == pytest.approx(1.0)
+    assert on_cycle["ascheduler/framework/runtime/framework.py:Framework.run_filter"] == (
+        pytest.approx(0.75)
+    )
+    assert on_cycle["ascheduler/cache/snapshot.py:Snapshot.update"] == pytest.approx(0.25)
+    assert "ascheduler/model/pod.py:Pod.parse" not in on_cycle
+    # the frames under which the loop runs are on every stack, and say nothing
+    everything = dict(cpuprofile.inclusive(stacks))
+    assert "ascheduler/__main__.py:<module>" not in everything
+    assert everything["ascheduler/model/pod.py:Pod.parse"] == pytest.approx(0.2)
+
+    saved = tmp_path / "stacks.txt"
+    saved.write_text(raw)
+    assert cpuprofile.main([str(saved), "--within", "scheduling cycle", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "10 samples" in out
+    assert " 80.0%  scheduling cycle" in out
+    assert "100.0%  ascheduler/scheduler.py:Scheduler.run" in out

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from ascheduler.cache import Cache
+from ascheduler.dra.allocator import Allocator
 from ascheduler.features import Features, Release
 from ascheduler.framework import CycleState
 from ascheduler.model import parse_pod
@@ -21,10 +24,20 @@ from ascheduler.model.dra import (
 from ascheduler.plugins.dynamicresources.state import CANNOT_ALLOCATE, _State
 from tests.kit import make_cache, make_plugin, node, pod, rejected_reasons
 from tests.unit.dra.helpers import DRIVER, allocated, claim, device_class, exactly
-from tests.unit.dra.test_counters import MIG, device_slice, partition
+from tests.unit.dra.test_counters import MIG, counter_slice, device_slice, partition
 
 NAME = "DynamicResources"
 ON = Features.defaults(Release(1, 36))
+#: n2: two devices each consuming the whole of one counter set.
+TWINS = [
+    counter_slice("twins-counters", "twins", {"twins": {"memory": "1Gi"}}, node="n2"),
+    device_slice(
+        "twins-parts",
+        "twins",
+        [partition("t0", "twins", memory="1Gi"), partition("t1", "twins", memory="1Gi")],
+        node="n2",
+    ),
+]
 
 
 def cluster(*slices: dict[str, Any], features: Features = ON) -> Cache:
@@ -137,3 +150,40 @@ def test_counter_pools_are_locked_and_checked_against_other_claims() -> None:
         f"counter memory of counter set s in pool shared (driver {DRIVER}): 2 wanted, 1 left"
     )
     assert overdrawn(DRIVER, "n3-plain", {"d0"}, {"d1"}) == ""
+
+
+def test_a_search_is_reused_for_the_same_claims_until_the_nodes_pools_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every pod of a steady state has a claim of the same spec: the search a node needed
+    for one is the answer for the next, as long as no allocation of that node's pools came,
+    went or changed meanwhile."""
+    cache = cluster(*MIG, *TWINS)
+    searched: list[str] = []
+    real = Allocator.allocate
+
+    def counted(self: Allocator) -> Any:
+        searched.append(self.node_name)
+        return real(self)
+
+    monkeypatch.setattr(Allocator, "allocate", counted)
+    for name in ("a", "b", "c", "two"):
+        add_claim(cache, claim(name, exactly("r", count=2 if name == "two" else 1)))
+    plugin = make_plugin(NAME, cache, features=ON)
+    first, _ = filtered(plugin, cache, claiming("a", uid="pod-a"))
+    assert sorted(searched) == ["n1", "n2"]
+    searched.clear()
+    again, _ = filtered(plugin, cache, claiming("b", uid="pod-b"))
+    assert searched == []  # both answers reused
+    assert rejected_reasons(again, cache) == rejected_reasons(first, cache)
+    # n2's pool changes: only n2 is searched again, and the answer is the new one (t1
+    # is free by count, but t0 took the counters it needs)
+    add_claim(cache, claim("held", exactly("r"), allocation=allocated("n2", ("twins", "t0"))))
+    third, _ = filtered(plugin, cache, claiming("c", uid="pod-c"))
+    assert searched == ["n2"]
+    assert rejected_reasons(third, cache)["n2"] == [CANNOT_ALLOCATE]
+    # another spec is searched on its own (n1 answered the first spec already; n2 has one
+    # device free by count, too few for it)
+    searched.clear()
+    filtered(plugin, cache, claiming("two", uid="pod-two"))
+    assert searched == ["n1"]
