@@ -220,6 +220,20 @@ class DeviceTable:
             if name:
                 self.rows_of_node.setdefault(name, []).append(i)
         self.allocated: BoolArray = np.zeros(self.n, dtype=np.bool_)
+        self._local_pools: dict[str, tuple[tuple[str, str], ...]] = {}
+
+    def local_pools(self, node: str) -> tuple[tuple[str, str], ...] | None:
+        """The (driver, pool) of every pool the node reaches, when the table has only
+        node-local devices and no counter slice reaching further (what `pools_for` would
+        return, named, without making the pools); None otherwise."""
+        if self.placements or self.counter_reach:
+            return None
+        found = self._local_pools.get(node)
+        if found is None:
+            pools = sorted({int(self.pool_of[i]) for i in self.rows_of_node.get(node, ())})
+            found = tuple((self.pool_list[p].driver, self.pool_list[p].name) for p in pools)
+            self._local_pools[node] = found
+        return found
 
     def pools_for(self, node: str, labels: Mapping[str, str]) -> list[Pool]:
         """The pools a node reaches, with their devices that reach it, in table order."""

@@ -27,6 +27,7 @@ from ascheduler.dra.allocator import (
     AllocationError,
     Allocator,
     InvalidPools,
+    Pool,
     Timeout,
     uses_disabled_features,
 )
@@ -136,19 +137,21 @@ def filter_allocations(
             searches.clear()
         # What every search of this attempt reads besides the node and its pools.
         common = (table.serial, objects.class_generation, capacity is not None, _specs(claims))
+        stamps = objects.pool_stamps
         for row in np.flatnonzero(search).tolist():
             info = nodes.infos[row]
-            pools = table.pools_for(info.name, info.labels)
-            stamps = objects.pool_stamps
-            key = (
-                common,
-                info.name,
-                tuple((p.driver, p.name, stamps.get((p.driver, p.name), 0)) for p in pools),
-            )
+            pools: list[Pool] | None = None
+            named = table.local_pools(info.name)
+            if named is None:
+                pools = table.pools_for(info.name, info.labels)
+                named = tuple((p.driver, p.name) for p in pools)
+            key = (common, info.name, tuple((k, stamps.get(k, 0)) for k in named))
             if key in searches:
                 cached = searches[key]
                 found = None if cached is None else list(cached)
             else:
+                if pools is None:
+                    pools = table.pools_for(info.name, info.labels)
                 allocator = Allocator(
                     claims,
                     objects.device_class,

@@ -278,3 +278,26 @@ def test_an_invalid_counter_pool_is_seen_where_its_counter_slice_reaches() -> No
         table = objects(MIG[0], bad, features=features).table()
         assert {n for n in ("n1", "n2") if table.pools_for(n, {})} == seen
         assert all(p.invalid for n in seen for p in table.pools_for(n, {}))
+
+
+def test_a_nodes_local_pools_are_named_as_the_search_would_get_them() -> None:
+    sets = counter_slice("shared-counters", "shared", {"s": {"memory": "2"}}, node="n1")
+    per_device = device_slice(
+        "shared-parts",
+        "shared",
+        [
+            {**partition("on-n1", "s", memory="2"), "nodeName": "n1"},
+            {**partition("on-n2", "s", memory="1"), "nodeName": "n2"},
+        ],
+    )
+    table = objects(*MIG, sets, per_device).table()
+    for node in ("n1", "n2", "n3"):
+        pools = table.pools_for(node, {})
+        assert table.local_pools(node) == tuple((p.driver, p.name) for p in pools)
+    assert table.local_pools("n1") == ((DRIVER, "gpu-0"), (DRIVER, "shared"))
+    assert table.local_pools("n3") == ()
+    # a device placed by labels reaches nodes the table cannot name without asking
+    placed = device_slice(
+        "placed", "placed", [{**partition("p", "s", memory="1"), "allNodes": True}]
+    )
+    assert objects(*MIG, placed).table().local_pools("n1") is None
