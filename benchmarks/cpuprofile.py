@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -181,11 +181,18 @@ def breakdown(stacks: Iterable[tuple[Sequence[Frame], int]], top: int = 15) -> d
         if frames:
             function, module = frames[-1]
             on_top[f"{module}:{function}"] += count
+    return _profile(total, by_category, on_top, top)
+
+
+def _profile(
+    total: float, by_category: Mapping[str, float], on_top: Counter[str], top: int
+) -> dict[str, Any]:
+    """A breakdown from sample counts (or sample-weighed shares) by category and function."""
     share = (lambda n: n / total) if total else (lambda n: 0.0)
     return {
         "samples": total,
         "rate": RATE,
-        "shares": {name: share(by_category[name]) for name in CATEGORIES},
+        "shares": {name: share(by_category.get(name, 0)) for name in CATEGORIES},
         "functions": [[name, share(n)] for name, n in on_top.most_common(top)],
     }
 
@@ -262,13 +269,7 @@ def merge(profiles: Sequence[dict[str, Any]], top: int = 15) -> dict[str, Any]:
             shares[name] += share * p["samples"]
         for name, share in p["functions"]:
             functions[name] += share * p["samples"]
-    share = (lambda n: n / total) if total else (lambda n: 0.0)
-    return {
-        "samples": total,
-        "rate": RATE,
-        "shares": {name: share(shares[name]) for name in CATEGORIES},
-        "functions": [[name, share(n)] for name, n in functions.most_common(top)],
-    }
+    return _profile(total, shares, functions, top)
 
 
 def per_pod(profile: dict[str, Any], cpu_us_per_pod: float | None) -> dict[str, float]:

@@ -411,14 +411,15 @@ def claim_template(devices: int) -> dict[str, Any]:
 def counter_slice(node: str) -> dict[str, Any]:
     """The counter half of a partitionable node: four counters of 1 in one set."""
     counters = {f"counter{i}": {"value": "1"} for i in range(1, 5)}
+    return _half(node, "counters", sharedCounters=[{"name": COUNTER_SET, "counters": counters}])
+
+
+def _half(node: str, part: str, **spec: Any) -> dict[str, Any]:
+    """One of the two slices of a partitionable node's pool."""
+    pool = {"name": node, "generation": 0, "resourceSliceCount": 2}
     return {
-        "metadata": {"name": f"{node}-counters"},
-        "spec": {
-            "driver": DRA_DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 0, "resourceSliceCount": 2},
-            "sharedCounters": [{"name": COUNTER_SET, "counters": counters}],
-        },
+        "metadata": {"name": f"{node}-{part}"},
+        "spec": {"driver": DRA_DRIVER, "nodeName": node, "pool": pool, **spec},
     }
 
 
@@ -432,15 +433,7 @@ def partitioned_slice(node: str) -> dict[str, Any]:
             "consumesCounters": [{"counterSet": COUNTER_SET, "counters": used}],
         }
 
-    return {
-        "metadata": {"name": f"{node}-devices"},
-        "spec": {
-            "driver": DRA_DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 0, "resourceSliceCount": 2},
-            "devices": [device(1), device(2)],
-        },
-    }
+    return _half(node, "devices", devices=[device(1), device(2)])
 
 
 # -- scheduler_perf's preemption workloads -----------------------------------------------------

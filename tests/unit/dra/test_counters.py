@@ -188,7 +188,8 @@ def test_two_halves_fit_together_but_not_with_the_full_one() -> None:
     assert allocate(store, "n1", one("a", count=3)) is None
 
 
-def test_counters_taken_by_a_device_on_another_node_count_too() -> None:
+def shared_set() -> tuple[Json, Json]:
+    """A counter set on n1 and two devices drawing on it, one on n1 and one on n2."""
     sets = counter_slice("shared-counters", "shared", {"s": {"memory": "2"}}, node="n1")
     per_device = device_slice(
         "shared-parts",
@@ -198,6 +199,11 @@ def test_counters_taken_by_a_device_on_another_node_count_too() -> None:
             {**partition("on-n2", "s", memory="1"), "nodeName": "n2"},
         ],
     )
+    return sets, per_device
+
+
+def test_counters_taken_by_a_device_on_another_node_count_too() -> None:
+    sets, per_device = shared_set()
     store = objects(sets, per_device)
     assert allocate(store, "n1", one("a")) == [["on-n1"]]
     assert allocate(store, "n2", one("a")) == [["on-n2"]]
@@ -281,15 +287,7 @@ def test_an_invalid_counter_pool_is_seen_where_its_counter_slice_reaches() -> No
 
 
 def test_a_nodes_local_pools_are_named_as_the_search_would_get_them() -> None:
-    sets = counter_slice("shared-counters", "shared", {"s": {"memory": "2"}}, node="n1")
-    per_device = device_slice(
-        "shared-parts",
-        "shared",
-        [
-            {**partition("on-n1", "s", memory="2"), "nodeName": "n1"},
-            {**partition("on-n2", "s", memory="1"), "nodeName": "n2"},
-        ],
-    )
+    sets, per_device = shared_set()
     table = objects(*MIG, sets, per_device).table()
     for node in ("n1", "n2", "n3"):
         pools = table.pools_for(node, {})
