@@ -27,7 +27,7 @@ from ascheduler.devcluster import ControlPlane
 from ascheduler.devcluster.plane import free_port
 from ascheduler.kube import KubeClient
 from benchmarks.common import bench_plane, scrape, start_ascheduler
-from benchmarks.run import watch_bound
+from benchmarks.objects import watch_bound
 from benchmarks.workloads import basic_pod
 
 

@@ -42,11 +42,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import dataclasses
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -57,14 +54,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from ascheduler.devcluster import ControlPlane, ensure_built, versions
-from ascheduler.devcluster.nodes import create_fake_nodes, delete_fake_nodes, wait_nodes_ready
 from ascheduler.devcluster.plane import free_port, kube_scheduler_config
 from ascheduler.devcluster.processes import ProcessRecord, is_alive, spawn, stop
-from ascheduler.kube import ApiError, KubeClient, KubeError
+from ascheduler.kube import KubeClient
 from benchmarks import cpuprofile, cpus, report, steadystate
 from benchmarks.ceiling import go_binary
 from benchmarks.common import (
@@ -77,39 +72,44 @@ from benchmarks.common import (
     rss_bytes,
 )
 from benchmarks.cputrace import CpuTrace
+from benchmarks.objects import (
+    churn,
+    collect_apiserver_garbage,
+    create_all,
+    create_device_claims,
+    create_gangs,
+    create_nodes,
+    create_storage,
+    delete_device_claims,
+    delete_nodes,
+    delete_storage,
+    gang_latencies,
+    watch_bound,
+)
+from benchmarks.summary import (
+    BINDREQUEST,
+    CEILINGS,
+    GROUPED,
+    HAMI,
+    LOCKED,
+    NO_LOCKS,
+    ceiling_verdict,
+    per_second,
+    percentile,
+    ratios,
+    request_counts,
+    summarise,
+    throughput,
+)
 from benchmarks.workloads import (
     BENCH_LABEL,
-    DRA_CLASS,
-    DRA_DRIVER,
-    PRIORITY_CLASSES,
     REPLACE,
-    VOLUME_RUN_LABEL,
     WORKLOADS,
     Workload,
-    bound_claim,
-    bound_volume,
-    device_claim,
-    dra_class,
-    gang_name,
-    gang_workload,
 )
 
 DRA = "/apis/resource.k8s.io/v1"
 
-#: ascheduler with `--binding bindrequest`, beside `ascheduler binder` (both measured); run
-#: when named (`--scheduler ascheduler-bindrequest`), not by `all`.
-BINDREQUEST = "ascheduler-bindrequest"
-#: ascheduler with its node locks off, and with HAMi's (on the Node, the pod's `allocating`
-#: write): what locks cost, run when named.
-NO_LOCKS = "ascheduler-nolocks"
-HAMI = "ascheduler-hami"
-#: ascheduler taking its node locks although it is alone (as it does beside another
-#: instance), on a Lease per node: what the locks cost when nodes are shared; `ascheduler`
-#: alone skips them.
-LOCKED = "ascheduler-locked"
-#: As `ascheduler-locked`, with one lock Lease per group of nodes (`GROUPS` groups) instead
-#: of one per node.
-GROUPED = "ascheduler-locked-groups"
 GROUPS = 32
 VARIANT_ARGS: dict[str, tuple[str, ...]] = {
     NO_LOCKS: ("--node-lock-policy", "none"),
@@ -120,7 +120,6 @@ VARIANT_ARGS: dict[str, tuple[str, ...]] = {
 #: What `--scheduler all` (the default) runs.
 ALL = ("ascheduler", "kube-scheduler", "ceiling-go", "ceiling-python")
 SCHEDULERS = (*ALL, BINDREQUEST, NO_LOCKS, LOCKED, GROUPED, HAMI)
-CEILINGS = ("ceiling-go", "ceiling-python")
 #: Where under results/profiles/ py-spy's raw stacks are kept (`flamegraph.pl` reads them);
 #: not committed.
 STACKS = "stacks"
@@ -168,13 +167,6 @@ class Target:
         for record in self.records:
             stop(record)
         self.records = []
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def start_scheduler(
@@ -266,181 +258,6 @@ async def settled_requests(
             return now
         previous = now
     return previous
-
-
-async def create_all(
-    kube: KubeClient, namespace: str, bodies: list[dict[str, Any]], created: dict[str, float]
-) -> None:
-    gate = asyncio.Semaphore(64)
-
-    async def create(body: dict[str, Any]) -> None:
-        async with gate:
-            await kube.post(f"/api/v1/namespaces/{namespace}/pods", body)
-            created[body["metadata"]["name"]] = time.monotonic()
-
-    async with asyncio.TaskGroup() as group:
-        for body in bodies:
-            group.create_task(create(body))
-
-
-async def create_storage(kube: KubeClient, namespace: str, pod_names: list[str]) -> None:
-    """Each pod's bound claim and volume, as scheduler_perf makes them: the claim, its status,
-    the volume, its status (the statuses written after, as the API server resets them)."""
-    gate = asyncio.Semaphore(64)
-    bound = {"status": {"phase": "Bound"}}
-
-    async def create(pod_name: str) -> None:
-        async with gate:
-            claims = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims"
-            claim = await kube.post(claims, bound_claim(namespace, pod_name))
-            await kube.patch(f"{claims}/{claim['metadata']['name']}/status", bound)
-            body = bound_volume(namespace, pod_name, claim["metadata"]["uid"])
-            await kube.post("/api/v1/persistentvolumes", body)
-            await kube.patch(f"/api/v1/persistentvolumes/{body['metadata']['name']}/status", bound)
-
-    async with asyncio.TaskGroup() as group:
-        for name in pod_names:
-            group.create_task(create(name))
-
-
-async def delete_storage(kube: KubeClient, namespace: str) -> None:
-    """The run's claims and volumes. (The benchmark plane puts no protection finalizers on
-    them and runs no controllers: they go at once, and the namespace never empties itself.)"""
-    await kube.request(
-        "DELETE", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", timeout=600
-    )
-    params = {"labelSelector": f"{VOLUME_RUN_LABEL}={namespace}"}
-    await kube.request("DELETE", "/api/v1/persistentvolumes", params=params, timeout=600)
-
-
-async def create_device_claims(kube: KubeClient, namespace: str, pod_names: list[str]) -> None:
-    """Each pod's ResourceClaim, as the resourceclaim controller makes it from the template."""
-    gate = asyncio.Semaphore(64)
-
-    async def create(pod_name: str) -> None:
-        async with gate:
-            await kube.post(f"{DRA}/namespaces/{namespace}/resourceclaims", device_claim(pod_name))
-
-    async with asyncio.TaskGroup() as group:
-        for name in pod_names:
-            group.create_task(create(name))
-
-
-async def create_gangs(kube: KubeClient, namespace: str, workload: Workload) -> None:
-    """The Workload object of every gang of the measured pods."""
-    gate = asyncio.Semaphore(64)
-    path = f"/apis/scheduling.k8s.io/v1alpha1/namespaces/{namespace}/workloads"
-
-    async def create(index: int) -> None:
-        async with gate:
-            name = gang_name(index * workload.gang_size, workload.gang_size)
-            await kube.post(path, gang_workload(name, workload.gang_size))
-
-    async with asyncio.TaskGroup() as group:
-        for index in range(workload.gangs()):
-            group.create_task(create(index))
-
-
-def gang_latencies(
-    workload: Workload, created: dict[str, float], bound: dict[str, float]
-) -> list[float]:
-    """Per gang of the measured pods: from its last member created to its last member bound
-    (its members all bound; a gang binds whole, so that is the gang bound)."""
-    last_created: dict[str, float] = {}
-    last_bound: dict[str, float] = {}
-    for name, at in bound.items():
-        if not name.startswith("m-") or name not in created:
-            continue
-        gang = gang_name(int(name[2:]), workload.gang_size)
-        last_created[gang] = max(last_created.get(gang, 0.0), created[name])
-        last_bound[gang] = max(last_bound.get(gang, 0.0), at)
-    return [last_bound[g] - last_created[g] for g in last_bound]
-
-
-async def delete_device_claims(kube: KubeClient, namespace: str) -> None:
-    """The run's claims, gone before the next run starts, so their devices are free again:
-    the benchmark plane runs no resourceclaim controller to take the schedulers' finalizer
-    off, so the harness does."""
-    claims = f"{DRA}/namespaces/{namespace}/resourceclaims"
-    listing = await kube.get(claims)
-    gate = asyncio.Semaphore(64)
-
-    async def release(name: str) -> None:
-        async with gate:
-            patch = {"metadata": {"finalizers": None}}
-            with contextlib.suppress(ApiError):
-                await kube.patch(f"{claims}/{name}", patch)
-
-    async with asyncio.TaskGroup() as group:
-        for item in listing.get("items") or []:
-            group.create_task(release(item["metadata"]["name"]))
-    await kube.request("DELETE", claims, timeout=600)
-    deadline = time.monotonic() + 600
-    while (await kube.get(claims)).get("items"):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{namespace}: claims still there after 600 s")
-        await asyncio.sleep(0.5)
-
-
-#: Names of the churn pods (created during the measurement, never measured themselves).
-CHURN = "churn-"
-
-
-async def churn(kube: KubeClient, namespace: str, workload: Workload, scheduler: str) -> None:
-    """scheduler_perf's churn (create mode): one pod of the workload's churn shape every
-    interval until cancelled. A refused create is skipped, not retried."""
-    make = workload.churn
-    assert make is not None
-    i = 0
-    while True:
-        body = make(f"{CHURN}{i}", scheduler, i)
-        with contextlib.suppress(KubeError):
-            await kube.post(f"/api/v1/namespaces/{namespace}/pods", body)
-        i += 1
-        await asyncio.sleep(workload.churn_interval)
-
-
-async def watch_bound(
-    kube: KubeClient, namespace: str, bound: dict[str, float], want: int, done: asyncio.Event
-) -> None:
-    """Record when each pod is first seen bound; list again whenever the watch ends."""
-    while not done.is_set():
-        listing = await kube.get(f"/api/v1/namespaces/{namespace}/pods")
-        for p in listing["items"]:
-            if p["spec"].get("nodeName") and not p["metadata"]["name"].startswith(CHURN):
-                bound.setdefault(p["metadata"]["name"], time.monotonic())
-        if len(bound) >= want:
-            done.set()
-            return
-        params = {
-            "watch": "true",
-            "resourceVersion": listing["metadata"]["resourceVersion"],
-            "timeoutSeconds": "60",
-        }
-        async with kube.session.get(
-            f"{kube.server}/api/v1/namespaces/{namespace}/pods",
-            params=params,
-            headers=await kube.headers(),
-        ) as resp:
-            async for line in resp.content:
-                obj = orjson.loads(line).get("object") or {}
-                name = (obj.get("metadata") or {}).get("name", "")
-                if (obj.get("spec") or {}).get("nodeName") and not name.startswith(CHURN):
-                    bound.setdefault(obj["metadata"]["name"], time.monotonic())
-                    if len(bound) >= want:
-                        done.set()
-                        return
-
-
-async def collect_apiserver_garbage(kube: KubeClient) -> None:
-    """Have kube-apiserver's Go runtime collect its garbage now (its pprof heap endpoint does,
-    with `gc=1`), so each measured span starts from the same point of its collector's cycle.
-    A cycle costs it 200-450 ms of CPU on a benchmark plane's heap; left to chance, whether
-    one lands inside a one-second backlog decides more of a run's figure than the scheduler
-    does. Best effort: a cluster that does not serve it (profiling off, no rights) is run
-    as it is."""
-    with contextlib.suppress(KubeError):
-        await kube.request("GET", "/debug/pprof/heap", params={"gc": "1"}, timeout=60)
 
 
 #: The plane's processes whose CPU a run traces beside the scheduler's.
@@ -798,28 +615,6 @@ class Run:
         }
 
 
-def throughput(pods: int, seconds: float, samples: Sequence[int]) -> dict[str, float]:
-    return {
-        "throughput_avg": pods / max(seconds, 1e-3),
-        "throughput_p50": percentile(samples, 0.5),
-        "throughput_p90": percentile(samples, 0.9),
-        "throughput_p99": percentile(samples, 0.99),
-    }
-
-
-def request_counts(requests: dict[str, float], pods: int) -> dict[str, Any]:
-    kept = {k: v for k, v in sorted(requests.items()) if v}
-    return {"requests_per_pod": sum(kept.values()) / pods, "requests": kept}
-
-
-def per_second(times: Sequence[float], start: float) -> list[int]:
-    """How many of `times` fall in each second from `start` (the last second may be partial)."""
-    counts = [0] * (int(max(times) - start) + 1)
-    for t in times:
-        counts[int(t - start)] += 1
-    return counts
-
-
 async def one_run(
     target: Target,
     workload: Workload,
@@ -863,192 +658,6 @@ async def one_run(
             if workload.devices_per_node:
                 await delete_device_claims(kube, namespace)
             await kube.request("DELETE", f"/api/v1/namespaces/{namespace}")
-
-
-async def create_nodes(kubeconfig: str, workload: Workload, run_id: str) -> list[str]:
-    async with await KubeClient.connect(kubeconfig, user_agent="bench") as kube:
-        if workload.churn is not None:
-            for name, value in PRIORITY_CLASSES.items():
-                body = {"metadata": {"name": name}, "value": value}
-                try:
-                    await kube.post("/apis/scheduling.k8s.io/v1/priorityclasses", body)
-                except ApiError as exc:
-                    if not exc.conflict:
-                        raise
-        names: list[str] = []
-        for group in workload.nodes(f"bench-{run_id}"):
-            labelled = dataclasses.replace(group, labels={**group.labels, BENCH_LABEL: run_id})
-            names += await create_fake_nodes(kube, labelled, concurrency=64)
-        await wait_nodes_ready(kube, names, timeout=600)
-        if workload.devices_per_node:
-            await create_devices(kube, names, workload)
-        return names
-
-
-async def create_devices(kube: KubeClient, names: list[str], workload: Workload) -> None:
-    """The DeviceClass, and every node's ResourceSlices (`Workload.slices`)."""
-    try:
-        await kube.post(f"{DRA}/deviceclasses", dra_class())
-    except ApiError as exc:
-        if not exc.conflict:
-            raise
-    gate = asyncio.Semaphore(64)
-
-    async def create(node: str) -> None:
-        async with gate:
-            for body in workload.slices(node):
-                await kube.post(f"{DRA}/resourceslices", body)
-
-    async with asyncio.TaskGroup() as group:
-        for name in names:
-            group.create_task(create(name))
-
-
-async def delete_nodes(kubeconfig: str, names: list[str], workload: Workload) -> None:
-    async with await KubeClient.connect(kubeconfig, user_agent="bench") as kube:
-        if workload.devices_per_node:
-            params = {"fieldSelector": f"spec.driver={DRA_DRIVER}"}
-            await kube.request("DELETE", f"{DRA}/resourceslices", params=params, timeout=600)
-            with contextlib.suppress(ApiError):
-                await kube.request("DELETE", f"{DRA}/deviceclasses/{DRA_CLASS}")
-        await delete_fake_nodes(kube, names, concurrency=64)
-
-
-def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Medians over the runs of each figure they have (an unfinished run has no latencies);
-    `unfinished`: how many runs stopped at the time limit before every pod was bound."""
-    skip = ("scheduler", "mode", "samples", "requests", "finished", "cpus", "profile")
-    keys = list(dict.fromkeys(k for r in runs for k in r if k not in skip))
-    out: dict[str, Any] = {k: statistics.median(r[k] for r in runs if k in r) for k in keys}
-    out["unfinished"] = sum(1 for r in runs if not r.get("finished", True))
-    if profiles := [r["profile"] for r in runs if "profile" in r]:
-        out["profile"] = cpuprofile.merge(profiles)
-    return out
-
-
-#: What ascheduler is compared with kube-scheduler on, by mode (lower is better for all but
-#: throughput).
-RATIOS = {
-    "steady": (
-        "throughput_avg",
-        "latency_p99",
-        "gang_latency_p99",
-        "cpu_seconds",
-        "peak_rss_bytes",
-        "requests_per_pod",
-    ),
-    REPLACE: ("throughput_avg", "cpu_seconds", "peak_rss_bytes", "requests_per_pod"),
-    "backlog": (
-        "throughput_avg",
-        "first_bind_s",
-        "last_bind_s",
-        "cpu_seconds",
-        "peak_rss_bytes",
-        "requests_per_pod",
-    ),
-}
-
-
-def _spread(per_run: Sequence[float]) -> dict[str, float]:
-    return {"median": statistics.median(per_run), "min": min(per_run), "max": max(per_run)}
-
-
-def faster_ceiling(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
-    """Run by run, whichever ceiling bound faster (either one if only one ran)."""
-    present = [runs[c] for c in CEILINGS if runs.get(c)]
-    if not present:
-        return None
-    return [max(group, key=lambda r: r["throughput_avg"]) for group in zip(*present, strict=True)]
-
-
-def _finished(run: dict[str, Any]) -> bool:
-    return bool(run.get("finished", True))
-
-
-def ratios(runs: dict[str, list[dict[str, Any]]], mode: str = "steady") -> dict[str, Any]:
-    """Run by run, as median, min and max: ascheduler / kube-scheduler on each metric of the
-    mode; ascheduler's throughput over each ceiling's and over the faster one's ("ceiling");
-    bindrequest mode's throughput, requests and CPU over direct mode's and kube-scheduler's;
-    and ceiling-python / ceiling-go, which says whether the Python client is a limit."""
-    out: dict[str, dict[str, float]] = {}
-    others: dict[str, list[dict[str, Any]]] = {
-        name: runs[name] for name in ("kube-scheduler", *CEILINGS) if runs.get(name)
-    }
-    if (faster := faster_ceiling(runs)) is not None:
-        others["ceiling"] = faster
-
-    def compare(
-        name: str, ours: list[dict[str, Any]], theirs: list[dict[str, Any]], keys: Sequence[str]
-    ) -> None:
-        for key in keys:
-            per_run = [
-                a[key] / b[key]
-                for a, b in zip(ours, theirs, strict=True)
-                if b.get(key) and key in a and _finished(a) and _finished(b)
-            ]
-            if per_run:
-                out[f"{key} {name}"] = _spread(per_run)
-
-    if runs.get("ascheduler"):
-        for other, theirs in others.items():
-            keys = RATIOS[mode] if other == "kube-scheduler" else ("throughput_avg",)
-            compare(f"ascheduler/{other}", runs["ascheduler"], theirs, keys)
-    # The cost of durable binds: bindrequest mode against direct mode and kube-scheduler; of
-    # node locks: with locks (ours, and HAMi's) against without, and against kube-scheduler.
-    pairs = [
-        *(
-            (BINDREQUEST, o, ("throughput_avg", "requests_per_pod", "cpu_seconds"))
-            for o in ("ascheduler", "kube-scheduler")
-        ),
-        *(
-            (locked, o, ("throughput_avg", "latency_p99", "requests_per_pod"))
-            for locked, o in (
-                ("ascheduler", NO_LOCKS),
-                (LOCKED, NO_LOCKS),
-                (LOCKED, "kube-scheduler"),
-                (GROUPED, NO_LOCKS),
-                (GROUPED, "kube-scheduler"),
-                (HAMI, NO_LOCKS),
-                (HAMI, "kube-scheduler"),
-            )
-        ),
-    ]
-    for ours, other, pair_keys in pairs:
-        if runs.get(ours) and runs.get(other):
-            compare(f"{ours}/{other}", runs[ours], runs[other], pair_keys)
-    if runs.get("ceiling-go") and runs.get("ceiling-python"):
-        per_run = [
-            p["throughput_avg"] / g["throughput_avg"]
-            for p, g in zip(runs["ceiling-python"], runs["ceiling-go"], strict=True)
-            if g["throughput_avg"]
-        ]
-        if per_run:
-            out["throughput_avg ceiling-python/ceiling-go"] = _spread(per_run)
-    return out
-
-
-#: Ceilings closer than this (as slower / faster) are the same limit: the plane's.
-SAME_LIMIT = 0.9
-
-
-def ceiling_verdict(summary: dict[str, dict[str, Any]]) -> str:
-    """Which limit the ceilings show: the plane's, or a client library's."""
-    rates = {c: summary[c]["throughput_avg"] for c in CEILINGS if c in summary}
-    if len(rates) < 2:
-        return ""
-    go, python = rates["ceiling-go"], rates["ceiling-python"]
-    slower, faster = sorted((go, python))
-    if slower >= SAME_LIMIT * faster:
-        return (
-            f"the plane: client-go and the Python client bind at the same rate "
-            f"({go:.0f} and {python:.0f} pods/s)"
-        )
-    if python < go:
-        return (
-            f"the Python client: client-go binds {go:.0f} pods/s, ascheduler's client "
-            f"{python:.0f} ({python / go:.2f} of it)"
-        )
-    return f"client-go's transport: the Python client binds {python:.0f} pods/s, client-go {go:.0f}"
 
 
 def keep_apart(plane: ControlPlane, split: cpus.Split) -> dict[str, list[int]]:

@@ -31,6 +31,7 @@ import orjson
 
 from ascheduler.kube import ApiError, KubeClient
 from benchmarks.ceiling_dra import Device, allocation
+from benchmarks.summary import request_counts, throughput
 from benchmarks.workloads import (
     BENCH_LABEL,
     DRA_CLASS,
@@ -195,8 +196,6 @@ class Replacer:
 async def measure(run: Run, index: int) -> dict[str, Any]:
     """One run of mode `replace`: the scheduler started, the pods kept coming, the window
     measured (see the module's text)."""
-    from benchmarks.run import request_counts, throughput
-
     steady = run.workload.steady_state
     assert steady is not None
     await prepare(run.kube, run.namespace, steady)

@@ -28,7 +28,7 @@ from benchmarks.cpuprofile import (
     TRANSPORT,
     WATCH,
 )
-from benchmarks.run import summarise
+from benchmarks.summary import summarise
 
 SITE = "/w/.venv/lib/python3.11/site-packages"
 LIB = "/usr/lib/python3.11"

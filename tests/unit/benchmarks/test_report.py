@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks import report
 from benchmarks.common import save
-from benchmarks.run import ceiling_verdict, per_second, percentile, ratios, summarise
+from benchmarks.summary import ceiling_verdict, per_second, percentile, ratios, summarise
 
 BASIC = "SchedulingBasic_500Nodes_1000Pods"
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from ascheduler.kube import ApiError
-from benchmarks.run import collect_apiserver_garbage, main
+from benchmarks.objects import collect_apiserver_garbage
+from benchmarks.run import main
 
 
 class Kube:

@@ -11,8 +11,8 @@ import pytest
 
 from benchmarks import report
 from benchmarks.ceiling_dra import ClaimWriter, Devices, allocation
-from benchmarks.run import ratios, summarise
 from benchmarks.steadystate import init_claim, node_devices, prefill
+from benchmarks.summary import ratios, summarise
 from benchmarks.workloads import (
     CLAIM_TEMPLATE,
     COUNTER_SET,

@@ -18,7 +18,7 @@ from ascheduler.model.storage import parse_claim, parse_csi_node, parse_volume
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.volumematching import bound_to, fully_bound
 from benchmarks.algorithm import DRA_DEVICES, add_devices, dra_pod
-from benchmarks.run import gang_latencies
+from benchmarks.objects import gang_latencies
 from benchmarks.workloads import (
     CSI_DRIVER,
     CSI_LIMIT,
