@@ -1,9 +1,10 @@
 """What a benchmark run leaves behind, per mode: `<date>-<workload>-<mode>.json` (every number,
 the versions and the machine; `...-<mode>-split.json` for a run with the plane and the
-schedulers on separate CPUs), a Markdown table, a PNG of throughput over time per scheduler;
-and the tables of benchmarks/README.md, regenerated from the newest result of each workload
-and mode (split runs in a table of their own), and the newest saved `algorithm`, `memory` and
-`explain` results.
+schedulers on separate CPUs; `...-v1.36.json` for a run on a release other than the default),
+a Markdown table, a PNG of throughput over time per scheduler; and the tables of
+benchmarks/README.md, regenerated from the newest result of each workload and mode (the
+default release's before any other's; split runs in a table of their own), and the newest
+saved `algorithm`, `memory` and `explain` results.
 
     python -m benchmarks report     # regenerate benchmarks/README.md's tables from results/
 """
@@ -16,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ascheduler.devcluster.versions import DEFAULT_RELEASE
 from benchmarks.cpus import Split
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +54,17 @@ def mode_of(result: Mapping[str, Any]) -> str:
 def is_split(result: Mapping[str, Any]) -> bool:
     """Whether the run kept the plane and the schedulers on separate CPUs."""
     return bool(result.get("cpus"))
+
+
+def minor_of(result: Mapping[str, Any]) -> str:
+    """The Kubernetes release a result ran on (`"1.36"`), or "" when it does not say."""
+    version = str(result.get("versions", {}).get("kubernetes", ""))
+    return ".".join(version.removeprefix("v").split(".")[:2])
+
+
+def on_default_release(result: Mapping[str, Any]) -> bool:
+    """Whether the result ran on the release the plane starts by default (or does not say)."""
+    return minor_of(result) in ("", DEFAULT_RELEASE)
 
 
 def split_of(result: Mapping[str, Any]) -> Split:
@@ -310,7 +323,8 @@ def plot(result: Mapping[str, Any], path: Path) -> None:
 def write(result: Mapping[str, Any], out: Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     split = "-split" if is_split(result) else ""
-    stem = out / f"{result['date'][:10]}-{result['workload']}-{mode_of(result)}{split}"
+    release = "" if on_default_release(result) else f"-v{minor_of(result)}"
+    stem = out / f"{result['date'][:10]}-{result['workload']}-{mode_of(result)}{split}{release}"
     paths = {
         "json": stem.with_suffix(".json"),
         "md": stem.with_suffix(".md"),
@@ -325,10 +339,11 @@ def write(result: Mapping[str, Any], out: Path) -> dict[str, Path]:
 def latest(results: Path, mode: str = "steady", split: bool = False) -> list[dict[str, Any]]:
     """The newest result of each workload in `mode`, of runs with the plane and schedulers
     on separate CPUs or of the others (`split`), in the order `benchmarks.workloads` lists
-    them."""
+    them. A result on the default release comes before any newer one on another release
+    (a run on 1.36 beside today's 1.37 figures does not take their place)."""
     from benchmarks.workloads import WORKLOADS
 
-    newest: dict[str, tuple[str, dict[str, Any]]] = {}
+    newest: dict[str, tuple[tuple[bool, str], dict[str, Any]]] = {}
     for path in sorted(results.glob("*.json")):
         data = json.loads(path.read_text())
         name = data.get("workload")
@@ -338,8 +353,9 @@ def latest(results: Path, mode: str = "steady", split: bool = False) -> list[dic
             and mode_of(data) == mode
             and is_split(data) == split
         )
-        if wanted and (name not in newest or data["date"] >= newest[name][0]):
-            newest[name] = (data["date"], data)
+        rank = (on_default_release(data), str(data["date"]))
+        if wanted and (name not in newest or rank >= newest[name][0]):
+            newest[name] = (rank, data)
     return [newest[name][1] for name in WORKLOADS if name in newest]
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from ascheduler.devcluster.versions import DEFAULT_RELEASE, RELEASES
 from benchmarks import report
 from benchmarks.common import save
 from benchmarks.summary import ceiling_verdict, per_second, percentile, ratios, summarise
@@ -133,7 +134,9 @@ def test_write_leaves_json_markdown_and_png_per_mode(tmp_path: Path) -> None:
         "ceiling-go": [run_result("ceiling-go", 400, mode="backlog")],
         "ceiling-python": [run_result("ceiling-python", 380, mode="backlog")],
     }
-    paths = report.write(result("W", "2026-01-02T03:04:05+00:00", runs, "backlog"), tmp_path)
+    data = result("W", "2026-01-02T03:04:05+00:00", runs, "backlog")
+    data["versions"] = {"kubernetes": RELEASES[DEFAULT_RELEASE].kubernetes}
+    paths = report.write(data, tmp_path)
     assert paths["json"].name == "2026-01-02-W-backlog.json"
     assert json.loads(paths["json"].read_text())["summary"]["ceiling-go"]["throughput_avg"] == 400
     md = paths["md"].read_text()
@@ -285,6 +288,25 @@ def test_saved_algorithm_and_memory_results_make_their_sections(tmp_path: Path) 
     assert "ascheduler 129 MiB, kube-scheduler 200 MiB (0.65x)" in text
     # A saved result is not mistaken for a workload's.
     assert report.latest(tmp_path) == []
+
+
+def test_a_run_on_another_release_is_kept_apart_and_does_not_replace_the_default_releases(
+    tmp_path: Path,
+) -> None:
+    runs = {
+        "ascheduler": [run_result("ascheduler", 300)],
+        "kube-scheduler": [run_result("kube-scheduler", 100)],
+    }
+    default = result(BASIC, "2026-01-02T03:04:05+00:00", runs)
+    default["versions"] = {"kubernetes": RELEASES[DEFAULT_RELEASE].kubernetes}
+    other = result(BASIC, "2026-01-02T09:00:00+00:00", runs)
+    other["versions"] = {"kubernetes": "v1.0.1"}
+    paths = [report.write(x, tmp_path)["json"].name for x in (default, other)]
+    assert paths == [f"2026-01-02-{BASIC}-steady.json", f"2026-01-02-{BASIC}-steady-v1.0.json"]
+    # The other release's run is newer; the default release's is still the one tabled.
+    assert [x["date"] for x in report.latest(tmp_path)] == [default["date"]]
+    (tmp_path / f"2026-01-02-{BASIC}-steady.json").unlink()
+    assert [x["date"] for x in report.latest(tmp_path)] == [other["date"]]
 
 
 def test_an_unfinished_run_is_reported_as_it_stood_and_left_out_of_the_ratios() -> None:
