@@ -23,22 +23,25 @@ members stopped on it, `minCount (M) cannot be satisfied: S scheduled, R remaini
 group preemption's, where the members failed with the group read it after `pod group is
 unschedulable, `: what kube-scheduler writes, observed on the plane); False
 `SchedulerError` when a member's attempt fails with an error (`failed to schedule other pod
-from a pod group: ...`). Here each member is still tried on its own: the group is checked at
-each member's attempt (the same members, so the same verdict), and a basic group's member that
-fits nowhere reports the group unschedulable until a sibling fits (a True is never undone).
-A gang's verdict is written only from an attempt that tried its members in kube-scheduler's
-order (`PodGroupCycle._verdict_due`).
+from a pod group: ...`). Here a member coming up brings its queued siblings with it
+(`members`, kube's `podGroupInfoForPod`), and the scheduling loop tries them one after
+another in kube's order with no other pod between them (1.37: not past the member that left
+the quorum out of reach, `stopped`); each is still its own attempt, checked on its own (the
+same members, so the same verdict), and a basic group's member that fits nowhere reports the
+group unschedulable until a sibling fits (a True is never undone). A gang's verdict is
+written only from an attempt that tried its members in kube-scheduler's order
+(`PodGroupCycle._verdict_due`: a member back from flight on its own may not be).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 from ascheduler.cache.gangs import Gang, Gangs
 from ascheduler.features import GENERIC_WORKLOAD, Features
-from ascheduler.framework import Status
+from ascheduler.framework import QueuedPodInfo, Status
 from ascheduler.framework.runtime import Framework
 from ascheduler.groupstatus import (
     SCHEDULED,
@@ -118,6 +121,51 @@ class PodGroupCycle:
         if not self.active or pod.scheduling_group is None:
             return None
         return self.gangs.scheduling_groups.get(f"{pod.namespace}/{pod.scheduling_group}")
+
+    # -- the members tried together ---------------------------------------------------------
+
+    def members(
+        self, qp: QueuedPodInfo, pop: Callable[[str], QueuedPodInfo | None]
+    ) -> list[QueuedPodInfo]:
+        """The pods to try in this cycle: `qp` alone, or, for a member of a PodGroup the
+        cycle schedules, with every sibling still queued for this scheduler, popped with it
+        wherever it waits (`pop`, the queue's `pop_specific`: backoff cut short; gated ones
+        and those in flight stay), in kube-scheduler's order: priority, higher first, then
+        the time first queued (`podGroupInfoForPod`)."""
+        pod = qp.pod
+        if not self.active or pod.scheduling_group is None:
+            return [qp]
+        gang = self.gangs.of(pod)
+        if gang is None:
+            return [qp]
+        batch = [qp]
+        for uid in gang.unscheduled():
+            if uid != pod.uid and (sibling := pop(uid)) is not None:
+                batch.append(sibling)
+        if gang.failed is not None and any(q.pod.uid == gang.failed[0] for q in batch):
+            # The member that failed the group's last attempt is tried again: this is a new
+            # attempt, and its members are not let go with the last one.
+            gang.failed = None
+        if len(batch) > 1:
+            batch.sort(key=lambda q: (-q.pod.priority, q.initial_attempt_timestamp or q.timestamp))
+        return batch
+
+    def stopped(self, pod: PodInfo, before: object) -> Status | None:
+        """1.37: once a member tried in this cycle leaves the quorum out of reach
+        (PlacementFeasible), the cycle stops; the members not tried yet fail with the
+        group's status (`completePodGroupAlgorithmResult`). `before` is the gang's `failed`
+        when the cycle began (`failure`). None: go on."""
+        if not self.active or not self.features.since(1, 37):
+            return None
+        gang = self.gangs.of(pod)
+        if gang is None or gang.failed is None or gang.failed is before:
+            return None
+        return Status.unschedulable(gang.failed[2], plugin=GANG_SCHEDULING)
+
+    def failure(self, pod: PodInfo) -> object:
+        """What `stopped` compares with: the gang's failed attempt as the cycle begins."""
+        gang = self.gangs.of(pod)
+        return None if gang is None else gang.failed
 
     # -- before the members are tried -------------------------------------------------------
 

@@ -9,6 +9,10 @@ One pod at a time (kube-scheduler's `scheduleOne`):
         cache.assume(pod, node); fw.reserve(); fw.permit()  # approve / reject / wait
     spawn binding_cycle(job)                            # the loop goes on at once
 
+A member of a PodGroup (1.36 on, GenericWorkload) comes up with its queued siblings, and they
+are tried one after another, in kube-scheduler's order, with no other pod between them
+(`PodGroupCycle.members`); a group of thousands lets informers in every few milliseconds.
+
 Each binding cycle is an asyncio task owned by `Scheduler.run`'s task group and bounded by a
 semaphore: WaitOnPermit, PreBind, Bind, then PostBind and the `Scheduled` event. Any failure
 takes one path: Unreserve (reverse order), forget the assumed pod, put the pod back (backoff),
@@ -73,6 +77,9 @@ log = structlog.get_logger(__name__)
 
 #: kube-scheduler records extension-point durations for a sample of cycles, too.
 METRICS_SAMPLE_RATE = 0.1
+#: How long the members of one pod group are tried back to back before the loop lets
+#: informers and binding cycles run (a gang of thousands is not one turn of the loop).
+GROUP_TURN_SECONDS = 0.005
 _STARTED = "ascheduler/cycle-started"
 #: The node the binding cycle wrote as the pod's nominated node (NominatedNodeNameForExpectation).
 _NOMINATED_FOR_BINDING = "ascheduler/nominated-for-binding"
@@ -196,20 +203,45 @@ class Scheduler:
                 qp = await self.queue.pop()
                 if qp is None:
                     break
-                # A slot for the binding cycle, taken only once there is a pod: a cycle back
-                # from a wait outside the scheduler (`slot_released`) must not find the last
-                # slot held by a loop waiting for pods.
-                await self._bind_slots.acquire()
-                job = await self.schedule_pod(qp)
-                if job is None:
-                    self._bind_slots.release()
-                else:
-                    task = group.create_task(self.binding_cycle(job))
-                    self._binding.add(task)
-                    self.writer.idle.clear()
-                    task.add_done_callback(self._bound)
+                # A PodGroup's members come up together (1.36 on): tried one after another
+                # in kube-scheduler's order, with no other pod between them.
+                batch = self.groups.members(qp, self.queue.pop_specific)
+                before = self.groups.failure(qp.pod) if len(batch) > 1 else None
+                turn = time.perf_counter()
+                for i, member in enumerate(batch):
+                    if i and time.perf_counter() - turn > GROUP_TURN_SECONDS:
+                        # A large group lets informers and binding cycles in now and then.
+                        await asyncio.sleep(0)
+                        turn = time.perf_counter()
+                    if i and (status := self.groups.stopped(member.pod, before)) is not None:
+                        self._fail_with_group(member, status)
+                        continue
+                    # A slot for the binding cycle, taken only once there is a pod: a cycle
+                    # back from a wait outside the scheduler (`slot_released`) must not find
+                    # the last slot held by a loop waiting for pods.
+                    await self._bind_slots.acquire()
+                    job = await self.schedule_pod(member)
+                    if job is None:
+                        self._bind_slots.release()
+                    else:
+                        task = group.create_task(self.binding_cycle(job))
+                        self._binding.add(task)
+                        self.writer.idle.clear()
+                        task.add_done_callback(self._bound)
                 # Let informers and binding cycles run between pods.
                 await asyncio.sleep(0)
+
+    def _fail_with_group(self, qp: QueuedPodInfo, status: Status) -> None:
+        """A member the pod group cycle did not try (its group failed before it): it fails
+        with the group's status, as those let go at Permit do."""
+        fw = self.frameworks.get(qp.pod.scheduler_name)
+        if fw is None or qp.pod.deleting or not self.owns(qp.pod):
+            self.queue.done(qp.pod.uid)
+            return
+        self._cycle_started = time.perf_counter()
+        self.handle_scheduling_failure(
+            fw, qp, status, rejected_by=frozenset({status.plugin}), binding=True
+        )
 
     def _bound(self, task: asyncio.Task[None]) -> None:
         self._binding.discard(task)

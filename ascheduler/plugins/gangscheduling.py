@@ -18,10 +18,12 @@
   unschedulable, minCount (M) cannot be satisfied: S scheduled, R remaining, pod group
   preemption: ...`; and a gang is queued as one entity, held while any of its members is
   gated (1.36 tries the others, and fails them with the group).
-  Here the members are tried one after the other as before; when a member fails while the
-  rest can no longer make the quorum, the members waiting on Permit are let go with kube's
-  words, and so is any member of the same attempt that reaches Permit later (until the member
-  that failed is tried again or goes). A `basic` group is no gang: its pods are scheduled one
+  Here the members come up together as there (`PodGroupCycle.members`: the queued siblings
+  popped with the first, in kube's order) and are tried one after the other, the first ones
+  waiting on Permit; when a member fails while the rest can no longer make the quorum, the
+  members waiting on Permit are let go with kube's words, and so is any member of the same
+  attempt that reaches Permit later (until the member that failed is tried again or goes);
+  in v1.37 the members after it are not tried (`PodGroupCycle.stopped`). A `basic` group is no gang: its pods are scheduled one
   by one. Workload-aware preemption is not modelled: a failed group's line says the group
   preemption found no victims, as kube-scheduler's does when none are to be found.
 
@@ -190,7 +192,8 @@ class GangScheduling(_GangPlugin):
             if uid != pod.uid and uid in gang.pods and uid not in gang.assigned:
                 # A member of this attempt failed and the rest cannot make the quorum: the
                 # attempt has failed; this member is let go once its wait is registered.
-                self.later(0.0, lambda: self._fail_attempt(gang))
+                failed = gang.failed
+                self.later(0.0, lambda: self._fail_attempt(gang, failed))
                 return status, wait
             gang.failed = None  # the member that failed is tried again (or gone): a new attempt
         policy = self._policy(pod)
@@ -204,8 +207,8 @@ class GangScheduling(_GangPlugin):
             # before it; remaining: this attempt's members and those not tried yet.
             waiting = len(gang.waiting)
             line = self._line(policy, gang.placed() - waiting, waiting + left)
-            gang.failed = (pod.uid, pod.name, line)
-            self.later(0.0, lambda: self._fail_attempt(gang))
+            failed = gang.failed = (pod.uid, pod.name, line)
+            self.later(0.0, lambda: self._fail_attempt(gang, failed))
         return status, wait
 
     @staticmethod
@@ -256,7 +259,11 @@ class GangScheduling(_GangPlugin):
         gang.failed = (pod.uid, pod.name, verdict)
         self._fail_attempt(gang)
 
-    def _fail_attempt(self, gang: GangView) -> None:
+    def _fail_attempt(self, gang: GangView, failed: object = None) -> None:
+        """The members waiting on Permit let go with the group's failed attempt (`failed`,
+        when told later: unless a new attempt of the group has begun since)."""
+        if failed is not None and gang.failed is not failed:
+            return
         if gang.waiting:
             self.reject_waiting(gang, self._verdict(gang))
 

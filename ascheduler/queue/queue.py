@@ -529,6 +529,10 @@ class SchedulingQueue:
                 self.on_incoming_entity("active", "PopFromBackoffQ")
         if qp is None:
             return None
+        return self._take(qp)
+
+    def _take(self, qp: QueuedPodInfo) -> QueuedPodInfo:
+        """A pod taken from the queue into flight: one more attempt, the cycle counted."""
         self.scheduling_cycle += 1
         qp = QueuedPodInfo(
             qp.pod,
@@ -540,6 +544,18 @@ class SchedulingQueue:
         )
         self._in_flight[qp.pod.uid] = _InFlight(qp, self._event_seq)
         return qp
+
+    def pop_specific(self, uid: str) -> QueuedPodInfo | None:
+        """kube-scheduler's `PopSpecificPod`, for a pod group's members popped with the one
+        that came up: the pod activated wherever it waits (backoff cut short, a gated pod
+        through PreEnqueue again), then taken into flight. None when it is not to be had:
+        in flight already, held by PreEnqueue, or not queued."""
+        if uid in self._in_flight:
+            return None
+        if uid not in self._active:
+            self.activate(uid)
+        qp = self._active.remove(uid)
+        return None if qp is None else self._take(qp)
 
     async def pop(self) -> QueuedPodInfo | None:
         """The next pod to schedule; waits for one. None once the queue is closed."""

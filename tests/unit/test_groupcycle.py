@@ -4,6 +4,7 @@ writes on the PodGroup (kube-scheduler's `schedule_one_podgroup.go`)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ from ascheduler.model.podgroups import parse_scheduling_group
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.gangscheduling import NO_GROUP_VICTIMS
 from tests.kit import node_info, on, parsed, pod
-from tests.kit.scheduling import Env
+from tests.kit.scheduling import Env, pop
 
 V136 = parse_gates("GenericWorkload=true,GangScheduling=true", Release(1, 36))
 V137 = parse_gates("GenericWorkload=true", Release(1, 37))
@@ -358,3 +359,78 @@ def test_a_member_joining_a_group_that_agreed_is_checked_with_the_rest() -> None
         status = cycle.validate(p)
         assert status is not None
         assert status.message.endswith("got 7 and 0")
+
+
+# -- the members tried together ---------------------------------------------------------------
+
+
+async def test_a_members_queued_siblings_come_up_with_it_in_kube_schedulers_order() -> None:
+    env = Env(node_info("n1"), options=SchedulerConfig(features=V137))
+    add_group(env.cache, 3)
+    p0, p1, p2, vip = member("p0"), member("p1"), member("p2"), member("vip", priority=9)
+    other = parsed(pod("other", scheduler_name=PROFILE))
+    members(env.cache, p0, p1, p2, vip)
+    for p in (p0, p1, p2, vip, other):
+        env.queue.add(p)
+    first = await pop(env.queue)
+    assert first is not None
+    assert first.pod.name == "vip"
+    # vip is tried and put back, to back off; p1 is gated (in no queue kube pops from).
+    env.queue.requeue(first, rejected_by=frozenset({"NodeResourcesFit"}))
+    gated = member("p1", schedulingGates=[{"name": "hold"}])
+    env.cache.gangs.add_pod(gated)
+    env.queue.update(gated)
+    assert env.queue.where(p1.uid) == "gated"
+    qp = await pop(env.queue)
+    assert qp is not None
+    batch = env.scheduler.groups.members(qp, env.queue.pop_specific)
+    # The higher priority first, though it was backing off; the gated one left out; the
+    # pod of no group stays queued.
+    assert [q.pod.name for q in batch] == ["vip", "p0", "p2"]
+    assert [env.queue.where(q.pod.uid) for q in batch] == ["in-flight"] * 3
+    assert batch[0].attempts == 2
+    assert env.queue.where(p1.uid) == "gated"
+    assert env.queue.where(other.uid) == "active"
+    # A pod of no group comes up alone.
+    alone = await pop(env.queue)
+    assert alone is not None
+    assert alone.pod.name == "other"
+    assert env.scheduler.groups.members(alone, env.queue.pop_specific) == [alone]
+
+
+@pytest.mark.parametrize("features", [V136, V137])
+async def test_at_137_the_members_after_one_leaving_the_quorum_out_of_reach_are_not_tried(
+    features: Features,
+) -> None:
+    """minCount 3: p0 fits, big0 and big1 fit nowhere. 1.37's loop stops at big0
+    (PlacementFeasible: 1 scheduled, 1 remaining) and big1 fails with the group's status;
+    1.36's goes on, and big1 fails with its own."""
+    env = Env(node_info("n1", cpu="2"), options=SchedulerConfig(features=features))
+    add_group(env.cache, 3)
+    p0 = member("p0", cpu="1")
+    big0 = member("big0", created="2026-01-01T00:00:01Z", cpu="4")
+    big1 = member("big1", created="2026-01-01T00:00:02Z", cpu="4")
+    members(env.cache, p0, big0, big1)
+    for p in (p0, big0, big1):
+        env.queue.add(p)
+    running = asyncio.create_task(env.scheduler.run())
+    try:
+        async with asyncio.timeout(10):
+            while env.scheduler.stats.unschedulable < 3:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        env.queue.close()
+        async with asyncio.timeout(10):
+            await running
+    finally:
+        running.cancel()
+    said = {e.pod.name: e.note for e in env.failed_events()}
+    misfit = "0/1 nodes are available: 1 Insufficient cpu."
+    assert said["big0"].startswith(misfit)
+    line = "pod group is unschedulable"
+    if features is V137:
+        line += f", minCount (3) cannot be satisfied: 1 scheduled, 1 remaining, {NO_GROUP_VICTIMS}"
+        assert said["big1"] == line
+    else:
+        assert said["big1"].startswith(misfit)
+    assert said["p0"].startswith(line)
+    assert env.scheduler.stats.attempts == (2 if features is V137 else 3)

@@ -996,6 +996,40 @@ async def test_wake_keeps_backoff_where_activate_cuts_it_short(
     assert queue.where(woken.uid) == "active"
 
 
+async def test_pop_specific_takes_a_pod_from_wherever_it_waits_into_flight(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    """kube-scheduler's PopSpecificPod: backoff cut short, a gated pod left where it is, a
+    pod in flight or not queued not had."""
+    backing, active, gated = make_pod("backing"), make_pod("active"), make_pod("g", gates=("x",))
+    await make_unschedulable(queue, backing, frozenset({"Coscheduling"}))
+    queue.add(active)
+    queue.add(gated)
+    parked = make_pod("parked")
+    await make_unschedulable(queue, parked, frozenset({"Coscheduling"}))
+    queue.wake(backing.uid)
+    assert queue.where(backing.uid) == "backoff"  # its backoff is not over yet
+    taken = queue.pop_specific(parked.uid)
+    assert taken is not None
+    assert queue.where(parked.uid) == "in-flight"
+    taken = queue.pop_specific(backing.uid)
+    assert taken is not None
+    assert (taken.pod.uid, taken.attempts, queue.where(backing.uid)) == (
+        backing.uid,
+        2,
+        "in-flight",
+    )
+    assert queue.pop_specific(backing.uid) is None  # in flight already
+    assert queue.pop_specific(gated.uid) is None
+    assert queue.where(gated.uid) == "gated"
+    assert queue.pop_specific("nobody") is None
+    cycle = queue.scheduling_cycle
+    taken = queue.pop_specific(active.uid)
+    assert taken is not None
+    assert queue.scheduling_cycle == cycle + 1
+    assert queue.pending() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 1}
+
+
 async def test_wake_after_the_backoff_or_in_flight(
     queue: SchedulingQueue, clock: FakeClock
 ) -> None:
