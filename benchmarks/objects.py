@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from ascheduler.devcluster import versions
 from ascheduler.devcluster.nodes import create_fake_nodes, delete_fake_nodes, wait_nodes_ready
 from ascheduler.kube import ApiError, KubeClient, KubeError
 from benchmarks.workloads import (
@@ -26,6 +27,7 @@ from benchmarks.workloads import (
     dra_class,
     gang_name,
     gang_workload,
+    pod_group,
 )
 
 DRA = "/apis/resource.k8s.io/v1"
@@ -90,14 +92,22 @@ async def create_device_claims(kube: KubeClient, namespace: str, pod_names: list
 
 
 async def create_gangs(kube: KubeClient, namespace: str, workload: Workload) -> None:
-    """The Workload object of every gang of the measured pods."""
+    """The object of every gang of the measured pods: a Workload (1.35), or a PodGroup of
+    the release's API version (`pod_group_policy`)."""
     gate = asyncio.Semaphore(64)
-    path = f"/apis/scheduling.k8s.io/v1alpha1/namespaces/{namespace}/workloads"
+    size = workload.gang_size
+    api = versions.release().workload_api
+    kind = "podgroups" if workload.pod_group_policy else "workloads"
+    path = f"/apis/scheduling.k8s.io/{api}/namespaces/{namespace}/{kind}"
 
     async def create(index: int) -> None:
         async with gate:
-            name = gang_name(index * workload.gang_size, workload.gang_size)
-            await kube.post(path, gang_workload(name, workload.gang_size))
+            name = gang_name(index * size, size)
+            if workload.pod_group_policy:
+                body = pod_group(name, size, workload.pod_group_policy, api)
+            else:
+                body = gang_workload(name, size)
+            await kube.post(path, body)
 
     async with asyncio.TaskGroup() as group:
         for index in range(workload.gangs()):

@@ -498,6 +498,39 @@ def _gang_member(size: int, initial: int) -> Callable[[str, str, int], dict[str,
     return make
 
 
+#: From 1.36 a gang (or a basic group) is a PodGroup object of `scheduling.k8s.io`
+#: (`v1alpha2` in 1.36, `v1beta1` in 1.37: the release's `workload_api`) that pods name with
+#: `spec.schedulingGroup`; scheduler_perf's podgroup families run 1.37 with this gate alone.
+POD_GROUP_GATES = "GenericWorkload=true"
+POD_GROUP_RELEASES: Final = ("1.37",)
+GANG: Final = "gang"
+BASIC: Final = "basic"
+
+
+def pod_group(name: str, size: int, policy: str, api: str) -> dict[str, Any]:
+    """scheduler_perf's podgroup template: a `gang` of minCount `size`, or a `basic` group."""
+    scheduling = {"gang": {"minCount": size}} if policy == GANG else {"basic": {}}
+    return {
+        "apiVersion": f"scheduling.k8s.io/{api}",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"schedulingPolicy": scheduling},
+    }
+
+
+def _group_member(size: int, initial: int) -> Callable[[str, str, int], dict[str, Any]]:
+    """scheduler_perf's gang-pod (cpu 100m, memory 100Mi); from index `initial` on, a member
+    of the PodGroup `gang-K` of `size` pods, K counted from there."""
+
+    def make(name: str, scheduler: str, index: int) -> dict[str, Any]:
+        body = pod(name, scheduler, requests={"cpu": "100m", "memory": "100Mi"})
+        if index >= initial:
+            body["spec"]["schedulingGroup"] = {"podGroupName": gang_name(index - initial, size)}
+        return body
+
+    return make
+
+
 #: scheduler_perf's steady state: a few pods pending, each replaced once bound.
 REPLACE = "replace"
 
@@ -524,6 +557,9 @@ class Workload:
     #: The measured pods come in gangs of this many (a Workload each, made before its pods;
     #: `_gang_member`), and both schedulers run with `feature_gates`.
     gang_size: int = 0
+    #: The gangs are PodGroups of this policy (`gang` or `basic`, 1.36 on) rather than 1.35's
+    #: Workloads.
+    pod_group_policy: str = ""
     #: `--feature-gates` of the plane (apiserver, kube-scheduler) and of ascheduler.
     feature_gates: str = ""
     #: The releases (`1.35`) whose plane it runs on; empty: every release.
@@ -729,6 +765,41 @@ WORKLOADS: dict[str, Workload] = {
             description="5,000 nodes, 1,000 initial pods; one gang of 5,000 measured pods "
             "(Workload API, GangScheduling on in both schedulers)",
         ),
+        *(
+            Workload(
+                f"PodGroup{kind}_5000Nodes_{groups}{noun}_{groups * size}Pods{per}",
+                0,
+                groups * size,
+                basic_nodes(5000),
+                _group_member(size, 0),
+                gang_size=size,
+                pod_group_policy=policy,
+                feature_gates=POD_GROUP_GATES,
+                releases=POD_GROUP_RELEASES,
+                description=f"scheduler_perf's podgroup {kind}: 5,000 nodes; {groups:,} "
+                f"PodGroups ({policy}{', minCount ' + str(size) if policy == GANG else ''}) "
+                f"of {size:,} pods each, made before their pods (GenericWorkload on in both "
+                "schedulers)",
+            )
+            for kind, policy, noun in (
+                ("GangScheduling", GANG, "Gangs"),
+                ("BasicScheduling", BASIC, "Groups"),
+            )
+            for groups, size, per in ((1000, 3, ""), (3, 1000, "_1000PerGroup"))
+        ),
+        Workload(
+            "PodGroupGangScheduling_5000Nodes_10Gangs_50000Pods_5000PerGroup",
+            0,
+            50000,
+            basic_nodes(5000),
+            _group_member(5000, 0),
+            gang_size=5000,
+            pod_group_policy=GANG,
+            feature_gates=POD_GROUP_GATES,
+            releases=POD_GROUP_RELEASES,
+            description="5,000 nodes; 10 PodGroups (gang, minCount 5,000) of 5,000 pods each, "
+            "made before their pods (GenericWorkload on in both schedulers)",
+        ),
         Workload(
             "PreemptionAsync_5000Nodes",
             20000,
@@ -808,6 +879,18 @@ WORKLOADS: dict[str, Workload] = {
             feature_gates=GANG_GATES,
             releases=GANG_RELEASES,
             description="a tiny size to check the gang workloads work",
+        ),
+        Workload(
+            "Smoke_PodGroups_10Nodes",
+            0,
+            30,
+            basic_nodes(10),
+            _group_member(3, 0),
+            gang_size=3,
+            pod_group_policy=GANG,
+            feature_gates=POD_GROUP_GATES,
+            releases=POD_GROUP_RELEASES,
+            description="a tiny size to check the PodGroup workloads work",
         ),
         Workload(
             "Smoke_10Nodes_40Pods",

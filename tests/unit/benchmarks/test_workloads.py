@@ -32,6 +32,7 @@ from benchmarks.workloads import (
     gpu_nodes,
     mixed_nodes,
     mixed_pod,
+    pod_group,
 )
 from tests.unit.test_scheduler import Env
 
@@ -175,6 +176,38 @@ def test_gang_workloads_group_the_measured_pods_and_name_their_sizes() -> None:
     assert body["spec"]["podGroups"] == [{"name": GANG_GROUP, "policy": {"gang": {"minCount": 3}}}]
     one = WORKLOADS["GangScheduling_5000Nodes_1Gang_5000Pods"]
     assert (one.gangs(), one.gang_size, one.measured_pods) == (1, 5000, 5000)
+
+
+def test_pod_group_workloads_are_scheduler_perfs_podgroup_families() -> None:
+    gangs = WORKLOADS["PodGroupGangScheduling_5000Nodes_1000Gangs_3000Pods"]
+    assert (gangs.gangs(), gangs.gang_size, gangs.initial_pods) == (1000, 3, 0)
+    assert (gangs.pod_group_policy, gangs.feature_gates) == ("gang", "GenericWorkload=true")
+    assert gangs.releases == ("1.37",)
+    groups = [gangs.pod(f"m-{i}", "s", i)["spec"]["schedulingGroup"] for i in range(4)]
+    assert [g["podGroupName"] for g in groups] == ["gang-0"] * 3 + ["gang-1"]
+    requests = gangs.pod("m-0", "s", 0)["spec"]["containers"][0]["resources"]["requests"]
+    assert requests == {"cpu": "100m", "memory": "100Mi"}
+    assert pod_group("gang-1", 3, "gang", "v1beta1") == {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "gang-1"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}},
+    }
+    assert pod_group("basic-0", 3, "basic", "v1alpha2")["spec"] == {
+        "schedulingPolicy": {"basic": {}}
+    }
+    sizes = {
+        name: (w.gangs(), w.gang_size, w.pod_group_policy)
+        for name, w in WORKLOADS.items()
+        if w.pod_group_policy and not name.startswith("Smoke")
+    }
+    assert sizes == {
+        "PodGroupGangScheduling_5000Nodes_1000Gangs_3000Pods": (1000, 3, "gang"),
+        "PodGroupGangScheduling_5000Nodes_3Gangs_3000Pods_1000PerGroup": (3, 1000, "gang"),
+        "PodGroupBasicScheduling_5000Nodes_1000Groups_3000Pods": (1000, 3, "basic"),
+        "PodGroupBasicScheduling_5000Nodes_3Groups_3000Pods_1000PerGroup": (3, 1000, "basic"),
+        "PodGroupGangScheduling_5000Nodes_10Gangs_50000Pods_5000PerGroup": (10, 5000, "gang"),
+    }
 
 
 def test_a_gang_is_bound_when_its_last_member_is_from_its_last_member_created() -> None:
