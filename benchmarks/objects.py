@@ -97,8 +97,7 @@ async def create_gangs(kube: KubeClient, namespace: str, workload: Workload) -> 
     gate = asyncio.Semaphore(64)
     size = workload.gang_size
     api = versions.release().workload_api
-    kind = "podgroups" if workload.pod_group_policy else "workloads"
-    path = f"/apis/scheduling.k8s.io/{api}/namespaces/{namespace}/{kind}"
+    path = _gangs_path(namespace, workload)
 
     async def create(index: int) -> None:
         async with gate:
@@ -112,6 +111,18 @@ async def create_gangs(kube: KubeClient, namespace: str, workload: Workload) -> 
     async with asyncio.TaskGroup() as group:
         for index in range(workload.gangs()):
             group.create_task(create(index))
+
+
+def _gangs_path(namespace: str, workload: Workload) -> str:
+    api = versions.release().workload_api
+    kind = "podgroups" if workload.pod_group_policy else "workloads"
+    return f"/apis/scheduling.k8s.io/{api}/namespaces/{namespace}/{kind}"
+
+
+async def delete_gangs(kube: KubeClient, namespace: str, workload: Workload) -> None:
+    """The run's PodGroups or Workloads (a benchmark plane runs no namespace controller to
+    take them with the namespace)."""
+    await kube.request("DELETE", _gangs_path(namespace, workload), timeout=600)
 
 
 def gang_latencies(

@@ -81,6 +81,7 @@ from benchmarks.objects import (
     create_nodes,
     create_storage,
     delete_device_claims,
+    delete_gangs,
     delete_nodes,
     delete_storage,
     gang_latencies,
@@ -657,6 +658,8 @@ async def one_run(
                 await delete_storage(kube, namespace)
             if workload.devices_per_node:
                 await delete_device_claims(kube, namespace)
+            if workload.gang_size:
+                await delete_gangs(kube, namespace, workload)
             await kube.request("DELETE", f"/api/v1/namespaces/{namespace}")
 
 

@@ -14,6 +14,8 @@ import pytest
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.kube import KubeClient
 from tests.integration.benchmarks.helpers import benchmarks, cmdlines
+from tests.integration.differential.harness import plane_release
+from tests.integration.helpers import plane_since
 
 
 def written(out: Path, mode: str, row: str = "kube-scheduler") -> dict[str, Any]:
@@ -144,9 +146,9 @@ async def test_the_ceilings_of_a_dra_run_write_every_pods_claim(
     assert not [c for c in cmdlines() if result["run_id"] in c]
 
 
-def replace_result(out: Path, workload: str) -> tuple[dict[str, Any], str]:
-    """A steady-state run's JSON, and its Markdown."""
-    (result_file,) = out.glob(f"*-{workload}-replace.json")
+def replace_result(out: Path, workload: str, mode: str = "replace") -> tuple[dict[str, Any], str]:
+    """A run's JSON in `mode` (a steady-state run's by default), and its Markdown."""
+    (result_file,) = out.glob(f"*-{workload}-{mode}.json")
     result: dict[str, Any] = json.loads(result_file.read_text())
     return result, result_file.with_suffix(".md").read_text()
 
@@ -199,3 +201,34 @@ async def test_a_steady_state_run_replaces_each_bound_pod_and_its_devices_come_b
     assert not [c for c in claims["items"] if run_id in c["metadata"]["namespace"]]
     left = await kube.get("/api/v1/nodes", params={"labelSelector": "ascheduler.io/benchmark"})
     assert left["items"] == []
+
+
+@pytest.mark.skipif(not plane_since(1, 37), reason="scheduler_perf's podgroup families: 1.37")
+async def test_a_pod_group_run_binds_every_gang_whole_in_both_modes(
+    plane_state: PlaneState, kube: KubeClient, tmp_path: Path
+) -> None:
+    await benchmarks(
+        "run",
+        "--workload",
+        "Smoke_PodGroups_10Nodes",
+        "--scheduler",
+        "ascheduler",
+        "--scheduler",
+        "kube-scheduler",
+        "--kubeconfig",
+        str(plane_state.admin_kubeconfig),
+        "--out",
+        str(tmp_path),
+        "--quiet",
+    )
+    for mode in ("steady", "backlog"):
+        result, _ = replace_result(tmp_path, "Smoke_PodGroups_10Nodes", mode)
+        assert set(result["runs"]) == {"ascheduler", "kube-scheduler"}
+        for name, (run,) in result["runs"].items():
+            assert sum(run["samples"]) == 30, name  # every member of the 10 gangs of 3
+            if mode == "steady":
+                assert run["gang_latency_max"] >= run["gang_latency_p50"] > 0, name
+    run_id = result["run_id"]
+    assert not [c for c in cmdlines() if run_id in c]
+    groups = await kube.get(f"/apis/scheduling.k8s.io/{plane_release().workload_api}/podgroups")
+    assert not [g for g in groups["items"] if run_id in g["metadata"]["namespace"]]
