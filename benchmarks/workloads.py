@@ -592,6 +592,25 @@ class Workload:
         return sum(g.count for g in self.nodes("n"))
 
 
+def _pod_groups(name: str, nodes: int, groups: int, size: int, policy: str, about: str) -> Workload:
+    """scheduler_perf's podgroup families: `groups` PodGroups of `policy` with `size` pods
+    each, on `nodes` SchedulingBasic nodes, no initial pods; 1.37 with GenericWorkload."""
+    return Workload(
+        name,
+        0,
+        groups * size,
+        basic_nodes(nodes),
+        _group_member(size, 0),
+        gang_size=size,
+        pod_group_policy=policy,
+        feature_gates=POD_GROUP_GATES,
+        releases=POD_GROUP_RELEASES,
+        description=f"{about}{nodes:,} nodes; {groups:,} PodGroups ({policy}"
+        f"{', minCount ' + format(size, ',') if policy == GANG else ''}) of {size:,} pods "
+        "each, made before their pods (GenericWorkload on in both schedulers)",
+    )
+
+
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
@@ -766,39 +785,20 @@ WORKLOADS: dict[str, Workload] = {
             "(Workload API, GangScheduling on in both schedulers)",
         ),
         *(
-            Workload(
+            _pod_groups(
                 f"PodGroup{kind}_5000Nodes_{groups}{noun}_{groups * size}Pods{per}",
-                0,
-                groups * size,
-                basic_nodes(5000),
-                _group_member(size, 0),
-                gang_size=size,
-                pod_group_policy=policy,
-                feature_gates=POD_GROUP_GATES,
-                releases=POD_GROUP_RELEASES,
-                description=f"scheduler_perf's podgroup {kind}: 5,000 nodes; {groups:,} "
-                f"PodGroups ({policy}{', minCount ' + str(size) if policy == GANG else ''}) "
-                f"of {size:,} pods each, made before their pods (GenericWorkload on in both "
-                "schedulers)",
+                5000,
+                groups,
+                size,
+                policy,
+                f"scheduler_perf's podgroup {kind}: ",
             )
             for kind, policy, noun in (
                 ("GangScheduling", GANG, "Gangs"),
                 ("BasicScheduling", BASIC, "Groups"),
             )
-            for groups, size, per in ((1000, 3, ""), (3, 1000, "_1000PerGroup"))
-        ),
-        Workload(
-            "PodGroupGangScheduling_5000Nodes_10Gangs_50000Pods_5000PerGroup",
-            0,
-            50000,
-            basic_nodes(5000),
-            _group_member(5000, 0),
-            gang_size=5000,
-            pod_group_policy=GANG,
-            feature_gates=POD_GROUP_GATES,
-            releases=POD_GROUP_RELEASES,
-            description="5,000 nodes; 10 PodGroups (gang, minCount 5,000) of 5,000 pods each, "
-            "made before their pods (GenericWorkload on in both schedulers)",
+            for groups, size, per in ((1000, 3, ""), (3, 1000, "_1000PerGroup"), (10, 5000, ""))
+            if policy == GANG or size < 5000
         ),
         Workload(
             "PreemptionAsync_5000Nodes",
@@ -880,18 +880,7 @@ WORKLOADS: dict[str, Workload] = {
             releases=GANG_RELEASES,
             description="a tiny size to check the gang workloads work",
         ),
-        Workload(
-            "Smoke_PodGroups_10Nodes",
-            0,
-            30,
-            basic_nodes(10),
-            _group_member(3, 0),
-            gang_size=3,
-            pod_group_policy=GANG,
-            feature_gates=POD_GROUP_GATES,
-            releases=POD_GROUP_RELEASES,
-            description="a tiny size to check the PodGroup workloads work",
-        ),
+        _pod_groups("Smoke_PodGroups_10Nodes", 10, 10, 3, GANG, "a tiny size: "),
         Workload(
             "Smoke_10Nodes_40Pods",
             10,

@@ -206,7 +206,7 @@ def test_pod_group_workloads_are_scheduler_perfs_podgroup_families() -> None:
         "PodGroupGangScheduling_5000Nodes_3Gangs_3000Pods_1000PerGroup": (3, 1000, "gang"),
         "PodGroupBasicScheduling_5000Nodes_1000Groups_3000Pods": (1000, 3, "basic"),
         "PodGroupBasicScheduling_5000Nodes_3Groups_3000Pods_1000PerGroup": (3, 1000, "basic"),
-        "PodGroupGangScheduling_5000Nodes_10Gangs_50000Pods_5000PerGroup": (10, 5000, "gang"),
+        "PodGroupGangScheduling_5000Nodes_10Gangs_50000Pods": (10, 5000, "gang"),
     }
 
 
