@@ -325,11 +325,8 @@ def write(result: Mapping[str, Any], out: Path) -> dict[str, Path]:
     split = "-split" if is_split(result) else ""
     release = "" if on_default_release(result) else f"-v{minor_of(result)}"
     stem = out / f"{result['date'][:10]}-{result['workload']}-{mode_of(result)}{split}{release}"
-    paths = {
-        "json": stem.with_suffix(".json"),
-        "md": stem.with_suffix(".md"),
-        "png": stem.with_suffix(".png"),
-    }
+    # (Not `with_suffix`: a release's dot, `-v1.36`, is no suffix.)
+    paths = {kind: stem.with_name(f"{stem.name}.{kind}") for kind in ("json", "md", "png")}
     paths["json"].write_text(json.dumps(result, indent=2) + "\n")
     paths["md"].write_text(markdown(result))
     plot(result, paths["png"])
@@ -353,8 +350,10 @@ def latest(results: Path, mode: str = "steady", split: bool = False) -> list[dic
             and mode_of(data) == mode
             and is_split(data) == split
         )
+        if not wanted:
+            continue
         rank = (on_default_release(data), str(data["date"]))
-        if wanted and (name not in newest or rank >= newest[name][0]):
+        if name not in newest or rank >= newest[name][0]:
             newest[name] = (rank, data)
     return [newest[name][1] for name in WORKLOADS if name in newest]
 

@@ -23,9 +23,10 @@
   waiting on Permit; when a member fails while the rest can no longer make the quorum, the
   members waiting on Permit are let go with kube's words, and so is any member of the same
   attempt that reaches Permit later (until the member that failed is tried again or goes);
-  in v1.37 the members after it are not tried (`PodGroupCycle.stopped`). A `basic` group is no gang: its pods are scheduled one
-  by one. Workload-aware preemption is not modelled: a failed group's line says the group
-  preemption found no victims, as kube-scheduler's does when none are to be found.
+  in v1.37 the members after it are not tried (`PodGroupCycle.stopped`). A `basic` group
+  is no gang: its pods are scheduled one by one. Workload-aware preemption is not modelled:
+  a failed group's line says the group preemption found no victims, as kube-scheduler's does
+  when none are to be found.
 
 What both share with Coscheduling (membership, reservations, waiting, sibling rejection) is
 `ascheduler.plugins.coscheduling._GangPlugin`.

@@ -59,7 +59,7 @@ def result(
         "ratios": ratios(runs, mode or "steady"),
         "ceiling_limit": ceiling_verdict(summary),
         "runs": runs,
-        "versions": {"kubernetes": "v1.35.4"},
+        "versions": {"kubernetes": RELEASES[DEFAULT_RELEASE].kubernetes},
         "machine": {"cpus": 2},
     }
     if mode is None:  # written before there were modes
@@ -134,9 +134,7 @@ def test_write_leaves_json_markdown_and_png_per_mode(tmp_path: Path) -> None:
         "ceiling-go": [run_result("ceiling-go", 400, mode="backlog")],
         "ceiling-python": [run_result("ceiling-python", 380, mode="backlog")],
     }
-    data = result("W", "2026-01-02T03:04:05+00:00", runs, "backlog")
-    data["versions"] = {"kubernetes": RELEASES[DEFAULT_RELEASE].kubernetes}
-    paths = report.write(data, tmp_path)
+    paths = report.write(result("W", "2026-01-02T03:04:05+00:00", runs, "backlog"), tmp_path)
     assert paths["json"].name == "2026-01-02-W-backlog.json"
     assert json.loads(paths["json"].read_text())["summary"]["ceiling-go"]["throughput_avg"] == 400
     md = paths["md"].read_text()
@@ -298,7 +296,6 @@ def test_a_run_on_another_release_is_kept_apart_and_does_not_replace_the_default
         "kube-scheduler": [run_result("kube-scheduler", 100)],
     }
     default = result(BASIC, "2026-01-02T03:04:05+00:00", runs)
-    default["versions"] = {"kubernetes": RELEASES[DEFAULT_RELEASE].kubernetes}
     other = result(BASIC, "2026-01-02T09:00:00+00:00", runs)
     other["versions"] = {"kubernetes": "v1.0.1"}
     paths = [report.write(x, tmp_path)["json"].name for x in (default, other)]

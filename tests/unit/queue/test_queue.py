@@ -1002,11 +1002,11 @@ async def test_pop_specific_takes_a_pod_from_wherever_it_waits_into_flight(
     """kube-scheduler's PopSpecificPod: backoff cut short, a gated pod left where it is, a
     pod in flight or not queued not had."""
     backing, active, gated = make_pod("backing"), make_pod("active"), make_pod("g", gates=("x",))
-    await make_unschedulable(queue, backing, frozenset({"Coscheduling"}))
+    parked = make_pod("parked")
+    for p in (backing, parked):
+        await make_unschedulable(queue, p, frozenset({"Coscheduling"}))
     queue.add(active)
     queue.add(gated)
-    parked = make_pod("parked")
-    await make_unschedulable(queue, parked, frozenset({"Coscheduling"}))
     queue.wake(backing.uid)
     assert queue.where(backing.uid) == "backoff"  # its backoff is not over yet
     taken = queue.pop_specific(parked.uid)
