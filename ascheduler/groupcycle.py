@@ -160,6 +160,8 @@ class PodGroupCycle:
         gang = self.gangs.of(pod)
         if gang is None or gang.failed is None or gang.failed is before:
             return None
+        if self.validate(pod) is not None:
+            return None  # a group its members disagree on fails before any is tried
         return Status.unschedulable(gang.failed[2], plugin=GANG_SCHEDULING)
 
     def failure(self, pod: PodInfo) -> object:

@@ -121,8 +121,33 @@ def _gangs_path(namespace: str, workload: Workload) -> str:
 
 async def delete_gangs(kube: KubeClient, namespace: str, workload: Workload) -> None:
     """The run's PodGroups or Workloads (a benchmark plane runs no namespace controller to
-    take them with the namespace)."""
-    await kube.request("DELETE", _gangs_path(namespace, workload), timeout=600)
+    take them with the namespace), without their finalizers: 1.37's PodGroupProtection
+    admission puts one on each PodGroup, which only kube-controller-manager's podgroup
+    protection controller (not run here) takes off."""
+    await release_and_delete(kube, _gangs_path(namespace, workload))
+
+
+async def release_and_delete(kube: KubeClient, path: str) -> None:
+    """Every object of the collection at `path`, its finalizers taken off, deleted; waits
+    until none is left."""
+    listing = await kube.get(path)
+    gate = asyncio.Semaphore(64)
+
+    async def release(name: str) -> None:
+        async with gate:
+            with contextlib.suppress(ApiError):
+                await kube.patch(f"{path}/{name}", {"metadata": {"finalizers": None}})
+
+    async with asyncio.TaskGroup() as group:
+        for item in listing.get("items") or []:
+            if item["metadata"].get("finalizers"):
+                group.create_task(release(item["metadata"]["name"]))
+    await kube.request("DELETE", path, timeout=600)
+    deadline = time.monotonic() + 600
+    while (await kube.get(path)).get("items"):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path}: still there after 600 s")
+        await asyncio.sleep(0.5)
 
 
 def gang_latencies(
@@ -145,25 +170,7 @@ async def delete_device_claims(kube: KubeClient, namespace: str) -> None:
     """The run's claims, gone before the next run starts, so their devices are free again:
     the benchmark plane runs no resourceclaim controller to take the schedulers' finalizer
     off, so the harness does."""
-    claims = f"{DRA}/namespaces/{namespace}/resourceclaims"
-    listing = await kube.get(claims)
-    gate = asyncio.Semaphore(64)
-
-    async def release(name: str) -> None:
-        async with gate:
-            patch = {"metadata": {"finalizers": None}}
-            with contextlib.suppress(ApiError):
-                await kube.patch(f"{claims}/{name}", patch)
-
-    async with asyncio.TaskGroup() as group:
-        for item in listing.get("items") or []:
-            group.create_task(release(item["metadata"]["name"]))
-    await kube.request("DELETE", claims, timeout=600)
-    deadline = time.monotonic() + 600
-    while (await kube.get(claims)).get("items"):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{namespace}: claims still there after 600 s")
-        await asyncio.sleep(0.5)
+    await release_and_delete(kube, f"{DRA}/namespaces/{namespace}/resourceclaims")
 
 
 #: Names of the churn pods (created during the measurement, never measured themselves).

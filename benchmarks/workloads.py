@@ -594,20 +594,23 @@ class Workload:
 
 def _pod_groups(name: str, nodes: int, groups: int, size: int, policy: str, about: str) -> Workload:
     """scheduler_perf's podgroup families: `groups` PodGroups of `policy` with `size` pods
-    each, on `nodes` SchedulingBasic nodes, no initial pods; 1.37 with GenericWorkload."""
+    each, on `nodes` SchedulingBasic nodes; 1.37 with GenericWorkload. scheduler_perf makes
+    no initial pods; here a plain one per five nodes is bound first, as in every workload,
+    so each scheduler is running and synced before the measured pods come."""
+    initial = max(nodes // 5, 10)
     return Workload(
         name,
-        0,
+        initial,
         groups * size,
         basic_nodes(nodes),
-        _group_member(size, 0),
+        _group_member(size, initial),
         gang_size=size,
         pod_group_policy=policy,
         feature_gates=POD_GROUP_GATES,
         releases=POD_GROUP_RELEASES,
-        description=f"{about}{nodes:,} nodes; {groups:,} PodGroups ({policy}"
-        f"{', minCount ' + format(size, ',') if policy == GANG else ''}) of {size:,} pods "
-        "each, made before their pods (GenericWorkload on in both schedulers)",
+        description=f"{about}{nodes:,} nodes, {initial:,} initial pods; {groups:,} PodGroups "
+        f"({policy}{', minCount ' + format(size, ',') if policy == GANG else ''}) of {size:,} "
+        "pods each, made before their pods (GenericWorkload on in both schedulers)",
     )
 
 

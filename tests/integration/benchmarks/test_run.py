@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from ascheduler.devcluster import versions
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.kube import KubeClient
 from tests.integration.benchmarks.helpers import benchmarks, cmdlines
-from tests.integration.differential.harness import plane_release
 from tests.integration.helpers import plane_since
 
 
@@ -230,5 +230,5 @@ async def test_a_pod_group_run_binds_every_gang_whole_in_both_modes(
                 assert run["gang_latency_max"] >= run["gang_latency_p50"] > 0, name
     run_id = result["run_id"]
     assert not [c for c in cmdlines() if run_id in c]
-    groups = await kube.get(f"/apis/scheduling.k8s.io/{plane_release().workload_api}/podgroups")
+    groups = await kube.get(f"/apis/scheduling.k8s.io/{versions.release().workload_api}/podgroups")
     assert not [g for g in groups["items"] if run_id in g["metadata"]["namespace"]]

@@ -45,9 +45,8 @@ def nodes_of(groups: Any) -> tuple[Any, dict[str, dict[str, Any]]]:
 def test_every_workload_names_its_sizes() -> None:
     for name, w in WORKLOADS.items():
         assert f"{w.node_count()}Nodes" in name
-        # a steady state has no initial pods: it starts with claims allocated instead;
-        # scheduler_perf's podgroup families make none either
-        assert w.initial_pods > 0 or w.steady_state is not None or w.pod_group_policy
+        # a steady state has no initial pods: it starts with claims allocated instead
+        assert w.initial_pods > 0 or w.steady_state is not None
         assert w.measured_pods > 0
     assert WORKLOADS["SchedulingBasic_5000Nodes_10000Pods"].measured_pods == 10000
     assert WORKLOADS["SchedulingBasic_5000Nodes_10000Pods"].initial_pods == 1000
@@ -181,12 +180,13 @@ def test_gang_workloads_group_the_measured_pods_and_name_their_sizes() -> None:
 
 def test_pod_group_workloads_are_scheduler_perfs_podgroup_families() -> None:
     gangs = WORKLOADS["PodGroupGangScheduling_5000Nodes_1000Gangs_3000Pods"]
-    assert (gangs.gangs(), gangs.gang_size, gangs.initial_pods) == (1000, 3, 0)
+    assert (gangs.gangs(), gangs.gang_size, gangs.initial_pods) == (1000, 3, 1000)
     assert (gangs.pod_group_policy, gangs.feature_gates) == ("gang", "GenericWorkload=true")
     assert gangs.releases == ("1.37",)
-    groups = [gangs.pod(f"m-{i}", "s", i)["spec"]["schedulingGroup"] for i in range(4)]
+    assert "schedulingGroup" not in gangs.pod("init-0", "s", 999)["spec"]  # initial: plain
+    groups = [gangs.pod(f"m-{i}", "s", 1000 + i)["spec"]["schedulingGroup"] for i in range(4)]
     assert [g["podGroupName"] for g in groups] == ["gang-0"] * 3 + ["gang-1"]
-    requests = gangs.pod("m-0", "s", 0)["spec"]["containers"][0]["resources"]["requests"]
+    requests = gangs.pod("m-0", "s", 1000)["spec"]["containers"][0]["resources"]["requests"]
     assert requests == {"cpu": "100m", "memory": "100Mi"}
     assert pod_group("gang-1", 3, "gang", "v1beta1") == {
         "apiVersion": "scheduling.k8s.io/v1beta1",
