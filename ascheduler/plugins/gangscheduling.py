@@ -230,6 +230,13 @@ class GangScheduling(_GangPlugin):
             f"{NO_GROUP_VICTIMS}"
         )
 
+    def _admitted(self, gang: GangView, policy: _Policy) -> None:
+        """A v1.35 Workload has no status, so an event on it says the gang was placed; a
+        PodGroup's condition says so (`ascheduler.groupstatus`), and kube-scheduler records
+        no event on it: neither does this plugin (one request per group less)."""
+        if not self.pod_groups:
+            super()._admitted(gang, policy)
+
     def _wait_message(self, gang: GangView, policy: _Policy) -> str:
         return WAITING_TO_BE_SCHEDULED if self.pod_groups else WAITING_ON_PERMIT
 

@@ -10,7 +10,7 @@ from ascheduler.cache.gangs import Gangs
 from ascheduler.features import Features, Release, parse_gates
 from ascheduler.framework import ClusterEvent, Code, CycleState, Handle, WaitingPod, WaitingPods
 from ascheduler.model import PodInfo
-from ascheduler.model.podgroups import parse_scheduling_group
+from ascheduler.model.podgroups import parse_scheduling_group, parse_workload
 from ascheduler.plugins.gangscheduling import (
     GROUP_UNSCHEDULABLE,
     WAITING_FOR_MIN_COUNT,
@@ -104,6 +104,40 @@ async def test_the_quorum_reserved_lets_every_member_go() -> None:
     assert w0 is not None
     assert wait(plugin, m1) is None  # the second completes the quorum
     assert (await w0.wait()).ok
+
+
+async def test_a_pod_group_placed_whole_gets_no_event_its_condition_says_it() -> None:
+    """kube-scheduler records no event on a PodGroup (its PodGroupScheduled condition says
+    the group was placed); a v1.35 Workload, which has no status, gets `GangScheduled`."""
+    said: list[str] = []
+    for features in (V137, parse_gates("GenericWorkload=true,GangScheduling=true", Release(1, 35))):
+        plugin, gangs, _ = setup(features)
+        plugin.reporter.event = lambda _gang, _kind, reason, _note: said.append(reason)  # type: ignore[method-assign]
+        if plugin.pod_groups:
+            gangs.scheduling_group_handler.on_add(pod_group("g", 2))
+            m0, m1 = member("m0"), member("m1")
+        else:
+            workload = {
+                "name": "w",
+                "podGroups": [{"name": "g", "policy": {"gang": {"minCount": 2}}}],
+            }
+            gangs.workload_handler.on_add(
+                parse_workload(
+                    {"metadata": {"name": "w", "namespace": "default"}, "spec": workload}
+                )
+            )
+            m0, m1 = (
+                parsed(pod(n, workloadRef={"name": "w", "podGroup": "g"})) for n in ("m0", "m1")
+            )
+        for m in (m0, m1):
+            gangs.add_pod(m)
+        state = CycleState()
+        assert plugin.reserve(state, m0, "n1").ok
+        assert plugin.permit(state, m0, "n1")[0].code is Code.WAIT
+        plugin.handle.waiting_pods.add(WaitingPod(m0, "n1", {plugin.name: 300.0}))
+        assert plugin.reserve(state, m1, "n1").ok
+        assert plugin.permit(state, m1, "n1")[0].ok
+    assert said == ["GangScheduled"]  # the Workload's only
 
 
 async def test_a_member_that_fails_fails_its_groups_attempt_at_136() -> None:
