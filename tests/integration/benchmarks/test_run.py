@@ -207,20 +207,9 @@ async def test_a_steady_state_run_replaces_each_bound_pod_and_its_devices_come_b
 async def test_a_pod_group_run_binds_every_gang_whole_in_both_modes(
     plane_state: PlaneState, kube: KubeClient, tmp_path: Path
 ) -> None:
-    await benchmarks(
-        "run",
-        "--workload",
-        "Smoke_PodGroups_10Nodes",
-        "--scheduler",
-        "ascheduler",
-        "--scheduler",
-        "kube-scheduler",
-        "--kubeconfig",
-        str(plane_state.admin_kubeconfig),
-        "--out",
-        str(tmp_path),
-        "--quiet",
-    )
+    both = ("--scheduler", "ascheduler", "--scheduler", "kube-scheduler")
+    where = ("--kubeconfig", str(plane_state.admin_kubeconfig), "--out", str(tmp_path))
+    await benchmarks("run", "--workload", "Smoke_PodGroups_10Nodes", *both, *where, "--quiet")
     for mode in ("steady", "backlog"):
         result, _ = replace_result(tmp_path, "Smoke_PodGroups_10Nodes", mode)
         assert set(result["runs"]) == {"ascheduler", "kube-scheduler"}
