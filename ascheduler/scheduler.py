@@ -213,7 +213,7 @@ class Scheduler:
                         # A large group lets informers and binding cycles in now and then.
                         await asyncio.sleep(0)
                         turn = time.perf_counter()
-                    if i and (status := self.groups.stopped(member.pod, before)) is not None:
+                    if i and (status := self._stopped(member.pod, before)) is not None:
                         self._fail_with_group(member, status)
                         continue
                     # A slot for the binding cycle, taken only once there is a pod: a cycle
@@ -230,6 +230,15 @@ class Scheduler:
                         task.add_done_callback(self._bound)
                 # Let informers and binding cycles run between pods.
                 await asyncio.sleep(0)
+
+    def _stopped(self, pod: PodInfo, before: object) -> Status | None:
+        """`PodGroupCycle.stopped`, and a crash in it logged: the member is then tried, and
+        its own attempt (which undoes what fails) meets whatever failed."""
+        try:
+            return self.groups.stopped(pod, before)
+        except Exception:
+            log.exception("pod_group_check_crashed", pod=pod.key)
+            return None
 
     def _fail_with_group(self, qp: QueuedPodInfo, status: Status) -> None:
         """A member the pod group cycle did not try (its group failed before it): it fails

@@ -438,3 +438,32 @@ async def test_at_137_the_members_after_one_leaving_the_quorum_out_of_reach_are_
     else:
         assert said["big1"].startswith(misfit)
     assert said["p0"].startswith(line)
+
+
+async def test_a_crash_deciding_whether_the_cycle_stopped_leaves_the_member_to_its_attempt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    env = Env(node_info("n1", cpu="2"), options=SchedulerConfig(features=V137))
+    add_group(env.cache, 2)
+    p0, p1 = member("p0", cpu="1"), member("p1", created="2026-01-01T00:00:01Z", cpu="1")
+    members(env.cache, p0, p1)
+
+    def crash(pod: PodInfo, before: object) -> Status | None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(env.scheduler.groups, "stopped", crash)
+    for p in (p0, p1):
+        env.queue.add(p)
+    running = asyncio.create_task(env.scheduler.run())
+    try:
+        async with asyncio.timeout(10):
+            while env.scheduler.stats.attempts < 2:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        env.queue.close()
+        async with asyncio.timeout(10):
+            await running
+    finally:
+        running.cancel()
+    # Both members tried, and the loop ran on until the queue closed (a crash would have
+    # ended it, and `await running` raised).
+    assert env.scheduler.stats.attempts >= 2
