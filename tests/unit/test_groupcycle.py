@@ -5,6 +5,7 @@ writes on the PodGroup (kube-scheduler's `schedule_one_podgroup.go`)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -401,6 +402,23 @@ async def test_a_members_queued_siblings_come_up_with_it_in_kube_schedulers_orde
     assert env.scheduler.groups.members(alone, env.queue.pop_specific) == [alone]
 
 
+async def run_until(env: Env, pods: list[PodInfo], done: Callable[[], bool]) -> None:
+    """Queue `pods` and run the scheduling loop until `done`; then close the queue and wait
+    for the loop to end (a crash in it fails the test here)."""
+    for p in pods:
+        env.queue.add(p)
+    running = asyncio.create_task(env.scheduler.run())
+    try:
+        async with asyncio.timeout(10):
+            while not done():  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        env.queue.close()
+        async with asyncio.timeout(10):
+            await running
+    finally:
+        running.cancel()
+
+
 @pytest.mark.parametrize("features", [V136, V137])
 async def test_at_137_the_members_after_one_leaving_the_quorum_out_of_reach_are_not_tried(
     features: Features,
@@ -414,18 +432,7 @@ async def test_at_137_the_members_after_one_leaving_the_quorum_out_of_reach_are_
     big0 = member("big0", created="2026-01-01T00:00:01Z", cpu="4")
     big1 = member("big1", created="2026-01-01T00:00:02Z", cpu="4")
     members(env.cache, p0, big0, big1)
-    for p in (p0, big0, big1):
-        env.queue.add(p)
-    running = asyncio.create_task(env.scheduler.run())
-    try:
-        async with asyncio.timeout(10):
-            while env.scheduler.stats.unschedulable < 3:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-        env.queue.close()
-        async with asyncio.timeout(10):
-            await running
-    finally:
-        running.cancel()
+    await run_until(env, [p0, big0, big1], lambda: env.scheduler.stats.unschedulable >= 3)
     said: dict[str, str] = {}
     for e in env.failed_events():  # what each said first (the group is retried after)
         said.setdefault(e.pod.name, e.note)
@@ -452,18 +459,7 @@ async def test_a_crash_deciding_whether_the_cycle_stopped_leaves_the_member_to_i
         raise RuntimeError("boom")
 
     monkeypatch.setattr(env.scheduler.groups, "stopped", crash)
-    for p in (p0, p1):
-        env.queue.add(p)
-    running = asyncio.create_task(env.scheduler.run())
-    try:
-        async with asyncio.timeout(10):
-            while env.scheduler.stats.attempts < 2:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-        env.queue.close()
-        async with asyncio.timeout(10):
-            await running
-    finally:
-        running.cancel()
+    await run_until(env, [p0, p1], lambda: env.scheduler.stats.attempts >= 2)
     # Both members tried, and the loop ran on until the queue closed (a crash would have
     # ended it, and `await running` raised).
     assert env.scheduler.stats.attempts >= 2
