@@ -36,6 +36,7 @@ written only from an attempt that tried its members in kube-scheduler's order
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from typing import Final
 
@@ -125,13 +126,16 @@ class PodGroupCycle:
     # -- the members tried together ---------------------------------------------------------
 
     def members(
-        self, qp: QueuedPodInfo, pop: Callable[[str], QueuedPodInfo | None]
+        self, qp: QueuedPodInfo, waiting: Callable[[str], QueuedPodInfo | None]
     ) -> list[QueuedPodInfo]:
-        """The pods to try in this cycle: `qp` alone, or, for a member of a PodGroup the
-        cycle schedules, with every sibling still queued for this scheduler, popped with it
-        wherever it waits (`pop`, the queue's `pop_specific`: backoff cut short; gated ones
-        and those in flight stay), in kube-scheduler's order: priority, higher first, then
-        the time first queued (`podGroupInfoForPod`)."""
+        """The pods to try in this cycle, in order: `qp` alone, or, for a member of a PodGroup
+        the cycle schedules, with every sibling still queued for this scheduler, as each
+        waits (`waiting`, the queue's: in flight or gone, left out), in kube-scheduler's
+        order: priority, higher first, then the time first tried; one never tried goes after
+        those that were, in the order it joined the group, as kube-scheduler's pop stamps it
+        (`podGroupInfoForPod`). The siblings are not taken from the queue here: the loop
+        pops each (`pop_specific`) as its turn comes, so that a group of thousands, the
+        most part parked unschedulable, holds the event loop for none of them at once."""
         pod = qp.pod
         if not self.active or pod.scheduling_group is None:
             return [qp]
@@ -140,14 +144,14 @@ class PodGroupCycle:
             return [qp]
         batch = [qp]
         for uid in gang.unscheduled():
-            if uid != pod.uid and (sibling := pop(uid)) is not None:
+            if uid != pod.uid and (sibling := waiting(uid)) is not None:
                 batch.append(sibling)
         if gang.failed is not None and any(q.pod.uid == gang.failed[0] for q in batch):
             # The member that failed the group's last attempt is tried again: this is a new
             # attempt, and its members are not let go with the last one.
             gang.failed = None
         if len(batch) > 1:
-            batch.sort(key=lambda q: (-q.pod.priority, q.initial_attempt_timestamp or q.timestamp))
+            batch.sort(key=lambda q: (-q.pod.priority, q.initial_attempt_timestamp or math.inf))
         return batch
 
     def stopped(self, pod: PodInfo, before: object) -> Status | None:

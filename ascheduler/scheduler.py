@@ -11,7 +11,8 @@ One pod at a time (kube-scheduler's `scheduleOne`):
 
 A member of a PodGroup (1.36 on, GenericWorkload) comes up with its queued siblings, and they
 are tried one after another, in kube-scheduler's order, with no other pod between them
-(`PodGroupCycle.members`); a group of thousands lets informers in every few milliseconds.
+(`PodGroupCycle.members`), each taken from the queue as its turn comes; a group of thousands
+lets informers in every few milliseconds.
 
 Each binding cycle is an asyncio task owned by `Scheduler.run`'s task group and bounded by a
 semaphore: WaitOnPermit, PreBind, Bind, then PostBind and the `Scheduled` event. Any failure
@@ -205,14 +206,23 @@ class Scheduler:
                     break
                 # A PodGroup's members come up together (1.36 on): tried one after another
                 # in kube-scheduler's order, with no other pod between them.
-                batch = self.groups.members(qp, self.queue.pop_specific)
+                batch = self.groups.members(qp, self.queue.waiting)
                 before = self.groups.failure(qp.pod) if len(batch) > 1 else None
                 turn = time.perf_counter()
-                for i, member in enumerate(batch):
+                for i, queued in enumerate(batch):
                     if i and time.perf_counter() - turn > GROUP_TURN_SECONDS:
                         # A large group lets informers and binding cycles in now and then.
                         await asyncio.sleep(0)
                         turn = time.perf_counter()
+                    member = queued
+                    if queued is not qp:
+                        # A sibling (first, maybe: tried before) is taken from the queue as
+                        # its turn comes (kube's PopSpecificPod): one gone, or held by
+                        # PreEnqueue, meanwhile is not tried.
+                        taken = self.queue.pop_specific(queued.pod.uid)
+                        if taken is None:
+                            continue
+                        member = taken
                     if i and (status := self._stopped(member.pod, before)) is not None:
                         self._fail_with_group(member, status)
                         continue

@@ -19,14 +19,14 @@
   preemption: ...`; and a gang is queued as one entity, held while any of its members is
   gated (1.36 tries the others, and fails them with the group).
   Here the members come up together as there (`PodGroupCycle.members`: the queued siblings
-  popped with the first, in kube's order) and are tried one after the other, the first ones
-  waiting on Permit; when a member fails while the rest can no longer make the quorum, the
-  members waiting on Permit are let go with kube's words, and so is any member of the same
-  attempt that reaches Permit later (until the member that failed is tried again or goes);
-  in v1.37 the members after it are not tried (`PodGroupCycle.stopped`). A `basic` group
-  is no gang: its pods are scheduled one by one. Workload-aware preemption is not modelled:
-  a failed group's line says the group preemption found no victims, as kube-scheduler's does
-  when none are to be found.
+  with the first, in kube's order, each popped as its turn comes) and are tried one after the
+  other, the first ones waiting on Permit; when a member fails while the rest can no longer
+  make the quorum, the members waiting on Permit are let go with kube's words, and so is any
+  member of the same attempt that reaches Permit later (until the member that failed is
+  tried again or goes); in v1.37 the members after it are not tried
+  (`PodGroupCycle.stopped`). A `basic` group is no gang: its pods are scheduled one by one.
+  Workload-aware preemption is not modelled: a failed group's line says the group preemption
+  found no victims, as kube-scheduler's does when none are to be found.
 
 What both share with Coscheduling (membership, reservations, waiting, sibling rejection) is
 `ascheduler.plugins.coscheduling._GangPlugin`.

@@ -545,6 +545,18 @@ class SchedulingQueue:
         self._in_flight[qp.pod.uid] = _InFlight(qp, self._event_seq)
         return qp
 
+    def waiting(self, uid: str) -> QueuedPodInfo | None:
+        """The pod's entry where it waits (active, backing off, unschedulable or gated), as
+        it is and left there; None when it is in flight or not queued."""
+        qp = self._unschedulable.get(uid)  # first: where most of a large group waits
+        if qp is not None:
+            return qp
+        for heap in (self._active, self._backoff, self._error_backoff):
+            entry = heap.items.get(uid)
+            if entry is not None:
+                return entry[1]
+        return self._gated.get(uid)
+
     def pop_specific(self, uid: str) -> QueuedPodInfo | None:
         """kube-scheduler's `PopSpecificPod`, for a pod group's members popped with the one
         that came up: the pod activated wherever it waits (backoff cut short, a gated pod

@@ -14,7 +14,7 @@ from ascheduler.app import build_frameworks
 from ascheduler.cache import Cache
 from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
 from ascheduler.features import Features, Release, parse_gates
-from ascheduler.framework import Status
+from ascheduler.framework import QueuedPodInfo, Status
 from ascheduler.framework.extender import Extenders
 from ascheduler.framework.runtime import Framework
 from ascheduler.groupcycle import (
@@ -27,6 +27,7 @@ from ascheduler.model import PodInfo
 from ascheduler.model.podgroups import parse_scheduling_group
 from ascheduler.plugins import IN_TREE
 from ascheduler.plugins.gangscheduling import NO_GROUP_VICTIMS
+from ascheduler.scheduler import BindingJob
 from tests.kit import node_info, on, parsed, pod
 from tests.kit.scheduling import Env, pop
 
@@ -379,7 +380,7 @@ async def test_a_members_queued_siblings_come_up_with_it_in_kube_schedulers_orde
     first = await pop(env.queue)
     assert first is not None
     assert first.pod.name == "vip"
-    # vip is tried and put back, to back off; p1 is gated (in no queue kube pops from).
+    # vip is tried and put back, unschedulable; p1 is gated (in no queue kube pops from).
     env.queue.requeue(first, rejected_by=frozenset({"NodeResourcesFit"}))
     gated = member("p1", schedulingGates=[{"name": "hold"}])
     env.cache.gangs.add_pod(gated)
@@ -387,19 +388,29 @@ async def test_a_members_queued_siblings_come_up_with_it_in_kube_schedulers_orde
     assert env.queue.where(p1.uid) == "gated"
     qp = await pop(env.queue)
     assert qp is not None
-    batch = env.scheduler.groups.members(qp, env.queue.pop_specific)
-    # The higher priority first, though it was backing off; the gated one left out; the
-    # pod of no group stays queued.
-    assert [q.pod.name for q in batch] == ["vip", "p0", "p2"]
-    assert [env.queue.where(q.pod.uid) for q in batch] == ["in-flight"] * 3
-    assert batch[0].attempts == 2
+    batch = env.scheduler.groups.members(qp, env.queue.waiting)
+    # The higher priority first, though it was parked; the siblings left where they
+    # wait until the loop takes each (the gated one then stays gated: not tried); the pod of
+    # no group stays queued.
+    assert [q.pod.name for q in batch] == ["vip", "p0", "p1", "p2"]
+    where = [env.queue.where(q.pod.uid) for q in batch]
+    assert where == ["unschedulable", "in-flight", "gated", "active"]
+    taken = env.queue.pop_specific(batch[0].pod.uid)
+    assert taken is not None
+    assert taken.attempts == 2
+    assert env.queue.pop_specific(p1.uid) is None
     assert env.queue.where(p1.uid) == "gated"
     assert env.queue.where(other.uid) == "active"
     # A pod of no group comes up alone.
+    env.queue.done(taken.pod.uid)
+    env.queue.done(qp.pod.uid)
     alone = await pop(env.queue)
     assert alone is not None
-    assert alone.pod.name == "other"
-    assert env.scheduler.groups.members(alone, env.queue.pop_specific) == [alone]
+    assert alone.pod.name in ("other", "p2")
+    while alone.pod.name != "other":
+        alone = await pop(env.queue)
+        assert alone is not None
+    assert env.scheduler.groups.members(alone, env.queue.waiting) == [alone]
 
 
 async def run_until(env: Env, pods: list[PodInfo], done: Callable[[], bool]) -> None:
@@ -416,6 +427,60 @@ async def run_until(env: Env, pods: list[PodInfo], done: Callable[[], bool]) -> 
         async with asyncio.timeout(10):
             await running
     finally:
+        running.cancel()
+
+
+async def test_the_loop_takes_each_sibling_from_the_queue_as_its_turn_comes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A group of thousands mostly parked must not be moved into flight all at once: while
+    the first member is tried, its siblings still wait where they were."""
+    env = Env(node_info("n1", cpu="8"), options=SchedulerConfig(features=V137))
+    add_group(env.cache, 3)
+    pods = [member(f"p{i}", created=f"2026-01-01T00:00:0{i}Z", cpu="1") for i in range(3)]
+    members(env.cache, *pods)
+    seen: list[list[str | None]] = []
+    schedule = env.scheduler.schedule_pod
+
+    async def watching(qp: QueuedPodInfo) -> BindingJob | None:
+        seen.append([env.queue.where(p.uid) for p in pods])
+        return await schedule(qp)
+
+    monkeypatch.setattr(env.scheduler, "schedule_pod", watching)
+    await run_until(env, pods, lambda: len(seen) >= 3)
+    assert seen[:3] == [
+        ["in-flight", "active", "active"],
+        ["in-flight", "in-flight", "active"],
+        ["in-flight", "in-flight", "in-flight"],
+    ]
+
+
+async def test_a_sibling_tried_before_goes_first_and_the_member_that_came_up_is_tried_too() -> None:
+    """solo-0 fails alone; solo-1, queued after, comes up with it, and kube's order puts
+    solo-0 (tried first before) ahead of the member that came up: both are tried."""
+    env = Env(node_info("n1", cpu="2"), options=SchedulerConfig(features=V137))
+    add_group(env.cache, None)
+    solo0, solo1 = member("solo-0", cpu="3"), member("solo-1", cpu="3")
+    members(env.cache, solo0)
+    running = asyncio.create_task(env.scheduler.run())
+    try:
+        env.queue.add(solo0)
+        async with asyncio.timeout(10):
+            while env.scheduler.stats.unschedulable < 1:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            env.clock.advance(1.0)
+            members(env.cache, solo1)
+            env.queue.add(solo1)
+            while env.scheduler.stats.unschedulable < 3:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        assert [(e.pod.name, e.note) for e in env.failed_events()] == [
+            ("solo-0", "0/1 nodes are available: 1 Insufficient cpu."),
+            ("solo-0", "0/1 nodes are available: 1 Insufficient cpu."),
+            ("solo-1", "0/1 nodes are available: 1 Insufficient cpu."),
+        ]
+        assert env.queue.where(solo0.uid) == env.queue.where(solo1.uid) == "unschedulable"
+    finally:
+        env.queue.close()
         running.cancel()
 
 

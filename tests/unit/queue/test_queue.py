@@ -1030,6 +1030,23 @@ async def test_pop_specific_takes_a_pod_from_wherever_it_waits_into_flight(
     assert queue.pending() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 1}
 
 
+async def test_waiting_tells_a_pods_entry_wherever_it_waits_and_leaves_it_there(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    parked, active, gated = make_pod("parked"), make_pod("active"), make_pod("g", gates=("x",))
+    await make_unschedulable(queue, parked, frozenset({"Coscheduling"}))
+    queue.add(active)
+    queue.add(gated)
+    for p, where in ((parked, "unschedulable"), (active, "active"), (gated, "gated")):
+        entry = queue.waiting(p.uid)
+        assert entry is not None
+        assert (entry.pod.uid, queue.where(p.uid)) == (p.uid, where)
+    assert queue.waiting("nobody") is None
+    taken = await pop(queue)
+    assert taken is not None
+    assert queue.waiting(taken.pod.uid) is None  # in flight
+
+
 async def test_wake_after_the_backoff_or_in_flight(
     queue: SchedulingQueue, clock: FakeClock
 ) -> None:
