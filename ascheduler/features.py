@@ -137,6 +137,7 @@ GENERIC_WORKLOAD: Final = "GenericWorkload"
 GANG_SCHEDULING: Final = "GangScheduling"
 TOPOLOGY_AWARE_WORKLOAD_SCHEDULING: Final = "TopologyAwareWorkloadScheduling"
 WORKLOAD_AWARE_PREEMPTION: Final = "WorkloadAwarePreemption"
+POD_GROUP_PREEMPTION_POLICY: Final = "PodGroupPreemptionPolicy"
 INTER_POD_AFFINITY_HOSTNAME_FAST_PATH: Final = "InterPodAffinityHostnameFastPath"
 #: DRA: devices skipped while they carry a taint a request does not tolerate.
 DRA_DEVICE_TAINTS: Final = "DRADeviceTaints"
@@ -182,7 +183,7 @@ GATES: Final[Mapping[str, tuple[Spec, ...]]] = {
     GANG_SCHEDULING: _specs(("1.35", False, A)),
     TOPOLOGY_AWARE_WORKLOAD_SCHEDULING: _specs(("1.36", False, A)),
     WORKLOAD_AWARE_PREEMPTION: _specs(("1.36", False, A)),
-    "PodGroupPreemptionPolicy": _specs(("1.37", False, A)),
+    POD_GROUP_PREEMPTION_POLICY: _specs(("1.37", False, A)),
     "CompositePodGroup": _specs(("1.37", False, A)),
     "RestartAllContainersOnContainerExits": _specs(("1.35", False, A), ("1.36", True, B)),
     "ContainerRestartRules": _specs(("1.34", False, A), ("1.35", True, B)),

@@ -53,7 +53,7 @@ from ascheduler.groupstatus import (
 )
 from ascheduler.model import PodInfo
 from ascheduler.model.podgroups import SchedulingGroup
-from ascheduler.plugins.gangscheduling import CANNOT_BE_SATISFIED, NO_GROUP_VICTIMS
+from ascheduler.plugins.gangscheduling import CANNOT_BE_SATISFIED, group_preemption
 from ascheduler.plugins.gangscheduling import NAME as GANG_SCHEDULING
 
 #: The pseudo-plugin named on the error a member of a group whose members disagree fails
@@ -313,9 +313,8 @@ class PodGroupCycle:
             return
         if binding:
             return  # a bind that failed: the cycle succeeded
-        self.writer.set(
-            group, Verdict(False, UNSCHEDULABLE, self._one_by_one(gang, holds, nominated))
-        )
+        line = self._one_by_one(pod, group, gang, holds, nominated)
+        self.writer.set(group, Verdict(False, UNSCHEDULABLE, line))
 
     def _verdict_due(self, gang: Gang, pod: PodInfo, binding: bool) -> bool:
         """Whether the verdict of the gang's failed attempt is written: kube-scheduler's
@@ -358,7 +357,14 @@ class PodGroupCycle:
             return False
         return True
 
-    def _one_by_one(self, gang: Gang | None, holds: bool, nominated: bool) -> str:
+    def _one_by_one(
+        self,
+        pod: PodInfo,
+        group: SchedulingGroup,
+        gang: Gang | None,
+        holds: bool,
+        nominated: bool,
+    ) -> str:
         """The message of a group whose members each may do (a basic group, or a gang no
         plugin holds together) when none fit: 1.36's, with its wait for preemption; 1.37's
         with GangScheduling's PlacementFeasible (minCount 1) when none is scheduled, and the
@@ -367,9 +373,10 @@ class PodGroupCycle:
             if nominated:
                 return f"{GROUP_UNSCHEDULABLE}, {WAITING_FOR_PREEMPTION}"
             return GROUP_UNSCHEDULABLE
+        preemption = group_preemption(self.features, group, pod)
         if holds and (gang is None or gang.placed() == 0):
-            return f"{OUT_OF_REACH.format(1, 0, 0)}, {NO_GROUP_VICTIMS}"
-        return f"{GROUP_UNSCHEDULABLE}, {NO_GROUP_VICTIMS}"
+            return f"{OUT_OF_REACH.format(1, 0, 0)}, {preemption}"
+        return f"{GROUP_UNSCHEDULABLE}, {preemption}"
 
 
 def _gang_plugin(fw: Framework) -> bool:

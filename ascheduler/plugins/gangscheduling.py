@@ -38,7 +38,12 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from ascheduler.features import GANG_SCHEDULING, GENERIC_WORKLOAD
+from ascheduler.features import (
+    GANG_SCHEDULING,
+    GENERIC_WORKLOAD,
+    POD_GROUP_PREEMPTION_POLICY,
+    Features,
+)
 from ascheduler.framework import (
     ClusterEvent,
     Code,
@@ -50,6 +55,7 @@ from ascheduler.framework import (
     Status,
 )
 from ascheduler.model import PodInfo
+from ascheduler.model.pod import PREEMPT_NEVER
 from ascheduler.model.podgroups import SCHEDULING_GROUP, WORKLOAD, SchedulingGroup
 from ascheduler.plugins.coscheduling import WAITING_ON_PERMIT, _GangPlugin, _Policy
 
@@ -79,6 +85,20 @@ CANNOT_BE_SATISFIED: Final = (
     "pod group is unschedulable, minCount ({}) cannot be satisfied: {} scheduled, {} remaining"
 )
 NO_GROUP_VICTIMS: Final = "pod group preemption: No preemption victims found for incoming preemptor"
+GROUP_MAY_NOT_PREEMPT: Final = "pod group preemption: not eligible due to preemptionPolicy=Never."
+
+
+def group_preemption(features: Features, group: SchedulingGroup | None, pod: PodInfo) -> str:
+    """What 1.37's pod group preemption appends to the status of a group that failed
+    (`PodGroupPostFilter`): a group whose policy is `Never` may not preempt (with
+    PodGroupPreemptionPolicy the PodGroup's `spec.preemptionPolicy`; without it, its members',
+    which the cycle's validation has made one, so `pod`'s); any other finds no victims.
+    The preemption itself (victims found and evicted) is not modelled: docs/workloads.md."""
+    if POD_GROUP_PREEMPTION_POLICY in features:
+        never = group is not None and group.preemption_policy == PREEMPT_NEVER
+    else:
+        never = pod.preemption_policy == PREEMPT_NEVER
+    return GROUP_MAY_NOT_PREEMPT if never else NO_GROUP_VICTIMS
 
 
 class GangScheduling(_GangPlugin):
@@ -207,7 +227,7 @@ class GangScheduling(_GangPlugin):
             # trying them. Scheduled before this attempt: the members bound (or assumed)
             # before it; remaining: this attempt's members and those not tried yet.
             waiting = len(gang.waiting)
-            line = self._line(policy, gang.placed() - waiting, waiting + left)
+            line = self._line(pod, policy, gang.placed() - waiting, waiting + left)
             failed = gang.failed = (pod.uid, pod.name, line)
             self.later(0.0, lambda: self._fail_attempt(gang, failed))
         return status, wait
@@ -221,13 +241,15 @@ class GangScheduling(_GangPlugin):
             unscheduled -= 1
         return max(unscheduled, 0)
 
-    def _line(self, policy: _Policy, scheduled: int, remaining: int) -> str:
+    def _line(self, pod: PodInfo, policy: _Policy, scheduled: int, remaining: int) -> str:
         """What the members failed with their group are told: the release's words."""
-        if not self.handle.features.since(1, 37):
+        features = self.handle.features
+        if not features.since(1, 37):
             return GROUP_UNSCHEDULABLE
+        group = self.gangs.scheduling_groups.get(f"{pod.namespace}/{pod.scheduling_group}")
         return (
             f"{CANNOT_BE_SATISFIED.format(policy.minimum, scheduled, remaining)}, "
-            f"{NO_GROUP_VICTIMS}"
+            f"{group_preemption(features, group, pod)}"
         )
 
     def _admitted(self, gang: GangView, policy: _Policy) -> None:
@@ -263,7 +285,7 @@ class GangScheduling(_GangPlugin):
         left = self._untried(gang, pod)
         if gang.placed() + left >= policy.minimum:
             return
-        verdict = self._line(policy, gang.placed(), left)
+        verdict = self._line(pod, policy, gang.placed(), left)
         gang.failed = (pod.uid, pod.name, verdict)
         self._fail_attempt(gang)
 

@@ -26,7 +26,7 @@ from ascheduler.groupstatus import PodGroupStatusWriter, Verdict
 from ascheduler.model import PodInfo
 from ascheduler.model.podgroups import parse_scheduling_group
 from ascheduler.plugins import IN_TREE
-from ascheduler.plugins.gangscheduling import NO_GROUP_VICTIMS
+from ascheduler.plugins.gangscheduling import GROUP_MAY_NOT_PREEMPT, NO_GROUP_VICTIMS
 from ascheduler.scheduler import BindingJob
 from tests.kit import node_info, on, parsed, pod
 from tests.kit.scheduling import Env, pop
@@ -280,6 +280,30 @@ def test_a_gang_fails_when_its_plugin_finds_the_quorum_out_of_reach(
     gang.failed = (p2.uid, p2.name, f"pod group is unschedulable, {message}")
     cycle.failed(fw, p2, misfit, error=False, binding=False, nominated=False)
     # 1.36 writes errPodGroupUnschedulable alone; 1.37 the verdict the loop stopped on.
+    assert recorder.verdicts["default/g"] == Verdict(False, "Unschedulable", message)
+
+
+@pytest.mark.parametrize(
+    ("features", "group_policy", "pod_policy", "preemption"),
+    [
+        # Without PodGroupPreemptionPolicy the members' policy (one, or validation failed).
+        (V137, None, "Never", GROUP_MAY_NOT_PREEMPT),
+        (V137, None, "PreemptLowerPriority", NO_GROUP_VICTIMS),
+        # With it, the PodGroup's own, whatever the member says.
+        (PREEMPTION_POLICY_137, "Never", "Never", GROUP_MAY_NOT_PREEMPT),
+        (PREEMPTION_POLICY_137, "PreemptLowerPriority", "Never", NO_GROUP_VICTIMS),
+        (PREEMPTION_POLICY_137, None, "Never", NO_GROUP_VICTIMS),
+    ],
+)
+def test_at_137_a_group_that_may_not_preempt_says_so(
+    features: Features, group_policy: str | None, pod_policy: str, preemption: str
+) -> None:
+    cycle, cache, recorder, fw = setup(features)
+    add_group(cache, None, **({} if group_policy is None else {"preemptionPolicy": group_policy}))
+    p0 = member("p0", preemptionPolicy=pod_policy)
+    members(cache, p0)
+    cycle.failed(fw, p0, Status.unschedulable("x"), error=False, binding=False, nominated=False)
+    message = f"minCount (1) cannot be satisfied: 0 scheduled, 0 remaining, {preemption}"
     assert recorder.verdicts["default/g"] == Verdict(False, "Unschedulable", message)
 
 

@@ -177,4 +177,16 @@ if POD_GROUPS:
             together=True,
             ties=frozenset({"pol-0", "pol-1"}),
         ),
+        Scenario(
+            "workloads: a gang that may not preempt (preemptionPolicy Never) fails saying so",
+            nodes=[fake_node("a", cpu="2"), fake_node("b", cpu="2")],
+            feature_gates=GANG_GATES,
+            objects=[pod_group("never-workers", 2, priorityClassName="diff-never")],
+            pods=[
+                member("never-0", "never", "workers", cpu="1", priorityClassName="diff-never"),
+                member("never-1", "never", "workers", cpu="3", priorityClassName="diff-never"),
+            ],
+            together=True,
+            ties=frozenset({"never-0"}),
+        ),
     ]

@@ -12,7 +12,9 @@ from ascheduler.framework import ClusterEvent, Code, CycleState, Handle, Waiting
 from ascheduler.model import PodInfo
 from ascheduler.model.podgroups import parse_scheduling_group, parse_workload
 from ascheduler.plugins.gangscheduling import (
+    GROUP_MAY_NOT_PREEMPT,
     GROUP_UNSCHEDULABLE,
+    NO_GROUP_VICTIMS,
     WAITING_FOR_MIN_COUNT,
     WAITING_TO_BE_SCHEDULED,
     GangScheduling,
@@ -30,8 +32,8 @@ def pod_group(name: str, count: int | None) -> object:
     )
 
 
-def member(name: str, group: str = "g") -> PodInfo:
-    return parsed(pod(name, schedulingGroup={"podGroupName": group}))
+def member(name: str, group: str = "g", **fields: str) -> PodInfo:
+    return parsed(pod(name, schedulingGroup={"podGroupName": group}, **fields))
 
 
 def setup(features: Features) -> tuple[GangScheduling, Gangs, list[Callable[[], None]]]:
@@ -264,3 +266,22 @@ async def test_at_137_a_short_attempt_fails_before_any_member_is_tried() -> None
         "pod group is unschedulable, minCount (3) cannot be satisfied: 0 scheduled, 2 remaining, "
         "pod group preemption: No preemption victims found for incoming preemptor"
     )
+
+
+async def test_at_137_members_of_a_group_that_may_not_preempt_are_told_so() -> None:
+    for policy, preemption in (("Never", GROUP_MAY_NOT_PREEMPT), (None, NO_GROUP_VICTIMS)):
+        plugin, gangs, later = setup(V137)
+        gangs.scheduling_group_handler.on_add(pod_group("g", 3))
+        fields = {} if policy is None else {"preemptionPolicy": policy}
+        p0, p1, p2 = (member(f"p{i}", **fields) for i in range(3))
+        for p in (p0, p1, p2):
+            gangs.add_pod(p)
+        assert wait(plugin, p0) is not None
+        # p1 fits nowhere: with p0 waiting and p2 left, the quorum of 3 is out of reach.
+        gangs.member_failed(p1, "NodeResourcesFit")
+        gang = gangs.of(p0)
+        assert gang is not None and gang.failed is not None
+        assert gang.failed[2] == (
+            "pod group is unschedulable, minCount (3) cannot be satisfied: "
+            f"1 scheduled, 1 remaining, {preemption}"
+        )
