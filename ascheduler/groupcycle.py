@@ -313,7 +313,7 @@ class PodGroupCycle:
             return
         if binding:
             return  # a bind that failed: the cycle succeeded
-        line = self._one_by_one(pod, group, gang, holds, nominated)
+        line = self._one_by_one(fw, pod, group, gang, holds, nominated)
         self.writer.set(group, Verdict(False, UNSCHEDULABLE, line))
 
     def _verdict_due(self, gang: Gang, pod: PodInfo, binding: bool) -> bool:
@@ -359,6 +359,7 @@ class PodGroupCycle:
 
     def _one_by_one(
         self,
+        fw: Framework,
         pod: PodInfo,
         group: SchedulingGroup,
         gang: Gang | None,
@@ -373,7 +374,7 @@ class PodGroupCycle:
             if nominated:
                 return f"{GROUP_UNSCHEDULABLE}, {WAITING_FOR_PREEMPTION}"
             return GROUP_UNSCHEDULABLE
-        preemption = group_preemption(self.features, group, pod)
+        preemption = group_preemption(self.features, group, pod, fw.handle.post_filters)
         if holds and (gang is None or gang.placed() == 0):
             return f"{OUT_OF_REACH.format(1, 0, 0)}, {preemption}"
         return f"{GROUP_UNSCHEDULABLE}, {preemption}"

@@ -94,6 +94,9 @@ class Handle:
     #: Pod groups and their members (Coscheduling, GangScheduling; the cache's, none by
     #: default).
     gangs: GangsView = field(default_factory=no_gangs)
+    #: The names of the profile's PostFilter plugins, in order (set by the Framework built
+    #: on this handle): 1.37 runs those of them that take pod groups after a group fails.
+    post_filters: tuple[str, ...] = ()
     #: Set once the profile is wired (`set_activator`, `set_filters`, `set_evictor`), as
     #: kube-scheduler's `SetPodActivator` and `SetPodNominator` are: the queue that wakes
     #: pods, and the scheduler that evicts, are built from the frameworks, so they cannot be

@@ -35,7 +35,7 @@ What both share with Coscheduling (membership, reservations, waiting, sibling re
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from ascheduler.features import (
@@ -88,17 +88,45 @@ NO_GROUP_VICTIMS: Final = "pod group preemption: No preemption victims found for
 GROUP_MAY_NOT_PREEMPT: Final = "pod group preemption: not eligible due to preemptionPolicy=Never."
 
 
-def group_preemption(features: Features, group: SchedulingGroup | None, pod: PodInfo) -> str:
-    """What 1.37's pod group preemption appends to the status of a group that failed
-    (`PodGroupPostFilter`): a group whose policy is `Never` may not preempt (with
-    PodGroupPreemptionPolicy the PodGroup's `spec.preemptionPolicy`; without it, its members',
-    which the cycle's validation has made one, so `pod`'s); any other finds no victims.
-    The preemption itself (victims found and evicted) is not modelled: docs/workloads.md."""
-    if POD_GROUP_PREEMPTION_POLICY in features:
-        never = group is not None and group.preemption_policy == PREEMPT_NEVER
-    else:
-        never = pod.preemption_policy == PREEMPT_NEVER
-    return GROUP_MAY_NOT_PREEMPT if never else NO_GROUP_VICTIMS
+#: The plugins of 1.37's default profile at PodGroupPostFilter, and what DynamicResources
+#: answers there (Unschedulable, having released the claims of the group's pods).
+DYNAMIC_RESOURCES: Final = "DynamicResources"
+DEFAULT_PREEMPTION: Final = "DefaultPreemption"
+CLAIMS_RELEASED: Final = "deallocation and deletion of ResourceClaims completed"
+
+
+def group_preemption(
+    features: Features,
+    group: SchedulingGroup | None,
+    pod: PodInfo,
+    post_filters: Sequence[str] = (DYNAMIC_RESOURCES, DEFAULT_PREEMPTION),
+) -> str:
+    """What 1.37's PodGroupPostFilter plugins append to the status of a group that failed,
+    run as kube-scheduler's framework runs them: in the profile's order (`post_filters`, its
+    PostFilter plugins), an Unschedulable answer's reason is kept and the next plugin asked,
+    an UnschedulableAndUnresolvable one is the whole answer; the reasons are joined with
+    ", " (none: the empty reason kube-scheduler appends too).
+
+    DynamicResources answers Unschedulable, having released the claims of the group's pods
+    (ascheduler's hold none by then). The pod group preemption (DefaultPreemption) answers
+    Unschedulable for a group whose policy is `Never` (with PodGroupPreemptionPolicy the
+    PodGroup's `spec.preemptionPolicy`; without it, its members', which the cycle's
+    validation has made one, so `pod`'s) and UnschedulableAndUnresolvable for any other: it
+    finds no victims. The preemption itself (victims found and evicted) is not modelled:
+    docs/workloads.md."""
+    reasons: list[str] = []
+    for name in post_filters:
+        if name == DYNAMIC_RESOURCES:
+            reasons.append(CLAIMS_RELEASED)
+        elif name == DEFAULT_PREEMPTION:
+            if POD_GROUP_PREEMPTION_POLICY in features:
+                never = group is not None and group.preemption_policy == PREEMPT_NEVER
+            else:
+                never = pod.preemption_policy == PREEMPT_NEVER
+            if not never:
+                return NO_GROUP_VICTIMS
+            reasons.append(GROUP_MAY_NOT_PREEMPT)
+    return ", ".join(reasons)
 
 
 class GangScheduling(_GangPlugin):
@@ -249,7 +277,7 @@ class GangScheduling(_GangPlugin):
         group = self.gangs.scheduling_groups.get(f"{pod.namespace}/{pod.scheduling_group}")
         return (
             f"{CANNOT_BE_SATISFIED.format(policy.minimum, scheduled, remaining)}, "
-            f"{group_preemption(features, group, pod)}"
+            f"{group_preemption(features, group, pod, self.handle.post_filters)}"
         )
 
     def _admitted(self, gang: GangView, policy: _Policy) -> None:

@@ -26,7 +26,11 @@ from ascheduler.groupstatus import PodGroupStatusWriter, Verdict
 from ascheduler.model import PodInfo
 from ascheduler.model.podgroups import parse_scheduling_group
 from ascheduler.plugins import IN_TREE
-from ascheduler.plugins.gangscheduling import GROUP_MAY_NOT_PREEMPT, NO_GROUP_VICTIMS
+from ascheduler.plugins.gangscheduling import (
+    CLAIMS_RELEASED,
+    GROUP_MAY_NOT_PREEMPT,
+    NO_GROUP_VICTIMS,
+)
 from ascheduler.scheduler import BindingJob
 from tests.kit import node_info, on, parsed, pod
 from tests.kit.scheduling import Env, pop
@@ -287,10 +291,12 @@ def test_a_gang_fails_when_its_plugin_finds_the_quorum_out_of_reach(
     ("features", "group_policy", "pod_policy", "preemption"),
     [
         # Without PodGroupPreemptionPolicy the members' policy (one, or validation failed).
-        (V137, None, "Never", GROUP_MAY_NOT_PREEMPT),
+        # A group that may not preempt: DynamicResources' reason comes first (the default
+        # profile's order) and is kept; one that finds no victims: that alone.
+        (V137, None, "Never", f"{CLAIMS_RELEASED}, {GROUP_MAY_NOT_PREEMPT}"),
         (V137, None, "PreemptLowerPriority", NO_GROUP_VICTIMS),
         # With it, the PodGroup's own, whatever the member says.
-        (PREEMPTION_POLICY_137, "Never", "Never", GROUP_MAY_NOT_PREEMPT),
+        (PREEMPTION_POLICY_137, "Never", "Never", f"{CLAIMS_RELEASED}, {GROUP_MAY_NOT_PREEMPT}"),
         (PREEMPTION_POLICY_137, "PreemptLowerPriority", "Never", NO_GROUP_VICTIMS),
         (PREEMPTION_POLICY_137, None, "Never", NO_GROUP_VICTIMS),
     ],

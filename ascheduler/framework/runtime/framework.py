@@ -204,6 +204,7 @@ class Framework:
         self.pre_filter_plugins: list[PreFilterPlugin] = of("preFilter", PreFilterPlugin)
         self.filter_plugins: list[FilterPlugin] = of("filter", FilterPlugin)
         self.post_filter_plugins: list[PostFilterPlugin] = of("postFilter", PostFilterPlugin)
+        self.handle.post_filters = tuple(p.name for p in self.post_filter_plugins)
         self.pre_score_plugins: list[PreScorePlugin] = of("preScore", PreScorePlugin)
         self.score_plugins: list[ScorePlugin] = of("score", ScorePlugin)
         self.reserve_plugins: list[ReservePlugin] = of("reserve", ReservePlugin)

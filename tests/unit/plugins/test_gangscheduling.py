@@ -10,14 +10,19 @@ from ascheduler.cache.gangs import Gangs
 from ascheduler.features import Features, Release, parse_gates
 from ascheduler.framework import ClusterEvent, Code, CycleState, Handle, WaitingPod, WaitingPods
 from ascheduler.model import PodInfo
+from ascheduler.model.pod import PREEMPT_NEVER
 from ascheduler.model.podgroups import parse_scheduling_group, parse_workload
 from ascheduler.plugins.gangscheduling import (
+    CLAIMS_RELEASED,
+    DEFAULT_PREEMPTION,
+    DYNAMIC_RESOURCES,
     GROUP_MAY_NOT_PREEMPT,
     GROUP_UNSCHEDULABLE,
     NO_GROUP_VICTIMS,
     WAITING_FOR_MIN_COUNT,
     WAITING_TO_BE_SCHEDULED,
     GangScheduling,
+    group_preemption,
 )
 from tests.kit import parsed, pod
 
@@ -36,9 +41,16 @@ def member(name: str, group: str = "g", **fields: str) -> PodInfo:
     return parsed(pod(name, schedulingGroup={"podGroupName": group}, **fields))
 
 
-def setup(features: Features) -> tuple[GangScheduling, Gangs, list[Callable[[], None]]]:
+#: The PostFilter plugins of the default profile, in its order (a Framework sets them).
+DEFAULT_POST_FILTERS = (DYNAMIC_RESOURCES, DEFAULT_PREEMPTION)
+
+
+def setup(
+    features: Features, post_filters: tuple[str, ...] = DEFAULT_POST_FILTERS
+) -> tuple[GangScheduling, Gangs, list[Callable[[], None]]]:
     gangs = Gangs()
     handle = Handle(gangs=gangs, waiting_pods=WaitingPods(), features=features)
+    handle.post_filters = post_filters
     plugin = GangScheduling(handle)
     later: list[Callable[[], None]] = []
     plugin.later = lambda _delay, callback: later.append(callback)
@@ -269,8 +281,9 @@ async def test_at_137_a_short_attempt_fails_before_any_member_is_tried() -> None
 
 
 async def test_at_137_members_of_a_group_that_may_not_preempt_are_told_so() -> None:
-    for policy, preemption in (("Never", GROUP_MAY_NOT_PREEMPT), (None, NO_GROUP_VICTIMS)):
-        plugin, gangs, later = setup(V137)
+    never = f"{CLAIMS_RELEASED}, {GROUP_MAY_NOT_PREEMPT}"
+    for policy, preemption in (("Never", never), (None, NO_GROUP_VICTIMS)):
+        plugin, gangs, _ = setup(V137)
         gangs.scheduling_group_handler.on_add(pod_group("g", 3))
         fields = {} if policy is None else {"preemptionPolicy": policy}
         p0, p1, p2 = (member(f"p{i}", **fields) for i in range(3))
@@ -280,8 +293,27 @@ async def test_at_137_members_of_a_group_that_may_not_preempt_are_told_so() -> N
         # p1 fits nowhere: with p0 waiting and p2 left, the quorum of 3 is out of reach.
         gangs.member_failed(p1, "NodeResourcesFit")
         gang = gangs.of(p0)
-        assert gang is not None and gang.failed is not None
+        assert gang is not None
+        assert gang.failed is not None
         assert gang.failed[2] == (
             "pod group is unschedulable, minCount (3) cannot be satisfied: "
             f"1 scheduled, 1 remaining, {preemption}"
         )
+
+
+def test_at_137_the_group_post_filters_answer_in_the_profile_order() -> None:
+    """An Unschedulable reason is kept and the next plugin asked; "no victims" (Unschedulable
+    and unresolvable) is the whole answer, whatever came before it."""
+    never = parsed(pod("p", preemptionPolicy=PREEMPT_NEVER))
+    may = parsed(pod("p"))
+    dra, preemption = DYNAMIC_RESOURCES, DEFAULT_PREEMPTION
+    cases = [
+        (never, (dra, preemption), f"{CLAIMS_RELEASED}, {GROUP_MAY_NOT_PREEMPT}"),
+        (never, (preemption, dra), f"{GROUP_MAY_NOT_PREEMPT}, {CLAIMS_RELEASED}"),
+        (never, (preemption,), GROUP_MAY_NOT_PREEMPT),
+        (may, (dra, preemption), NO_GROUP_VICTIMS),
+        (may, (dra,), CLAIMS_RELEASED),
+        (may, ("SomeoneElse",), ""),
+    ]
+    for p, post_filters, expected in cases:
+        assert group_preemption(V137, None, p, post_filters) == expected, post_filters
