@@ -53,7 +53,7 @@ from ascheduler.groupstatus import (
 )
 from ascheduler.model import PodInfo
 from ascheduler.model.podgroups import SchedulingGroup
-from ascheduler.plugins.gangscheduling import CANNOT_BE_SATISFIED, group_preemption
+from ascheduler.plugins.gangscheduling import CANNOT_BE_SATISFIED
 from ascheduler.plugins.gangscheduling import NAME as GANG_SCHEDULING
 
 #: The pseudo-plugin named on the error a member of a group whose members disagree fails
@@ -374,7 +374,7 @@ class PodGroupCycle:
             if nominated:
                 return f"{GROUP_UNSCHEDULABLE}, {WAITING_FOR_PREEMPTION}"
             return GROUP_UNSCHEDULABLE
-        preemption = group_preemption(self.features, group, pod, fw.handle.post_filters)
+        preemption = fw.pod_group_post_filter(group, pod).message
         if holds and (gang is None or gang.placed() == 0):
             return f"{OUT_OF_REACH.format(1, 0, 0)}, {preemption}"
         return f"{GROUP_UNSCHEDULABLE}, {preemption}"

@@ -21,9 +21,10 @@ follows kube-scheduler's `expandMultiPointPlugins` and `getScoreWeights`.
 
 A release reads a profile as its own: the plugin sets its `Plugins` type has (`RELEASE_POINTS`:
 `placementGenerate` and `placementScore` from 1.36, `podGroupPostFilter` from 1.37, the
-workload scheduling points) are fields there and unknown before; ascheduler has no plugin at
-those points, so a set there may disable plugins but enable none. Plugin args are checked by
-the release's rules (`Registration.check`).
+workload scheduling points) are fields there and unknown before. `podGroupPostFilter` is an
+extension point of ascheduler's (DynamicResources and DefaultPreemption implement it); it has no
+plugin at the placement points, so a set there may disable plugins but enable none. Plugin
+args are checked by the release's rules (`Registration.check`).
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ from ascheduler.framework.interface import ExtensionPoint, PluginSet
 #: A profile's fields.
 PROFILE_FIELDS: Final = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
 INT32: Final = (-(2**31), 2**31 - 1)
-#: `Plugins` fields a release added, with the release: extension points of workload
-#: scheduling that ascheduler does not have.
+#: `Plugins` fields a release added, with the release: the extension points of workload
+#: scheduling (ascheduler has plugins at `podGroupPostFilter` only).
 RELEASE_POINTS: Final[Mapping[str, Release]] = {
     "placementGenerate": Release(1, 36),
     "placementScore": Release(1, 36),
@@ -140,10 +141,10 @@ def _plugins(
     """`plugins`: each point's own list, what each point disables, and multiPoint's changes
     to the defaults (merged once the release is known: `multipoint_plugins`)."""
     extra = release_points(features)
-    plugins = p.obj(
-        body.get("plugins"), f"{path}.plugins", {"multiPoint", *EXTENSION_POINTS, *extra}
-    )
-    for point in sorted(extra & plugins.keys()):
+    # The points ascheduler has plugins at, as far as this release has them.
+    known = [p for p in EXTENSION_POINTS if p not in RELEASE_POINTS or p in extra]
+    plugins = p.obj(body.get("plugins"), f"{path}.plugins", {"multiPoint", *known, *extra})
+    for point in sorted((extra - EXTENSION_POINTS.keys()) & plugins.keys()):
         where = f"{path}.plugins.{point}"
         enabled, _ = plugin_set(p, plugins[point], where, registry)
         for i, ref in enumerate(enabled):
@@ -157,7 +158,7 @@ def _plugins(
     multi = MultiPointChanges(tuple(multi_enabled), frozenset(multi_disabled))
     points: dict[PluginSet, Sequence[PluginRef]] = {}
     disabled: dict[ExtensionPoint, frozenset[str]] = {}
-    for point in EXTENSION_POINTS:
+    for point in known:
         if point not in plugins:
             continue
         enabled, off = plugin_set(p, plugins[point], f"{path}.plugins.{point}", registry)

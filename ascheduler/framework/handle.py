@@ -25,6 +25,7 @@ from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.prebind import PodsInPreBind
 from ascheduler.framework.waiting import WaitingPods
 from ascheduler.model import PodInfo
+from ascheduler.model.podgroups import SchedulingGroup
 
 if TYPE_CHECKING:
     from ascheduler.kube import KubeClient
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
 
 
 class FilterRunner(Protocol):
-    """The profile's Filters, asked about one node as it would be (`Framework`)."""
+    """The profile's Filters, asked about one node as it would be, and its PodGroupPostFilters
+    about a group that failed (`Framework`)."""
 
     def filter_what_if(
         self,
@@ -44,6 +46,8 @@ class FilterRunner(Protocol):
         removed: Sequence[PodInfo] = (),
         added: Sequence[PodInfo] = (),
     ) -> Status: ...
+
+    def pod_group_post_filter(self, group: SchedulingGroup | None, pod: PodInfo) -> Status: ...
 
 
 #: Wakes the pods with these uids wherever they wait.
@@ -94,9 +98,6 @@ class Handle:
     #: Pod groups and their members (Coscheduling, GangScheduling; the cache's, none by
     #: default).
     gangs: GangsView = field(default_factory=no_gangs)
-    #: The names of the profile's PostFilter plugins, in order (set by the Framework built
-    #: on this handle): 1.37 runs those of them that take pod groups after a group fails.
-    post_filters: tuple[str, ...] = ()
     #: Set once the profile is wired (`set_activator`, `set_filters`, `set_evictor`), as
     #: kube-scheduler's `SetPodActivator` and `SetPodNominator` are: the queue that wakes
     #: pods, and the scheduler that evicts, are built from the frameworks, so they cannot be
@@ -125,6 +126,14 @@ class Handle:
         a framework that only computes) there is nothing to wake, and nothing happens."""
         if self._activator is not None:
             self._activator(uids)
+
+    def pod_group_post_filter(self, group: SchedulingGroup | None, pod: PodInfo) -> Status:
+        """What the profile's PodGroupPostFilter plugins say of a group whose attempt failed
+        (1.37 with GenericWorkload; before a Framework is built on this handle, or at another
+        release, an Unschedulable status without reasons)."""
+        if self._filters is None:
+            return Status.unschedulable()
+        return self._filters.pod_group_post_filter(group, pod)
 
     @property
     def filters(self) -> FilterRunner | None:

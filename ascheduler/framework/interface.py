@@ -33,6 +33,7 @@ import numpy as np
 
 from ascheduler.framework.nodes import BoolArray, IntArray, NodeTable
 from ascheduler.model import PodInfo
+from ascheduler.model.podgroups import SchedulingGroup
 
 MAX_NODE_SCORE: Final = 100
 #: CycleState key: annotations a Bind plugin puts on the Binding (the API server copies a
@@ -446,6 +447,18 @@ class PostFilterPlugin(Plugin):
         """Runs when no node fits (preemption makes room here)."""
 
 
+class PodGroupPostFilterPlugin(Plugin):
+    """kube-scheduler's PodGroupPostFilter (1.37, with GenericWorkload): runs when a pod
+    group's attempt fails as a whole, in the profile's order (`Framework.pod_group_post_filter`):
+    Success ends the run, UnschedulableAndUnresolvable is the whole answer, an Unschedulable
+    answer's reasons are kept and the next plugin asked, an Error ends it as an error."""
+
+    @abc.abstractmethod
+    def pod_group_post_filter(self, group: SchedulingGroup | None, pod: PodInfo) -> Status:
+        """What this plugin can do for `group` (None: the PodGroup object is not in the
+        cache), whose attempt failed with `pod` the member that came up first."""
+
+
 class PreScorePlugin(Plugin):
     @abc.abstractmethod
     def pre_score(
@@ -554,6 +567,7 @@ ExtensionPoint = Literal[
     "preFilter",
     "filter",
     "postFilter",
+    "podGroupPostFilter",
     "preScore",
     "score",
     "reserve",
@@ -572,6 +586,7 @@ EXTENSION_POINTS: Final[Mapping[ExtensionPoint, type[Plugin]]] = {
     "preFilter": PreFilterPlugin,
     "filter": FilterPlugin,
     "postFilter": PostFilterPlugin,
+    "podGroupPostFilter": PodGroupPostFilterPlugin,
     "preScore": PreScorePlugin,
     "score": ScorePlugin,
     "reserve": ReservePlugin,
@@ -580,6 +595,9 @@ EXTENSION_POINTS: Final[Mapping[ExtensionPoint, type[Plugin]]] = {
     "bind": BindPlugin,
     "postBind": PostBindPlugin,
 }
+#: Extension points a release added, with that release (major, minor): a profile of an
+#: earlier release has no such field, and its framework runs no plugin there.
+POINT_SINCE: Final[Mapping[ExtensionPoint, tuple[int, int]]] = {"podGroupPostFilter": (1, 37)}
 #: Every interface a plugin may subclass (the extension points, and their extensions).
 INTERFACES: Final[tuple[type[Plugin], ...]] = (
     *EXTENSION_POINTS.values(),

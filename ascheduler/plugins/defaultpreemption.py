@@ -15,7 +15,13 @@ kube-scheduler v1.35's rules (`pkg/scheduler/framework/preemption` and the plugi
   priority, the smallest sum of priorities, the fewest victims, the latest start time of the
   highest-priority victims, then the first found;
 * from 1.37 a successful preemption says where it made room (`found a potential placement
-  ...`), and the pod's failure message ends with it.
+  ...`), and the pod's failure message ends with it;
+* from 1.37 (with GenericWorkload) its PodGroupPostFilter, the pod group preemption, answers
+  for a group whose attempt failed: `not eligible due to preemptionPolicy=Never.` for a group
+  that may not preempt (with PodGroupPreemptionPolicy the PodGroup's `spec.preemptionPolicy`;
+  without it, the members', which the pod group cycle's validation has made one), and for any
+  other that it found no victims. Choosing and evicting victims for a whole group
+  (docs/workloads.md, "1.37 in detail") is not built yet.
 
 In a profile with HTTP extenders, the cycle awaits `post_filter_with_extenders` instead: the
 candidates go to the extenders' preempt verbs between the dry run and the choice, and what
@@ -35,6 +41,7 @@ from typing import Final
 import numpy as np
 
 from ascheduler import metrics
+from ascheduler.features import POD_GROUP_PREEMPTION_POLICY
 from ascheduler.framework import (
     SUCCESS,
     BoolArray,
@@ -49,6 +56,7 @@ from ascheduler.framework import (
     Handle,
     NodeTable,
     PluginArgsError,
+    PodGroupPostFilterPlugin,
     PostFilterResult,
     PreEnqueuePlugin,
     Registration,
@@ -58,6 +66,7 @@ from ascheduler.framework import (
 from ascheduler.model import PodInfo
 from ascheduler.model.objects import DisruptionBudget
 from ascheduler.model.pod import PREEMPT_NEVER
+from ascheduler.model.podgroups import SchedulingGroup
 
 NAME: Final = "DefaultPreemption"
 
@@ -74,6 +83,10 @@ WAITING_FOR_PREEMPTION: Final = "waiting for the preemption for this pod to be f
 FOUND_PLACEMENT: Final = (
     "found a potential placement for pod on node {node}, preempting {n} victims"
 )
+#: 1.37's pod group preemption (`podgrouppreemption.go`), whose every message is prefixed.
+GROUP_PREFIX: Final = "pod group preemption: "
+NO_GROUP_VICTIMS: Final = f"{GROUP_PREFIX}No preemption victims found for incoming preemptor"
+GROUP_MAY_NOT_PREEMPT: Final = f"{GROUP_PREFIX}{NOT_ELIGIBLE_NEVER}"
 #: Where PostFilter leaves the candidate it chose (its node and victims), in the cycle state.
 CHOSEN: Final = "DefaultPreemption/chosen"
 
@@ -227,7 +240,7 @@ class _DryRun:
     errors: list[str]
 
 
-class DefaultPreemption(ExtenderPostFilterPlugin, PreEnqueuePlugin):
+class DefaultPreemption(ExtenderPostFilterPlugin, PreEnqueuePlugin, PodGroupPostFilterPlugin):
     name = NAME
 
     def __init__(self, args: DefaultPreemptionArgs, handle: Handle) -> None:
@@ -239,6 +252,18 @@ class DefaultPreemption(ExtenderPostFilterPlugin, PreEnqueuePlugin):
         if self.handle.evictor is not None and self.handle.evictor.running(pod.uid):
             return Status.unschedulable(WAITING_FOR_PREEMPTION, resolvable=False)
         return SUCCESS
+
+    def pod_group_post_filter(self, group: SchedulingGroup | None, pod: PodInfo) -> Status:
+        """The pod group preemption's answer (1.37): a group that may not preempt is not
+        eligible (Unschedulable); for any other no victims are found
+        (UnschedulableAndUnresolvable)."""
+        if POD_GROUP_PREEMPTION_POLICY in self.handle.features:
+            never = group is not None and group.preemption_policy == PREEMPT_NEVER
+        else:
+            never = pod.preemption_policy == PREEMPT_NEVER
+        if never:
+            return Status.unschedulable(GROUP_MAY_NOT_PREEMPT)
+        return Status.unschedulable(NO_GROUP_VICTIMS, resolvable=False)
 
     def post_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, diagnosis: Diagnosis

@@ -25,8 +25,8 @@
   member of the same attempt that reaches Permit later (until the member that failed is
   tried again or goes); in v1.37 the members after it are not tried
   (`PodGroupCycle.stopped`). A `basic` group is no gang: its pods are scheduled one by one.
-  Workload-aware preemption is not modelled: a failed group's line says the group preemption
-  found no victims, as kube-scheduler's does when none are to be found.
+  A failed group's line ends with what the profile's PodGroupPostFilter plugins say
+  (`Handle.pod_group_post_filter`); workload-aware preemption itself is not modelled.
 
 What both share with Coscheduling (membership, reservations, waiting, sibling rejection) is
 `ascheduler.plugins.coscheduling._GangPlugin`.
@@ -35,14 +35,12 @@ What both share with Coscheduling (membership, reservations, waiting, sibling re
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Final
 
 from ascheduler.features import (
     GANG_SCHEDULING,
     GENERIC_WORKLOAD,
-    POD_GROUP_PREEMPTION_POLICY,
-    Features,
 )
 from ascheduler.framework import (
     ClusterEvent,
@@ -55,7 +53,6 @@ from ascheduler.framework import (
     Status,
 )
 from ascheduler.model import PodInfo
-from ascheduler.model.pod import PREEMPT_NEVER
 from ascheduler.model.podgroups import SCHEDULING_GROUP, WORKLOAD, SchedulingGroup
 from ascheduler.plugins.coscheduling import WAITING_ON_PERMIT, _GangPlugin, _Policy
 
@@ -84,49 +81,6 @@ GROUP_UNSCHEDULABLE: Final = f"pod group is unschedulable, {WAITING_TO_BE_SCHEDU
 CANNOT_BE_SATISFIED: Final = (
     "pod group is unschedulable, minCount ({}) cannot be satisfied: {} scheduled, {} remaining"
 )
-NO_GROUP_VICTIMS: Final = "pod group preemption: No preemption victims found for incoming preemptor"
-GROUP_MAY_NOT_PREEMPT: Final = "pod group preemption: not eligible due to preemptionPolicy=Never."
-
-
-#: The plugins of 1.37's default profile at PodGroupPostFilter, and what DynamicResources
-#: answers there (Unschedulable, having released the claims of the group's pods).
-DYNAMIC_RESOURCES: Final = "DynamicResources"
-DEFAULT_PREEMPTION: Final = "DefaultPreemption"
-CLAIMS_RELEASED: Final = "deallocation and deletion of ResourceClaims completed"
-
-
-def group_preemption(
-    features: Features,
-    group: SchedulingGroup | None,
-    pod: PodInfo,
-    post_filters: Sequence[str] = (DYNAMIC_RESOURCES, DEFAULT_PREEMPTION),
-) -> str:
-    """What 1.37's PodGroupPostFilter plugins append to the status of a group that failed,
-    run as kube-scheduler's framework runs them: in the profile's order (`post_filters`, its
-    PostFilter plugins), an Unschedulable answer's reason is kept and the next plugin asked,
-    an UnschedulableAndUnresolvable one is the whole answer; the reasons are joined with
-    ", " (none: the empty reason kube-scheduler appends too).
-
-    DynamicResources answers Unschedulable, having released the claims of the group's pods
-    (ascheduler's hold none by then). The pod group preemption (DefaultPreemption) answers
-    Unschedulable for a group whose policy is `Never` (with PodGroupPreemptionPolicy the
-    PodGroup's `spec.preemptionPolicy`; without it, its members', which the cycle's
-    validation has made one, so `pod`'s) and UnschedulableAndUnresolvable for any other: it
-    finds no victims. The preemption itself (victims found and evicted) is not modelled:
-    docs/workloads.md."""
-    reasons: list[str] = []
-    for name in post_filters:
-        if name == DYNAMIC_RESOURCES:
-            reasons.append(CLAIMS_RELEASED)
-        elif name == DEFAULT_PREEMPTION:
-            if POD_GROUP_PREEMPTION_POLICY in features:
-                never = group is not None and group.preemption_policy == PREEMPT_NEVER
-            else:
-                never = pod.preemption_policy == PREEMPT_NEVER
-            if not never:
-                return NO_GROUP_VICTIMS
-            reasons.append(GROUP_MAY_NOT_PREEMPT)
-    return ", ".join(reasons)
 
 
 class GangScheduling(_GangPlugin):
@@ -277,7 +231,7 @@ class GangScheduling(_GangPlugin):
         group = self.gangs.scheduling_groups.get(f"{pod.namespace}/{pod.scheduling_group}")
         return (
             f"{CANNOT_BE_SATISFIED.format(policy.minimum, scheduled, remaining)}, "
-            f"{group_preemption(features, group, pod, self.handle.post_filters)}"
+            f"{self.handle.pod_group_post_filter(group, pod).message}"
         )
 
     def _admitted(self, gang: GangView, policy: _Policy) -> None:

@@ -26,11 +26,8 @@ from ascheduler.groupstatus import PodGroupStatusWriter, Verdict
 from ascheduler.model import PodInfo
 from ascheduler.model.podgroups import parse_scheduling_group
 from ascheduler.plugins import IN_TREE
-from ascheduler.plugins.gangscheduling import (
-    CLAIMS_RELEASED,
-    GROUP_MAY_NOT_PREEMPT,
-    NO_GROUP_VICTIMS,
-)
+from ascheduler.plugins.defaultpreemption import GROUP_MAY_NOT_PREEMPT, NO_GROUP_VICTIMS
+from ascheduler.plugins.dynamicresources.state import CLAIMS_RELEASED
 from ascheduler.scheduler import BindingJob
 from tests.kit import node_info, on, parsed, pod
 from tests.kit.scheduling import Env, pop

@@ -17,6 +17,7 @@ from ascheduler.framework.handle import Handle
 from ascheduler.framework.interface import (
     EXTENSION_POINTS,
     MAX_NODE_SCORE,
+    POINT_SINCE,
     ExtensionPoint,
     Plugin,
     ScorePlugin,
@@ -72,7 +73,12 @@ class _Assembler:
     def run(self) -> Assembly:
         for i, ref in enumerate(self.multi):
             self.instance(ref, f"plugins.multiPoint.enabled[{i}]")
+        features = self.handle.features
         for point, interface in EXTENSION_POINTS.items():
+            since = POINT_SINCE.get(point)
+            if since is not None and not features.since(*since):
+                self.out.points[point] = []  # not a point of this release
+                continue
             self.out.points[point] = self.expand(point, interface)
         self.weigh()
         if not self.problems:

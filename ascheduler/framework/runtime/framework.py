@@ -43,6 +43,7 @@ from ascheduler.framework.interface import (
     GateKeysPlugin,
     PermitPlugin,
     Plugin,
+    PodGroupPostFilterPlugin,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -72,6 +73,7 @@ from ascheduler.framework.runtime.outcomes import (
 )
 from ascheduler.framework.waiting import WaitingPod
 from ascheduler.model import PodInfo
+from ascheduler.model.podgroups import SchedulingGroup
 
 log = structlog.get_logger(__name__)
 #: Every cluster event (what a plugin that registers none waits for).
@@ -97,6 +99,8 @@ SKIPPED_FOR_DEFERRED_RESIZE: Final = frozenset(
         "DynamicResources",
     }
 )
+#: RunPodGroupPostFilterPlugins without GenericWorkload.
+WORKLOAD_DISABLED: Final = "generic workload feature is disabled, cannot perform PodGroupPostFilter"
 MIN_FEASIBLE_NODES_TO_FIND: Final = 100
 MIN_FEASIBLE_PERCENTAGE: Final = 5
 #: The package of the in-tree plugins.
@@ -204,7 +208,10 @@ class Framework:
         self.pre_filter_plugins: list[PreFilterPlugin] = of("preFilter", PreFilterPlugin)
         self.filter_plugins: list[FilterPlugin] = of("filter", FilterPlugin)
         self.post_filter_plugins: list[PostFilterPlugin] = of("postFilter", PostFilterPlugin)
-        self.handle.post_filters = tuple(p.name for p in self.post_filter_plugins)
+        #: 1.37's (empty before); run only with GenericWorkload.
+        self.pod_group_post_filter_plugins: list[PodGroupPostFilterPlugin] = of(
+            "podGroupPostFilter", PodGroupPostFilterPlugin
+        )
         self.pre_score_plugins: list[PreScorePlugin] = of("preScore", PreScorePlugin)
         self.score_plugins: list[ScorePlugin] = of("score", ScorePlugin)
         self.reserve_plugins: list[ReservePlugin] = of("reserve", ReservePlugin)
@@ -453,6 +460,32 @@ class Framework:
         for (plugin, reason, code), mask in masks.items():
             out.append((plugin, FilterResult(mask, [Rejection(reason, mask, code)])))
         return out
+
+    def pod_group_post_filter(self, group: SchedulingGroup | None, pod: PodInfo) -> Status:
+        """kube-scheduler's RunPodGroupPostFilterPlugins for a group whose attempt failed
+        (`pod`: the member that came up first): the first Success is the answer, as is an
+        UnschedulableAndUnresolvable status; Unschedulable reasons are kept, in the profile's
+        order, and returned together (none: an Unschedulable status without reasons); an
+        Error names its plugin. Without GenericWorkload (no pod group cycle runs then),
+        kube-scheduler's refusal."""
+        if GENERIC_WORKLOAD not in self.handle.features:
+            return Status.unschedulable(WORKLOAD_DISABLED)
+        reasons: list[str] = []
+        rejector = ""
+        for plugin in self.pod_group_post_filter_plugins:
+            status = plugin.pod_group_post_filter(group, pod)
+            if status.code is Code.SUCCESS:
+                return status.with_plugin(plugin.name)
+            if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return status.with_plugin(plugin.name)
+            if status.code is not Code.UNSCHEDULABLE:
+                return Status.error(
+                    f'error in "{plugin.name}" PodGroupPostFilter plugins: {status.message}',
+                    plugin.name,
+                )
+            reasons.extend(status.reasons)
+            rejector = rejector or plugin.name
+        return Status.unschedulable(*reasons, plugin=rejector)
 
     def filter_what_if(
         self,

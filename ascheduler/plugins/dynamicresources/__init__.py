@@ -12,7 +12,10 @@ allocation in memory (in flight: no other pod gets those devices); Unreserve dro
 undoes what a failed binding cycle wrote. PreBind writes the claims, under device locks when
 they are on (`binding`). PostFilter deallocates one allocated claim that kept the pod off
 every node and that no other pod uses, as kube-scheduler does, so the next attempt can
-allocate it afresh.
+allocate it afresh. From 1.37 (with GenericWorkload) its PodGroupPostFilter answers for a group
+whose attempt failed, before the pod group preemption: Unschedulable, `deallocation and
+deletion of ResourceClaims completed` (the allocations its members' Reserve held are released
+with their Unreserve; claims allocated before the attempt are left as they are).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from ascheduler.framework import (
     Handle,
     IntArray,
     NodeTable,
+    PodGroupPostFilterPlugin,
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
@@ -58,6 +62,7 @@ from ascheduler.framework import (
 )
 from ascheduler.model import PodInfo
 from ascheduler.model.dra import FINALIZER, Allocation, ResourceClaim
+from ascheduler.model.podgroups import SchedulingGroup
 from ascheduler.plugins.dynamicresources import bindingconditions
 from ascheduler.plugins.dynamicresources.binding import ClaimWriter
 from ascheduler.plugins.dynamicresources.counting import (
@@ -79,6 +84,7 @@ from ascheduler.plugins.dynamicresources.extended import (
     stale_status,
 )
 from ascheduler.plugins.dynamicresources.state import (
+    CLAIMS_RELEASED,
     DEALLOCATED,
     IN_USE,
     NAME,
@@ -106,6 +112,7 @@ class DynamicResources(
     PreFilterPlugin,
     ExplainFilterPlugin,
     PostFilterPlugin,
+    PodGroupPostFilterPlugin,
     ScorePlugin,
     ReservePlugin,
     PreBindPlugin,
@@ -334,6 +341,11 @@ class DynamicResources(
                 "constraints together (or the search timed out)"
             )
         return lines
+
+    def pod_group_post_filter(self, group: SchedulingGroup | None, pod: PodInfo) -> Status:
+        """1.37: a failed group's claims are released (Unschedulable, so the pod group
+        preemption is asked next)."""
+        return Status.unschedulable(CLAIMS_RELEASED)
 
     def post_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, diagnosis: Diagnosis

@@ -30,6 +30,8 @@ NO_NEW_CLAIMS: Final = "no new claims to deallocate"
 STATE_NOT_FOUND: Final = "not found"
 STILL_NOT: Final = "still not schedulable"
 DEALLOCATED: Final = "deallocation of ResourceClaim completed"
+#: 1.37's PodGroupPostFilter, once the claims of a failed group's pods are released.
+CLAIMS_RELEASED: Final = "deallocation and deletion of ResourceClaims completed"
 CLAIM_NOT_CREATED: Final = "ResourceClaim not created yet"
 API_UNSUPPORTED: Final = "none of the supported fields are set"
 #: How often PreBind retries a claim write that conflicted (client-go's DefaultRetry).

@@ -58,6 +58,7 @@ POINTS = {
     "PreFilter": "pre_filter_plugins",
     "Filter": "filter_plugins",
     "PostFilter": "post_filter_plugins",
+    "PodGroupPostFilter": "pod_group_post_filter_plugins",
     "PreScore": "pre_score_plugins",
     "Score": "score_plugins",
     "Reserve": "reserve_plugins",

@@ -12,8 +12,9 @@ import pytest
 
 from ascheduler.app import behave_as
 from ascheduler.config import API_VERSION, KIND, Overrides, parse, release_problems, resolve
-from ascheduler.features import NEWEST, Features, Release
-from ascheduler.framework import ConfigError, Handle
+from ascheduler.config.profiles import RELEASE_POINTS
+from ascheduler.features import NEWEST, Features, Release, parse_gates
+from ascheduler.framework import POINT_SINCE, ConfigError, Handle
 from ascheduler.framework.runtime import Framework
 from ascheduler.kube import KubeClient
 from ascheduler.plugins import IN_TREE
@@ -124,11 +125,38 @@ def test_the_workload_plugin_sets_are_fields_from_their_release(point: str, sinc
             assert got == [f"profiles[0].plugins.{point}: unknown field"], release
 
 
+def test_the_release_of_each_new_extension_point_is_the_one_its_field_came_with() -> None:
+    assert POINT_SINCE
+    for point, (major, minor) in POINT_SINCE.items():
+        assert RELEASE_POINTS[point] == Release(major, minor)
+
+
 def test_a_workload_plugin_set_enables_nothing_ascheduler_has() -> None:
     document = placement("placementScore", {"enabled": [{"name": "NodeResourcesFit"}]})
     assert problems(document, "1.37") == [
         "profiles[0].plugins.placementScore.enabled[0].name: 'NodeResourcesFit' does not "
         "extend placementScore: ascheduler has no placementScore plugins"
+    ]
+
+
+def test_a_profile_s_pod_group_post_filter_set_orders_and_disables_its_plugins() -> None:
+    """kube-scheduler's rules for any point: the point's own entries that name multiPoint's
+    plugins come first, then multiPoint's, less the disabled."""
+    features = parse_gates("GenericWorkload=true", Release(1, 37))
+    cases = [
+        ({}, ["DynamicResources", "DefaultPreemption"]),
+        ({"enabled": [{"name": "DefaultPreemption"}]}, ["DefaultPreemption", "DynamicResources"]),
+        ({"disabled": [{"name": "DynamicResources"}]}, ["DefaultPreemption"]),
+        ({"disabled": [{"name": "*"}]}, []),
+    ]
+    for entries, expected in cases:
+        config = parse(placement("podGroupPostFilter", entries), IN_TREE, features)
+        fw = Framework(config.profiles[0], IN_TREE, Handle(features=features))
+        assert [p.name for p in fw.pod_group_post_filter_plugins] == expected, entries
+    document = placement("podGroupPostFilter", {"enabled": [{"name": "NodeResourcesFit"}]})
+    assert problems(document, "1.37") == [
+        "profiles[0].plugins.podGroupPostFilter.enabled[0].name: plugin 'NodeResourcesFit' "
+        "does not implement podGroupPostFilter"
     ]
 
 

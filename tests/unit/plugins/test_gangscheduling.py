@@ -9,20 +9,18 @@ from collections.abc import Callable
 from ascheduler.cache.gangs import Gangs
 from ascheduler.features import Features, Release, parse_gates
 from ascheduler.framework import ClusterEvent, Code, CycleState, Handle, WaitingPod, WaitingPods
+from ascheduler.framework.profile import default_plugins, multipoint
+from ascheduler.framework.runtime import Framework
 from ascheduler.model import PodInfo
-from ascheduler.model.pod import PREEMPT_NEVER
 from ascheduler.model.podgroups import parse_scheduling_group, parse_workload
+from ascheduler.plugins import IN_TREE
+from ascheduler.plugins.defaultpreemption import GROUP_MAY_NOT_PREEMPT, NO_GROUP_VICTIMS
+from ascheduler.plugins.dynamicresources.state import CLAIMS_RELEASED
 from ascheduler.plugins.gangscheduling import (
-    CLAIMS_RELEASED,
-    DEFAULT_PREEMPTION,
-    DYNAMIC_RESOURCES,
-    GROUP_MAY_NOT_PREEMPT,
     GROUP_UNSCHEDULABLE,
-    NO_GROUP_VICTIMS,
     WAITING_FOR_MIN_COUNT,
     WAITING_TO_BE_SCHEDULED,
     GangScheduling,
-    group_preemption,
 )
 from tests.kit import parsed, pod
 
@@ -41,16 +39,12 @@ def member(name: str, group: str = "g", **fields: str) -> PodInfo:
     return parsed(pod(name, schedulingGroup={"podGroupName": group}, **fields))
 
 
-#: The PostFilter plugins of the default profile, in its order (a Framework sets them).
-DEFAULT_POST_FILTERS = (DYNAMIC_RESOURCES, DEFAULT_PREEMPTION)
-
-
-def setup(
-    features: Features, post_filters: tuple[str, ...] = DEFAULT_POST_FILTERS
-) -> tuple[GangScheduling, Gangs, list[Callable[[], None]]]:
+def setup(features: Features) -> tuple[GangScheduling, Gangs, list[Callable[[], None]]]:
+    """A GangScheduling on a handle wired to the release's default profile (whose
+    PodGroupPostFilter plugins end a failed group's line)."""
     gangs = Gangs()
     handle = Handle(gangs=gangs, waiting_pods=WaitingPods(), features=features)
-    handle.post_filters = post_filters
+    Framework(multipoint("x", default_plugins(IN_TREE, features)), IN_TREE, handle)
     plugin = GangScheduling(handle)
     later: list[Callable[[], None]] = []
     plugin.later = lambda _delay, callback: later.append(callback)
@@ -299,21 +293,3 @@ async def test_at_137_members_of_a_group_that_may_not_preempt_are_told_so() -> N
             "pod group is unschedulable, minCount (3) cannot be satisfied: "
             f"1 scheduled, 1 remaining, {preemption}"
         )
-
-
-def test_at_137_the_group_post_filters_answer_in_the_profile_order() -> None:
-    """An Unschedulable reason is kept and the next plugin asked; "no victims" (Unschedulable
-    and unresolvable) is the whole answer, whatever came before it."""
-    never = parsed(pod("p", preemptionPolicy=PREEMPT_NEVER))
-    may = parsed(pod("p"))
-    dra, preemption = DYNAMIC_RESOURCES, DEFAULT_PREEMPTION
-    cases = [
-        (never, (dra, preemption), f"{CLAIMS_RELEASED}, {GROUP_MAY_NOT_PREEMPT}"),
-        (never, (preemption, dra), f"{GROUP_MAY_NOT_PREEMPT}, {CLAIMS_RELEASED}"),
-        (never, (preemption,), GROUP_MAY_NOT_PREEMPT),
-        (may, (dra, preemption), NO_GROUP_VICTIMS),
-        (may, (dra,), CLAIMS_RELEASED),
-        (may, ("SomeoneElse",), ""),
-    ]
-    for p, post_filters, expected in cases:
-        assert group_preemption(V137, None, p, post_filters) == expected, post_filters

@@ -28,6 +28,7 @@ from ascheduler.framework import (
     PermitPlugin,
     Plugin,
     PluginRef,
+    PodGroupPostFilterPlugin,
     PostFilterPlugin,
     PostFilterResult,
     PreFilterPlugin,
@@ -43,8 +44,13 @@ from ascheduler.framework import (
     multipoint,
 )
 from ascheduler.framework.runtime import Framework, num_feasible_nodes_to_find
+from ascheduler.framework.runtime.framework import WORKLOAD_DISABLED
 from ascheduler.model import PodInfo
+from ascheduler.model.pod import PREEMPT_NEVER
+from ascheduler.model.podgroups import SchedulingGroup
 from ascheduler.plugins import IN_TREE
+from ascheduler.plugins.defaultpreemption import GROUP_MAY_NOT_PREEMPT, NO_GROUP_VICTIMS
+from ascheduler.plugins.dynamicresources.state import CLAIMS_RELEASED
 from tests.kit import (
     Json,
     expr,
@@ -1226,3 +1232,96 @@ def test_scores_in_range_and_a_skipping_prescore_are_fine() -> None:
     for plugin in (Scorer(scores=(0, 100)), Scorer(pre=SKIP, scores=(500, 500))):
         fw = build(cache, extra=[PluginRef("Scorer")], registry=[registration(plugin)])
         assert fw.find_nodes(CycleState(), parsed(pod("p")), cache.table).node in ("a", "b")
+
+
+# -- PodGroupPostFilter (1.37) ------------------------------------------------------------------
+
+WORKLOADS_137 = parse_gates("GenericWorkload=true", Release(1, 37))
+
+
+class GroupAnswer(PodGroupPostFilterPlugin):
+    """A PodGroupPostFilter answering `status` and counting its calls."""
+
+    def __init__(self, name: str, status: Status) -> None:
+        self.name = name
+        self.status = status
+        self.calls = 0
+
+    def pod_group_post_filter(self, group: SchedulingGroup | None, pod: PodInfo) -> Status:
+        self.calls += 1
+        return self.status
+
+
+def group_framework(features: Features, *plugins: GroupAnswer) -> Framework:
+    """The release's default profile; with `plugins`, they replace its PodGroupPostFilters."""
+    own = ("DynamicResources", "DefaultPreemption") if plugins else ()
+    refs = [r for r in default_plugins(IN_TREE, features) if r.name not in own]
+    refs += [PluginRef(p.name) for p in plugins]
+    registry = Registry([*IN_TREE.values(), *(registration(p) for p in plugins)])
+    return Framework(multipoint("x", refs), registry, Handle(features=features))
+
+
+def test_the_default_pod_group_post_filters_answer_in_the_profile_s_order() -> None:
+    """DynamicResources comes before DefaultPreemption (kube-scheduler's default profile): its
+    Unschedulable reason is kept and the group preemption asked; "no victims" (Unschedulable
+    and unresolvable) is the whole answer."""
+    fw = group_framework(WORKLOADS_137)
+    assert [p.name for p in fw.pod_group_post_filter_plugins] == [
+        "DynamicResources",
+        "DefaultPreemption",
+    ]
+    never = fw.pod_group_post_filter(None, parsed(pod("p", preemptionPolicy=PREEMPT_NEVER)))
+    assert never == Status.unschedulable(
+        CLAIMS_RELEASED, GROUP_MAY_NOT_PREEMPT, plugin="DynamicResources"
+    )
+    may = fw.pod_group_post_filter(None, parsed(pod("p")))
+    assert may == Status.unschedulable(
+        NO_GROUP_VICTIMS, plugin="DefaultPreemption", resolvable=False
+    )
+    assert fw.handle.pod_group_post_filter(None, parsed(pod("p"))) == may
+
+
+def test_pod_group_post_filter_is_a_point_of_1_37_run_with_generic_workload_only() -> None:
+    before = group_framework(
+        parse_gates("GenericWorkload=true,GangScheduling=true", Release(1, 36))
+    )
+    assert before.pod_group_post_filter_plugins == []
+    assert before.pod_group_post_filter(None, parsed(pod("p"))) == Status.unschedulable()
+    # Listed at 1.37 as kube-scheduler lists them, but not run while the gate is off.
+    off = group_framework(Features.defaults(Release(1, 37)))
+    assert [p.name for p in off.pod_group_post_filter_plugins] == [
+        "DynamicResources",
+        "DefaultPreemption",
+    ]
+    assert off.pod_group_post_filter(None, parsed(pod("p"))) == Status.unschedulable(
+        WORKLOAD_DISABLED
+    )
+    # Before a Framework is built on it, a handle's answer is empty.
+    assert (
+        Handle(features=WORKLOADS_137).pod_group_post_filter(None, parsed(pod("p")))
+        == Status.unschedulable()
+    )
+
+
+def test_a_pod_group_post_filter_s_success_or_error_ends_the_run() -> None:
+    pod_ = parsed(pod("p"))
+    first = GroupAnswer("First", Status.unschedulable("first reason"))
+    fine = GroupAnswer("Fine", Status(Code.SUCCESS, ("found a placement",)))
+    after = GroupAnswer("After", Status.unschedulable("never asked"))
+    fw = group_framework(WORKLOADS_137, first, fine, after)
+    assert fw.pod_group_post_filter(None, pod_) == Status(
+        Code.SUCCESS, ("found a placement",), "Fine"
+    )
+    assert after.calls == 0
+    broken = GroupAnswer("Broken", Status.error("boom"))
+    fw = group_framework(WORKLOADS_137, GroupAnswer("A", Status.unschedulable("a")), broken)
+    assert fw.pod_group_post_filter(None, pod_) == Status.error(
+        'error in "Broken" PodGroupPostFilter plugins: boom', "Broken"
+    )
+    # Unschedulable answers without reasons add none; the first to answer is named.
+    quiet = GroupAnswer("Quiet", Status.unschedulable())
+    loud = GroupAnswer("Loud", Status.unschedulable("loud", "er"))
+    fw = group_framework(WORKLOADS_137, quiet, loud)
+    assert fw.pod_group_post_filter(None, pod_) == Status.unschedulable(
+        "loud", "er", plugin="Quiet"
+    )
