@@ -774,6 +774,7 @@ def main(argv: Sequence[str]) -> int:
             names = [n for g in workload.nodes(f"bench-{run_id}") for n in g.names()]
             stack.callback(lambda: asyncio.run(delete_nodes(target.kubeconfig, names, workload)))
         asyncio.run(create_nodes(target.kubeconfig, workload, run_id))
+        where = context()
         for i in range(args.repeat):
             for mode in modes:
                 for w in which:  # alternate, so drift in the machine hits every scheduler
@@ -792,10 +793,28 @@ def main(argv: Sequence[str]) -> int:
                             )
                         )
                     )
+            _write(args, workload, runs, run_id, split, placed, where, i + 1)
 
-    where = context()
-    for mode in modes:
-        summary = {w: summarise(r) for w, r in runs[mode].items()}
+    if not args.no_readme and args.out.resolve() == RESULTS.resolve():
+        report.update_readme(RESULTS)
+    return 0
+
+
+def _write(
+    args: argparse.Namespace,
+    workload: Workload,
+    runs: dict[str, dict[str, list[dict[str, Any]]]],
+    run_id: str,
+    split: cpus.Split | None,
+    placed: dict[str, list[int]],
+    where: dict[str, Any],
+    done: int,
+) -> None:
+    """The results of the first `done` repeats, one set of files per mode. Written again after
+    every repeat, so a run cut short (a failure, Ctrl-C) keeps what it measured; such a file
+    says how many repeats were planned (`repeats_planned`)."""
+    for mode, by_scheduler in runs.items():
+        summary = {w: summarise(r) for w, r in by_scheduler.items()}
         result = {
             "workload": workload.name,
             "mode": mode,
@@ -805,7 +824,8 @@ def main(argv: Sequence[str]) -> int:
             "initial_pods": workload.initial_pods,
             "measured_pods": workload.measured_pods,
             "date": where["date"],
-            "repeat": args.repeat,
+            "repeat": done,
+            **({} if done == args.repeat else {"repeats_planned": args.repeat}),
             "timeout_s": args.timeout,
             "plane": "kubeconfig"
             if args.kubeconfig
@@ -814,7 +834,7 @@ def main(argv: Sequence[str]) -> int:
             else f"local (benchmark mode; {split.describe()})",
             **({} if split is None else {"cpus": split.to_json() | {"placed": placed}}),
             "summary": summary,
-            "ratios": ratios(runs[mode], mode),
+            "ratios": ratios(by_scheduler, mode),
             "ceiling_limit": ceiling_verdict(summary),
             # The ceilings write a pod's claims before its Binding, so on a DRA workload
             # they do what a scheduler must (`ceiling_dra`).
@@ -822,13 +842,11 @@ def main(argv: Sequence[str]) -> int:
             if workload.devices_per_node
             else report.CEILING_BINDING,
             **({"profiled": True} if args.profile else {}),
-            "runs": runs[mode],
+            "runs": by_scheduler,
             "versions": where["versions"],
             "machine": where["machine"],
         }
         paths = report.write(result, args.out / report.PROFILES if args.profile else args.out)
-        print(paths["md"].read_text())
+        if done == args.repeat:
+            print(paths["md"].read_text())
         print(f"wrote {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
-    if not args.no_readme and args.out.resolve() == RESULTS.resolve():
-        report.update_readme(RESULTS)
-    return 0

@@ -14,6 +14,7 @@ import pytest
 from ascheduler.devcluster import versions
 from ascheduler.devcluster.plane import PlaneState
 from ascheduler.kube import KubeClient
+from benchmarks import run as harness
 from tests.integration.benchmarks.helpers import benchmarks, cmdlines
 from tests.integration.helpers import plane_since
 
@@ -67,6 +68,45 @@ async def test_smoke_run_of_every_scheduler_in_both_modes(
     assert left["items"] == []
     pods = await kube.get("/api/v1/pods")
     assert not [p for p in pods["items"] if run_id in p["spec"].get("schedulerName", "")]
+
+
+def test_a_run_cut_short_keeps_the_repeats_it_finished(
+    plane_state: PlaneState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The results are written after every repeat: the second repeat fails, and the file
+    holds the first, saying how many were planned."""
+    real = harness.one_run
+    calls = 0
+
+    async def failing_later(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            raise RuntimeError("the second repeat fails")
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(harness, "one_run", failing_later)
+    argv = [
+        "--workload",
+        "Smoke_10Nodes_40Pods",
+        "--scheduler",
+        "ceiling-python",
+        "--mode",
+        "steady",
+        "--repeat",
+        "2",
+        "--kubeconfig",
+        str(plane_state.admin_kubeconfig),
+        "--out",
+        str(tmp_path),
+        "--quiet",
+    ]
+    with pytest.raises(RuntimeError, match="the second repeat fails"):
+        harness.main(argv)
+    result = written(tmp_path, "steady", "ceiling-python")
+    assert (result["repeat"], result["repeats_planned"]) == (1, 2)
+    ((only,),) = result["runs"].values()
+    assert sum(only["samples"]) == 40
 
 
 async def test_a_split_run_keeps_the_plane_and_the_schedulers_on_their_own_cpus(
