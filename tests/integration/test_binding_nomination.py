@@ -15,7 +15,7 @@ from ascheduler.kube import KubeClient
 from ascheduler.kube.informer import Informer
 from ascheduler.model import PodInfo, parse_pod
 from tests.integration.conftest import NodeFactory
-from tests.integration.helpers import claiming_pod, pause_pod, wait_bound
+from tests.integration.helpers import claiming_pod, eventually, pause_pod, wait_bound
 from tests.integration.test_dra import RESOURCE, device_class, gpus, template
 
 
@@ -70,6 +70,12 @@ async def test_a_pod_with_a_claim_is_nominated_to_its_node_before_it_is_bound(
             await kube.post(pods, claiming_pod("gpu", template="one"))
             await kube.post(pods, pause_pod("plain"))
             where = await wait_bound(kube, namespace, ["gpu", "plain"], timeout=90)
+
+            async def watched_bound() -> bool:
+                # The API answered first: the watch may not have delivered the binding yet.
+                return {n for n, _, node in seen.versions if node} >= {"gpu", "plain"}
+
+            await eventually(watched_bound, what="the watch delivering both bindings")
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
