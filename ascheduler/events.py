@@ -49,6 +49,21 @@ def truncate_note(note: str) -> str:
     return raw[: NOTE_LIMIT - 4].decode(errors="ignore") + " ..."
 
 
+@dataclass(frozen=True, slots=True)
+class Related:
+    """An event's other object (`related`): a preemptor pod, or a PodGroup."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+    @classmethod
+    def pod(cls, pod: PodInfo) -> Related:
+        return cls("v1", "Pod", pod.namespace, pod.name, pod.uid)
+
+
 @dataclass(frozen=True)
 class _Event:
     pod: PodInfo
@@ -58,7 +73,7 @@ class _Event:
     action: str
     note: str
     #: The other object involved (the preemptor of a `Preempted` victim).
-    related: PodInfo | None = None
+    related: Related | None = None
     #: When it was queued (monotonic seconds).
     queued: float = field(default_factory=time.monotonic, compare=False)
 
@@ -168,20 +183,25 @@ class StatusWriter:
         """kube-scheduler's `Preempted` event on a victim (reported by the preemptor's
         profile, related to the preemptor); `in_memory`: the victim was preempted without
         an API call (a pod waiting on Permit, 1.36 on), which the note says."""
-        note = f"Preempted by pod {preemptor.uid} on node {node}"
+        self.preempted_by(
+            victim, Related.pod(preemptor), "pod", preemptor.scheduler_name, node, in_memory
+        )
+
+    def preempted_by(
+        self,
+        victim: PodInfo,
+        preemptor: Related,
+        kind: str,
+        profile: str,
+        node: str,
+        in_memory: bool = False,
+    ) -> None:
+        """The `Preempted` event of a preemptor of any kind (`pod`, `podgroup`: its words
+        in the note; a pod group's preemption names node `cluster`, its domain)."""
+        note = f"Preempted by {kind} {preemptor.uid} on node {node}"
         if in_memory:
             note += " (in kube-scheduler memory)."
-        self._put(
-            _Event(
-                victim,
-                preemptor.scheduler_name,
-                "Normal",
-                "Preempted",
-                "Preempting",
-                note,
-                preemptor,
-            )
-        )
+        self._put(_Event(victim, profile, "Normal", "Preempted", "Preempting", note, preemptor))
 
     def drop_request(self, request: BindRequest) -> None:
         self._put(_DropRequest(request))
@@ -307,8 +327,8 @@ class StatusWriter:
             }
             if item.related is not None:
                 body["related"] = {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
+                    "apiVersion": item.related.api_version,
+                    "kind": item.related.kind,
                     "namespace": item.related.namespace,
                     "name": item.related.name,
                     "uid": item.related.uid,

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Final
 
@@ -86,6 +87,9 @@ FAILED_OTHER_POD: Final = "failed to schedule other pod from a pod group: {}"
 #: leaves the quorum out of reach (the plugin's status as is; the members it fails are told
 #: it after `errPodGroupUnschedulable`).
 OUT_OF_REACH: Final = CANNOT_BE_SATISFIED.removeprefix(f"{GROUP_UNSCHEDULABLE}, ")
+_OUT_OF_REACH_TEXT: Final = re.compile(
+    re.escape(OUT_OF_REACH).replace(r"\{\}", r"\d+").replace("{}", r"\d+")
+)
 
 
 def go_quote(text: str) -> str:
@@ -166,7 +170,13 @@ class PodGroupCycle:
             return None
         if self.validate(pod) is not None:
             return None  # a group its members disagree on fails before any is tried
-        return Status.unschedulable(gang.failed[2], plugin=GANG_SCHEDULING)
+        # They are told the group's status as PlacementFeasible left it, before the group
+        # preemption's verdict was appended to it (kube-scheduler clones it first).
+        line = gang.failed[2]
+        verdict = _OUT_OF_REACH_TEXT.search(line)
+        return Status.unschedulable(
+            verdict.group(0) if verdict is not None else line, plugin=GANG_SCHEDULING
+        )
 
     def failure(self, pod: PodInfo) -> object:
         """What `stopped` compares with: the gang's failed attempt as the cycle begins."""

@@ -239,6 +239,30 @@ PREEMPTION_ATTEMPTS: Final = Counter(
     "scheduler_preemption_attempts_total",
     "Total preemption attempts in the cluster till now",
 )
+WORKLOAD_PREEMPTION_ATTEMPTS: Final = Counter(
+    "scheduler_workload_preemption_attempts_total",
+    "Total preemption attempts initiated by workload (including pod groups) in the cluster "
+    "till now.",
+    ["result"],
+)
+WORKLOAD_PREEMPTION_VICTIMS: Final = Histogram(
+    "scheduler_workload_preemption_victims",
+    "Number of pod preemption victims caused by workload preemption.",
+    buckets=tuple(float(2**i) for i in range(11)),
+)
+PREEMPTION_WORKLOAD_DISRUPTIONS: Final = Histogram(
+    "scheduler_preemption_workload_disruptions",
+    "Number of workload preemption units being preempted. A single preemption unit can be "
+    "all pods in a pod group (in case of DisruptionMode=all), or a single pod (in case of "
+    "DisruptionMode=single).",
+    ["preemptor"],
+    buckets=tuple(float(2**i) for i in range(11)),
+)
+PREEMPTION_PDB_VIOLATIONS: Final = Counter(
+    "scheduler_preemption_pdb_violations_total",
+    "Total number of pod disruption budget violations caused by preemption.",
+    ["preemptor"],
+)
 PREEMPTION_GOROUTINES_DURATION: Final = Histogram(
     "scheduler_preemption_goroutines_duration_seconds",
     "Duration in seconds for running goroutines for the preemption.",

@@ -43,8 +43,9 @@ from typing import Any, Final
 import structlog
 
 from ascheduler import metrics
-from ascheduler.events import StatusWriter
+from ascheduler.events import Related, StatusWriter
 from ascheduler.features import Features
+from ascheduler.framework.handle import group_uid
 from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.prebind import PodsInPreBind
 from ascheduler.framework.waiting import WaitingPods
@@ -52,12 +53,29 @@ from ascheduler.kube import KubeClient, KubeError
 from ascheduler.kube.client import STRATEGIC_MERGE_PATCH
 from ascheduler.model import PodInfo
 from ascheduler.model.pod import PREEMPTION_BY_SCHEDULER
+from ascheduler.model.podgroups import SchedulingGroup, scheduling_group_api
 
 log = structlog.get_logger(__name__)
 
 #: Attempts per write before a transient failure counts as a failure.
 ATTEMPTS: Final = 5
 FIRST_RETRY: Final = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class _Preemptor:
+    """Who the victims make room for: a pod, or a pod group (workload-aware preemption)."""
+
+    #: What `running` is asked with: the pod's uid, or the group's (`group_uid`).
+    uid: str
+    key: str
+    scheduler: str
+    priority: int
+    #: kube-scheduler's word for it in the DisruptionTarget condition and the event.
+    kind: str
+    related: Related
+    #: Pods woken when the task ends (a group's members; a pod: itself).
+    wake: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +152,48 @@ class Evictions:
             for p in self.nominator.on_node(node)
             if p.uid != preemptor.uid and p.priority < preemptor.priority
         ]
+        who = _Preemptor(
+            preemptor.uid,
+            preemptor.key,
+            preemptor.scheduler_name,
+            preemptor.priority,
+            "pod",
+            Related.pod(preemptor),
+            (preemptor.uid,),
+        )
+        self._start(who, node, todo, lower)
+
+    def start_group(
+        self,
+        group: SchedulingGroup,
+        scheduler: str,
+        victims: Sequence[PodInfo],
+        members: Sequence[str] = (),
+    ) -> None:
+        """A workload-aware preemption's victims evicted for `group` (kube-scheduler's
+        `actuatePodGroupPreemption`): its domain is the cluster, so no node's nominations
+        are cleared and the events name node `cluster`; `members` (uids) are woken when the
+        task ends as a pod preemptor is."""
+        api = scheduling_group_api(self.features.release) or "/apis/scheduling.k8s.io/v1beta1/"
+        version = api.removeprefix("/apis/").rsplit("/", 1)[0]
+        who = _Preemptor(
+            group_uid(group),
+            f"PodGroup {group.key}",
+            scheduler,
+            group.priority,
+            "podgroup",
+            Related(version, "PodGroup", group.namespace, group.name, group.uid),
+            tuple(members),
+        )
+        self._start(who, "cluster", [v for v in victims if not v.deleting], [])
+
+    def _start(
+        self,
+        preemptor: _Preemptor,
+        node: str,
+        todo: Sequence[PodInfo],
+        lower: Sequence[PodInfo],
+    ) -> None:
         if not todo:
             return
         uid = preemptor.uid
@@ -158,17 +218,18 @@ class Evictions:
             result = "success" if outcome.ok else "error"
             metrics.PREEMPTION_GOROUTINES.labels(result).inc()
             metrics.PREEMPTION_GOROUTINES_DURATION.labels(result).observe(loop.time() - began)
-            # Held, with no deletion event to come for its last victim: only activation
-            # lets it out (a last victim still terminating wakes it when it is deleted).
-            stuck = self.gated(uid) and (last is None or self.gone(last))
-            if result == "error" or outcome.last_in_memory or stuck:
-                self.activate(uid)
+            for pod in preemptor.wake:
+                # Held, with no deletion event to come for its last victim: only activation
+                # lets it out (a last victim still terminating wakes it when it is deleted).
+                stuck = self.gated(pod) and (last is None or self.gone(last))
+                if result == "error" or outcome.last_in_memory or stuck:
+                    self.activate(pod)
 
         task.add_done_callback(finished)
 
     async def _run(
         self,
-        preemptor: PodInfo,
+        preemptor: _Preemptor,
         node: str,
         victims: Sequence[PodInfo],
         lower: Sequence[PodInfo],
@@ -202,7 +263,7 @@ class Evictions:
         # preemptor (PreEnqueue watches only that victim), so it is activated.
         return _Outcome(ok, last_in_memory=in_memory and self.features.since(1, 37))
 
-    async def _evict(self, preemptor: PodInfo, node: str, victim: PodInfo) -> _Evicted:
+    async def _evict(self, preemptor: _Preemptor, node: str, victim: PodInfo) -> _Evicted:
         """One victim: ok when it is gone or going; `in_memory` when no API call was made
         (a pod waiting on Permit, 1.36 on)."""
         waiting = self.waiting.get(victim.uid)
@@ -220,7 +281,9 @@ class Evictions:
                 preemptor=preemptor.key,
                 phase="Permit" if waiting is not None else "PreBind",
             )
-            self.writer.preempted(victim, preemptor, node, in_memory=True)
+            self.writer.preempted_by(
+                victim, preemptor.related, preemptor.kind, preemptor.scheduler, node, True
+            )
             return _Evicted(True, in_memory=True)
         else:
             path = f"/api/v1/namespaces/{victim.namespace}/pods/{victim.name}"
@@ -229,7 +292,8 @@ class Evictions:
                 "status": "True",
                 "reason": PREEMPTION_BY_SCHEDULER,
                 "message": (
-                    f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod"
+                    f"{preemptor.scheduler}: preempting to accommodate a higher priority "
+                    f"{preemptor.kind}"
                 ),
                 "lastTransitionTime": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             }
@@ -251,7 +315,9 @@ class Evictions:
                         error=outcome,
                     )
                     return _Evicted(False)
-        self.writer.preempted(victim, preemptor, node)
+        self.writer.preempted_by(
+            victim, preemptor.related, preemptor.kind, preemptor.scheduler, node
+        )
         return _Evicted(True)
 
     async def _write(self, method: str, path: str, body: Any, content_type: str | None) -> str:

@@ -69,6 +69,7 @@ from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.runtime import Framework, ScheduleResult
 from ascheduler.framework.waiting import WaitingPods
 from ascheduler.groupcycle import PodGroupCycle
+from ascheduler.groupplanner import GroupPlanner
 from ascheduler.groupstatus import PodGroupStatusWriter
 from ascheduler.model import PodInfo
 from ascheduler.preemption import Evictions
@@ -175,9 +176,12 @@ class Scheduler:
         if binder is not None:
             # A pod that met another instance's lock is retried as soon as it is let go.
             binder.locks.on_free = self._lock_freed
+        #: The pod group algorithm's dry run, for workload-aware preemption (1.37).
+        planner = GroupPlanner(cache, self.frameworks)
         for fw in self.frameworks.values():
             fw.handle.set_activator(self._wake)
             fw.handle.set_evictor(self.evictions)
+            fw.handle.set_group_planner(planner)
 
     def _wake(self, uids: Iterable[str]) -> None:
         """A plugin's `handle.wake`: the pods are woken, keeping their backoff."""
@@ -449,6 +453,9 @@ class Scheduler:
         self.groups.failed(
             fw, qp.pod, status, error=error, binding=binding, nominated=bool(nominated_node)
         )
+        if qp.pod.scheduling_group is not None and not nominated_node and not clear_nomination:
+            # A member its group's preemption (PodGroupPostFilter) nominated to a node.
+            nominated_node = self.nominator.node_of(qp.pod.uid)
         deferred = _deferred(fw, qp.pod)
         current = self._current(qp.pod, deferred=deferred)
         if current is None:

@@ -20,7 +20,14 @@ from ascheduler.framework.extender import (
     Extenders,
     Victims,
 )
-from ascheduler.framework.handle import Evictor, Handle
+from ascheduler.framework.handle import (
+    Assignment,
+    Evictor,
+    GroupPlacement,
+    GroupPlanner,
+    Handle,
+    group_uid,
+)
 from ascheduler.framework.interface import (
     BINDING_ANNOTATIONS,
     BINDING_SLOT,
@@ -123,6 +130,7 @@ __all__ = [
     "POINT_SINCE",
     "SKIP",
     "SUCCESS",
+    "Assignment",
     "AssumeCacheView",
     "AssumeError",
     "AttachmentsView",
@@ -153,6 +161,8 @@ __all__ = [
     "GangWatcher",
     "GangsView",
     "GateKeysPlugin",
+    "GroupPlacement",
+    "GroupPlanner",
     "Handle",
     "IntArray",
     "Known",
@@ -200,6 +210,7 @@ __all__ = [
     "WhatIfFilterPlugin",
     "default_normalize",
     "default_plugins",
+    "group_uid",
     "lock_wait_message",
     "merge",
     "multipoint",

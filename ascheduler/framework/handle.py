@@ -50,6 +50,52 @@ class FilterRunner(Protocol):
     def pod_group_post_filter(self, group: SchedulingGroup | None, pod: PodInfo) -> Status: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """A member of a pod group placed by a group dry run: its node, and the cycle state its
+    PreFilter left (with the members before it assumed)."""
+
+    pod: PodInfo
+    node: str
+    state: CycleState
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlacement:
+    """What the pod group algorithm made of a group on the cluster as it would be: Success
+    with where its members go, or why it cannot be placed."""
+
+    status: Status
+    assignments: tuple[Assignment, ...] = ()
+
+
+class GroupPlanner(Protocol):
+    """The pod group algorithm run on the cluster as it would be, changing nothing
+    (kube-scheduler's `PodGroupSchedulingFunc`): what a workload-aware preemption asks."""
+
+    def members(self, group: SchedulingGroup) -> Sequence[PodInfo]:
+        """The group's members the pod group cycle tries (not scheduled, not gated, this
+        scheduler's), in its order."""
+        ...
+
+    def reserved(self, group: SchedulingGroup) -> Sequence[PodInfo]:
+        """The group's members reserved in this scheduler (assumed, waiting on Permit, not
+        bound): on the node table now, placed afresh by `place`."""
+        ...
+
+    def place(self, group: SchedulingGroup, removed: Sequence[PodInfo]) -> GroupPlacement:
+        """The group's members placed one after another, as its cycle would, with `removed`
+        (pods on the table) and its reserved members taken off first; the table as it was
+        after."""
+        ...
+
+
+def group_uid(group: SchedulingGroup) -> str:
+    """The key a group's preemption runs under (the PodGroup's uid, as kube-scheduler's
+    executor keys it; its name when the uid is not known)."""
+    return group.uid or f"PodGroup:{group.key}"
+
+
 #: Wakes the pods with these uids wherever they wait.
 Activator = Callable[[Iterable[str]], None]
 
@@ -60,6 +106,18 @@ class Evictor(Protocol):
     deletions, the preemptor nominated meanwhile."""
 
     def start(self, preemptor: PodInfo, node: str, victims: Sequence[PodInfo]) -> None: ...
+
+    def start_group(
+        self,
+        group: SchedulingGroup,
+        scheduler: str,
+        victims: Sequence[PodInfo],
+        members: Sequence[str] = (),
+    ) -> None:
+        """A workload-aware preemption's victims evicted for `group` (its members, by uid,
+        nominated by the plugin, woken as a pod preemptor is when it ends);
+        `running(group_uid(group))` holds while it runs."""
+        ...
 
     def running(self, uid: str) -> bool:
         """Whether `uid`'s evictions are still under way (its PreEnqueue holds it)."""
@@ -105,6 +163,7 @@ class Handle:
     _activator: Activator | None = field(default=None, init=False, repr=False)
     _filters: FilterRunner | None = field(default=None, init=False, repr=False)
     _evictor: Evictor | None = field(default=None, init=False, repr=False)
+    _planner: GroupPlanner | None = field(default=None, init=False, repr=False)
 
     def set_activator(self, activator: Activator) -> None:
         """Where `wake` sends pods (the scheduling queue's `wake`, keeping each pod's
@@ -119,6 +178,10 @@ class Handle:
         """Who carries out chosen preemptions; set by the scheduler that runs the
         profile."""
         self._evictor = evictor
+
+    def set_group_planner(self, planner: GroupPlanner) -> None:
+        """The pod group algorithm's dry run (set by the scheduler that owns the cache)."""
+        self._planner = planner
 
     def wake(self, uids: Iterable[str]) -> None:
         """Wakes pods (by uid) wherever they wait, as kube-scheduler's `Activate` does but
@@ -145,3 +208,9 @@ class Handle:
         """Carries out chosen preemptions. None: dry runs only (`explain`, benchmarks),
         nothing is evicted."""
         return self._evictor
+
+    @property
+    def group_planner(self) -> GroupPlanner | None:
+        """The pod group algorithm's dry run; None where no scheduler owns a cache (a group
+        preemption then finds no placement)."""
+        return self._planner

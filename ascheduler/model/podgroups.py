@@ -123,6 +123,9 @@ class SchedulingGroup:
     priority: int = 0
     #: `spec.preemptionPolicy` (1.37, PodGroupPreemptionPolicy); "" when unset.
     preemption_policy: str = ""
+    #: `spec.disruptionMode.all` (1.37): the group's scheduled pods are preempted together,
+    #: as one victim of a workload-aware preemption; False for `single` or unset.
+    disruption_all: bool = False
     #: The scheduler's conditions (`SCHEDULED_CONDITIONS`) in `status.conditions`.
     conditions: tuple[GroupCondition, ...] = ()
     errors: tuple[str, ...] = ()
@@ -303,6 +306,8 @@ def parse_scheduling_group(obj: Any) -> SchedulingGroup:
         scheduled=any(c.status == "True" for c in ours),
         priority=priority or 0,
         preemption_policy=str(spec.get("preemptionPolicy") or ""),
+        disruption_all=isinstance(mode := spec.get("disruptionMode"), Mapping)
+        and mode.get("all") is not None,
         conditions=ours,
         errors=tuple(errors),
     )

@@ -19,9 +19,9 @@ kube-scheduler v1.35's rules (`pkg/scheduler/framework/preemption` and the plugi
 * from 1.37 (with GenericWorkload) its PodGroupPostFilter, the pod group preemption, answers
   for a group whose attempt failed: `not eligible due to preemptionPolicy=Never.` for a group
   that may not preempt (with PodGroupPreemptionPolicy the PodGroup's `spec.preemptionPolicy`;
-  without it, the members', which the pod group cycle's validation has made one), and for any
-  other that it found no victims. Choosing and evicting victims for a whole group
-  (docs/workloads.md, "1.37 in detail") is not built yet.
+  without it, the members', which the pod group cycle's validation has made one); for any
+  other it chooses victims across the cluster and evicts them for the whole group
+  (`ascheduler.plugins.grouppreemption`).
 
 In a profile with HTTP extenders, the cycle awaits `post_filter_with_extenders` instead: the
 candidates go to the extenders' preempt verbs between the dry run and the choice, and what
@@ -31,7 +31,6 @@ they return is chosen from (kube-scheduler's callExtenders).
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -41,7 +40,7 @@ from typing import Final
 import numpy as np
 
 from ascheduler import metrics
-from ascheduler.features import POD_GROUP_PREEMPTION_POLICY
+from ascheduler.features import GENERIC_WORKLOAD
 from ascheduler.framework import (
     SUCCESS,
     BoolArray,
@@ -62,11 +61,15 @@ from ascheduler.framework import (
     Registration,
     Status,
     Victims,
+    group_uid,
 )
 from ascheduler.model import PodInfo
 from ascheduler.model.objects import DisruptionBudget
 from ascheduler.model.pod import PREEMPT_NEVER
 from ascheduler.model.podgroups import SchedulingGroup
+from ascheduler.plugins import grouppreemption
+from ascheduler.plugins.grouppreemption import GroupPreemption
+from ascheduler.plugins.preemptiontime import start_time
 
 NAME: Final = "DefaultPreemption"
 
@@ -84,9 +87,9 @@ FOUND_PLACEMENT: Final = (
     "found a potential placement for pod on node {node}, preempting {n} victims"
 )
 #: 1.37's pod group preemption (`podgrouppreemption.go`), whose every message is prefixed.
-GROUP_PREFIX: Final = "pod group preemption: "
-NO_GROUP_VICTIMS: Final = f"{GROUP_PREFIX}No preemption victims found for incoming preemptor"
-GROUP_MAY_NOT_PREEMPT: Final = f"{GROUP_PREFIX}{NOT_ELIGIBLE_NEVER}"
+GROUP_PREFIX: Final = grouppreemption.PREFIX
+NO_GROUP_VICTIMS: Final = f"{GROUP_PREFIX}{grouppreemption.NO_VICTIMS}"
+GROUP_MAY_NOT_PREEMPT: Final = f"{GROUP_PREFIX}{grouppreemption.NOT_ELIGIBLE_NEVER}"
 #: Where PostFilter leaves the candidate it chose (its node and victims), in the cycle state.
 CHOSEN: Final = "DefaultPreemption/chosen"
 
@@ -124,25 +127,6 @@ class Candidate:
     node: str
     victims: tuple[PodInfo, ...]
     pdb_violations: int = 0
-
-
-def _timestamp(value: str) -> float | None:
-    if not value:
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed.timestamp()
-
-
-def start_time(pod: PodInfo, now: float) -> float:
-    """kube-scheduler's `GetPodStartTime`: `status.startTime`, or now for a pod that has not
-    started (assumed, or bound and not yet running)."""
-    at = _timestamp(pod.start_time)
-    return now if at is None else at
 
 
 def importance(now: float) -> Callable[[PodInfo], tuple[int, float]]:
@@ -247,23 +231,25 @@ class DefaultPreemption(ExtenderPostFilterPlugin, PreEnqueuePlugin, PodGroupPost
         self.args = args
         self.handle = handle
         self._rng = random.Random()
+        self._groups = GroupPreemption(handle)
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
-        if self.handle.evictor is not None and self.handle.evictor.running(pod.uid):
+        evictor = self.handle.evictor
+        if evictor is None:
+            return SUCCESS
+        if evictor.running(pod.uid):
             return Status.unschedulable(WAITING_FOR_PREEMPTION, resolvable=False)
+        if pod.scheduling_group is not None and GENERIC_WORKLOAD in self.handle.features:
+            # A member of a group whose preemption is under way (`IsPodGroupRunningPreemption`).
+            key = f"{pod.namespace}/{pod.scheduling_group}"
+            group = self.handle.gangs.scheduling_groups.get(key)
+            if group is not None and evictor.running(group_uid(group)):
+                return Status.unschedulable(WAITING_FOR_PREEMPTION, resolvable=False)
         return SUCCESS
 
     def pod_group_post_filter(self, group: SchedulingGroup | None, pod: PodInfo) -> Status:
-        """The pod group preemption's answer (1.37): a group that may not preempt is not
-        eligible (Unschedulable); for any other no victims are found
-        (UnschedulableAndUnresolvable)."""
-        if POD_GROUP_PREEMPTION_POLICY in self.handle.features:
-            never = group is not None and group.preemption_policy == PREEMPT_NEVER
-        else:
-            never = pod.preemption_policy == PREEMPT_NEVER
-        if never:
-            return Status.unschedulable(GROUP_MAY_NOT_PREEMPT)
-        return Status.unschedulable(NO_GROUP_VICTIMS, resolvable=False)
+        """The pod group preemption (1.37; `ascheduler.plugins.grouppreemption`)."""
+        return self._groups.post_filter(group, pod)
 
     def post_filter(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, diagnosis: Diagnosis

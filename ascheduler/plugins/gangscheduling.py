@@ -26,7 +26,8 @@
   tried again or goes); in v1.37 the members after it are not tried
   (`PodGroupCycle.stopped`). A `basic` group is no gang: its pods are scheduled one by one.
   A failed group's line ends with what the profile's PodGroupPostFilter plugins say
-  (`Handle.pod_group_post_filter`); workload-aware preemption itself is not modelled.
+  (`Handle.pod_group_post_filter`): from 1.37 DefaultPreemption's workload-aware preemption,
+  which may evict victims and nominate the members (`ascheduler.plugins.grouppreemption`).
 
 What both share with Coscheduling (membership, reservations, waiting, sibling rejection) is
 `ascheduler.plugins.coscheduling._GangPlugin`.

@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ascheduler.events import StatusWriter
+from ascheduler.events import Related, StatusWriter
 from ascheduler.features import Features, Release
+from ascheduler.framework.handle import group_uid
 from ascheduler.framework.interface import Code
 from ascheduler.framework.nominated import Nominator
 from ascheduler.framework.waiting import WaitingPod, WaitingPods
 from ascheduler.kube import ApiError
 from ascheduler.model import PodInfo, parse_pod
+from ascheduler.model.podgroups import parse_scheduling_group
 from ascheduler.preemption import Evictions
 from tests.kit import on, pod
 
@@ -111,6 +113,37 @@ async def test_each_victim_is_marked_deleted_and_told() -> None:
     assert {e.note for e in events} == {"Preempted by pod uid-vip on node n"}
     assert {e.related.name for e in events} == {"vip"}
     assert not ev.running(PREEMPTOR.uid)
+
+
+async def test_a_group_preemption_evicts_for_the_podgroup_and_names_it() -> None:
+    """kube-scheduler's `actuatePodGroupPreemption`: the condition and the events say
+    `podgroup`, the event is related to the PodGroup and names node `cluster` (the
+    preemption's domain), and the group's uid is what PreEnqueue asks about."""
+    kube = FakeKube({("DELETE", "b"): [403]})
+    ev, activated = evictions(kube, release=Release(1, 37))
+    train = parse_scheduling_group(
+        {
+            "metadata": {"name": "train", "namespace": "ns", "uid": "pg-uid"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "priority": 100},
+        }
+    )
+    ev.start_group(train, "ascheduler", [victim("a"), victim("b")], ["uid-m0", "uid-m1"])
+    assert group_uid(train) == "pg-uid"
+    assert ev.running("pg-uid")
+    await finish(ev)
+    patch = next(c for c in kube.calls if c[0] == "PATCH" and "/pods/a/" in c[1])
+    [condition] = patch[2]["status"]["conditions"]
+    assert (
+        condition["message"] == "ascheduler: preempting to accommodate a higher priority podgroup"
+    )
+    [event] = [e for e in written(ev) if getattr(e, "reason", "") == "Preempted"]
+    assert (event.pod.name, event.note) == ("a", "Preempted by podgroup pg-uid on node cluster")
+    assert event.related == Related(
+        "scheduling.k8s.io/v1beta1", "PodGroup", "ns", "train", "pg-uid"
+    )
+    # b could not be deleted: the members are let out to try again.
+    assert activated == ["uid-m0", "uid-m1"]
+    assert not ev.running("pg-uid")
 
 
 async def test_a_victim_already_terminating_or_gone_needs_nothing_more() -> None:

@@ -672,6 +672,18 @@ class Runner:
                 return seen
             await asyncio.sleep(0.1)
 
+    async def _preempted_member(
+        self, s: Scenario, run: str, namespace: str, name: str, got: Outcome
+    ) -> Outcome:
+        """A member of a group in a `together` preemption scenario: where it ends up, the
+        existing pods gone by then, and its first failure (when it had one)."""
+        node, victims = got.node, frozenset[str]()
+        if node or got.nominated:
+            node, victims = await self._preempted(s, run, namespace, name)
+        if got.reason:
+            got = await self._first_failure(namespace, name, got)
+        return Outcome(node, got.reason, got.message, nominated=got.nominated, victims=victims)
+
     async def _preempted(
         self, s: Scenario, run: str, namespace: str, name: str
     ) -> tuple[str, frozenset[str]]:
@@ -870,9 +882,21 @@ class Runner:
                 *(self._decision(ns, n, wait=0.0) for ns, n in where if n in s.held)
             )
             deciding += [(ns, name) for ns, name in where if name in s.held]
+            if s.preemption:
+                # A group's preemption: each member followed until bound, then the victims
+                # gone by then, and each member's first failure.
+                decided = await asyncio.gather(
+                    *(
+                        self._preempted_member(s, run, ns, n, got)
+                        for (ns, n), got in zip(deciding, decided, strict=True)
+                    )
+                )
             for (_, name), got in zip(deciding, decided, strict=True):
                 node = self.logical_node(s, got.node) if got.node else ""
-                outcomes[name] = Outcome(node, got.reason, got.message)
+                nominated = self.logical_node(s, got.nominated) if got.nominated else ""
+                outcomes[name] = Outcome(
+                    node, got.reason, got.message, nominated=nominated, victims=got.victims
+                )
             return outcomes
         for raw in s.pods:
             name = raw["metadata"]["name"]

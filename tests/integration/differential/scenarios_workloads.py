@@ -190,3 +190,66 @@ if POD_GROUPS:
             ties=frozenset({"never-0"}),
         ),
     ]
+
+if Release(1, 37) <= RELEASE:
+    # Workload-aware preemption (DefaultPreemption's PodGroupPostFilter): the victims, the
+    # members' nominations and first failures, and where they end up, compared.
+    POOLS = [
+        fake_node("a", cpu="2", labels={"pool": "a"}),
+        fake_node("b", cpu="2", labels={"pool": "b"}),
+    ]
+    WORKLOADS += [
+        Scenario(
+            "workloads: a gang that fits only after preemption evicts the least it needs",
+            nodes=POOLS,
+            feature_gates=GANG_GATES,
+            existing=[
+                pause("low-a0", cpu="1", node="a", priorityClassName="diff-low"),
+                pause("low-a1", cpu="1", node="a", priorityClassName="diff-low"),
+                pause("mid-b", cpu="1", node="b", priorityClassName="diff-mid"),
+                pause("low-b", cpu="1", node="b", priorityClassName="diff-low"),
+            ],
+            objects=[pod_group("pre-workers", 2, priorityClassName="diff-high")],
+            pods=[
+                member(
+                    "pre-big",
+                    "pre",
+                    "workers",
+                    cpu="2",
+                    priorityClassName="diff-high",
+                    nodeSelector={"pool": "a"},
+                ),
+                member("pre-small", "pre", "workers", cpu="1", priorityClassName="diff-high"),
+            ],
+            together=True,
+            preemption=True,
+        ),
+        Scenario(
+            "workloads: a victim group disrupted as a whole goes whole",
+            nodes=[
+                fake_node("a", cpu="1", labels={"pool": "a"}),
+                fake_node("b", cpu="1", labels={"pool": "b"}),
+            ],
+            feature_gates=GANG_GATES,
+            objects=[
+                pod_group("batch-all", 2, priorityClassName="diff-low", disruptionMode={"all": {}}),
+                pod_group("vip-solo", 1, priorityClassName="diff-high"),
+            ],
+            existing=[
+                member("batch-0", "batch", "all", cpu="1", node="a", priorityClassName="diff-low"),
+                member("batch-1", "batch", "all", cpu="1", node="b", priorityClassName="diff-low"),
+            ],
+            pods=[
+                member(
+                    "vip",
+                    "vip",
+                    "solo",
+                    cpu="1",
+                    priorityClassName="diff-high",
+                    nodeSelector={"pool": "a"},
+                )
+            ],
+            together=True,
+            preemption=True,
+        ),
+    ]

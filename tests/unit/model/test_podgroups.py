@@ -95,6 +95,14 @@ def test_the_schedulers_condition_priority_and_preemption_policy_are_read() -> N
     assert bad.errors == ("spec.priority: expected an integer, got 'high'",)
 
 
+def test_the_disruption_mode_says_whether_the_group_is_preempted_whole() -> None:
+    basic = {"schedulingPolicy": {"basic": {}}}
+    assert group({**basic, "disruptionMode": {"all": {}}}).disruption_all
+    assert not group({**basic, "disruptionMode": {"single": {}}}).disruption_all
+    assert not group(basic).disruption_all
+    assert not group({**basic, "disruptionMode": "all"}).disruption_all  # not an object
+
+
 def test_bad_policies_are_errors_with_their_field_never_exceptions() -> None:
     cases = {
         "spec.schedulingPolicy: required": {},
