@@ -588,6 +588,10 @@ class Scheduler:
         if NOMINATED_NODE_NAME_FOR_EXPECTATION not in fw.handle.features:
             return
         waits = fw.handle.waiting_pods.get(pod.uid) is not None
+        if waits and self.groups.active and pod.scheduling_group is not None:
+            # A member of a pod group cycle (1.36 on) waits here for its siblings, where
+            # kube-scheduler's cycle holds it before any binding cycle: none is nominated.
+            waits = False
         if waits or fw.pre_bind_pre_flight(state, pod, node):
             state.write(_NOMINATED_FOR_BINDING, node)
             await self.writer.nominate_for_binding(pod, node)

@@ -207,6 +207,11 @@ class GroupPreemption:
             status = Status(status.code, (PREFIX + status.message,), status.plugin)
         if status.code is Code.SUCCESS and outcome.victims:
             self._answers[group_uid(group)] = status
+            evictor = self.handle.evictor
+            if evictor is not None and len(self._answers) > 64:
+                # Groups not asked about since their evictions ended: forgotten.
+                for uid in [u for u in self._answers if not evictor.running(u)]:
+                    del self._answers[uid]
         return self._counted(status)
 
     @staticmethod

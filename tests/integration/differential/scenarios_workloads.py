@@ -253,3 +253,81 @@ if Release(1, 37) <= RELEASE:
             preemption=True,
         ),
     ]
+    WEB_BUDGET = (
+        "policy/v1/poddisruptionbudgets",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    WORKLOADS += [
+        Scenario(
+            "workloads: a group's preemption reprieves the victim a budget protects first",
+            nodes=POOLS,
+            feature_gates=GANG_GATES,
+            objects=[WEB_BUDGET, pod_group("pdb-workers", 1, priorityClassName="diff-high")],
+            existing=[
+                pause(
+                    "guarded",
+                    cpu="1",
+                    node="a",
+                    labels={"app": "web"},
+                    priorityClassName="diff-low",
+                ),
+                pause("plain", cpu="1", node="a", priorityClassName="diff-low"),
+                pause("full-b", cpu="2", node="b", priorityClassName="diff-high"),
+            ],
+            pods=[
+                member(
+                    "pdb-0",
+                    "pdb",
+                    "workers",
+                    cpu="1",
+                    priorityClassName="diff-high",
+                    nodeSelector={"pool": "a"},
+                )
+            ],
+            together=True,
+            preemption=True,
+        ),
+        Scenario(
+            "workloads: a basic group's member that fits only after preemption preempts",
+            nodes=POOLS,
+            feature_gates=GANG_GATES,
+            objects=[pod_group("any-workers", None, priorityClassName="diff-high")],
+            existing=[
+                pause("low-a", cpu="2", node="a", priorityClassName="diff-low"),
+                pause("low-b", cpu="1", node="b", priorityClassName="diff-low"),
+            ],
+            # One member: kube-scheduler may pop a basic group's first member before a
+            # second one is queued, so two would make the scenario a race.
+            pods=[
+                member(
+                    "any-0",
+                    "any",
+                    "workers",
+                    cpu="2",
+                    priorityClassName="diff-high",
+                    nodeSelector={"pool": "a"},
+                )
+            ],
+            together=True,
+            preemption=True,
+        ),
+        Scenario(
+            "workloads: a gang too big even after preemption evicts nothing and says why",
+            nodes=POOLS,
+            feature_gates=GANG_GATES,
+            objects=[pod_group("huge-workers", 3, priorityClassName="diff-high")],
+            existing=[pause("low-a", cpu="1", node="a", priorityClassName="diff-low")],
+            pods=[
+                member(f"huge-{i}", "huge", "workers", cpu="2", priorityClassName="diff-high")
+                for i in range(3)
+            ],
+            together=True,
+            preemption=True,
+            ties=frozenset({"huge-0", "huge-1", "huge-2"}),
+        ),
+    ]
