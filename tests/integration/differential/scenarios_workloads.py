@@ -191,13 +191,50 @@ if POD_GROUPS:
         ),
     ]
 
+POOLS = [
+    fake_node("a", cpu="2", labels={"pool": "a"}),
+    fake_node("b", cpu="2", labels={"pool": "b"}),
+]
+if POD_GROUPS and Release(1, 37) > RELEASE:
+    # 1.36: each member preempts for itself (its own PostFilter), the group waits for it.
+    WORKLOADS += [
+        Scenario(
+            "workloads: a gang whose members fit only after preemption (1.36: each preempts)",
+            nodes=POOLS,
+            feature_gates=GANG_GATES,
+            existing=[
+                pause("low-a0", cpu="1", node="a", priorityClassName="diff-low"),
+                pause("low-a1", cpu="1", node="a", priorityClassName="diff-low"),
+                pause("mid-b", cpu="1", node="b", priorityClassName="diff-mid"),
+                pause("low-b", cpu="1", node="b", priorityClassName="diff-low"),
+            ],
+            objects=[pod_group("pre-workers", 2, priorityClassName="diff-high")],
+            pods=[
+                member(
+                    "pre-big",
+                    "pre",
+                    "workers",
+                    cpu="2",
+                    priorityClassName="diff-high",
+                    nodeSelector={"pool": "a"},
+                ),
+                member(
+                    "pre-small",
+                    "pre",
+                    "workers",
+                    cpu="2",
+                    priorityClassName="diff-high",
+                    nodeSelector={"pool": "b"},
+                ),
+            ],
+            together=True,
+            preemption=True,
+        ),
+    ]
+
 if Release(1, 37) <= RELEASE:
     # Workload-aware preemption (DefaultPreemption's PodGroupPostFilter): the victims, the
     # members' nominations and first failures, and where they end up, compared.
-    POOLS = [
-        fake_node("a", cpu="2", labels={"pool": "a"}),
-        fake_node("b", cpu="2", labels={"pool": "b"}),
-    ]
     WORKLOADS += [
         Scenario(
             "workloads: a gang that fits only after preemption evicts the least it needs",
