@@ -37,6 +37,7 @@ from ascheduler.config.validation import Problems
 from ascheduler.features import Features, Release
 from ascheduler.framework import (
     EXTENSION_POINTS,
+    POINT_SINCE,
     ConfigError,
     MultiPointChanges,
     PluginRef,
@@ -49,11 +50,12 @@ from ascheduler.framework.interface import ExtensionPoint, PluginSet
 PROFILE_FIELDS: Final = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
 INT32: Final = (-(2**31), 2**31 - 1)
 #: `Plugins` fields a release added, with the release: the extension points of workload
-#: scheduling (ascheduler has plugins at `podGroupPostFilter` only).
+#: scheduling; ascheduler has plugins at `podGroupPostFilter` only, whose release is the
+#: framework's (`POINT_SINCE`).
 RELEASE_POINTS: Final[Mapping[str, Release]] = {
     "placementGenerate": Release(1, 36),
     "placementScore": Release(1, 36),
-    "podGroupPostFilter": Release(1, 37),
+    **{point: Release(*since) for point, since in POINT_SINCE.items()},
 }
 
 

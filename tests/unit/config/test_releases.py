@@ -129,6 +129,8 @@ def test_the_release_of_each_new_extension_point_is_the_one_its_field_came_with(
     assert POINT_SINCE
     for point, (major, minor) in POINT_SINCE.items():
         assert RELEASE_POINTS[point] == Release(major, minor)
+    # The placement points have no plugin in ascheduler: their fields came with 1.36.
+    assert RELEASE_POINTS["placementGenerate"] == RELEASE_POINTS["placementScore"] == Release(1, 36)
 
 
 def test_a_workload_plugin_set_enables_nothing_ascheduler_has() -> None:
