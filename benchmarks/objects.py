@@ -103,7 +103,9 @@ async def create_gangs(kube: KubeClient, namespace: str, workload: Workload) -> 
         async with gate:
             name = gang_name(index * size, size)
             if workload.pod_group_policy:
-                body = pod_group(name, size, workload.pod_group_policy, api)
+                body = pod_group(
+                    name, size, workload.pod_group_policy, api, workload.pod_group_priority_class
+                )
             else:
                 body = gang_workload(name, size)
             await kube.post(path, body)
@@ -236,7 +238,7 @@ async def collect_apiserver_garbage(kube: KubeClient) -> None:
 
 async def create_nodes(kubeconfig: str, workload: Workload, run_id: str) -> list[str]:
     async with await KubeClient.connect(kubeconfig, user_agent="bench") as kube:
-        if workload.churn is not None:
+        if workload.churn is not None or workload.pod_group_priority_class:
             for name, value in PRIORITY_CLASSES.items():
                 body = {"metadata": {"name": name}, "value": value}
                 try:

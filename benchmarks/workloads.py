@@ -507,14 +507,20 @@ GANG: Final = "gang"
 BASIC: Final = "basic"
 
 
-def pod_group(name: str, size: int, policy: str, api: str) -> dict[str, Any]:
-    """scheduler_perf's podgroup template: a `gang` of minCount `size`, or a `basic` group."""
+def pod_group(
+    name: str, size: int, policy: str, api: str, priority_class: str = ""
+) -> dict[str, Any]:
+    """scheduler_perf's podgroup template: a `gang` of minCount `size`, or a `basic` group
+    (of `priority_class`: the apiserver's Priority admission sets its `spec.priority`)."""
     scheduling = {"gang": {"minCount": size}} if policy == GANG else {"basic": {}}
+    spec: dict[str, Any] = {"schedulingPolicy": scheduling}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
     return {
         "apiVersion": f"scheduling.k8s.io/{api}",
         "kind": "PodGroup",
         "metadata": {"name": name},
-        "spec": {"schedulingPolicy": scheduling},
+        "spec": spec,
     }
 
 
@@ -529,6 +535,61 @@ def _group_member(size: int, initial: int) -> Callable[[str, str, int], dict[str
         return body
 
     return make
+
+
+def _gang_preemptor(
+    size: int, initial: int, nodes: int, cpu: str
+) -> Callable[[str, str, int], dict[str, Any]]:
+    """scheduler_perf's GangPreemptionBasic: `pod-low-priority` (40m, no priority, a host
+    port of `8000 + index % (initial / nodes)`, so each node holds as many) for the initial
+    pods, then `gang-pod` (`cpu` each, high priority) in PodGroups of `size`."""
+    per_node = max(initial // nodes, 1)
+
+    def make(name: str, scheduler: str, index: int) -> dict[str, Any]:
+        # As scheduler_perf's templates: no grace period, so a victim's deletion is final at
+        # once (a benchmark plane runs no kubelet to confirm it).
+        if index < initial:
+            body = pod(
+                name,
+                scheduler,
+                requests={"cpu": "40m", "memory": "100Mi"},
+                terminationGracePeriodSeconds=0,
+            )
+            body["spec"]["containers"][0]["ports"] = [
+                {"containerPort": 80, "hostPort": 8000 + index % per_node}
+            ]
+            return body
+        body = pod(
+            name,
+            scheduler,
+            requests={"cpu": cpu, "memory": "100Mi"},
+            priorityClassName=HIGH,
+            terminationGracePeriodSeconds=0,
+        )
+        body["spec"]["schedulingGroup"] = {"podGroupName": gang_name(index - initial, size)}
+        return body
+
+    return make
+
+
+def _gang_preemption(nodes: int, initial: int, groups: int, size: int) -> Workload:
+    return Workload(
+        f"GangPreemptionBasic_{nodes}Nodes_{groups}PreemptorGang{'s' if groups > 1 else ''}_"
+        f"{size}Pods_Evicting_{initial}InitPods",
+        initial,
+        groups * size,
+        basic_nodes(nodes),
+        _gang_preemptor(size, initial, nodes, "3970m"),
+        gang_size=size,
+        pod_group_policy=GANG,
+        pod_group_priority_class=HIGH,
+        feature_gates=POD_GROUP_GATES,
+        releases=("1.37",),
+        description=f"scheduler_perf's workload preemption: {nodes:,} nodes holding {initial:,} "
+        f"low-priority pods (40m, spread evenly by host ports); {groups:,} high-priority gangs "
+        f"of {size:,} pods of 3970m each, every member evicting a node's pods (workload-aware "
+        "preemption, 1.37, GenericWorkload on in both schedulers)",
+    )
 
 
 #: scheduler_perf's steady state: a few pods pending, each replaced once bound.
@@ -560,6 +621,8 @@ class Workload:
     #: The gangs are PodGroups of this policy (`gang` or `basic`, 1.36 on) rather than 1.35's
     #: Workloads.
     pod_group_policy: str = ""
+    #: Their PriorityClass ("": none, priority 0).
+    pod_group_priority_class: str = ""
     #: `--feature-gates` of the plane (apiserver, kube-scheduler) and of ascheduler.
     feature_gates: str = ""
     #: The releases (`1.35`) whose plane it runs on; empty: every release.
@@ -803,6 +866,8 @@ WORKLOADS: dict[str, Workload] = {
             for groups, size, per in ((1000, 3, ""), (3, 1000, "_1000PerGroup"), (10, 5000, ""))
             if policy == GANG or size < 5000
         ),
+        _gang_preemption(100, 1000, 1, 100),
+        _gang_preemption(100, 1000, 10, 10),
         Workload(
             "PreemptionAsync_5000Nodes",
             20000,

@@ -24,6 +24,7 @@ from benchmarks.workloads import (
     CSI_LIMIT,
     GANG_GROUP,
     GPU,
+    HIGH,
     WORKLOADS,
     ZONE,
     bound_claim,
@@ -200,7 +201,7 @@ def test_pod_group_workloads_are_scheduler_perfs_podgroup_families() -> None:
     sizes = {
         name: (w.gangs(), w.gang_size, w.pod_group_policy)
         for name, w in WORKLOADS.items()
-        if w.pod_group_policy and not name.startswith("Smoke")
+        if w.pod_group_policy and not name.startswith(("Smoke", "GangPreemption"))
     }
     assert sizes == {
         "PodGroupGangScheduling_5000Nodes_1000Gangs_3000Pods": (1000, 3, "gang"),
@@ -209,6 +210,31 @@ def test_pod_group_workloads_are_scheduler_perfs_podgroup_families() -> None:
         "PodGroupBasicScheduling_5000Nodes_3Groups_3000Pods_1000PerGroup": (3, 1000, "basic"),
         "PodGroupGangScheduling_5000Nodes_10Gangs_50000Pods": (10, 5000, "gang"),
     }
+
+
+def test_gang_preemption_workloads_are_scheduler_perfs_workload_preemption_families() -> None:
+    w = WORKLOADS["GangPreemptionBasic_100Nodes_10PreemptorGangs_10Pods_Evicting_1000InitPods"]
+    assert (w.initial_pods, w.gangs(), w.gang_size, w.releases) == (1000, 10, 10, ("1.37",))
+    # The low-priority pods: 40m, no grace period, ten host ports, so ten on every node.
+    low = [w.pod(f"init-{i}", "s", i)["spec"] for i in range(12)]
+    assert {s["containers"][0]["resources"]["requests"]["cpu"] for s in low} == {"40m"}
+    assert {s["terminationGracePeriodSeconds"] for s in low} == {0}
+    ports = [s["containers"][0]["ports"][0]["hostPort"] for s in low]
+    assert ports == [8000 + i % 10 for i in range(12)]
+    assert "priorityClassName" not in low[0]
+    # The preemptors: 3970m (a node's 4 CPUs less the ten 40m pods do not hold it), high
+    # priority, in PodGroups of ten made with the same class.
+    high = w.pod("m-0", "s", 1000)["spec"]
+    assert high["containers"][0]["resources"]["requests"]["cpu"] == "3970m"
+    assert (high["priorityClassName"], high["schedulingGroup"]) == (
+        HIGH,
+        {"podGroupName": "gang-0"},
+    )
+    assert w.pod("m-10", "s", 1010)["spec"]["schedulingGroup"] == {"podGroupName": "gang-1"}
+    assert w.pod_group_priority_class == HIGH
+    assert pod_group("gang-0", 10, "gang", "v1beta1", HIGH)["spec"]["priorityClassName"] == HIGH
+    one = WORKLOADS["GangPreemptionBasic_100Nodes_1PreemptorGang_100Pods_Evicting_1000InitPods"]
+    assert (one.gangs(), one.gang_size) == (1, 100)
 
 
 def test_a_gang_is_bound_when_its_last_member_is_from_its_last_member_created() -> None:
