@@ -195,6 +195,21 @@ POOLS = [
     fake_node("a", cpu="2", labels={"pool": "a"}),
     fake_node("b", cpu="2", labels={"pool": "b"}),
 ]
+#: Two low pods on a, a mid and a low one on b: what the `pre` gang's members make room in.
+HELD = [
+    pause("low-a0", cpu="1", node="a", priorityClassName="diff-low"),
+    pause("low-a1", cpu="1", node="a", priorityClassName="diff-low"),
+    pause("mid-b", cpu="1", node="b", priorityClassName="diff-mid"),
+    pause("low-b", cpu="1", node="b", priorityClassName="diff-low"),
+]
+
+
+def pre_member(name: str, cpu: str, pool: str = "") -> Json:
+    """A high-priority member of the `pre` gang (on `pool`'s node, if named)."""
+    spec: dict[str, Any] = {"nodeSelector": {"pool": pool}} if pool else {}
+    return member(name, "pre", "workers", cpu=cpu, priorityClassName="diff-high", **spec)
+
+
 if POD_GROUPS and Release(1, 37) > RELEASE:
     # 1.36: each member preempts for itself (its own PostFilter), the group waits for it.
     WORKLOADS += [
@@ -202,30 +217,11 @@ if POD_GROUPS and Release(1, 37) > RELEASE:
             "workloads: a gang whose members fit only after preemption (1.36: each preempts)",
             nodes=POOLS,
             feature_gates=GANG_GATES,
-            existing=[
-                pause("low-a0", cpu="1", node="a", priorityClassName="diff-low"),
-                pause("low-a1", cpu="1", node="a", priorityClassName="diff-low"),
-                pause("mid-b", cpu="1", node="b", priorityClassName="diff-mid"),
-                pause("low-b", cpu="1", node="b", priorityClassName="diff-low"),
-            ],
+            existing=HELD,
             objects=[pod_group("pre-workers", 2, priorityClassName="diff-high")],
             pods=[
-                member(
-                    "pre-big",
-                    "pre",
-                    "workers",
-                    cpu="2",
-                    priorityClassName="diff-high",
-                    nodeSelector={"pool": "a"},
-                ),
-                member(
-                    "pre-small",
-                    "pre",
-                    "workers",
-                    cpu="2",
-                    priorityClassName="diff-high",
-                    nodeSelector={"pool": "b"},
-                ),
+                pre_member("pre-big", "2", "a"),
+                pre_member("pre-small", "2", "b"),
             ],
             together=True,
             preemption=True,
@@ -240,23 +236,11 @@ if Release(1, 37) <= RELEASE:
             "workloads: a gang that fits only after preemption evicts the least it needs",
             nodes=POOLS,
             feature_gates=GANG_GATES,
-            existing=[
-                pause("low-a0", cpu="1", node="a", priorityClassName="diff-low"),
-                pause("low-a1", cpu="1", node="a", priorityClassName="diff-low"),
-                pause("mid-b", cpu="1", node="b", priorityClassName="diff-mid"),
-                pause("low-b", cpu="1", node="b", priorityClassName="diff-low"),
-            ],
+            existing=HELD,
             objects=[pod_group("pre-workers", 2, priorityClassName="diff-high")],
             pods=[
-                member(
-                    "pre-big",
-                    "pre",
-                    "workers",
-                    cpu="2",
-                    priorityClassName="diff-high",
-                    nodeSelector={"pool": "a"},
-                ),
-                member("pre-small", "pre", "workers", cpu="1", priorityClassName="diff-high"),
+                pre_member("pre-big", "2", "a"),
+                pre_member("pre-small", "1"),
             ],
             together=True,
             preemption=True,
