@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Mapping
 from typing import Final
 
@@ -54,8 +53,8 @@ from ascheduler.groupstatus import (
 )
 from ascheduler.model import PodInfo
 from ascheduler.model.podgroups import SchedulingGroup
-from ascheduler.plugins.gangscheduling import CANNOT_BE_SATISFIED
 from ascheduler.plugins.gangscheduling import NAME as GANG_SCHEDULING
+from ascheduler.plugins.gangscheduling import OUT_OF_REACH
 
 #: The pseudo-plugin named on the error a member of a group whose members disagree fails
 #: with (an error: the member is retried after its backoff, as kube-scheduler retries it).
@@ -83,13 +82,6 @@ POLICY_MISMATCH: Final = (
 GROUP_UNSCHEDULABLE: Final = "pod group is unschedulable"
 WAITING_FOR_PREEMPTION: Final = "pod group is waiting for preemption to complete"
 FAILED_OTHER_POD: Final = "failed to schedule other pod from a pod group: {}"
-#: 1.37: GangScheduling's PlacementFeasible verdict as the cycle keeps it when a member tried
-#: leaves the quorum out of reach (the plugin's status as is; the members it fails are told
-#: it after `errPodGroupUnschedulable`).
-OUT_OF_REACH: Final = CANNOT_BE_SATISFIED.removeprefix(f"{GROUP_UNSCHEDULABLE}, ")
-_OUT_OF_REACH_TEXT: Final = re.compile(
-    re.escape(OUT_OF_REACH).replace(r"\{\}", r"\d+").replace("{}", r"\d+")
-)
 
 
 def go_quote(text: str) -> str:
@@ -172,11 +164,7 @@ class PodGroupCycle:
             return None  # a group its members disagree on fails before any is tried
         # They are told the group's status as PlacementFeasible left it, before the group
         # preemption's verdict was appended to it (kube-scheduler clones it first).
-        line = gang.failed[2]
-        verdict = _OUT_OF_REACH_TEXT.search(line)
-        return Status.unschedulable(
-            verdict.group(0) if verdict is not None else line, plugin=GANG_SCHEDULING
-        )
+        return Status.unschedulable(gang.out_of_reach or gang.failed[2], plugin=GANG_SCHEDULING)
 
     def failure(self, pod: PodInfo) -> object:
         """What `stopped` compares with: the gang's failed attempt as the cycle begins."""

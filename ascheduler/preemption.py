@@ -70,7 +70,6 @@ class _Preemptor:
     uid: str
     key: str
     scheduler: str
-    priority: int
     #: kube-scheduler's word for it in the DisruptionTarget condition and the event.
     kind: str
     related: Related
@@ -156,7 +155,6 @@ class Evictions:
             preemptor.uid,
             preemptor.key,
             preemptor.scheduler_name,
-            preemptor.priority,
             "pod",
             Related.pod(preemptor),
             (preemptor.uid,),
@@ -180,7 +178,6 @@ class Evictions:
             group_uid(group),
             f"PodGroup {group.key}",
             scheduler,
-            group.priority,
             "podgroup",
             Related(version, "PodGroup", group.namespace, group.name, group.uid),
             tuple(members),

@@ -44,6 +44,7 @@ class Gang:
         "failed_until",
         "gated",
         "key",
+        "out_of_reach",
         "pods",
         "quorum",
         "sort_time",
@@ -70,6 +71,9 @@ class Gang:
         self.admitted = False
         #: (member uid, member name, why) of the member whose failure doomed the group's round.
         self.failed: tuple[str, str, str] | None = None
+        #: 1.37: GangScheduling's PlacementFeasible verdict in `failed`'s line, as the members
+        #: the pod group cycle has not tried yet are told it (without the group preemption's).
+        self.out_of_reach = ""
         #: A failed group is not tried again before this time (monotonic).
         self.failed_until = 0.0
         #: What failed the round the group backs off from (said while it backs off).

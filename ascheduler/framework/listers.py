@@ -150,6 +150,7 @@ class GangView(Protocol):
     deadline: float | None
     admitted: bool
     failed: tuple[str, str, str] | None
+    out_of_reach: str
     failed_until: float
     backoff_why: str
     dooms: int

@@ -78,10 +78,11 @@ WAITING_FOR_POD_GROUP: Final = 'waiting for pods\'s pod group "{}" to appear in 
 WAITING_TO_BE_SCHEDULED: Final = "waiting for minCount pods from a gang to be scheduled"
 PERMIT_WAIT: Final = "one or more plugins asked to wait and no plugin rejected pod"
 GROUP_UNSCHEDULABLE: Final = f"pod group is unschedulable, {WAITING_TO_BE_SCHEDULED}, {PERMIT_WAIT}"
-#: v1.37: GangScheduling's PlacementFeasible verdict, then the pod group preemption's.
-CANNOT_BE_SATISFIED: Final = (
-    "pod group is unschedulable, minCount ({}) cannot be satisfied: {} scheduled, {} remaining"
-)
+#: v1.37: GangScheduling's PlacementFeasible verdict (the members the pod group cycle has not
+#: tried are told it alone), and what the members tried are told: it, then the pod group
+#: preemption's.
+OUT_OF_REACH: Final = "minCount ({}) cannot be satisfied: {} scheduled, {} remaining"
+CANNOT_BE_SATISFIED: Final = f"pod group is unschedulable, {OUT_OF_REACH}"
 
 
 class GangScheduling(_GangPlugin):
@@ -210,9 +211,9 @@ class GangScheduling(_GangPlugin):
             # trying them. Scheduled before this attempt: the members bound (or assumed)
             # before it; remaining: this attempt's members and those not tried yet.
             waiting = len(gang.waiting)
-            line = self._line(pod, policy, gang.placed() - waiting, waiting + left)
-            failed = gang.failed = (pod.uid, pod.name, line)
-            self.later(0.0, lambda: self._fail_attempt(gang, failed))
+            self._doom(gang, pod, policy, gang.placed() - waiting, waiting + left)
+            doomed = gang.failed
+            self.later(0.0, lambda: self._fail_attempt(gang, doomed))
         return status, wait
 
     @staticmethod
@@ -224,16 +225,21 @@ class GangScheduling(_GangPlugin):
             unscheduled -= 1
         return max(unscheduled, 0)
 
-    def _line(self, pod: PodInfo, policy: _Policy, scheduled: int, remaining: int) -> str:
-        """What the members failed with their group are told: the release's words."""
-        features = self.handle.features
-        if not features.since(1, 37):
-            return GROUP_UNSCHEDULABLE
-        group = self.gangs.scheduling_groups.get(f"{pod.namespace}/{pod.scheduling_group}")
-        return (
-            f"{CANNOT_BE_SATISFIED.format(policy.minimum, scheduled, remaining)}, "
-            f"{self.handle.pod_group_post_filter(group, pod).message}"
-        )
+    def _doom(
+        self, gang: GangView, pod: PodInfo, policy: _Policy, scheduled: int, remaining: int
+    ) -> None:
+        """The group's attempt fails with `pod`: what its members are told, in the release's
+        words (1.37: PlacementFeasible's verdict, then the group preemption's)."""
+        line, verdict = GROUP_UNSCHEDULABLE, ""
+        if self.handle.features.since(1, 37):
+            verdict = OUT_OF_REACH.format(policy.minimum, scheduled, remaining)
+            group = self.gangs.scheduling_groups.get(f"{pod.namespace}/{pod.scheduling_group}")
+            line = (
+                f"{CANNOT_BE_SATISFIED.format(policy.minimum, scheduled, remaining)}, "
+                f"{self.handle.pod_group_post_filter(group, pod).message}"
+            )
+        gang.failed = (pod.uid, pod.name, line)
+        gang.out_of_reach = verdict
 
     def _admitted(self, gang: GangView, policy: _Policy) -> None:
         """A v1.35 Workload has no status, so an event on it says the gang was placed; a
@@ -268,8 +274,7 @@ class GangScheduling(_GangPlugin):
         left = self._untried(gang, pod)
         if gang.placed() + left >= policy.minimum:
             return
-        verdict = self._line(pod, policy, gang.placed(), left)
-        gang.failed = (pod.uid, pod.name, verdict)
+        self._doom(gang, pod, policy, gang.placed(), left)
         self._fail_attempt(gang)
 
     def _fail_attempt(self, gang: GangView, failed: object = None) -> None:

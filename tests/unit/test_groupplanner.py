@@ -8,49 +8,31 @@ from typing import Any
 
 import numpy as np
 
-from ascheduler.app import build_frameworks
 from ascheduler.cache import Cache
-from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
+from ascheduler.config import DEFAULT_SCHEDULER_NAME
 from ascheduler.features import Release, parse_gates
 from ascheduler.framework import Code
-from ascheduler.framework.extender import Extenders
 from ascheduler.groupplanner import GroupPlanner
 from ascheduler.model import PodInfo
-from ascheduler.model.podgroups import SchedulingGroup, parse_scheduling_group
-from ascheduler.plugins import IN_TREE
+from ascheduler.model.podgroups import SchedulingGroup
 from tests.kit import node_info, on, parsed, pod
+from tests.kit.groups import group_cluster, group_member, pod_group
 
 V137 = parse_gates("GenericWorkload=true", Release(1, 37))
 PROFILE = DEFAULT_SCHEDULER_NAME
 
 
 def group(count: int | None) -> SchedulingGroup:
-    policy = {"basic": {}} if count is None else {"gang": {"minCount": count}}
-    return parse_scheduling_group(
-        {
-            "metadata": {"name": "g", "namespace": "default", "uid": "pg"},
-            "spec": {"schedulingPolicy": policy},
-        }
-    )
+    return pod_group("g", count, uid="pg")
 
 
 def member(name: str, cpu: str, **fields: Any) -> PodInfo:
-    return parsed(
-        pod(name, cpu=cpu, scheduler_name=PROFILE, schedulingGroup={"podGroupName": "g"}, **fields)
-    )
+    return group_member(name, "g", cpu, **fields)
 
 
 def planner(g: SchedulingGroup, *pods: PodInfo, nodes: int = 2) -> tuple[Cache, GroupPlanner]:
-    cache = Cache(V137)
-    for i in range(nodes):
-        cache.add_node(node_info(f"n{i}", cpu="2"))
-    cache.gangs.scheduling_group_handler.on_add(g)
-    for p in pods:
-        if p.node_name:
-            cache.add_pod(p)
-        cache.gangs.add_pod(p)
-    frameworks = build_frameworks(
-        SchedulerConfig(features=V137), IN_TREE, cache, None, Extenders(())
+    cache, frameworks = group_cluster(
+        V137, [node_info(f"n{i}", cpu="2") for i in range(nodes)], [g], pods
     )
     return cache, GroupPlanner(cache, frameworks)
 

@@ -11,18 +11,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ascheduler.app import build_frameworks
 from ascheduler.cache import Cache
-from ascheduler.config import DEFAULT_SCHEDULER_NAME, SchedulerConfig
+from ascheduler.config import DEFAULT_SCHEDULER_NAME
 from ascheduler.features import Release, parse_gates
 from ascheduler.framework import Code, group_uid
-from ascheduler.framework.extender import Extenders
 from ascheduler.framework.runtime import Framework
-from ascheduler.groupplanner import GroupPlanner
 from ascheduler.model import PodInfo
 from ascheduler.model.objects import parse_budget
-from ascheduler.model.podgroups import SchedulingGroup, parse_scheduling_group
-from ascheduler.plugins import IN_TREE
+from ascheduler.model.podgroups import SchedulingGroup
 from ascheduler.plugins.grouppreemption import (
     GROUP_RANK,
     POD_RANK,
@@ -31,19 +27,13 @@ from ascheduler.plugins.grouppreemption import (
     split_victims,
 )
 from tests.kit import node_info, on, parsed, pod
+from tests.kit.groups import group_cluster, group_member, pod_group
 
 V137 = parse_gates("GenericWorkload=true", Release(1, 37))
 PROFILE = DEFAULT_SCHEDULER_NAME
 
 
-def group(name: str, count: int | None, **spec: Any) -> SchedulingGroup:
-    policy = {"basic": {}} if count is None else {"gang": {"minCount": count}}
-    return parse_scheduling_group(
-        {
-            "metadata": {"name": name, "namespace": "default", "uid": f"pg-{name}"},
-            "spec": {"schedulingPolicy": policy, **spec},
-        }
-    )
+group = pod_group
 
 
 def bound(name: str, node: str, cpu: str = "1", **fields: Any) -> PodInfo:
@@ -52,9 +42,7 @@ def bound(name: str, node: str, cpu: str = "1", **fields: Any) -> PodInfo:
 
 def member(name: str, of: str, cpu: str = "1", **fields: Any) -> PodInfo:
     fields.setdefault("priority", 1000)
-    return parsed(
-        pod(name, cpu=cpu, scheduler_name=PROFILE, schedulingGroup={"podGroupName": of}, **fields)
-    )
+    return group_member(name, of, cpu, **fields)
 
 
 # -- victims ---------------------------------------------------------------------------------
@@ -154,21 +142,10 @@ class Evictions:
 def cluster(
     *pods: PodInfo, groups: Sequence[SchedulingGroup] = (), cpu: str = "2"
 ) -> tuple[Cache, Framework, Evictions]:
-    cache = Cache(V137)
-    for name in ("a", "b"):
-        cache.add_node(node_info(name, cpu=cpu, labels={"pool": name}))
-    for g in groups:
-        cache.gangs.scheduling_group_handler.on_add(g)
-    for p in pods:
-        if p.node_name:
-            cache.add_pod(p)
-        cache.gangs.add_pod(p)
-    frameworks = build_frameworks(
-        SchedulerConfig(features=V137), IN_TREE, cache, None, Extenders(())
-    )
+    nodes = [node_info(name, cpu=cpu, labels={"pool": name}) for name in ("a", "b")]
+    cache, frameworks = group_cluster(V137, nodes, groups, pods)
     fw = frameworks[PROFILE]
     evictions = Evictions()
-    fw.handle.set_group_planner(GroupPlanner(cache, frameworks))
     fw.handle.set_evictor(evictions)
     return cache, fw, evictions
 
@@ -264,17 +241,9 @@ def test_a_group_that_may_not_preempt_is_not_eligible(by_group: bool) -> None:
     features = parse_gates(gates, Release(1, 37))
     train = group("train", 1, priority=1000, preemptionPolicy="Never" if by_group else None)
     m = member("m", "train", cpu="2", preemptionPolicy="Never" if not by_group else None)
-    cache = Cache(features)
-    cache.add_node(node_info("a", cpu="2"))
-    cache.add_pod(bound("low", "a", cpu="2", priority=1))
-    cache.gangs.scheduling_group_handler.on_add(train)
-    cache.gangs.add_pod(m)
-    frameworks = build_frameworks(
-        SchedulerConfig(features=features), IN_TREE, cache, None, Extenders(())
-    )
-    fw = frameworks[PROFILE]
-    fw.handle.set_group_planner(GroupPlanner(cache, frameworks))
-    status = fw.pod_group_post_filter(train, m)
+    low = bound("low", "a", cpu="2", priority=1)
+    _, frameworks = group_cluster(features, [node_info("a", cpu="2")], [train], [low, m])
+    status = frameworks[PROFILE].pod_group_post_filter(train, m)
     assert status.code is Code.UNSCHEDULABLE
     assert status.message.endswith(
         "pod group preemption: not eligible due to preemptionPolicy=Never."
