@@ -20,9 +20,10 @@ from collections.abc import Mapping, Sequence
 from ascheduler.cache import Cache
 from ascheduler.framework import SUCCESS, Assignment, CycleState, GroupPlacement, Status
 from ascheduler.framework.runtime import Framework
-from ascheduler.groupcycle import FAILED_OTHER_POD, OUT_OF_REACH
+from ascheduler.groupcycle import FAILED_OTHER_POD
 from ascheduler.model import PodInfo
 from ascheduler.model.podgroups import SCHEDULING_GROUP, SchedulingGroup
+from ascheduler.plugins.gangscheduling import OUT_OF_REACH
 
 
 class GroupPlanner:
@@ -63,17 +64,17 @@ class GroupPlanner:
         fw = self.frameworks[members[0].scheduler_name]
         gang = self.cache.gangs.get(f"{SCHEDULING_GROUP}:{group.key}")
         table = self.cache.table
-        undo: list[tuple[int, PodInfo, int]] = []
-
-        def count(pod: PodInfo, node: str | None, sign: int) -> None:
-            row = None if node is None else table.index.get(node)
-            if row is not None:
-                table.add_usage(row, pod, sign)
-                undo.append((row, pod, -sign))
-
+        taken: list[tuple[int, PodInfo]] = []
+        added: list[tuple[int, PodInfo]] = []
+        seen: set[str] = set()
+        for pod in [*self.reserved(group), *removed]:
+            row = table.pod_row(pod.uid)
+            counted = None if row is None or pod.uid in seen else table.pods(row).get(pod.uid)
+            if row is not None and counted is not None:
+                seen.add(pod.uid)
+                taken.append((row, counted))
+        table.add_usages(taken, -1)
         try:
-            for pod in [*self.reserved(group), *removed]:
-                count(pod, self.cache.pod_node(pod.uid), -1)
             scheduled = 0 if gang is None else len(gang.assigned)
             remaining = len(members)
             minimum = group.min_count
@@ -86,8 +87,10 @@ class GroupPlanner:
                 state = CycleState(dry_run=True)
                 result = fw.find_nodes(state, pod, table)
                 remaining -= 1
-                if result.node is not None:
-                    count(pod, result.node, 1)
+                row = None if result.node is None else table.index.get(result.node)
+                if result.node is not None and row is not None:
+                    table.add_usage(row, pod, 1)
+                    added.append((row, pod))
                     placed.append(Assignment(pod, result.node, state))
                     scheduled += 1
                 elif not result.status.rejected:
@@ -102,5 +105,5 @@ class GroupPlanner:
                 return GroupPlacement(Status.unschedulable())
             return GroupPlacement(SUCCESS, tuple(placed))
         finally:
-            for row, pod, sign in reversed(undo):
-                table.add_usage(row, pod, sign)
+            table.add_usages(reversed(added), -1)
+            table.add_usages(taken, 1)

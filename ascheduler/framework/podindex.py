@@ -174,9 +174,17 @@ class PodIndex:
         self._disk_users: dict[tuple[str, str], dict[str, PodVolume]] = {}
         #: Count columns kept by others (`add_extra`), moved with the rows.
         self._extra: dict[Hashable, CountColumn] = {}
+        #: Pods by their own priority (a preemptor's possible victims are those below its).
+        self._by_priority: dict[int, dict[str, PodInfo]] = {}
 
     def pod_row(self, uid: str) -> int | None:
         return self._pod_row.get(uid)
+
+    def pods_below(self, priority: int) -> Iterator[PodInfo]:
+        """The pods whose own priority is below `priority` (by priority, then as placed): as
+        many steps as there are such pods and distinct priorities, not as pods placed."""
+        for level in sorted(p for p in self._by_priority if p < priority):
+            yield from self._by_priority[level].values()
 
     def _column(self, predicate: PodPredicate) -> CountColumn:
         """The count column of `predicate`: built once by looking at the pods that can match

@@ -55,7 +55,7 @@ from ascheduler.framework import (
 from ascheduler.model import PodInfo
 from ascheduler.model.objects import DisruptionBudget
 from ascheduler.model.pod import PREEMPT_NEVER
-from ascheduler.model.podgroups import SchedulingGroup
+from ascheduler.model.podgroups import SCHEDULING_GROUP, SchedulingGroup
 from ascheduler.plugins.preemptiontime import start_time
 
 PREFIX: Final = "pod group preemption: "
@@ -228,18 +228,18 @@ class GroupPreemption:
         if self._ongoing(group, members):
             return Outcome(Status(Code.SUCCESS, (ONGOING,)), nominations=self._current(members))
         nodes = self.handle.nodes
-        groups = self.handle.gangs.scheduling_groups
         now = time.time()
         row_of: dict[str, int] = {}
-        on_table: list[PodInfo] = []
         started: dict[str, float] = {}
-        for row in range(nodes.n):
-            for uid, p in nodes.pods(row).items():
-                row_of[uid] = row
-                on_table.append(p)
+        candidates = self._candidates(group.priority)
+        for p in candidates:
+            row = nodes.pod_row(p.uid)
+            if row is not None:
+                row_of[p.uid] = row
                 if p.start_time:
-                    started[uid] = start_time(p, now)
-        victims = collect_victims(on_table, groups, group.priority, now, started)
+                    started[p.uid] = start_time(p, now)
+        groups = self.handle.gangs.scheduling_groups
+        victims = collect_victims(candidates, groups, group.priority, now, started)
         if not victims:
             return Outcome(Status.unschedulable(NO_VICTIMS, resolvable=False))
         removed = [p for v in victims for p in v.pods]
@@ -293,6 +293,24 @@ class GroupPreemption:
             self.handle.evictor.start_group(
                 group, scheduler, outcome.victims, [m.uid for m in members]
             )
+
+    def _candidates(self, below: int) -> list[PodInfo]:
+        """The pods on the node table whose victim priority may be below `below`: those whose
+        own priority is (the table's index), and the pods of PodGroups whose priority is
+        (their own may be higher); `collect_victims` decides. Not a walk over every pod: a
+        group failing in a cluster with nothing of lower priority costs next to nothing."""
+        nodes = self.handle.nodes
+        gangs = self.handle.gangs
+        out = {p.uid: p for p in nodes.pods_below(below)}
+        for group in gangs.scheduling_groups.values():
+            if group.priority >= below:
+                continue
+            gang = gangs.get(f"{SCHEDULING_GROUP}:{group.key}")
+            for uid in () if gang is None else gang.pods:
+                row = nodes.pod_row(uid)
+                if row is not None and uid not in out:
+                    out[uid] = nodes.pods(row)[uid]
+        return list(out.values())
 
     def _running(self, group: SchedulingGroup) -> Status | None:
         """The answer of the group's preemption whose evictions still run (None: none)."""

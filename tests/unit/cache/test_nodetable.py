@@ -134,6 +134,7 @@ def test_the_index_agrees_with_a_brute_force_count_through_random_churn() -> Non
         elif op < 0.6:
             where = rng.choice(sorted(nodes_up))
             extra = {"affinity": anti} if rng.random() < 0.3 else {}
+            extra["priority"] = rng.choice([0, 5, 10])
             raw = on(where, pod(f"p{step}", labels={"app": rng.choice(apps)}, **extra))
             info = parse_pod(raw)
             cache.add_pod(info)
@@ -173,6 +174,58 @@ def test_the_index_agrees_with_a_brute_force_count_through_random_churn() -> Non
                 shapes[row] = shapes.get(row, 0) + 1
         got = {r: c for rows in table.affinity_rows().values() for r, c in rows.items()}
         assert got == shapes, step
+        for below in (0, 5, 10, 11):
+            placed = {
+                i.uid for i in live.values() if i.node_name in nodes_up and i.priority < below
+            }
+            assert {i.uid for i in table.pods_below(below)} == placed, step
+
+
+def test_many_pods_taken_off_together_and_put_back_leave_the_table_as_it_was() -> None:
+    import numpy as np
+
+    cache = make_cache([node("a", cpu="8"), node("b", cpu="8")])
+    table = cache.table
+    spread = SpreadMatch(
+        frozenset({"default"}), parse_selector({"matchLabels": {"app": "web"}}, "s")
+    )
+    pods = [
+        parse_pod(
+            on(where, pod(f"p{i}", cpu="1", labels={"app": "web"}, priority=i, host_port=80 + i))
+        )
+        for i, where in enumerate(["a", "a", "b", "a"])
+    ]
+    for info in pods:
+        cache.add_pod(info)
+    table.match_counts(spread)  # a count column kept up to date from here on
+
+    def state() -> tuple[object, ...]:
+        return (
+            table.requested.copy(),
+            table.free.copy(),
+            table.nonzero.copy(),
+            [dict(table.pods(r)) for r in range(table.n)],
+            [dict(table.ports[r]) for r in range(table.n)],
+            table.match_counts(spread).copy(),
+            sorted(i.uid for i in table.pods_below(100)),
+        )
+
+    before = state()
+    placed = [(table.pod_row(i.uid) or 0, i) for i in pods]
+    table.add_usages(placed, -1)
+    # As if no pod were there: every row's usage, ports, counts and index empty.
+    assert np.array_equal(table.free, table.alloc)
+    assert [len(table.pods(r)) for r in range(table.n)] == [0, 0]
+    assert not any(table.ports[r] for r in range(table.n))
+    assert not table.match_counts(spread).any()
+    assert list(table.pods_below(100)) == []
+    table.add_usages(placed, 1)
+    after = state()
+    for was, now in zip(before, after, strict=True):
+        if isinstance(was, np.ndarray):
+            assert np.array_equal(was, now)
+        else:
+            assert was == now
 
 
 def test_domain_rows_agree_with_a_brute_force_over_every_key_layout() -> None:

@@ -205,6 +205,35 @@ def test_a_victim_group_disrupted_whole_goes_whole() -> None:
     assert evictions.started[0][2] == ["batch-0", "batch-1"]
 
 
+def test_victims_are_found_by_their_groups_priority_whatever_their_own() -> None:
+    # The pods' own priorities say the opposite of their groups': only the groups' count.
+    old = group("old", 1, priority=10)
+    new = group("new", 1, priority=5000)
+    solo = group("solo", 1, priority=1000)
+    vip = member("vip", "solo", cpu="2", node_selector={"pool": "a"})
+    cache, fw, evictions = cluster(
+        bound("old-0", "a", priority=2000, schedulingGroup={"podGroupName": "old"}),
+        bound("new-0", "a", priority=1, schedulingGroup={"podGroupName": "new"}),
+        vip,
+        groups=[old, new, solo],
+    )
+    pods = {r: set(cache.table.pods(r)) for r in range(cache.table.n)}
+    status = fw.pod_group_post_filter(solo, vip)
+    # new-0 (its group above the preemptor's) stays: a's second CPU is not enough.
+    assert status.message == (
+        "deallocation and deletion of ResourceClaims completed, "
+        "pod group preemption: minCount (1) cannot be satisfied: 0 scheduled, 0 remaining"
+    )
+    assert evictions.started == []
+    # The dry run put every pod back where it was.
+    assert {r: set(cache.table.pods(r)) for r in range(cache.table.n)} == pods
+    vip_b = member("vip-b", "solo", cpu="1", node_selector={"pool": "a"})
+    cache.gangs.add_pod(vip_b)
+    status = fw.pod_group_post_filter(solo, vip_b)
+    assert status.code is Code.SUCCESS
+    assert evictions.started[0][2] == ["old-0"]
+
+
 def test_no_lower_priority_pod_means_no_victims() -> None:
     train = group("train", 1, priority=10)
     m = member("m", "train", cpu="2", priority=10)
