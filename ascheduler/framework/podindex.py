@@ -180,6 +180,10 @@ class PodIndex:
     def pod_row(self, uid: str) -> int | None:
         return self._pod_row.get(uid)
 
+    def count_below(self, priority: int) -> int:
+        """How many pods `pods_below` yields, in as many steps as there are priorities."""
+        return sum(len(pods) for level, pods in self._by_priority.items() if level < priority)
+
     def pods_below(self, priority: int) -> Iterator[PodInfo]:
         """The pods whose own priority is below `priority` (by priority, then as placed): as
         many steps as there are such pods and distinct priorities, not as pods placed."""

@@ -53,6 +53,7 @@ from ascheduler.framework import (
     Extenders,
     FilterResult,
     Handle,
+    IntArray,
     NodeTable,
     PluginArgsError,
     PodGroupPostFilterPlugin,
@@ -309,7 +310,7 @@ class DefaultPreemption(ExtenderPostFilterPlugin, PreEnqueuePlugin, PodGroupPost
         nominated = self.handle.nominator.node_of(pod.uid) or pod.nominated_node_name
         if nominated:
             row = nodes.index.get(nominated)
-            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if row is None else codes[row]
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if row is None else Code(int(codes[row]))
             if row is not None and code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 terminating = any(
                     p.priority < pod.priority and p.deleting and p.preempted
@@ -318,7 +319,7 @@ class DefaultPreemption(ExtenderPostFilterPlugin, PreEnqueuePlugin, PodGroupPost
         why = eligible(pod, terminating)
         if why:
             return PostFilterResult(Status.unschedulable(f"preemption: {why}"))
-        potential = [r for r in range(nodes.n) if codes[r] is Code.UNSCHEDULABLE]
+        potential: list[int] = np.flatnonzero(codes == Code.UNSCHEDULABLE).tolist()
         run = self.dry_run(state, pod, nodes, diagnosis, potential, now)
         if not run.candidates:
             if run.errors:
@@ -363,11 +364,24 @@ class DefaultPreemption(ExtenderPostFilterPlugin, PreEnqueuePlugin, PodGroupPost
             return out
         wanted = self.args.candidates_to_find(len(potential))
         offset = self._rng.randrange(len(potential))
+        order = [*potential[offset:], *potential[:offset]]
+        # A node without a pod of lower priority has no victims (`select_victims` says so
+        # first): when such pods are fewer than the nodes to try, the nodes holding them are
+        # looked up in the table's priority index and every other node is told so at once,
+        # rather than each of thousands looked at in turn.
+        lower: set[int] | None = None
+        if nodes.count_below(pod.priority) < len(order):
+            lower = {
+                r for p in nodes.pods_below(pod.priority) if (r := nodes.pod_row(p.uid)) is not None
+            }
+        none = Status.unschedulable(NO_VICTIMS, resolvable=False)
         clean: list[Candidate] = []
         violating: list[Candidate] = []
-        for i in range(len(potential)):
-            row = potential[(offset + i) % len(potential)]
+        for row in order:
             name = nodes.names[row]
+            if lower is not None and row not in lower:
+                out.statuses[name] = none
+                continue
             found = self.select_victims(state, pod, nodes, diagnosis, row, now)
             if isinstance(found, Status):
                 if found.code is Code.ERROR:
@@ -483,29 +497,29 @@ def on_current_rows(nodes: NodeTable, diagnosis: Diagnosis) -> Diagnosis:
     )
 
 
-def _codes(nodes: NodeTable, diagnosis: Diagnosis) -> list[Code]:
+def _codes(nodes: NodeTable, diagnosis: Diagnosis) -> IntArray:
     """Each current row's code in the diagnosis (kube-scheduler's NodeToStatus: a node it
     does not mention is UnschedulableAndUnresolvable). A diagnosis taken on another state of
     the table (a profile with extenders) names its rows (`node_names`): read by name."""
-    unresolvable = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    out = np.full(nodes.n, int(Code.UNSCHEDULABLE_AND_UNRESOLVABLE), dtype=np.int64)
     if diagnosis.prefilter_status is not None:
-        return [diagnosis.prefilter_status.code] * nodes.n
-    if diagnosis.codes is None:
-        return [unresolvable] * nodes.n
-    codes = diagnosis.codes.tolist()
+        out[:] = int(diagnosis.prefilter_status.code)
+        return out
+    codes = diagnosis.codes
+    if codes is None:
+        return out
     if diagnosis.node_names is None:
-        out = [Code(c) for c in codes[: nodes.n]]
-        out += [unresolvable] * (nodes.n - len(out))
+        known = min(nodes.n, len(codes))
+        out[:known] = codes[:known]
     else:
         at = {name: i for i, name in enumerate(diagnosis.node_names)}
-        out = [
-            unresolvable if (i := at.get(name)) is None or i >= len(codes) else Code(codes[i])
-            for name in nodes.names
-        ]
+        for row, name in enumerate(nodes.names):
+            if (i := at.get(name)) is not None and i < len(codes):
+                out[row] = codes[i]
     for name, status in diagnosis.external.items():
-        row = nodes.index.get(name)
-        if row is not None and out[row] is Code.SUCCESS:
-            out[row] = status.code
+        at_row = nodes.index.get(name)
+        if at_row is not None and out[at_row] == Code.SUCCESS:
+            out[at_row] = int(status.code)
     return out
 
 

@@ -354,6 +354,30 @@ async def test_no_lower_priority_pod_means_no_victims() -> None:
     )
 
 
+async def test_the_few_nodes_holding_lower_priority_pods_are_the_only_ones_tried() -> None:
+    # Fewer lower-priority pods than nodes: the table's priority index names the nodes they
+    # are on; every other node has no victims. One such pod sits on a node the pod cannot
+    # use at all (a taint): it makes no candidate.
+    names = [f"n{i}" for i in range(6)]
+    pods = [placed(f"peer-{n}", n, 100, cpu="2") for n in names if n != "n4"]
+    pods.append(placed("low", "n4", 0, cpu="2"))
+    env = env_with(names, pods)
+    env.cache.add_node(node_info("tainted", cpu="2", taints=[{"key": "k", "effect": "NoSchedule"}]))
+    env.cache.add_pod(placed("low-tainted", "tainted", 0, cpu="2"))
+    node, note, victims = await attempt(env, incoming(cpu="2"))
+    assert (node, victims) == ("n4", ["low"])
+    assert note.endswith(
+        "preemption: found a potential placement for pod on node n4, preempting 1 victims"
+    )
+    env.cache.remove_pod(pods[-1])
+    node, note, victims = await attempt(env, incoming("vip-2", cpu="2"))
+    assert (node, victims) == ("", [])
+    assert note.endswith(
+        "preemption: 0/7 nodes are available: 1 Preemption is not helpful for scheduling, "
+        "6 No preemption victims found for incoming pod."
+    )
+
+
 async def test_room_that_evictions_cannot_make_is_reported_per_node() -> None:
     # Evicting every lower-priority pod still leaves too little cpu: the filter's reason.
     env = env_with(["a"], [placed("peer", "a", 100, cpu="1500m"), placed("low", "a", 0, "500m")])
