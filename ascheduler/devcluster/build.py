@@ -477,11 +477,15 @@ def ensure_built(
     missing (or all, with `force`); return their paths.
 
     Concurrent callers (a `make` target and a pytest session, say) serialise on a lock file,
-    and the second finds the first one's binaries.
+    and the second finds the first one's binaries. A release whose binaries are all there
+    takes no lock (each is put in place whole, by a rename): a plane of a built release
+    starts while another release builds.
     """
     root = cache or cache_dir()
     root.mkdir(parents=True, exist_ok=True)
     bins = binaries(root, release)
+    if not force and not bins.missing():
+        return bins
     say = progress or (lambda _msg: None)
     with (root / "build.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import fcntl
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -100,6 +102,15 @@ def test_cached_binaries_are_reused_without_a_toolchain(
     bins.kwok_stages.write_text("kind: Stage\n")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # a build would fail: there is no go
     assert build.ensure_built(cache=cache) == bins
+    # Another release building holds the lock: a built one is not kept waiting behind it.
+    pool = ThreadPoolExecutor(1)
+    try:
+        with (cache / "build.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            returned = pool.submit(build.ensure_built, cache=cache)
+            assert returned.result(timeout=60) == bins
+    finally:
+        pool.shutdown()  # the lock is let go first: a call waiting on it ends
 
 
 def test_a_failing_go_command_names_the_step_and_log(
