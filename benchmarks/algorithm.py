@@ -4,7 +4,10 @@ SchedulingBasic's shapes (nodes cpu 4 / memory 32Gi / pods 110; pods 100m / 500M
 profile, a cache pre-filled with `--initial` pods. The topology shape adds what makes
 kube-scheduler slow at scale: nodes in three zones, pods in apps of 20 replicas (arriving app
 after app, as ReplicaSets create them), each with a zone spread and per-host anti-affinity
-over its app, 10,000 pods placed beforehand. Pods are
+over its app, 10,000 pods placed beforehand. The preemption shapes are timed per attempt, on
+nodes full of four 900m pods each: a 3-CPU pod of higher priority (`preemption`), one of the
+same priority that finds nothing to evict (`preemption-none`), and 1.37's workload-aware
+preemption for a gang of 3-CPU members, one per 50 nodes (`group-preemption`). Pods are
 timed in batches; the figure is the median batch's time per pod, with the best batch beside it
 (on a shared machine the best is the least disturbed).
 
@@ -29,8 +32,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ascheduler.app import build_frameworks
 from ascheduler.cache import Cache
+from ascheduler.config import SchedulerConfig
 from ascheduler.devcluster.nodes import FakeNodes, fake_node_body
+from ascheduler.features import Features, Release, parse_gates
 from ascheduler.framework import (
     CycleState,
     Handle,
@@ -45,10 +51,14 @@ from ascheduler.framework import (
     default_plugins,
     multipoint,
 )
+from ascheduler.framework.extender import Extenders
 from ascheduler.framework.runtime import Framework
+from ascheduler.groupplanner import GroupPlanner
 from ascheduler.model import PodInfo, parse_node, parse_pod
 from ascheduler.model.dra import parse_device_class, parse_resource_claim, parse_resource_slice
+from ascheduler.model.podgroups import parse_scheduling_group
 from ascheduler.plugins import IN_TREE
+from ascheduler.plugins.grouppreemption import GroupPreemption
 from benchmarks import report
 from benchmarks.common import RESULTS, context, save
 from benchmarks.workloads import device_claim, dra_class, dra_slice
@@ -315,7 +325,125 @@ def measure_preemption(nodes: int, attempts: int) -> dict[str, Any]:
     }
 
 
-SHAPE_ORDER = ("basic", "topology", "preemption", "dra")
+def _full_cluster(
+    nodes: int, priority: int, features: Features | None = None
+) -> tuple[Cache, dict[str, Framework]]:
+    """`nodes` SchedulingBasic nodes, each full of four 900m pods of `priority`, and the
+    default profile's framework over them (the group dry run given to its handle)."""
+    features = features or Features.defaults()
+    cache = Cache(features)
+    for i in range(nodes):
+        cache.add_node(parse_node(fake_node_body(f"node-{i}", FakeNodes(count=1))))
+    names = cache.table.names
+    for i in range(nodes * 4):
+        low = parse_pod(
+            {
+                "metadata": {"name": f"low-{i}", "namespace": "bench", "uid": f"low-{i}"},
+                "spec": {
+                    "schedulerName": "ascheduler",
+                    "priority": priority,
+                    "containers": [
+                        {"name": "c", "resources": {"requests": {"cpu": "900m", "memory": "500Mi"}}}
+                    ],
+                },
+            }
+        )
+        cache.add_pod(dataclasses.replace(low, node_name=names[i % nodes]))
+    profile = multipoint("ascheduler")
+    frameworks = build_frameworks(
+        SchedulerConfig(profiles=(profile,), features=features), IN_TREE, cache, None, Extenders(())
+    )
+    planner = GroupPlanner(cache, frameworks)
+    for fw in frameworks.values():
+        fw.handle.set_group_planner(planner)
+    return cache, frameworks
+
+
+def _high(i: int, priority: int, **spec: Any) -> PodInfo:
+    return parse_pod(
+        {
+            "metadata": {"name": f"high-{i}", "namespace": "bench", "uid": f"high-{i}"},
+            "spec": {
+                "schedulerName": "ascheduler",
+                "priority": priority,
+                "containers": [
+                    {"name": "c", "resources": {"requests": {"cpu": "3", "memory": "500Mi"}}}
+                ],
+                **spec,
+            },
+        }
+    )
+
+
+def measure_no_victims(nodes: int, attempts: int) -> dict[str, Any]:
+    """A pod that fits nowhere where no pod has a lower priority than it: the whole cycle
+    (PreFilter .. PostFilter, the preemption finding nothing to evict), per attempt."""
+    cache, frameworks = _full_cluster(nodes, priority=10)
+    fw = frameworks["ascheduler"]
+    times: list[float] = []
+    for i in range(attempts):
+        high = _high(i, 10)
+        t0 = time.perf_counter()
+        result = fw.find_nodes(CycleState(), high, cache.table)
+        times.append(time.perf_counter() - t0)
+        assert result.node is None, result.status
+        assert not result.nominated_node, result.status
+    return _per_attempt("preemption-none", nodes, attempts, nodes * 4, times)
+
+
+#: Members of the gang in the pod group preemption shape: one per 50 nodes, at least 10.
+def gang_size(nodes: int) -> int:
+    return max(10, nodes // 50)
+
+
+def measure_group_preemption(nodes: int, attempts: int) -> dict[str, Any]:
+    """1.37's workload-aware preemption for a gang of `gang_size` members of 3 CPUs each on
+    nodes full of lower-priority pods: finding the victims, the dry run of the group with
+    them gone and the reprieve (DefaultPreemption's PodGroupPostFilter, nothing evicted, so
+    every attempt meets the same cluster), per attempt."""
+    features = parse_gates("GenericWorkload=true", Release(1, 37))
+    cache, frameworks = _full_cluster(nodes, priority=0, features=features)
+    size = gang_size(nodes)
+    group = parse_scheduling_group(
+        {
+            "metadata": {"name": "gang", "namespace": "bench", "uid": "gang"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": size}}, "priority": 10},
+        }
+    )
+    cache.gangs.scheduling_group_handler.on_add(group)
+    for i in range(size):
+        cache.gangs.add_pod(_high(i, 10, schedulingGroup={"podGroupName": "gang"}))
+    preemption = GroupPreemption(frameworks["ascheduler"].handle)
+    times: list[float] = []
+    for _ in range(attempts):
+        t0 = time.perf_counter()
+        outcome = preemption.evaluate(group)
+        times.append(time.perf_counter() - t0)
+        assert len(outcome.nominations) == size, outcome.status
+    return _per_attempt("group-preemption", nodes, attempts, nodes * 4, times)
+
+
+def _per_attempt(
+    shape: str, nodes: int, attempts: int, initial: int, times: Sequence[float]
+) -> dict[str, Any]:
+    return {
+        "shape": shape,
+        "nodes": nodes,
+        "pods": attempts,
+        "initial_pods": initial,
+        "us_per_pod_median": round(statistics.median(times) * 1e6, 1),
+        "us_per_pod_best": round(min(times) * 1e6, 1),
+        "batches": attempts,
+    }
+
+
+#: Per-attempt shapes: (measure, attempts per size by default).
+PER_ATTEMPT = {
+    "preemption-none": measure_no_victims,
+    "group-preemption": measure_group_preemption,
+}
+
+SHAPE_ORDER = ("basic", "topology", "preemption", "preemption-none", "group-preemption", "dra")
 
 
 def merged(rows: list[dict[str, Any]], earlier: Path) -> list[dict[str, Any]]:
@@ -333,6 +461,20 @@ def merged(rows: list[dict[str, Any]], earlier: Path) -> list[dict[str, Any]]:
     return sorted(
         [*kept, *rows], key=lambda r: (order.get(r.get("shape", "basic"), 99), r["nodes"])
     )
+
+
+def python_loop_seconds(repeat: int = 5) -> float:
+    """The best of `repeat` times of ten million additions in a plain Python loop: what this
+    machine's Python does with a core, so that tables of different days and machines can be
+    told apart by their machine as well as by their code."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(10_000_000):
+            total += i
+        best = min(best, time.perf_counter() - t0)
+    return round(best, 3)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -360,13 +502,15 @@ def main(argv: Sequence[str]) -> int:
     )
     parser.add_argument(
         "--shape",
-        choices=("basic", "topology", "preemption", "dra", "both", "all"),
+        choices=(*SHAPE_ORDER, "both", "all"),
         default="all",
         help="basic: SchedulingBasic's pod; topology: apps of 20 replicas, each pod with a "
         "zone spread and per-host anti-affinity over its app; preemption: a high-priority pod "
-        "on nodes full of low-priority ones, per attempt; dra: SchedulingBasic's pod with a claim "
-        "of its own for one of 8 devices per node (Reserve included); both: basic and topology "
-        "(default all four)",
+        "on nodes full of low-priority ones, per attempt; preemption-none: a pod that fits "
+        "nowhere on nodes full of pods of its own priority, per attempt; group-preemption: a "
+        "gang (a member per 50 nodes, at least 10) preempting on nodes full of low-priority "
+        "pods, per attempt (1.37); dra: SchedulingBasic's pod with a claim of its own for one of "
+        "8 devices per node (Reserve included); both: basic and topology (default all)",
     )
     parser.add_argument(
         "--preemption-attempts", type=int, default=30, help="attempts per size (preemption)"
@@ -386,7 +530,7 @@ def main(argv: Sequence[str]) -> int:
     rows = []
     shapes = {
         "both": ("basic", "topology"),
-        "all": ("basic", "topology", "preemption", "dra"),
+        "all": SHAPE_ORDER,
     }.get(args.shape, (args.shape,))
     for shape_name in shapes:
         for n in args.nodes:
@@ -396,6 +540,11 @@ def main(argv: Sequence[str]) -> int:
             if shape_name == "preemption":
                 initial = 4 * n
                 runs = [measure_preemption(n, args.preemption_attempts) for _ in range(args.repeat)]
+            elif shape_name in PER_ATTEMPT:
+                initial = 4 * n
+                runs = [
+                    PER_ATTEMPT[shape_name](n, args.preemption_attempts) for _ in range(args.repeat)
+                ]
             else:
                 runs = [
                     measure(n, args.pods, initial, args.batch, shape_name=shape_name)
@@ -426,7 +575,7 @@ def main(argv: Sequence[str]) -> int:
                 )
             sys.stdout.flush()
     if args.save:
-        result = {**context(), "repeat": args.repeat}
+        result = {**context(), "repeat": args.repeat, "python_loop_s": python_loop_seconds()}
         result["rows"] = merged(rows, RESULTS / f"{result['date'][:10]}-algorithm.json")
         print(f"wrote {save('algorithm', result)}", file=sys.stderr)
         report.update_readme(RESULTS)

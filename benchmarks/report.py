@@ -514,8 +514,18 @@ SHAPE_TITLES = {
     "basic": "SchedulingBasic",
     "topology": "zone spread + per-host anti-affinity",
     "preemption": "preemption attempt (us per attempt)",
+    "preemption-none": "a pod that fits nowhere, nothing to preempt (us per attempt)",
+    "group-preemption": "a gang preempting, a member per 50 nodes (us per attempt)",
     "dra": "a claim for one of 8 devices per node",
 }
+
+
+def _loop(result: Mapping[str, Any]) -> str:
+    """The machine's pure-Python speed as the save measured it (saves before it: nothing)."""
+    seconds = result.get("python_loop_s")
+    if seconds is None:
+        return ""
+    return f", on which ten million additions in a Python loop take {seconds:.2f} s"
 
 
 def algorithm_section(result: Mapping[str, Any] | None) -> str:
@@ -526,9 +536,10 @@ def algorithm_section(result: Mapping[str, Any] | None) -> str:
         f"SchedulingBasic's shape or with a zone spread and per-host anti-affinity over apps of "
         f"20 replicas, or with a ResourceClaim of its own for one of 8 devices per node "
         f"(Reserve included), and a preemption attempt on nodes full of lower-priority pods "
+        f"(a pod's; a pod's where nothing has a lower priority; a PodGroup's, 1.37) "
         f"(`python -m benchmarks algorithm --repeat {result['repeat']} --save`, "
-        f"{result['date'][:10]}, {result['machine']['cpus']} CPUs; the median of the runs' "
-        "medians; the last two columns are what a plugin written one node at a time "
+        f"{result['date'][:10]}, {result['machine']['cpus']} CPUs{_loop(result)}; the median "
+        "of the runs' medians; the last two columns are what a plugin written one node at a time "
         "(`RowFilterPlugin`, `RowScorePlugin`) adds, as under 2026-11-22 below):",
         "",
         "| pods | nodes | placed | us per pod (median) | runs | best batch | + a row filter "
